@@ -1,0 +1,139 @@
+//! Clients blocked on keys (BZPOPMIN, BZMPOP, BLPOP ...), served in arrival order.
+//!
+//! A blocking command that finds nothing to pop registers a [`Waiter`] under each of its keys
+//! while it still holds the keys' shard locks, so no write can slip between its check and its
+//! registration. Every write that touches a key while anyone is blocked records the key as
+//! ready ([`crate::keyspace::DbHandle::modified`]); right after that command (or EXEC), still
+//! under its locks, [`serve_ready`] hands the key's elements to its waiters in the order they
+//! blocked, by running each waiter's serve function on the key, exactly as Redis does after
+//! each command. A waiter that times out or disconnects removes itself.
+
+use crate::keyspace::{DbHandle, Guards};
+use crate::protocol::Reply;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Tries to serve a waiter from a key that became ready. Returns the reply and the commands to
+/// log in the AOF (the pops that happened), or None to keep waiting.
+pub type ServeFn = fn(&mut DbHandle, &Waiter, &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)>;
+
+pub struct Waiter {
+    pub client_id: u64,
+    pub db: usize,
+    pub keys: Vec<Bytes>,
+    /// The blocking command's arguments, for the serve function.
+    pub args: Vec<Bytes>,
+    pub serve: ServeFn,
+    tx: Mutex<Option<oneshot::Sender<Reply>>>,
+}
+
+impl Waiter {
+    /// Take the reply channel; only one of timeout and serve gets it.
+    fn take(&self) -> Option<oneshot::Sender<Reply>> {
+        self.tx.lock().take()
+    }
+}
+
+/// A blocked client's side: await `rx`, or give up with [`Registry::cancel`].
+pub struct Blocked {
+    pub waiter: Arc<Waiter>,
+    pub rx: oneshot::Receiver<Reply>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    by_key: Mutex<HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>>,
+}
+
+impl Registry {
+    /// Register a waiter on `keys` of `db`. Call while holding the keys' shard locks.
+    pub fn block(&self, guards: &Guards, client_id: u64, db: usize, keys: Vec<Bytes>, args: Vec<Bytes>, serve: ServeFn) -> Blocked {
+        let (tx, rx) = oneshot::channel();
+        let w = Arc::new(Waiter { client_id, db, keys, args, serve, tx: Mutex::new(Some(tx)) });
+        let mut map = self.by_key.lock();
+        for k in &w.keys {
+            let q = map.entry((db, k.clone())).or_default();
+            if !q.iter().any(|x| Arc::ptr_eq(x, &w)) {
+                q.push_back(w.clone());
+            }
+        }
+        guards.ks.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        Blocked { waiter: w, rx }
+    }
+
+    fn unlink(map: &mut HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>, w: &Arc<Waiter>) {
+        for k in &w.keys {
+            let key = (w.db, k.clone());
+            if let Some(q) = map.get_mut(&key) {
+                q.retain(|x| !Arc::ptr_eq(x, w));
+                if q.is_empty() {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Give up waiting (timeout, disconnect, CLIENT UNBLOCK). Returns true if the waiter was
+    /// still pending; false means it was served and its reply is in the channel.
+    pub fn cancel(&self, ks: &crate::keyspace::Keyspace, w: &Arc<Waiter>) -> bool {
+        let mut map = self.by_key.lock();
+        let pending = w.take().is_some();
+        if pending {
+            Self::unlink(&mut map, w);
+            ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
+        pending
+    }
+
+    /// Unblock a client with a given reply (CLIENT UNBLOCK). True if it was blocked.
+    pub fn unblock_client(&self, ks: &crate::keyspace::Keyspace, client_id: u64, reply: Reply) -> bool {
+        let mut map = self.by_key.lock();
+        let found = map.values().flat_map(|q| q.iter()).find(|w| w.client_id == client_id).cloned();
+        let Some(w) = found else { return false };
+        if let Some(tx) = w.take() {
+            Self::unlink(&mut map, &w);
+            ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            let _ = tx.send(reply);
+            return true;
+        }
+        false
+    }
+
+    /// Keys of `db` that have waiters (SWAPDB and FLUSHALL wake them).
+    pub fn keys_in_db(&self, db: usize) -> Vec<Bytes> {
+        self.by_key.lock().keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect()
+    }
+
+    /// Serve waiters on every key the last command made ready. Runs under that command's locks.
+    /// Returns the commands to propagate to the AOF, per database.
+    pub fn serve_ready(&self, guards: &mut Guards) -> Vec<(usize, Vec<Bytes>)> {
+        let mut propagate = Vec::new();
+        while !guards.ready.is_empty() {
+            let ready = std::mem::take(&mut guards.ready);
+            for (db, key) in ready {
+                // The map lock is held across serving so a timing-out waiter cannot cancel
+                // between its element being popped and its reply being sent.
+                let mut map = self.by_key.lock();
+                loop {
+                    let Some(w) = map.get(&(db, key.clone())).and_then(|q| q.front().cloned()) else { break };
+                    let served = {
+                        let mut h = guards.db(db);
+                        (w.serve)(&mut h, &w, &key)
+                    };
+                    let Some((reply, cmds)) = served else { break };
+                    Self::unlink(&mut map, &w);
+                    if let Some(tx) = w.take() {
+                        guards.ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                        let _ = tx.send(reply);
+                        propagate.extend(cmds.into_iter().map(|c| (db, c)));
+                    }
+                }
+            }
+        }
+        propagate
+    }
+}

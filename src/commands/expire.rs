@@ -1,0 +1,5 @@
+//! expire commands.
+
+use super::Spec;
+
+pub static COMMANDS: &[Spec] = &[];

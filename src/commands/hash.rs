@@ -1,0 +1,5 @@
+//! hash commands.
+
+use super::Spec;
+
+pub static COMMANDS: &[Spec] = &[];

@@ -1,0 +1,5 @@
+//! server commands.
+
+use super::Spec;
+
+pub static COMMANDS: &[Spec] = &[];

@@ -1,0 +1,5 @@
+//! string commands.
+
+use super::Spec;
+
+pub static COMMANDS: &[Spec] = &[];

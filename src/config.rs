@@ -1,0 +1,444 @@
+//! Configuration: the directive table, redis.conf-syntax files, command-line overrides and
+//! the runtime CONFIG GET/SET view.
+//!
+//! Every directive Podium understands is one row of [`PARAMS`] with its type, default and
+//! aliases (`zset-max-ziplist-entries` is an alias of `zset-max-listpack-entries`, as in
+//! Redis 7). Values are kept as their canonical text (what CONFIG GET prints) and the few that
+//! commands read on hot paths are mirrored into atomics ([`Hot`]). Unknown directives in a file
+//! or on the command line are a startup error naming the line.
+
+use crate::protocol::split_args;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+/// How a directive's value is checked and normalised.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Int { min: i64, max: i64 },
+    /// A byte count with optional unit (k, kb, m, mb, g, gb); printed as plain bytes.
+    Memory,
+    Bool,
+    Enum(&'static [&'static str]),
+    Str,
+    /// Any number of words, kept as given (e.g. `save`).
+    Words,
+}
+
+pub struct Param {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub kind: Kind,
+    pub default: &'static str,
+    /// Settable with CONFIG SET at run time.
+    pub mutable: bool,
+    pub help: &'static str,
+}
+
+const fn p(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
+    Param { name, aliases: &[], kind, default, mutable: true, help }
+}
+
+const fn fixed(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
+    Param { name, aliases: &[], kind, default, mutable: false, help }
+}
+
+const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> Param {
+    prm.aliases = aliases;
+    prm
+}
+
+const INT: Kind = Kind::Int { min: 0, max: i64::MAX };
+const INT_ANY: Kind = Kind::Int { min: i64::MIN, max: i64::MAX };
+
+/// Every directive Podium accepts.
+pub static PARAMS: &[Param] = &[
+    fixed("port", Kind::Int { min: 0, max: 65535 }, "6379", "TCP port to listen on"),
+    fixed("bind", Kind::Words, "127.0.0.1 -::1", "addresses to listen on"),
+    fixed("databases", Kind::Int { min: 1, max: 1024 }, "16", "number of databases"),
+    fixed("shards-per-db", Kind::Int { min: 1, max: 1024 }, "16", "lock shards per database (Podium)"),
+    fixed("threads", Kind::Int { min: 0, max: 256 }, "0", "worker threads, 0 = one per core (Podium)"),
+    fixed("daemonize", Kind::Bool, "no", "accepted for compatibility; Podium stays in the foreground"),
+    fixed("supervised", Kind::Enum(&["no", "upstart", "systemd", "auto"]), "no", "accepted for compatibility"),
+    fixed("pidfile", Kind::Str, "", "file to write the process id to"),
+    p("protected-mode", Kind::Bool, "yes", "accepted for compatibility"),
+    p("tcp-backlog", INT, "511", "listen backlog"),
+    p("timeout", INT, "0", "close idle clients after this many seconds (0 = never)"),
+    p("tcp-keepalive", INT, "300", "TCP keepalive seconds"),
+    p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice", "log verbosity"),
+    fixed("logfile", Kind::Str, "", "log file (empty = standard output)"),
+    p("requirepass", Kind::Str, "", "password for AUTH (empty = none)"),
+    p("maxclients", Kind::Int { min: 1, max: i64::MAX }, "10000", "maximum connected clients"),
+    p("maxmemory", Kind::Memory, "0", "memory limit in bytes (0 = none)"),
+    p(
+        "maxmemory-policy",
+        Kind::Enum(&[
+            "noeviction", "volatile-lru", "allkeys-lru", "volatile-lfu", "allkeys-lfu", "volatile-random",
+            "allkeys-random", "volatile-ttl",
+        ]),
+        "noeviction",
+        "what to do at maxmemory (Podium: noeviction)",
+    ),
+    p("maxmemory-samples", INT, "5", "accepted for compatibility"),
+    p("hz", Kind::Int { min: 1, max: 500 }, "10", "background task frequency (expiry reaper)"),
+    p("dynamic-hz", Kind::Bool, "yes", "accepted for compatibility"),
+    p("active-expire-effort", Kind::Int { min: 1, max: 10 }, "1", "reaper effort 1..10"),
+    p("proto-max-bulk-len", Kind::Memory, "536870912", "largest accepted bulk argument"),
+    p("client-query-buffer-limit", Kind::Memory, "1073741824", "largest query buffer per client"),
+    alias(p("zset-max-listpack-entries", INT, "128", "small sorted-set encoding: max members"), &["zset-max-ziplist-entries"]),
+    alias(p("zset-max-listpack-value", INT, "64", "small sorted-set encoding: max member bytes"), &["zset-max-ziplist-value"]),
+    alias(p("hash-max-listpack-entries", INT, "128", "small hash encoding: max fields"), &["hash-max-ziplist-entries"]),
+    alias(p("hash-max-listpack-value", INT, "64", "small hash encoding: max value bytes"), &["hash-max-ziplist-value"]),
+    p("set-max-intset-entries", INT, "512", "integer set encoding: max members"),
+    alias(p("list-max-listpack-size", INT_ANY, "-2", "accepted for compatibility"), &["list-max-ziplist-size"]),
+    p("list-compress-depth", INT, "0", "accepted for compatibility"),
+    p("dir", Kind::Str, ".", "working directory for the append-only files"),
+    p("dbfilename", Kind::Str, "dump.rdb", "accepted for compatibility (no RDB snapshots)"),
+    p("save", Kind::Words, "", "accepted for compatibility (no RDB snapshots)"),
+    p("appendonly", Kind::Bool, "no", "enable the append-only file"),
+    fixed("appendfilename", Kind::Str, "appendonly.aof", "base name of AOF files"),
+    fixed("appenddirname", Kind::Str, "appendonlydir", "directory holding the AOF files"),
+    p("appendfsync", Kind::Enum(&["always", "everysec", "no"]), "everysec", "fsync policy"),
+    p("no-appendfsync-on-rewrite", Kind::Bool, "no", "accepted for compatibility"),
+    p("auto-aof-rewrite-percentage", INT, "100", "rewrite when the AOF grew by this percent"),
+    p("auto-aof-rewrite-min-size", Kind::Memory, "67108864", "smallest AOF to rewrite automatically"),
+    p("aof-load-truncated", Kind::Bool, "yes", "load an AOF whose last command is truncated"),
+    p("aof-use-rdb-preamble", Kind::Bool, "no", "Podium writes plain RESP base files (no RDB preamble)"),
+    p("aof-timestamp-enabled", Kind::Bool, "no", "accepted for compatibility"),
+    p("aof-rewrite-incremental-fsync", Kind::Bool, "yes", "accepted for compatibility"),
+    p("lazyfree-lazy-eviction", Kind::Bool, "no", "accepted for compatibility"),
+    p("lazyfree-lazy-expire", Kind::Bool, "no", "accepted for compatibility"),
+    p("lazyfree-lazy-server-del", Kind::Bool, "no", "accepted for compatibility"),
+    p("lazyfree-lazy-user-del", Kind::Bool, "no", "accepted for compatibility"),
+    p("lazyfree-lazy-user-flush", Kind::Bool, "no", "accepted for compatibility"),
+    p("io-threads", Kind::Int { min: 1, max: 128 }, "1", "accepted for compatibility"),
+    alias(p("busy-reply-threshold", INT, "5000", "accepted for compatibility"), &["lua-time-limit"]),
+    p("slowlog-log-slower-than", INT_ANY, "10000", "accepted for compatibility"),
+    p("slowlog-max-len", INT, "128", "accepted for compatibility"),
+    p("latency-monitor-threshold", INT, "0", "accepted for compatibility"),
+    p("notify-keyspace-events", Kind::Str, "", "accepted for compatibility"),
+    alias(p("min-replicas-to-write", INT, "0", "accepted for compatibility"), &["min-slaves-to-write"]),
+    alias(p("min-replicas-max-lag", INT, "10", "accepted for compatibility"), &["min-slaves-max-lag"]),
+    alias(p("replica-serve-stale-data", Kind::Bool, "yes", "accepted for compatibility"), &["slave-serve-stale-data"]),
+    alias(p("replica-read-only", Kind::Bool, "yes", "accepted for compatibility"), &["slave-read-only"]),
+    p("rdb-key-save-delay", INT_ANY, "0", "accepted for compatibility"),
+    p("rdbcompression", Kind::Bool, "yes", "accepted for compatibility"),
+    p("rdbchecksum", Kind::Bool, "yes", "accepted for compatibility"),
+    p("stop-writes-on-bgsave-error", Kind::Bool, "yes", "accepted for compatibility"),
+    p("always-show-logo", Kind::Bool, "no", "accepted for compatibility"),
+    p("set-proc-title", Kind::Bool, "yes", "accepted for compatibility"),
+    p("activerehashing", Kind::Bool, "yes", "accepted for compatibility"),
+    p("client-output-buffer-limit", Kind::Words, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", "accepted for compatibility"),
+    p("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", "accepted for compatibility"),
+];
+
+/// Values read on hot paths, mirrored from the text table.
+#[derive(Default)]
+pub struct Hot {
+    pub zset_max_entries: AtomicUsize,
+    pub zset_max_value: AtomicUsize,
+    pub hash_max_entries: AtomicUsize,
+    pub hash_max_value: AtomicUsize,
+    pub set_max_intset: AtomicUsize,
+    pub maxmemory: AtomicI64,
+    pub proto_max_bulk_len: AtomicI64,
+    pub query_buffer_limit: AtomicI64,
+    pub hz: AtomicI64,
+    pub active_expire_effort: AtomicI64,
+    pub appendonly: AtomicBool,
+    pub requirepass_set: AtomicBool,
+    pub timeout: AtomicI64,
+}
+
+/// The running configuration.
+pub struct Config {
+    values: RwLock<Vec<String>>,
+    pub hot: Hot,
+}
+
+fn find(name: &str) -> Option<usize> {
+    let lname = name.to_ascii_lowercase();
+    PARAMS.iter().position(|p| p.name == lname || p.aliases.contains(&lname.as_str()))
+}
+
+/// Parse a memory amount as Redis's memtoull: digits with an optional unit.
+pub fn parse_memory(s: &str) -> Option<i64> {
+    let l = s.to_ascii_lowercase();
+    let split = l.find(|c: char| !c.is_ascii_digit()).unwrap_or(l.len());
+    let (num, unit) = l.split_at(split);
+    let mul: i64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if num.is_empty() {
+        return None;
+    }
+    num.parse::<i64>().ok()?.checked_mul(mul)
+}
+
+/// Check and normalise a value for a parameter. Err carries Redis's reason text.
+fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
+    if let Kind::Words = prm.kind {
+        return Ok(words.join(" "));
+    }
+    if words.len() != 1 {
+        return Err("wrong number of arguments".into());
+    }
+    let v = &words[0];
+    match prm.kind {
+        Kind::Int { min, max } => {
+            let n: i64 = v.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if n < min || n > max {
+                return Err(format!("argument must be between {min} and {max} inclusive"));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Memory => parse_memory(v)
+            .filter(|n| *n >= 0)
+            .map(|n| n.to_string())
+            .ok_or_else(|| "argument must be a memory value".to_string()),
+        Kind::Bool => match v.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(opts) => {
+            let l = v.to_ascii_lowercase();
+            if opts.contains(&l.as_str()) {
+                Ok(l)
+            } else {
+                Err("argument(s) must be one of the following: ".to_string() + &opts.join(", "))
+            }
+        }
+        Kind::Str => Ok(v.clone()),
+        Kind::Words => unreachable!("handled above"),
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Config {
+    pub fn new() -> Config {
+        let c = Config { values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()), hot: Hot::default() };
+        for i in 0..PARAMS.len() {
+            c.refresh_hot(i);
+        }
+        c
+    }
+
+    fn refresh_hot(&self, idx: usize) {
+        let v = self.values.read()[idx].clone();
+        let n = v.parse::<i64>().unwrap_or(0);
+        let u = n.max(0) as usize;
+        let h = &self.hot;
+        match PARAMS[idx].name {
+            "zset-max-listpack-entries" => h.zset_max_entries.store(u, Ordering::Relaxed),
+            "zset-max-listpack-value" => h.zset_max_value.store(u, Ordering::Relaxed),
+            "hash-max-listpack-entries" => h.hash_max_entries.store(u, Ordering::Relaxed),
+            "hash-max-listpack-value" => h.hash_max_value.store(u, Ordering::Relaxed),
+            "set-max-intset-entries" => h.set_max_intset.store(u, Ordering::Relaxed),
+            "maxmemory" => h.maxmemory.store(n, Ordering::Relaxed),
+            "proto-max-bulk-len" => h.proto_max_bulk_len.store(n, Ordering::Relaxed),
+            "client-query-buffer-limit" => h.query_buffer_limit.store(n, Ordering::Relaxed),
+            "hz" => h.hz.store(n, Ordering::Relaxed),
+            "active-expire-effort" => h.active_expire_effort.store(n, Ordering::Relaxed),
+            "appendonly" => h.appendonly.store(v == "yes", Ordering::Relaxed),
+            "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
+            "timeout" => h.timeout.store(n, Ordering::Relaxed),
+            _ => {}
+        }
+    }
+
+    /// Current text value of a parameter (by name or alias).
+    pub fn get(&self, name: &str) -> Option<String> {
+        find(name).map(|i| self.values.read()[i].clone())
+    }
+
+    pub fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    pub fn get_bool(&self, name: &str) -> bool {
+        self.get(name).as_deref() == Some("yes")
+    }
+
+    /// Set at startup (file or command line): any known directive, mutable or not.
+    pub fn set_startup(&self, name: &str, words: &[String]) -> Result<(), String> {
+        let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
+        let v = normalise(&PARAMS[idx], words)?;
+        self.values.write()[idx] = v;
+        self.refresh_hot(idx);
+        Ok(())
+    }
+
+    /// CONFIG SET of several parameters, all or nothing. Err is the full error text.
+    pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
+        let mut staged = Vec::new();
+        for (name, value) in pairs {
+            let Some(idx) = find(name) else {
+                return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+            };
+            let prm = &PARAMS[idx];
+            if !prm.mutable {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                ));
+            }
+            if staged.iter().any(|(i, _)| *i == idx) {
+                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+            }
+            let words: Vec<String> = match prm.kind {
+                Kind::Words => {
+                    split_args(value.as_bytes()).unwrap_or_default().into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect()
+                }
+                _ => vec![value.clone()],
+            };
+            let v = normalise(prm, &words)
+                .map_err(|e| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}"))?;
+            staged.push((idx, v));
+        }
+        let mut names = Vec::new();
+        {
+            let mut vals = self.values.write();
+            for (idx, v) in &staged {
+                vals[*idx] = v.clone();
+                names.push(PARAMS[*idx].name);
+            }
+        }
+        for (idx, _) in staged {
+            self.refresh_hot(idx);
+        }
+        Ok(names)
+    }
+
+    /// CONFIG GET: (name, value) for every parameter or alias matching one of the patterns.
+    pub fn matching(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
+        let vals = self.values.read();
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, prm) in PARAMS.iter().enumerate() {
+            for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
+                if patterns.iter().any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
+                    && !out.iter().any(|(n, _)| n == name)
+                {
+                    out.push((name.to_string(), vals[i].clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// All parameters and values (for CONFIG REWRITE).
+    pub fn all(&self) -> Vec<(&'static str, String)> {
+        let vals = self.values.read();
+        PARAMS.iter().zip(vals.iter()).map(|(p, v)| (p.name, v.clone())).collect()
+    }
+
+    pub fn zset_limits(&self) -> crate::types::zset::ZsetLimits {
+        crate::types::zset::ZsetLimits {
+            max_entries: self.hot.zset_max_entries.load(Ordering::Relaxed),
+            max_value: self.hot.zset_max_value.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Apply a redis.conf-syntax text. `origin` names the source in errors.
+    pub fn load_text(&self, text: &str, origin: &str) -> Result<(), String> {
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words = split_args(line.as_bytes())
+                .ok_or_else(|| format!("{origin}:{}: '{line}': unbalanced quotes", n + 1))?;
+            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
+            let Some((name, args)) = words.split_first() else { continue };
+            if name.eq_ignore_ascii_case("include") {
+                for f in args {
+                    let t = std::fs::read_to_string(f).map_err(|e| format!("{origin}:{}: include {f}: {e}", n + 1))?;
+                    self.load_text(&t, f)?;
+                }
+                continue;
+            }
+            self.set_startup(name, args).map_err(|e| format!("{origin}:{}: '{line}': {e}", n + 1))?;
+        }
+        Ok(())
+    }
+
+    /// Build from redis-server style arguments: `[config-file] [--name value...]...`.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let cfg = Config::new();
+        let mut rest = args;
+        if let Some(first) = rest.first() {
+            if !first.starts_with("--") {
+                let text = if first == "-" {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+                    s
+                } else {
+                    std::fs::read_to_string(first).map_err(|e| format!("can't open config file '{first}': {e}"))?
+                };
+                cfg.load_text(&text, first)?;
+                rest = &rest[1..];
+            }
+        }
+        // `--name v1 v2 --other v` as redis-server: each --name starts a directive.
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(name) = rest[i].strip_prefix("--") else {
+                return Err(format!("command line: unexpected argument '{}' (options are --name value)", rest[i]));
+            };
+            let mut vals = Vec::new();
+            i += 1;
+            while i < rest.len() && !rest[i].starts_with("--") {
+                vals.push(rest[i].clone());
+                i += 1;
+            }
+            cfg.set_startup(name, &vals).map_err(|e| format!("command line: '--{name} {}': {e}", vals.join(" ")))?;
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_aliases() {
+        let c = Config::new();
+        assert_eq!(c.get("port").as_deref(), Some("6379"));
+        assert_eq!(c.get("zset-max-ziplist-entries").as_deref(), Some("128"));
+        c.set_runtime(&[("zset-max-ziplist-entries".into(), "0".into())]).unwrap();
+        assert_eq!(c.zset_limits().max_entries, 0);
+    }
+
+    #[test]
+    fn runtime_errors() {
+        let c = Config::new();
+        assert!(c.set_runtime(&[("nosuch".into(), "1".into())]).unwrap_err().contains("Unknown option"));
+        assert!(c.set_runtime(&[("maxmemory".into(), "lots".into())]).unwrap_err().contains("memory value"));
+        assert!(c.set_runtime(&[("port".into(), "1".into())]).unwrap_err().contains("immutable"));
+        c.set_runtime(&[("maxmemory".into(), "1mb".into())]).unwrap();
+        assert_eq!(c.get("maxmemory").as_deref(), Some("1048576"));
+    }
+
+    #[test]
+    fn file_and_command_line() {
+        let c = Config::from_args(&["--port".into(), "7000".into(), "--save".into(), "".into()]).unwrap();
+        assert_eq!(c.get("port").as_deref(), Some("7000"));
+        let c = Config::new();
+        let err = c.load_text("port 1\n# x\nbogus 3\n", "f.conf").unwrap_err();
+        assert!(err.starts_with("f.conf:3:"), "{err}");
+        c.load_text("appendonly yes\nsave 3600 1 300 100\n", "f").unwrap();
+        assert!(c.get_bool("appendonly"));
+        assert_eq!(c.get("save").as_deref(), Some("3600 1 300 100"));
+    }
+}

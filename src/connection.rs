@@ -1,0 +1,334 @@
+//! One client connection: reading, pipelining, replying, and the client's state.
+//!
+//! The loop reads whatever the socket has into the query buffer, executes every complete
+//! request in it in order, renders each reply into one output buffer, and writes that buffer
+//! with a single write: a pipeline of N commands costs one read and one write. A protocol
+//! error gets Redis's error reply and closes the connection. A blocking command parks the
+//! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
+//! unblocked, or the client goes away.
+
+use crate::commands::{dispatch, Outcome};
+use crate::keyspace::WatchFlag;
+use crate::protocol::{parse_request, ParseLimits, Parsed, Reply, Resp};
+use crate::server::{unix_ms, Server};
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// What other clients can see of a connection (CLIENT LIST, CLIENT KILL, INFO clients).
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib_name: Mutex<Option<String>>,
+    pub db: AtomicUsize,
+    pub created_ms: i64,
+    pub last_active_ms: AtomicI64,
+    pub last_cmd: Mutex<&'static str>,
+    pub resp: AtomicU8,
+    pub multi: AtomicBool,
+    pub blocked: AtomicBool,
+    pub no_evict: AtomicBool,
+    pub killed: AtomicBool,
+    pub kill: Notify,
+    pub qbuf: AtomicUsize,
+}
+
+impl ClientInfo {
+    pub fn set_last_cmd(&self, name: &'static str) {
+        *self.last_cmd.lock() = name;
+        self.last_active_ms.store(unix_ms(), Ordering::Relaxed);
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+
+    /// One CLIENT LIST line.
+    pub fn describe(&self) -> String {
+        let now = unix_ms();
+        let name = self.name.lock().as_ref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+        let mut flags = String::new();
+        if self.multi.load(Ordering::Relaxed) {
+            flags.push('x');
+        }
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
+        if self.no_evict.load(Ordering::Relaxed) {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        format!(
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            name,
+            (now - self.created_ms) / 1000,
+            (now - self.last_active_ms.load(Ordering::Relaxed)) / 1000,
+            flags,
+            self.db.load(Ordering::Relaxed),
+            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            self.qbuf.load(Ordering::Relaxed),
+            self.last_cmd.lock(),
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply to the next command only.
+    Skip,
+    /// Set by CLIENT REPLY SKIP: applies from the command after it.
+    SkipNext,
+}
+
+/// A connection's private state, handed to every command it runs.
+pub struct Client {
+    pub id: u64,
+    pub db: usize,
+    pub resp: Resp,
+    pub authenticated: bool,
+    pub info: Arc<ClientInfo>,
+    /// Commands queued since MULTI; None outside a transaction.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// An error while queueing: EXEC will answer EXECABORT.
+    pub multi_abort: bool,
+    /// Keys under WATCH and the flag their modification sets.
+    pub watched: Vec<(usize, Bytes)>,
+    pub watch_flag: WatchFlag,
+    /// A WATCHed key had already expired when watched (it then counts as changed only if it
+    /// comes back), or was volatile: (db, key, expire_at at WATCH time).
+    pub watched_expiry: Vec<(usize, Bytes, i64)>,
+    pub reply_mode: ReplyMode,
+    pub block_timeout_ms: u64,
+    pub block_timeout_reply: Option<Reply>,
+}
+
+impl Client {
+    pub fn new(id: u64, info: Arc<ClientInfo>) -> Client {
+        Client {
+            id,
+            db: 0,
+            resp: Resp::V2,
+            authenticated: false,
+            info,
+            multi: None,
+            multi_abort: false,
+            watched: Vec::new(),
+            watch_flag: Arc::new(AtomicBool::new(false)),
+            watched_expiry: Vec::new(),
+            reply_mode: ReplyMode::On,
+            block_timeout_ms: 0,
+            block_timeout_reply: None,
+        }
+    }
+
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.info.db.store(db, Ordering::Relaxed);
+    }
+}
+
+/// Serve one connection until it closes.
+pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
+    let _ = sock.set_nodelay(true);
+    let id = srv.next_client_id();
+    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let now = unix_ms();
+    let info = Arc::new(ClientInfo {
+        id,
+        addr: peer.to_string(),
+        laddr,
+        name: Mutex::new(None),
+        lib_name: Mutex::new(None),
+        db: AtomicUsize::new(0),
+        created_ms: now,
+        last_active_ms: AtomicI64::new(now),
+        last_cmd: Mutex::new("NULL"),
+        resp: AtomicU8::new(2),
+        multi: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        no_evict: AtomicBool::new(false),
+        killed: AtomicBool::new(false),
+        kill: Notify::new(),
+        qbuf: AtomicUsize::new(0),
+    });
+    let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
+    let admitted = {
+        let mut clients = srv.clients.lock();
+        if clients.len() >= maxclients {
+            false
+        } else {
+            clients.insert(id, info.clone());
+            true
+        }
+    };
+    if !admitted {
+        srv.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+        return;
+    }
+    srv.stats.connections.fetch_add(1, Ordering::Relaxed);
+    let mut client = Client::new(id, info.clone());
+    client.authenticated = !srv.config.hot.requirepass_set.load(Ordering::Relaxed);
+    if let Err(e) = serve_client(&srv, &mut sock, &mut client).await {
+        tracing::debug!("client {id} closed: {e}");
+    }
+    crate::commands::tx::unwatch_all(&srv, &mut client);
+    srv.clients.lock().remove(&id);
+}
+
+async fn serve_client(srv: &Server, sock: &mut TcpStream, client: &mut Client) -> std::io::Result<()> {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let info = client.info.clone();
+    loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 * 1024);
+        }
+        let n = tokio::select! {
+            r = sock.read_buf(&mut buf) => r?,
+            _ = info.kill.notified() => return Ok(()),
+        };
+        if n == 0 || info.killed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        let limit = srv.config.hot.query_buffer_limit.load(Ordering::Relaxed).max(1024) as usize;
+        if buf.len() > limit {
+            tracing::warn!("closing client {}: query buffer over client-query-buffer-limit", client.id);
+            return Ok(());
+        }
+        let mut close = false;
+        loop {
+            let limits = ParseLimits {
+                max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
+                authenticated: client.authenticated,
+            };
+            let args = match parse_request(&mut buf, &limits) {
+                Ok(Parsed::Command(args)) => args,
+                Ok(Parsed::Empty) => continue,
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => {
+                    Reply::Error(format!("ERR {}", e.0)).encode(client.resp, &mut out);
+                    close = true;
+                    break;
+                }
+            };
+            info.qbuf.store(buf.len(), Ordering::Relaxed);
+            let Outcome { reply, block, close: quit } = dispatch(srv, client, args);
+            let reply = match block {
+                Some(b) => {
+                    // Send what the pipeline produced so far, then wait.
+                    flush(srv, sock, &mut out).await?;
+                    match wait_blocked(srv, sock, client, b, &mut buf).await? {
+                        Some(r) => r,
+                        None => return Ok(()),
+                    }
+                }
+                None => reply,
+            };
+            emit(client, &reply, &mut out);
+            if quit || info.killed.load(Ordering::Relaxed) {
+                close = true;
+                break;
+            }
+            if out.len() > 64 * 1024 {
+                flush(srv, sock, &mut out).await?;
+            }
+        }
+        flush(srv, sock, &mut out).await?;
+        if close {
+            let _ = sock.shutdown().await;
+            return Ok(());
+        }
+        if buf.is_empty() && buf.capacity() > 256 * 1024 {
+            buf = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+}
+
+fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+    match client.reply_mode {
+        ReplyMode::On => reply.encode(client.resp, out),
+        ReplyMode::Off => {}
+        ReplyMode::Skip => client.reply_mode = ReplyMode::On,
+        ReplyMode::SkipNext => client.reply_mode = ReplyMode::Skip,
+    }
+}
+
+async fn flush(srv: &Server, sock: &mut TcpStream, out: &mut Vec<u8>) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    // Under appendfsync always, nothing is acknowledged before it is on disk.
+    srv.aof.wait_durable(srv.aof.last_seq()).await;
+    sock.write_all(out).await?;
+    srv.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    out.clear();
+    Ok(())
+}
+
+/// Wait for a blocked command's outcome. None if the client went away or was killed.
+async fn wait_blocked(
+    srv: &Server,
+    sock: &mut TcpStream,
+    client: &mut Client,
+    blocked: crate::blocking::Blocked,
+    buf: &mut BytesMut,
+) -> std::io::Result<Option<Reply>> {
+    let info = client.info.clone();
+    info.blocked.store(true, Ordering::Relaxed);
+    let crate::blocking::Blocked { waiter, mut rx } = blocked;
+    let timeout = client.block_timeout_ms;
+    let deadline = (timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout));
+    let on_timeout = client.block_timeout_reply.take().unwrap_or(Reply::NullArray);
+    let result = loop {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = &mut rx => break r.ok(),
+            _ = sleep => {
+                if srv.blocking.cancel(&srv.keyspace, &waiter) {
+                    break Some(on_timeout);
+                }
+                break (&mut rx).await.ok();
+            }
+            _ = info.kill.notified() => {
+                if srv.blocking.cancel(&srv.keyspace, &waiter) {
+                    break None;
+                }
+                break None;
+            }
+            r = sock.read_buf(buf) => {
+                // Commands pipelined behind the blocking one wait in the buffer; EOF ends it.
+                if r.map(|n| n == 0).unwrap_or(true) {
+                    srv.blocking.cancel(&srv.keyspace, &waiter);
+                    break None;
+                }
+            }
+        }
+    };
+    info.blocked.store(false, Ordering::Relaxed);
+    Ok(result)
+}

@@ -1,0 +1,254 @@
+//! Shard locks held by one command, and the per-database view commands work through.
+//!
+//! [`Guards`] acquires shard mutexes in ascending (database, shard) order and keeps them until
+//! the command (or the whole EXEC) finishes. [`DbHandle`] is what a command sees of one
+//! database: key lookups that delete expired keys on the way (lazy expiry), inserts, removes,
+//! TTL changes, and `modified()` which wakes WATCH and blocked clients.
+
+use super::{Entry, Keyspace, Shard, NO_EXPIRE};
+use crate::types::Value;
+use bytes::Bytes;
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering;
+
+/// Shard locks held by the running command, plus what the command's key accesses produced.
+pub struct Guards<'a> {
+    pub ks: &'a Keyspace,
+    held: Vec<(u32, u32, MutexGuard<'a, Shard>)>,
+    /// Clock for this command (Unix ms); expiry decisions use it so a command sees one instant.
+    pub now_ms: i64,
+    /// Keys deleted by lazy expiry while the locks were held: (db, key). Logged as DEL.
+    pub expired: Vec<(usize, Bytes)>,
+    /// Keys that changed while clients were blocked on them: (db, key).
+    pub ready: Vec<(usize, Bytes)>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl<'a> Guards<'a> {
+    pub fn new(ks: &'a Keyspace) -> Guards<'a> {
+        Guards {
+            ks,
+            held: Vec::new(),
+            now_ms: 0,
+            expired: Vec::new(),
+            ready: Vec::new(),
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// True if no shard is locked.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Lock the shards that `keys` of database `db` live in (plus any already held).
+    pub fn lock_keys<'k>(&mut self, db: usize, keys: impl IntoIterator<Item = &'k [u8]>) {
+        let mut want: Vec<(u32, u32)> = keys.into_iter().map(|k| (db as u32, self.ks.shard_of(k) as u32)).collect();
+        self.lock_set(&mut want);
+    }
+
+    /// Lock every shard of database `db`.
+    pub fn lock_db(&mut self, db: usize) {
+        let mut want: Vec<(u32, u32)> = (0..self.ks.shards_per_db()).map(|s| (db as u32, s as u32)).collect();
+        self.lock_set(&mut want);
+    }
+
+    /// Lock every shard of every database.
+    pub fn lock_all(&mut self) {
+        let per = self.ks.shards_per_db();
+        let mut want: Vec<(u32, u32)> =
+            (0..self.ks.num_dbs()).flat_map(|d| (0..per).map(move |s| (d as u32, s as u32))).collect();
+        self.lock_set(&mut want);
+    }
+
+    fn lock_set(&mut self, want: &mut Vec<(u32, u32)>) {
+        want.sort_unstable();
+        want.dedup();
+        want.retain(|w| self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(w)).is_err());
+        if want.is_empty() {
+            return;
+        }
+        if self.held.is_empty() || self.held.last().map(|(d, s, _)| (*d, *s)) < want.first().copied() {
+            for &(d, s) in want.iter() {
+                let g = self.ks.dbs[d as usize].shards[s as usize].lock();
+                self.held.push((d, s, g));
+            }
+            return;
+        }
+        // Some wanted shard sorts before one we hold: to keep the global order, release and
+        // re-acquire everything in order. Only happens for commands that lock in stages.
+        let mut all: Vec<(u32, u32)> = self.held.iter().map(|(d, s, _)| (*d, *s)).collect();
+        all.extend(want.iter().copied());
+        all.sort_unstable();
+        self.held.clear();
+        for (d, s) in all {
+            let g = self.ks.dbs[d as usize].shards[s as usize].lock();
+            self.held.push((d, s, g));
+        }
+    }
+
+    /// Release every lock.
+    pub fn release(&mut self) {
+        self.held.clear();
+    }
+
+    /// The locked shard `shard` of `db`. A shard the command did not declare is locked on
+    /// demand (in order when possible); declared keys are the rule, this is the safety net.
+    pub fn shard_mut(&mut self, db: usize, shard: usize) -> &mut Shard {
+        let key = (db as u32, shard as u32);
+        let idx = match self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
+            Ok(i) => i,
+            Err(i) => {
+                debug_assert!(i == self.held.len(), "shard {key:?} locked out of order");
+                let g = self.ks.dbs[db].shards[shard].lock();
+                self.held.insert(i, (key.0, key.1, g));
+                i
+            }
+        };
+        &mut self.held[idx].2
+    }
+
+    /// The view of database `db`.
+    pub fn db(&mut self, db: usize) -> DbHandle<'_, 'a> {
+        DbHandle { g: self, db }
+    }
+}
+
+/// One database as a command sees it.
+pub struct DbHandle<'g, 'a> {
+    g: &'g mut Guards<'a>,
+    db: usize,
+}
+
+impl<'g, 'a> DbHandle<'g, 'a> {
+    pub fn index(&self) -> usize {
+        self.db
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.g.now_ms
+    }
+
+    /// The shard holding `key`, after deleting the key if it has expired.
+    pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        let sid = self.g.ks.shard_of(key);
+        let now = self.g.now_ms;
+        let db = self.db;
+        let expired = self.g.shard_mut(db, sid).is_expired(key, now);
+        if expired {
+            let blocked = self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0;
+            let sh = self.g.shard_mut(db, sid);
+            sh.remove(key);
+            sh.expired_total += 1;
+            sh.touch_watched(key);
+            let k = Bytes::copy_from_slice(key);
+            if blocked {
+                self.g.ready.push((db, k.clone()));
+            }
+            self.g.expired.push((db, k));
+        }
+        self.g.shard_mut(db, sid)
+    }
+
+    /// The live entry for `key`, if any.
+    pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.shard(key).raw_get_mut(key)
+    }
+
+    /// The live value for `key`, if any.
+    pub fn value(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.get(key).map(|e| &mut e.value)
+    }
+
+    /// Like [`value`](Self::value) but counted in keyspace_hits / keyspace_misses.
+    pub fn read(&mut self, key: &[u8]) -> Option<&mut Value> {
+        let found = self.get(key).is_some();
+        if found {
+            self.g.hits += 1;
+        } else {
+            self.g.misses += 1;
+        }
+        self.value(key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Store `value` at `key`, clearing any TTL.
+    pub fn insert(&mut self, key: &[u8], value: Value) {
+        self.shard(key).insert(key, value, false);
+    }
+
+    /// Store `value` at `key`, keeping an existing TTL.
+    pub fn insert_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.shard(key).insert(key, value, true);
+    }
+
+    /// Delete `key`; None if it did not exist (or had expired).
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.shard(key).remove(key)
+    }
+
+    /// Absolute expiry of `key`: None if the key is absent, Some(NO_EXPIRE) if persistent.
+    pub fn expire_at(&mut self, key: &[u8]) -> Option<i64> {
+        self.get(key).map(|e| e.expire_at)
+    }
+
+    /// Set an absolute expiry in Unix ms on an existing key.
+    pub fn set_expire(&mut self, key: &[u8], at_ms: i64) -> bool {
+        self.shard(key).set_expire(key, at_ms)
+    }
+
+    /// Remove a key's TTL; true if it had one.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        self.shard(key).clear_expire(key)
+    }
+
+    /// Record that `key` was changed: invalidates WATCHes and wakes clients blocked on it.
+    pub fn modified(&mut self, key: &[u8]) {
+        let sid = self.g.ks.shard_of(key);
+        let db = self.db;
+        self.g.shard_mut(db, sid).touch_watched(key);
+        if self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0 {
+            self.g.ready.push((db, Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// Visit every locked shard of this database (the command must have locked the whole db).
+    pub fn for_each_shard(&mut self, mut f: impl FnMut(usize, &mut Shard)) {
+        for sid in 0..self.g.ks.shards_per_db() {
+            f(sid, self.g.shard_mut(self.db, sid));
+        }
+    }
+
+    /// Shard `sid` of this database.
+    pub fn shard_at(&mut self, sid: usize) -> &mut Shard {
+        self.g.shard_mut(self.db, sid)
+    }
+
+    /// Number of live keys in this database (expired-but-not-reaped keys included, as Redis).
+    pub fn len(&mut self) -> usize {
+        let mut n = 0;
+        self.for_each_shard(|_, s| n += s.len());
+        n
+    }
+
+    pub fn is_empty(&mut self) -> bool {
+        self.len() == 0
+    }
+
+    /// True if `key` is present but expired (without deleting it).
+    pub fn is_expired_entry(&mut self, key: &[u8]) -> bool {
+        let sid = self.g.ks.shard_of(key);
+        let now = self.g.now_ms;
+        let db = self.db;
+        self.g.shard_mut(db, sid).is_expired(key, now)
+    }
+
+    pub fn has_ttl(e: &Entry) -> bool {
+        e.expire_at != NO_EXPIRE
+    }
+}

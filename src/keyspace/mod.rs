@@ -1,0 +1,389 @@
+//! The keyspace: databases, their shards, entries, expiry and the locking discipline.
+//!
+//! There are `databases` (default 16) databases. Each database is split into a power-of-two
+//! number of shards, each a `parking_lot::Mutex<Shard>`; a key lives in the shard picked by a
+//! hash of its bytes. A command locks exactly the shards its keys hash to, in ascending
+//! (database, shard) order, before it runs, and holds them until it has finished; so every
+//! command is atomic, two commands on different shards run in parallel, and no two commands
+//! can deadlock (they acquire in the same global order). Commands that read or write a whole
+//! database (KEYS, SCAN, FLUSHDB) lock all its shards, and the few that span databases or
+//! must be atomic with respect to everything (FLUSHALL, SWAPDB, EXEC) lock every shard.
+//!
+//! Each shard owns, besides the key → entry map:
+//! - a slot table giving every key a stable position, which SCAN walks with a cursor so
+//!   that keys present for the whole scan are returned even while the shard grows;
+//! - the list of keys with a TTL, which the active-expiry reaper samples at random;
+//! - the WATCH registrations on its keys.
+//!
+//! Expiry is lazy (any access to an expired key deletes it first, see [`DbHandle`]) and active
+//! (see [`Shard::active_expire`], driven by the server's cron).
+
+pub mod guards;
+
+pub use guards::{DbHandle, Guards};
+
+use crate::types::Value;
+use bytes::Bytes;
+use hashbrown::HashMap;
+use parking_lot::Mutex;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// No expiry.
+pub const NO_EXPIRE: i64 = -1;
+
+/// One key's value and metadata.
+pub struct Entry {
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
+    pub expire_at: i64,
+    /// Position in the shard's slot table (SCAN order).
+    slot: u32,
+    /// Position in the shard's volatile-key list, when `expire_at` is set.
+    vol: u32,
+}
+
+impl Entry {
+    pub fn has_expire(&self) -> bool {
+        self.expire_at != NO_EXPIRE
+    }
+}
+
+/// A WATCH registration: set to true when the watched key is modified.
+pub type WatchFlag = Arc<AtomicBool>;
+
+/// One shard of one database.
+#[derive(Default)]
+pub struct Shard {
+    map: HashMap<Bytes, Entry>,
+    /// SCAN order: `slots[i]` is the key at position i, or None if free.
+    slots: Vec<Option<Bytes>>,
+    free_slots: Vec<u32>,
+    /// Keys that carry a TTL, for random sampling by the reaper.
+    volatile: Vec<Bytes>,
+    /// WATCH registrations by key.
+    pub watched: HashMap<Bytes, Vec<WatchFlag>>,
+    /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
+    pub expired_total: u64,
+    /// Keys that were modified and have blocked clients waiting on them.
+    pub ready_keys: Vec<Bytes>,
+}
+
+impl Shard {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn volatile_len(&self) -> usize {
+        self.volatile.len()
+    }
+
+    /// Look up without any expiry check.
+    pub fn raw_get(&self, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    pub fn raw_get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.map.get_mut(key)
+    }
+
+    /// True if the key exists and its TTL has passed at `now_ms`.
+    pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
+        matches!(self.map.get(key), Some(e) if e.expire_at != NO_EXPIRE && e.expire_at <= now_ms)
+    }
+
+    /// Insert or overwrite; the TTL is cleared unless `keep_ttl`.
+    pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
+        if let Some(e) = self.map.get_mut(key) {
+            e.value = value;
+            if !keep_ttl && e.expire_at != NO_EXPIRE {
+                self.clear_expire(key);
+            }
+            return;
+        }
+        let key = Bytes::copy_from_slice(key);
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(key.clone());
+                s
+            }
+            None => {
+                self.slots.push(Some(key.clone()));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(key, Entry { value, expire_at: NO_EXPIRE, slot, vol: 0 });
+    }
+
+    /// Remove a key, returning its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (k, e) = self.map.remove_entry(key)?;
+        if e.expire_at != NO_EXPIRE {
+            self.volatile_remove(e.vol);
+        }
+        let slot = e.slot as usize;
+        self.slots[slot] = None;
+        if slot + 1 == self.slots.len() {
+            // Trim free positions at the end so the table shrinks as keys go.
+            while matches!(self.slots.last(), Some(None)) {
+                self.slots.pop();
+            }
+            let len = self.slots.len() as u32;
+            self.free_slots.retain(|&s| s < len);
+        } else {
+            self.free_slots.push(e.slot);
+        }
+        drop(k);
+        Some(e)
+    }
+
+    fn volatile_remove(&mut self, pos: u32) {
+        let pos = pos as usize;
+        self.volatile.swap_remove(pos);
+        if let Some(moved) = self.volatile.get(pos) {
+            if let Some(e) = self.map.get_mut(&moved[..]) {
+                e.vol = pos as u32;
+            }
+        }
+    }
+
+    /// Set an absolute expiry on an existing key. Returns false if the key is absent.
+    pub fn set_expire(&mut self, key: &[u8], at_ms: i64) -> bool {
+        let Some((k, e)) = self.map.get_key_value_mut(key) else { return false };
+        if e.expire_at == NO_EXPIRE {
+            e.vol = self.volatile.len() as u32;
+            self.volatile.push(k.clone());
+        }
+        e.expire_at = at_ms;
+        true
+    }
+
+    /// Remove the TTL. Returns true if there was one.
+    pub fn clear_expire(&mut self, key: &[u8]) -> bool {
+        let Some(e) = self.map.get_mut(key) else { return false };
+        if e.expire_at == NO_EXPIRE {
+            return false;
+        }
+        e.expire_at = NO_EXPIRE;
+        let vol = e.vol;
+        self.volatile_remove(vol);
+        true
+    }
+
+    /// Remove every key; returns how many there were.
+    pub fn clear(&mut self) -> usize {
+        let n = self.map.len();
+        self.map = HashMap::new();
+        self.slots = Vec::new();
+        self.free_slots = Vec::new();
+        self.volatile = Vec::new();
+        n
+    }
+
+    /// Mark WATCH registrations on `key` as dirty.
+    pub fn touch_watched(&mut self, key: &[u8]) {
+        if let Some(flags) = self.watched.get(key) {
+            for f in flags {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Mark every WATCH registration in this shard dirty (FLUSHDB, SWAPDB).
+    pub fn touch_all_watched(&mut self) {
+        for flags in self.watched.values() {
+            for f in flags {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Walk keys from slot `cursor`, calling `f` for each live key, until `count` slots were
+    /// visited. Returns the next cursor, or 0 at the end.
+    pub fn scan_slots(&self, cursor: usize, count: usize, mut f: impl FnMut(&Bytes, &Entry)) -> usize {
+        let mut i = cursor;
+        let mut visited = 0;
+        while i < self.slots.len() && visited < count {
+            if let Some(k) = &self.slots[i] {
+                if let Some(e) = self.map.get(&k[..]) {
+                    f(k, e);
+                }
+                visited += 1;
+            }
+            i += 1;
+        }
+        if i >= self.slots.len() {
+            0
+        } else {
+            i
+        }
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.map.iter()
+    }
+
+    /// A uniformly random key of this shard, if any.
+    pub fn random_key(&self, rng: &mut impl rand::Rng) -> Option<Bytes> {
+        if self.map.is_empty() {
+            return None;
+        }
+        // Slots are dense enough (trailing frees are trimmed, others reused) for rejection sampling;
+        // fall back to a walk if we keep hitting holes.
+        for _ in 0..64 {
+            let i = rng.gen_range(0..self.slots.len());
+            if let Some(k) = &self.slots[i] {
+                return Some(k.clone());
+            }
+        }
+        self.slots.iter().flatten().next().cloned()
+    }
+
+    /// One pass of active expiry over this shard: sample up to `sample` keys that carry a TTL and
+    /// delete those that expired. Returns (sampled, expired keys).
+    pub fn active_expire(&mut self, now_ms: i64, sample: usize, rng: &mut impl rand::Rng) -> (usize, Vec<Bytes>) {
+        let n = self.volatile.len().min(sample);
+        let mut expired = Vec::new();
+        for _ in 0..n {
+            if self.volatile.is_empty() {
+                break;
+            }
+            let i = rng.gen_range(0..self.volatile.len());
+            let key = self.volatile[i].clone();
+            if self.is_expired(&key, now_ms) {
+                self.remove(&key);
+                self.touch_watched(&key);
+                self.expired_total += 1;
+                expired.push(key);
+            }
+        }
+        (n, expired)
+    }
+
+    /// Move all contents out, leaving an empty shard (SWAPDB, FLUSHALL ASYNC).
+    pub fn swap_data(&mut self, other: &mut Shard) {
+        std::mem::swap(&mut self.map, &mut other.map);
+        std::mem::swap(&mut self.slots, &mut other.slots);
+        std::mem::swap(&mut self.free_slots, &mut other.free_slots);
+        std::mem::swap(&mut self.volatile, &mut other.volatile);
+    }
+}
+
+/// One database: its shards.
+pub struct Db {
+    pub shards: Box<[Mutex<Shard>]>,
+}
+
+/// All databases.
+pub struct Keyspace {
+    pub dbs: Box<[Db]>,
+    shard_mask: usize,
+    hasher: hashbrown::DefaultHashBuilder,
+    /// Number of clients blocked on keys; when zero, writes skip the ready-key bookkeeping.
+    pub blocked_clients: AtomicUsize,
+}
+
+impl Keyspace {
+    pub fn new(databases: usize, shards_per_db: usize) -> Keyspace {
+        let shards = shards_per_db.next_power_of_two().max(1);
+        let dbs = (0..databases.max(1))
+            .map(|_| Db { shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect() })
+            .collect();
+        Keyspace {
+            dbs,
+            shard_mask: shards - 1,
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            blocked_clients: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn num_dbs(&self) -> usize {
+        self.dbs.len()
+    }
+
+    pub fn shards_per_db(&self) -> usize {
+        self.shard_mask + 1
+    }
+
+    /// The shard a key lives in.
+    #[inline]
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        if self.shard_mask == 0 {
+            return 0;
+        }
+        (self.hasher.hash_one(key) as usize >> 7) & self.shard_mask
+    }
+
+    /// Number of keys and of keys with a TTL in a database (locks shards one at a time).
+    pub fn db_sizes(&self, db: usize) -> (usize, usize) {
+        let mut keys = 0;
+        let mut vol = 0;
+        for s in self.dbs[db].shards.iter() {
+            let s = s.lock();
+            keys += s.len();
+            vol += s.volatile_len();
+        }
+        (keys, vol)
+    }
+
+    /// Total expired-key deletions so far.
+    pub fn expired_total(&self) -> u64 {
+        self.dbs.iter().flat_map(|d| d.shards.iter()).map(|s| s.lock().expired_total).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    #[test]
+    fn insert_remove_and_slots() {
+        let mut sh = Shard::default();
+        for i in 0..10 {
+            sh.insert(format!("k{i}").as_bytes(), s("v"), false);
+        }
+        assert_eq!(sh.len(), 10);
+        sh.remove(b"k3");
+        sh.remove(b"k9");
+        let mut seen = Vec::new();
+        let mut cur = 0;
+        loop {
+            cur = sh.scan_slots(cur, 3, |k, _| seen.push(k.clone()));
+            if cur == 0 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 8);
+        sh.insert(b"new", s("v"), false);
+        assert_eq!(sh.len(), 9);
+    }
+
+    #[test]
+    fn expiry_bookkeeping() {
+        let mut sh = Shard::default();
+        sh.insert(b"a", s("1"), false);
+        sh.insert(b"b", s("1"), false);
+        assert!(sh.set_expire(b"a", 100));
+        assert!(sh.set_expire(b"b", 5000));
+        assert_eq!(sh.volatile_len(), 2);
+        assert!(sh.is_expired(b"a", 100));
+        assert!(!sh.is_expired(b"b", 100));
+        // Overwrite without KEEPTTL clears the TTL.
+        sh.insert(b"b", s("2"), false);
+        assert_eq!(sh.volatile_len(), 1);
+        let mut rng = rand::thread_rng();
+        let (_, gone) = sh.active_expire(200, 20, &mut rng);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(sh.volatile_len(), 0);
+        assert_eq!(sh.len(), 1);
+    }
+}

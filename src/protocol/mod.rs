@@ -1,0 +1,350 @@
+//! RESP wire format: parsing client requests and encoding replies.
+//!
+//! Requests arrive either as RESP multibulk arrays (`*N\r\n$len\r\narg\r\n...`, what every client
+//! library sends) or as inline commands (a line of space-separated words, what a person types in
+//! telnet). [`parse_request`] takes one complete request off the front of the connection's read
+//! buffer, or reports that more bytes are needed, or reports a protocol error with the exact
+//! text Redis 7.0 sends before it closes the connection. Replies are built as [`Reply`] values by
+//! the commands and rendered for the connection's protocol version (RESP2 or RESP3) by
+//! [`Reply::encode`].
+//!
+//! Why not the `redis-protocol` crate for requests: Redis's request grammar differs from a
+//! general RESP frame decoder (inline commands with quoting rules, the 64 KiB limits on header
+//! lines, `*-1`/`*0` being skipped, exact error texts, `proto-max-bulk-len`), and the hot path
+//! wants to split arguments out of the read buffer without copying.
+
+pub mod reply;
+
+pub use reply::{Reply, Resp};
+
+use bytes::{Bytes, BytesMut};
+
+/// Longest header or inline line Redis accepts before the terminating newline arrives.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// Limits that apply while parsing a request.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// `proto-max-bulk-len`: largest single argument.
+    pub max_bulk_len: i64,
+    /// False until the client authenticated when `requirepass` is set: Redis then refuses
+    /// big headers to keep unauthenticated clients from making it allocate.
+    pub authenticated: bool,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits { max_bulk_len: 512 * 1024 * 1024, authenticated: true }
+    }
+}
+
+/// Outcome of trying to take one request off the buffer.
+#[derive(Debug, PartialEq)]
+pub enum Parsed {
+    /// A complete request with at least one argument.
+    Command(Vec<Bytes>),
+    /// Bytes were consumed but they held no command (empty line, `*0`, `*-1`).
+    Empty,
+    /// The buffer holds only part of a request.
+    Incomplete,
+}
+
+/// A protocol violation: the text after `-ERR ` that Redis replies before closing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while let Some(off) = buf[i..].iter().position(|&b| b == b'\r') {
+        let pos = i + off;
+        if pos + 1 >= buf.len() {
+            return None;
+        }
+        if buf[pos + 1] == b'\n' {
+            return Some(pos);
+        }
+        i = pos + 1;
+    }
+    None
+}
+
+/// Parse a decimal header number as Redis's `string2ll` would (no sign other than '-', no spaces).
+fn parse_header_int(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Take one request off the front of `buf`.
+pub fn parse_request(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, ProtocolError> {
+    if buf.is_empty() {
+        return Ok(Parsed::Incomplete);
+    }
+    if buf[0] == b'*' {
+        parse_multibulk(buf, limits)
+    } else {
+        parse_inline(buf)
+    }
+}
+
+fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, ProtocolError> {
+    let data = &buf[..];
+    let Some(eol) = find_crlf(data, 1) else {
+        if data.len() > INLINE_MAX {
+            return Err(ProtocolError("Protocol error: too big mbulk count string".into()));
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let count = match parse_header_int(&data[1..eol]) {
+        Some(n) if n <= i64::from(i32::MAX) => n,
+        _ => return Err(ProtocolError("Protocol error: invalid multibulk length".into())),
+    };
+    if !limits.authenticated && count > 10 {
+        return Err(ProtocolError("Protocol error: unauthenticated multibulk length".into()));
+    }
+    let mut pos = eol + 2;
+    if count <= 0 {
+        let _ = buf.split_to(pos);
+        return Ok(Parsed::Empty);
+    }
+    let count = count as usize;
+    // Record argument positions first; only split the buffer once the whole request is there.
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        if pos >= data.len() {
+            return Ok(Parsed::Incomplete);
+        }
+        if data[pos] != b'$' {
+            return Err(ProtocolError(format!(
+                "Protocol error: expected '$', got '{}'",
+                data[pos] as char
+            )));
+        }
+        let Some(eol) = find_crlf(data, pos + 1) else {
+            if data.len() - pos > INLINE_MAX {
+                return Err(ProtocolError("Protocol error: too big bulk count string".into()));
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let len = match parse_header_int(&data[pos + 1..eol]) {
+            Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
+            _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
+        };
+        if !limits.authenticated && len > 16384 {
+            return Err(ProtocolError("Protocol error: unauthenticated bulk length".into()));
+        }
+        let start = eol + 2;
+        let end = start + len;
+        if data.len() < end + 2 {
+            return Ok(Parsed::Incomplete);
+        }
+        spans.push((start, end));
+        pos = end + 2;
+    }
+    let frame = buf.split_to(pos).freeze();
+    Ok(Parsed::Command(spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect()))
+}
+
+fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > INLINE_MAX {
+            return Err(ProtocolError("Protocol error: too big inline request".into()));
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let line = buf.split_to(nl + 1);
+    let mut line = &line[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    match split_args(line) {
+        Some(args) if args.is_empty() => Ok(Parsed::Empty),
+        Some(args) => Ok(Parsed::Command(args.into_iter().map(Bytes::from).collect())),
+        None => Err(ProtocolError("Protocol error: unbalanced quotes in request".into())),
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Split a line into words the way redis-cli and inline commands do: whitespace separates,
+/// "double quotes" allow escapes (\n \r \t \b \a \\ \" \xHH), 'single quotes' allow \'.
+/// A closing quote must be followed by whitespace or the end. None on unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' {
+                    if let (Some(h), Some(l)) = (hex_val(line[i + 2]), hex_val(line[i + 3])) {
+                        cur.push(h * 16 + l);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < n {
+                    let e = match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    };
+                    cur.push(e);
+                    i += 2;
+                    continue;
+                }
+                if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                }
+                cur.push(c);
+                i += 1;
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    cur.push(b'\'');
+                    i += 2;
+                    continue;
+                }
+                if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                }
+                cur.push(c);
+                i += 1;
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        i += 1;
+                        break;
+                    }
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+                i += 1;
+            }
+        }
+        args.push(cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &[u8]) -> Result<Parsed, ProtocolError> {
+        let mut b = BytesMut::from(input);
+        parse_request(&mut b, &ParseLimits::default())
+    }
+
+    fn cmd(words: &[&str]) -> Parsed {
+        Parsed::Command(words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect())
+    }
+
+    #[test]
+    fn multibulk_complete_and_partial() {
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap(), cmd(&["GET", "k"]));
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r").unwrap(), Parsed::Incomplete);
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n").unwrap(), Parsed::Incomplete);
+        assert_eq!(parse(b"*2\r").unwrap(), Parsed::Incomplete);
+    }
+
+    #[test]
+    fn multibulk_leaves_next_request_in_buffer() {
+        let mut b = BytesMut::from(&b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPI"[..]);
+        let l = ParseLimits::default();
+        assert_eq!(parse_request(&mut b, &l).unwrap(), cmd(&["PING"]));
+        assert_eq!(&b[..], b"*1\r\n$4\r\nPI");
+        assert_eq!(parse_request(&mut b, &l).unwrap(), Parsed::Incomplete);
+    }
+
+    #[test]
+    fn multibulk_errors_match_redis() {
+        let e = |i: &[u8]| parse(i).unwrap_err().0;
+        assert_eq!(e(b"*3000000000\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*x\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(e(b"*1\r\nfoo\r\n"), "Protocol error: expected '$', got 'f'");
+        assert_eq!(e(b"*1\r\n$-10\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n$blabla\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n$2000000000\r\n"), "Protocol error: invalid bulk length");
+        let mut big = b"*".to_vec();
+        big.extend(std::iter::repeat_n(b'1', INLINE_MAX + 1));
+        assert_eq!(e(&big), "Protocol error: too big mbulk count string");
+    }
+
+    #[test]
+    fn empty_and_negative_counts_are_skipped() {
+        assert_eq!(parse(b"*-10\r\n").unwrap(), Parsed::Empty);
+        assert_eq!(parse(b"*0\r\n").unwrap(), Parsed::Empty);
+        assert_eq!(parse(b"\r\n").unwrap(), Parsed::Empty);
+    }
+
+    #[test]
+    fn inline_commands_and_quotes() {
+        assert_eq!(parse(b"set a b\r\n").unwrap(), cmd(&["set", "a", "b"]));
+        assert_eq!(parse(b"set \"a b\" 'c d'\n").unwrap(), cmd(&["set", "a b", "c d"]));
+        assert_eq!(parse(b"echo \"\\x41\\n\"\n").unwrap(), cmd(&["echo", "A\n"]));
+        assert_eq!(
+            parse(b"set \"\"\"test-key\"\"\" v\r\n").unwrap_err().0,
+            "Protocol error: unbalanced quotes in request"
+        );
+        assert_eq!(parse(b"set a").unwrap(), Parsed::Incomplete);
+        let big = vec![b'A'; INLINE_MAX + 1];
+        assert_eq!(parse(&big).unwrap_err().0, "Protocol error: too big inline request");
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let l = ParseLimits { authenticated: false, ..ParseLimits::default() };
+        let mut b = BytesMut::from(&b"*11\r\n"[..]);
+        assert!(parse_request(&mut b, &l).is_err());
+        let mut b = BytesMut::from(&b"*1\r\n$20000\r\n"[..]);
+        assert_eq!(
+            parse_request(&mut b, &l).unwrap_err().0,
+            "Protocol error: unauthenticated bulk length"
+        );
+    }
+}

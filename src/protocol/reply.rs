@@ -1,0 +1,238 @@
+//! Reply values and their RESP2/RESP3 encodings.
+//!
+//! Commands return a [`Reply`] without knowing the client's protocol; the connection renders
+//! it with [`Reply::encode`]. Where RESP3 has a richer type (map, set, double, boolean, null,
+//! verbatim string, push) RESP2 gets what Redis 7.0 sends in its place: flat arrays, bulk
+//! strings, integers and `$-1`/`*-1`.
+
+use crate::util::numtext::{format_f64, format_i64};
+use bytes::Bytes;
+
+/// Protocol version spoken on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resp {
+    V2,
+    V3,
+}
+
+/// A reply to one command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`
+    Ok,
+    /// A status line such as `+PONG` or `+QUEUED`.
+    Status(&'static str),
+    /// A status line built at run time (e.g. `TYPE`'s answer).
+    StatusOwned(String),
+    /// An error line; the text includes the code, e.g. `ERR syntax error`.
+    Error(String),
+    Int(i64),
+    Bulk(Bytes),
+    /// RESP2 `$-1`, RESP3 `_`.
+    Null,
+    /// RESP2 `*-1`, RESP3 `_`.
+    NullArray,
+    Array(Vec<Reply>),
+    /// RESP3 map; RESP2 flat array of alternating keys and values.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; RESP2 array.
+    Set(Vec<Reply>),
+    /// RESP3 double; RESP2 bulk string formatted as `%.17g`.
+    Double(f64),
+    /// RESP3 boolean; RESP2 integer 1/0.
+    Bool(bool),
+    /// RESP3 verbatim string with a 3-letter format (`txt`); RESP2 bulk string.
+    Verbatim(&'static str, Bytes),
+    /// RESP3 push; RESP2 array.
+    Push(Vec<Reply>),
+    /// Member/score pairs as ZRANGE WITHSCORES replies them: RESP2 a flat array
+    /// `member score member score`, RESP3 an array of `[member, double]` pairs.
+    ScoredMembers(Vec<(Bytes, f64)>),
+    /// Bytes already encoded; identical for both protocols.
+    Raw(Bytes),
+    /// Nothing is written (blocked clients, CLIENT REPLY OFF).
+    NoReply,
+}
+
+impl Reply {
+    pub fn error(msg: impl Into<String>) -> Reply {
+        Reply::Error(msg.into())
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_slice(b: &[u8]) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(b))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Append the wire form of this reply for protocol `resp` to `out`.
+    pub fn encode(&self, resp: Resp, out: &mut Vec<u8>) {
+        match self {
+            Reply::Ok => out.extend_from_slice(b"+OK\r\n"),
+            Reply::Status(s) => line(out, b'+', s.as_bytes()),
+            Reply::StatusOwned(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => {
+                // Error texts must stay on one line.
+                out.push(b'-');
+                out.extend(e.bytes().map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Int(i) => {
+                out.push(b':');
+                format_i64(*i, out);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Null => match resp {
+                Resp::V2 => out.extend_from_slice(b"$-1\r\n"),
+                Resp::V3 => out.extend_from_slice(b"_\r\n"),
+            },
+            Reply::NullArray => match resp {
+                Resp::V2 => out.extend_from_slice(b"*-1\r\n"),
+                Resp::V3 => out.extend_from_slice(b"_\r\n"),
+            },
+            Reply::Array(items) => {
+                header(out, b'*', items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Set(items) => {
+                header(out, if resp == Resp::V3 { b'~' } else { b'*' }, items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Push(items) => {
+                header(out, if resp == Resp::V3 { b'>' } else { b'*' }, items.len());
+                for r in items {
+                    r.encode(resp, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                match resp {
+                    Resp::V3 => header(out, b'%', pairs.len()),
+                    Resp::V2 => header(out, b'*', pairs.len() * 2),
+                }
+                for (k, v) in pairs {
+                    k.encode(resp, out);
+                    v.encode(resp, out);
+                }
+            }
+            Reply::Double(d) => encode_double(*d, resp, out),
+            Reply::Bool(b) => match resp {
+                Resp::V3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+                Resp::V2 => out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
+            },
+            Reply::Verbatim(fmt, text) => match resp {
+                Resp::V3 => {
+                    header(out, b'=', text.len() + 4);
+                    out.extend_from_slice(fmt.as_bytes());
+                    out.push(b':');
+                    out.extend_from_slice(text);
+                    out.extend_from_slice(b"\r\n");
+                }
+                Resp::V2 => bulk(out, text),
+            },
+            Reply::ScoredMembers(items) => encode_scored(items.iter().map(|(m, s)| (&m[..], *s)), items.len(), resp, out),
+            Reply::Raw(b) => out.extend_from_slice(b),
+            Reply::NoReply => {}
+        }
+    }
+
+    /// Convenience for tests and one-off encodings.
+    pub fn to_bytes(&self, resp: Resp) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode(resp, &mut v);
+        v
+    }
+}
+
+fn line(out: &mut Vec<u8>, tag: u8, s: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(s);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, tag: u8, n: usize) {
+    out.push(tag);
+    format_i64(n as i64, out);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a bulk string.
+pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    header(out, b'$', b.len());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a double as Redis 7.0 does: RESP3 `,%.17g`, RESP2 a bulk string of the same text.
+pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
+    let mut text = Vec::with_capacity(24);
+    format_f64(d, &mut text);
+    match resp {
+        Resp::V3 => line(out, b',', &text),
+        Resp::V2 => bulk(out, &text),
+    }
+}
+
+/// Append member/score pairs: RESP2 flat, RESP3 nested pairs.
+pub fn encode_scored<'a>(
+    items: impl Iterator<Item = (&'a [u8], f64)>,
+    n: usize,
+    resp: Resp,
+    out: &mut Vec<u8>,
+) {
+    match resp {
+        Resp::V2 => header(out, b'*', n * 2),
+        Resp::V3 => header(out, b'*', n),
+    }
+    for (m, s) in items {
+        if resp == Resp::V3 {
+            out.extend_from_slice(b"*2\r\n");
+        }
+        bulk(out, m);
+        encode_double(s, resp, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both(r: Reply) -> (String, String) {
+        (
+            String::from_utf8(r.to_bytes(Resp::V2)).unwrap(),
+            String::from_utf8(r.to_bytes(Resp::V3)).unwrap(),
+        )
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(both(Reply::Ok).0, "+OK\r\n");
+        assert_eq!(both(Reply::Int(-3)).0, ":-3\r\n");
+        assert_eq!(both(Reply::Null), ("$-1\r\n".into(), "_\r\n".into()));
+        assert_eq!(both(Reply::NullArray), ("*-1\r\n".into(), "_\r\n".into()));
+        assert_eq!(both(Reply::Bool(true)), (":1\r\n".into(), "#t\r\n".into()));
+        assert_eq!(both(Reply::Double(1.5)), ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into()));
+        assert_eq!(both(Reply::Double(f64::INFINITY)).1, ",inf\r\n");
+        assert_eq!(both(Reply::error("ERR x\r\ny")).0, "-ERR x  y\r\n");
+    }
+
+    #[test]
+    fn aggregates() {
+        let m = Reply::Map(vec![(Reply::bulk_slice(b"a"), Reply::Int(1))]);
+        assert_eq!(both(m), ("*2\r\n$1\r\na\r\n:1\r\n".into(), "%1\r\n$1\r\na\r\n:1\r\n".into()));
+        let s = Reply::ScoredMembers(vec![(Bytes::from_static(b"m"), 2.0)]);
+        assert_eq!(both(s), ("*2\r\n$1\r\nm\r\n$1\r\n2\r\n".into(), "*1\r\n*2\r\n$1\r\nm\r\n,2\r\n".into()));
+        let v = Reply::Verbatim("txt", Bytes::from_static(b"hi"));
+        assert_eq!(both(v), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));
+    }
+}

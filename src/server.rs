@@ -1,0 +1,247 @@
+//! The server: shared state, the listener, the background cron and shutdown.
+//!
+//! [`Server`] is shared by every connection through an `Arc`: configuration, the keyspace,
+//! statistics, the registry of connected and blocked clients, and the AOF. [`run`] builds the
+//! tokio runtime, binds the configured addresses, accepts connections (one task each, see
+//! [`crate::connection`]) and runs the cron (active expiry at `hz`) until SHUTDOWN or a signal.
+
+use crate::blocking::Registry;
+use crate::config::Config;
+use crate::connection::ClientInfo;
+use crate::keyspace::Keyspace;
+use crate::persistence::Aof;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// Counters INFO reports.
+#[derive(Default)]
+pub struct Stats {
+    pub commands: AtomicU64,
+    pub connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub error_replies: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub expired_stale_perc: AtomicU64,
+    pub expired_time_cap_reached: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub dirty: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+}
+
+pub struct Server {
+    pub config: Config,
+    pub keyspace: Keyspace,
+    pub stats: Stats,
+    pub blocking: Registry,
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    next_client_id: AtomicU64,
+    pub started: Instant,
+    pub run_id: String,
+    pub port: AtomicI64,
+    pub aof: Aof,
+    pub shutdown: Notify,
+    pub shutting_down: AtomicBool,
+    /// Unix seconds of the last successful save (LASTSAVE).
+    pub lastsave: AtomicI64,
+}
+
+/// Current Unix time in milliseconds.
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Server {
+    pub fn new(config: Config) -> Server {
+        let dbs = config.get_i64("databases").max(1) as usize;
+        let shards = config.get_i64("shards-per-db").max(1) as usize;
+        let run_id: String = (0..40).map(|_| format!("{:x}", rand::random::<u8>() % 16)).collect();
+        Server {
+            keyspace: Keyspace::new(dbs, shards),
+            port: AtomicI64::new(config.get_i64("port")),
+            config,
+            stats: Stats::default(),
+            blocking: Registry::default(),
+            clients: Mutex::new(BTreeMap::new()),
+            next_client_id: AtomicU64::new(1),
+            started: Instant::now(),
+            run_id,
+            aof: Aof::default(),
+            shutdown: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+            lastsave: AtomicI64::new(unix_ms() / 1000),
+        }
+    }
+
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Log a change to the AOF (if enabled).
+    pub fn propagate(&self, db: usize, argv: Vec<Bytes>) {
+        self.aof.feed(db, argv);
+    }
+
+    /// Ask the server to stop (SHUTDOWN, signals).
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+    }
+
+    /// One cron tick: active expiry over every shard, within a time budget.
+    pub fn cron(&self, rng: &mut impl rand::Rng) {
+        let effort = self.config.hot.active_expire_effort.load(Ordering::Relaxed).clamp(1, 10) as usize;
+        let hz = self.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+        // Redis: 20 keys per loop at effort 1, +25% per effort step; 25% of a tick's CPU at most.
+        let sample = 20 + 5 * (effort - 1);
+        let budget = Duration::from_micros(1_000_000 / hz * (25 + 2 * (effort as u64 - 1)) / 100);
+        let start = Instant::now();
+        let mut sampled_total = 0usize;
+        let mut expired_total = 0usize;
+        'dbs: for (dbi, db) in self.keyspace.dbs.iter().enumerate() {
+            for shard in db.shards.iter() {
+                loop {
+                    let now = unix_ms();
+                    let mut sh = shard.lock();
+                    if sh.volatile_len() == 0 {
+                        break;
+                    }
+                    let (sampled, expired) = sh.active_expire(now, sample, rng);
+                    let ready = self.keyspace.blocked_clients.load(Ordering::Relaxed) > 0;
+                    if ready && !expired.is_empty() {
+                        sh.ready_keys.extend(expired.iter().cloned());
+                    }
+                    drop(sh);
+                    sampled_total += sampled;
+                    expired_total += expired.len();
+                    for k in &expired {
+                        self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k.clone()]);
+                    }
+                    self.stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
+                    if start.elapsed() > budget {
+                        self.stats.expired_time_cap_reached.fetch_add(1, Ordering::Relaxed);
+                        break 'dbs;
+                    }
+                    // Keep going on this shard while more than a quarter of the sample was stale.
+                    if sampled == 0 || expired.len() * 4 <= sampled {
+                        break;
+                    }
+                }
+            }
+        }
+        if sampled_total > 0 {
+            let perc = (expired_total * 100 / sampled_total) as u64;
+            let old = self.stats.expired_stale_perc.load(Ordering::Relaxed);
+            self.stats.expired_stale_perc.store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Build the runtime and serve until shutdown.
+pub fn run(config: Config) -> Result<(), String> {
+    let threads = config.get_i64("threads");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if threads > 0 {
+        builder.worker_threads(threads as usize);
+    }
+    let rt = builder.build().map_err(|e| format!("can't start runtime: {e}"))?;
+    rt.block_on(serve(Arc::new(Server::new(config))))
+}
+
+fn init_logging(srv: &Server) {
+    let level = match srv.config.get("loglevel").as_deref() {
+        Some("debug") => "debug",
+        Some("verbose") => "info",
+        Some("warning") => "warn",
+        Some("nothing") => "error",
+        _ => "info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+/// Listen and serve on an existing runtime until shutdown.
+pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
+    init_logging(&srv);
+    let port = srv.config.get_i64("port") as u16;
+    let bind = srv.config.get("bind").unwrap_or_default();
+    let mut listeners = Vec::new();
+    for addr in bind.split_whitespace() {
+        let optional = addr.starts_with('-');
+        let host = addr.trim_start_matches('-');
+        let sockaddr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        match TcpListener::bind(&sockaddr).await {
+            Ok(l) => listeners.push(l),
+            Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
+            Err(e) => return Err(format!("can't bind {sockaddr}: {e}")),
+        }
+    }
+    if listeners.is_empty() {
+        return Err("no address to listen on".into());
+    }
+    crate::persistence::startup(&srv)?;
+    if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
+        let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
+    }
+    tracing::info!("Podium {} ready to accept connections on port {port}", env!("CARGO_PKG_VERSION"));
+    for l in listeners {
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((sock, peer)) => {
+                        let srv = srv.clone();
+                        tokio::spawn(crate::connection::handle(srv, sock, peer));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
+    let cron_srv = srv.clone();
+    tokio::spawn(async move {
+        let mut rng = rand::rngs::SmallRng::from_entropy();
+        loop {
+            let hz = cron_srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+            tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+            let s = cron_srv.clone();
+            // The reaper takes shard locks: run it off the async workers.
+            let r = tokio::task::spawn_blocking(move || {
+                s.cron(&mut rng);
+                rng
+            })
+            .await;
+            match r {
+                Ok(back) => rng = back,
+                Err(_) => rng = rand::rngs::SmallRng::from_entropy(),
+            }
+        }
+    });
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = srv.shutdown.notified() => {}
+        _ = tokio::signal::ctrl_c() => tracing::info!("Received SIGINT scheduling shutdown..."),
+        _ = sigterm.recv() => tracing::info!("Received SIGTERM scheduling shutdown..."),
+    }
+    srv.shutting_down.store(true, Ordering::SeqCst);
+    crate::persistence::shutdown(&srv);
+    tracing::info!("Podium is now ready to exit, bye bye...");
+    Ok(())
+}
+
+use rand::SeedableRng;

@@ -1,0 +1,34 @@
+//! Value types stored in the keyspace.
+
+pub mod hash;
+pub mod list;
+pub mod set;
+pub mod zset;
+
+use bytes::Bytes;
+
+/// A key's value.
+#[derive(Clone)]
+pub enum Value {
+    Str(Bytes),
+    List(list::List),
+    Hash(hash::Hash),
+    Set(set::Set),
+    ZSet(zset::ZSet),
+}
+
+impl Value {
+    /// The name TYPE reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+        }
+    }
+}
+
+/// The error a command gets for a key of the wrong type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -51,6 +51,8 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     pub lastsave: AtomicI64,
+    /// A handle to this server's own Arc, for commands that start background work.
+    self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
 
 /// Current Unix time in milliseconds.
@@ -80,7 +82,20 @@ impl Server {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
+            self_ref: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Wrap in an Arc that [`Server::arc`] can hand out.
+    pub fn into_arc(self) -> Arc<Server> {
+        let a = Arc::new(self);
+        let _ = a.self_ref.set(Arc::downgrade(&a));
+        a
+    }
+
+    /// This server's Arc (for background tasks started by commands).
+    pub fn arc(&self) -> Option<Arc<Server>> {
+        self.self_ref.get().and_then(|w| w.upgrade())
     }
 
     pub fn next_client_id(&self) -> u64 {
@@ -157,7 +172,7 @@ pub fn run(config: Config) -> Result<(), String> {
         builder.worker_threads(threads as usize);
     }
     let rt = builder.build().map_err(|e| format!("can't start runtime: {e}"))?;
-    rt.block_on(serve(Arc::new(Server::new(config))))
+    rt.block_on(serve(Server::new(config).into_arc()))
 }
 
 fn init_logging(srv: &Server) {

@@ -44,11 +44,11 @@ pub fn info_fields(_srv: &crate::server::Server) -> Vec<(String, String)> {
 }
 
 /// BGREWRITEAOF.
-pub fn bgrewriteaof(_srv: &std::sync::Arc<crate::server::Server>) -> crate::protocol::Reply {
+pub fn bgrewriteaof(_srv: &crate::server::Server) -> crate::protocol::Reply {
     crate::protocol::Reply::Status("Background append only file rewriting started")
 }
 
 /// CONFIG SET appendonly yes|no at run time.
-pub fn set_appendonly(_srv: &std::sync::Arc<crate::server::Server>, _on: bool) -> Result<(), String> {
+pub fn set_appendonly(_srv: &crate::server::Server, _on: bool) -> Result<(), String> {
     Ok(())
 }

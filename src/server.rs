@@ -172,7 +172,9 @@ pub fn run(config: Config) -> Result<(), String> {
         builder.worker_threads(threads as usize);
     }
     let rt = builder.build().map_err(|e| format!("can't start runtime: {e}"))?;
-    rt.block_on(serve(Server::new(config).into_arc()))
+    let result = rt.block_on(serve(Server::new(config).into_arc()));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn init_logging(srv: &Server) {

@@ -133,10 +133,6 @@ impl Server {
                         break;
                     }
                     let (sampled, expired) = sh.active_expire(now, sample, rng);
-                    let ready = self.keyspace.blocked_clients.load(Ordering::Relaxed) > 0;
-                    if ready && !expired.is_empty() {
-                        sh.ready_keys.extend(expired.iter().cloned());
-                    }
                     drop(sh);
                     sampled_total += sampled;
                     expired_total += expired.len();

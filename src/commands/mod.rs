@@ -288,6 +288,10 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
     }
     client.info.set_last_cmd(spec.name);
     if client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+        if spec.flags & flags::NO_MULTI != 0 {
+            client.multi_abort = true;
+            return done(Reply::error("ERR Command not allowed inside a transaction"));
+        }
         if let Some(err) = oom_check(srv, spec) {
             client.multi_abort = true;
             return done(err);

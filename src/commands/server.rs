@@ -33,7 +33,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("lastsave", 1, FAST | LOADING | STALE, Keys::None, lastsave, "server"),
     Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI, Keys::None, shutdown, "server"),
     Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
-    Spec::new("bgrewriteaof", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, bgrewriteaof, "server"),
+    Spec::new("bgrewriteaof", 1, ADMIN | NOSCRIPT, Keys::None, bgrewriteaof, "server"),
     Spec::new("save", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, save, "server"),
     Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, save, "server"),
     Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),

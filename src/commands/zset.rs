@@ -25,40 +25,250 @@ use rand::Rng;
 const G: &str = "sorted-set";
 
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("zadd", -4, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), zadd, G),
-    Spec::new("zincrby", 4, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), zincrby, G),
+    Spec::new(
+        "zadd",
+        -4,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        zadd,
+        G,
+    ),
+    Spec::new(
+        "zincrby",
+        4,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        zincrby,
+        G,
+    ),
     Spec::new("zrem", -3, WRITE | FAST, Keys::Range(1, 1, 1), zrem, G),
     Spec::new("zcard", 2, READONLY | FAST, Keys::Range(1, 1, 1), zcard, G),
-    Spec::new("zscore", 3, READONLY | FAST, Keys::Range(1, 1, 1), zscore, G),
-    Spec::new("zmscore", -3, READONLY | FAST, Keys::Range(1, 1, 1), zmscore, G),
+    Spec::new(
+        "zscore",
+        3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zscore,
+        G,
+    ),
+    Spec::new(
+        "zmscore",
+        -3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zmscore,
+        G,
+    ),
     Spec::new("zrank", -3, READONLY | FAST, Keys::Range(1, 1, 1), zrank, G),
-    Spec::new("zrevrank", -3, READONLY | FAST, Keys::Range(1, 1, 1), zrevrank, G),
+    Spec::new(
+        "zrevrank",
+        -3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zrevrank,
+        G,
+    ),
     Spec::new("zrange", -4, READONLY, Keys::Range(1, 1, 1), zrange, G),
-    Spec::new("zrangestore", -5, WRITE | DENYOOM, Keys::Range(1, 2, 1), zrangestore, G),
-    Spec::new("zrevrange", -4, READONLY, Keys::Range(1, 1, 1), zrevrange, G),
-    Spec::new("zrangebyscore", -4, READONLY, Keys::Range(1, 1, 1), zrangebyscore, G),
-    Spec::new("zrevrangebyscore", -4, READONLY, Keys::Range(1, 1, 1), zrevrangebyscore, G),
-    Spec::new("zrangebylex", -4, READONLY, Keys::Range(1, 1, 1), zrangebylex, G),
-    Spec::new("zrevrangebylex", -4, READONLY, Keys::Range(1, 1, 1), zrevrangebylex, G),
-    Spec::new("zcount", 4, READONLY | FAST, Keys::Range(1, 1, 1), zcount, G),
-    Spec::new("zlexcount", 4, READONLY | FAST, Keys::Range(1, 1, 1), zlexcount, G),
-    Spec::new("zremrangebyrank", 4, WRITE, Keys::Range(1, 1, 1), zremrangebyrank, G),
-    Spec::new("zremrangebyscore", 4, WRITE, Keys::Range(1, 1, 1), zremrangebyscore, G),
-    Spec::new("zremrangebylex", 4, WRITE, Keys::Range(1, 1, 1), zremrangebylex, G),
-    Spec::new("zunionstore", -4, WRITE | DENYOOM | MOVABLE_KEYS, Keys::Custom(keys_store), zunionstore, G),
-    Spec::new("zinterstore", -4, WRITE | DENYOOM | MOVABLE_KEYS, Keys::Custom(keys_store), zinterstore, G),
-    Spec::new("zdiffstore", -4, WRITE | DENYOOM | MOVABLE_KEYS, Keys::Custom(keys_store), zdiffstore, G),
-    Spec::new("zunion", -3, READONLY | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at1), zunion, G),
-    Spec::new("zinter", -3, READONLY | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at1), zinter, G),
-    Spec::new("zdiff", -3, READONLY | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at1), zdiff, G),
-    Spec::new("zintercard", -3, READONLY | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at1), zintercard, G),
-    Spec::new("zpopmin", -2, WRITE | FAST, Keys::Range(1, 1, 1), zpopmin, G),
-    Spec::new("zpopmax", -2, WRITE | FAST, Keys::Range(1, 1, 1), zpopmax, G),
-    Spec::new("zmpop", -4, WRITE | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at1), zmpop, G),
-    Spec::new("bzpopmin", -3, WRITE | NOSCRIPT | FAST | BLOCKING, Keys::Range(1, -2, 1), bzpopmin, G),
-    Spec::new("bzpopmax", -3, WRITE | NOSCRIPT | FAST | BLOCKING, Keys::Range(1, -2, 1), bzpopmax, G),
-    Spec::new("bzmpop", -5, WRITE | BLOCKING | MOVABLE_KEYS, Keys::Custom(keys_numkeys_at2), bzmpop, G),
-    Spec::new("zrandmember", -2, READONLY, Keys::Range(1, 1, 1), zrandmember, G),
+    Spec::new(
+        "zrangestore",
+        -5,
+        WRITE | DENYOOM,
+        Keys::Range(1, 2, 1),
+        zrangestore,
+        G,
+    ),
+    Spec::new(
+        "zrevrange",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrange,
+        G,
+    ),
+    Spec::new(
+        "zrangebyscore",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zrevrangebyscore",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zrangebylex",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zrevrangebylex",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zcount",
+        4,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zcount,
+        G,
+    ),
+    Spec::new(
+        "zlexcount",
+        4,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zlexcount,
+        G,
+    ),
+    Spec::new(
+        "zremrangebyrank",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebyrank,
+        G,
+    ),
+    Spec::new(
+        "zremrangebyscore",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zremrangebylex",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zunionstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zunionstore,
+        G,
+    ),
+    Spec::new(
+        "zinterstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zinterstore,
+        G,
+    ),
+    Spec::new(
+        "zdiffstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zdiffstore,
+        G,
+    ),
+    Spec::new(
+        "zunion",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zunion,
+        G,
+    ),
+    Spec::new(
+        "zinter",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zinter,
+        G,
+    ),
+    Spec::new(
+        "zdiff",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zdiff,
+        G,
+    ),
+    Spec::new(
+        "zintercard",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zintercard,
+        G,
+    ),
+    Spec::new(
+        "zpopmin",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        zpopmin,
+        G,
+    ),
+    Spec::new(
+        "zpopmax",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        zpopmax,
+        G,
+    ),
+    Spec::new(
+        "zmpop",
+        -4,
+        WRITE | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zmpop,
+        G,
+    ),
+    Spec::new(
+        "bzpopmin",
+        -3,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
+        Keys::Range(1, -2, 1),
+        bzpopmin,
+        G,
+    ),
+    Spec::new(
+        "bzpopmax",
+        -3,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
+        Keys::Range(1, -2, 1),
+        bzpopmax,
+        G,
+    ),
+    Spec::new(
+        "bzmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at2),
+        bzmpop,
+        G,
+    ),
+    Spec::new(
+        "zrandmember",
+        -2,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrandmember,
+        G,
+    ),
     Spec::new("zscan", -3, READONLY, Keys::Range(1, 1, 1), zscan, G),
 ];
 
@@ -66,7 +276,10 @@ pub static COMMANDS: &[Spec] = &[
 // Key positions for numkeys-style commands.
 
 fn numkeys_positions(args: &[Bytes], numkeys_idx: usize, first: usize) -> Vec<usize> {
-    let n = args.get(numkeys_idx).and_then(|a| parse_i64(a)).unwrap_or(0);
+    let n = args
+        .get(numkeys_idx)
+        .and_then(|a| parse_i64(a))
+        .unwrap_or(0);
     if n <= 0 {
         return Vec::new();
     }
@@ -123,7 +336,11 @@ fn range_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?;
     let t = t.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     if t.is_empty() {
-        return if s.is_empty() || s.len() == t.len() { Some(0.0) } else { None };
+        return if s.is_empty() || s.len() == t.len() {
+            Some(0.0)
+        } else {
+            None
+        };
     }
     let v: f64 = t.parse().ok()?;
     if v.is_nan() {
@@ -212,7 +429,8 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
 // ZADD / ZINCRBY.
 
 fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let (mut nx, mut xx, mut ch, mut incr, mut gt, mut lt) = (false, false, false, false, false, false);
+    let (mut nx, mut xx, mut ch, mut incr, mut gt, mut lt) =
+        (false, false, false, false, false, false);
     let mut idx = 2;
     while idx < args.len() {
         let a = &args[idx][..];
@@ -250,7 +468,20 @@ fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     for pair in rest.chunks_exact(2) {
         scores.push(try_reply!(float(&pair[0])));
     }
-    generic_zadd(ctx, &args[1], rest, &scores, ZaddFlags { nx, xx, ch, incr, gt, lt })
+    generic_zadd(
+        ctx,
+        &args[1],
+        rest,
+        &scores,
+        ZaddFlags {
+            nx,
+            xx,
+            ch,
+            incr,
+            gt,
+            lt,
+        },
+    )
 }
 
 #[derive(Clone, Copy)]
@@ -278,7 +509,9 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
         let z = ZSet::new_for(pairs[1].len(), scores.len(), &limits);
         db.insert(key, Value::ZSet(z));
     }
-    let Some(Value::ZSet(z)) = db.value(key) else { return wrongtype() };
+    let Some(Value::ZSet(z)) = db.value(key) else {
+        return wrongtype();
+    };
     let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
     let mut last = 0.0;
     let mut err = None;
@@ -358,7 +591,14 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
 fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let incr = try_reply!(float(&args[2]));
     let pairs = [args[2].clone(), args[3].clone()];
-    let flags = ZaddFlags { nx: false, xx: false, ch: false, incr: true, gt: false, lt: false };
+    let flags = ZaddFlags {
+        nx: false,
+        xx: false,
+        ch: false,
+        incr: true,
+        gt: false,
+        lt: false,
+    };
     generic_zadd(ctx, &args[1], &pairs, &[incr], flags)
 }
 
@@ -368,7 +608,9 @@ fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let key = &args[1][..];
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.value(key))) else { return Reply::Int(0) };
+    let Some(z) = try_reply!(as_zset(db.value(key))) else {
+        return Reply::Int(0);
+    };
     let mut deleted = 0;
     for m in &args[2..] {
         if z.remove(m).is_some() {
@@ -502,10 +744,14 @@ fn zrange_generic(
         rtype = RangeType::Rank;
     }
     if limit != -1 && rtype == RangeType::Rank {
-        return Reply::error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+        return Reply::error(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
     }
     if withscores && rtype == RangeType::Lex {
-        return Reply::error("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+        return Reply::error(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        );
     }
     let reverse = dir == Direction::Reverse;
     let (mut min_idx, mut max_idx) = (key_idx + 1, key_idx + 2);
@@ -518,7 +764,10 @@ fn zrange_generic(
         Lex(LexRange),
     }
     let parsed = match rtype {
-        RangeType::Score => Parsed::Score(try_reply!(parse_score_range(&args[min_idx], &args[max_idx]))),
+        RangeType::Score => Parsed::Score(try_reply!(parse_score_range(
+            &args[min_idx],
+            &args[max_idx]
+        ))),
         RangeType::Lex => Parsed::Lex(try_reply!(parse_lex_range(&args[min_idx], &args[max_idx]))),
         _ => {
             let s = try_reply!(int(&args[min_idx]));
@@ -627,7 +876,9 @@ enum RemRange {
 fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
     let key = &args[1][..];
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.value(key))) else { return Reply::Int(0) };
+    let Some(z) = try_reply!(as_zset(db.value(key))) else {
+        return Reply::Int(0);
+    };
     let removed = match r {
         RemRange::Rank(s, e) => match rank_range(s, e, z.len()) {
             Some((s, e)) => z.remove_rank_range(s, e),
@@ -730,7 +981,12 @@ fn src_for_each(db: &mut DbHandle, key: &[u8], mut f: impl FnMut(&[u8], f64)) {
 }
 
 /// Keep the entries of `acc` whose member is in source `key`; `f` sees the source's score.
-fn src_filter(db: &mut DbHandle, key: &[u8], acc: &mut hashbrown::HashMap<Vec<u8>, f64>, mut f: impl FnMut(&mut f64, f64)) {
+fn src_filter(
+    db: &mut DbHandle,
+    key: &[u8],
+    acc: &mut hashbrown::HashMap<Vec<u8>, f64>,
+    mut f: impl FnMut(&mut f64, f64),
+) {
     match db.value(key) {
         Some(Value::ZSet(z)) => acc.retain(|m, v| match z.score(m) {
             Some(s) => {
@@ -753,17 +1009,29 @@ fn src_filter(db: &mut DbHandle, key: &[u8], acc: &mut hashbrown::HashMap<Vec<u8
 
 fn sorted_result(acc: hashbrown::HashMap<Vec<u8>, f64>) -> Vec<(Bytes, f64)> {
     let mut v: Vec<(Bytes, f64)> = acc.into_iter().map(|(m, s)| (Bytes::from(m), s)).collect();
-    v.sort_unstable_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal).then_with(|| a.0.cmp(&b.0)));
+    v.sort_unstable_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
     v
 }
 
 /// Redis's zunionInterDiffGenericCommand. `numkeys_idx` is the position of numkeys; `dst` the
 /// destination of the *STORE forms.
-fn setop_generic(ctx: &mut Ctx, args: &[Bytes], numkeys_idx: usize, dst: Option<&[u8]>, op: SetOp) -> Reply {
+fn setop_generic(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    numkeys_idx: usize,
+    dst: Option<&[u8]>,
+    op: SetOp,
+) -> Reply {
     let numkeys = try_reply!(int(&args[numkeys_idx]));
     if numkeys < 1 {
         let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-        return Reply::error(format!("ERR at least 1 input key is needed for '{name}' command"));
+        return Reply::error(format!(
+            "ERR at least 1 input key is needed for '{name}' command"
+        ));
     }
     if numkeys as u64 > (args.len() - numkeys_idx - 1) as u64 {
         return Reply::error(SYNTAX);
@@ -961,8 +1229,16 @@ fn pop_name(max: bool) -> Bytes {
 
 /// Pop `count` elements from the sorted set at `key` (which must exist and be a zset), delete
 /// the key if emptied, and build the reply. Returns (reply, popped count).
-fn pop_from(db: &mut DbHandle, key: &[u8], count: usize, max: bool, shape: PopShape) -> (Reply, usize) {
-    let Some(Value::ZSet(z)) = db.value(key) else { return (Reply::NullArray, 0) };
+fn pop_from(
+    db: &mut DbHandle,
+    key: &[u8],
+    count: usize,
+    max: bool,
+    shape: PopShape,
+) -> (Reply, usize) {
+    let Some(Value::ZSet(z)) = db.value(key) else {
+        return (Reply::NullArray, 0);
+    };
     let popped = z.pop(count, max);
     let empty = z.is_empty();
     if empty {
@@ -970,7 +1246,8 @@ fn pop_from(db: &mut DbHandle, key: &[u8], count: usize, max: bool, shape: PopSh
     }
     db.modified(key);
     let n = popped.len();
-    let pair = |m: Vec<u8>, s: f64| Reply::Array(vec![Reply::Bulk(Bytes::from(m)), Reply::Double(s)]);
+    let pair =
+        |m: Vec<u8>, s: f64| Reply::Array(vec![Reply::Bulk(Bytes::from(m)), Reply::Double(s)]);
     let reply = match shape {
         PopShape::Flat => {
             let mut v = Vec::with_capacity(n * 2);
@@ -1003,11 +1280,10 @@ fn zpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
         return Reply::error(SYNTAX);
     }
     let count: Option<usize> = if args.len() == 3 {
-        let c = try_reply!(int(&args[2]));
-        if c < 0 {
-            return Reply::error("ERR value is out of range, must be positive");
+        match parse_i64(&args[2]) {
+            Some(c) if c >= 0 => Some(c as usize),
+            _ => return Reply::error("ERR value is out of range, must be positive"),
         }
-        Some(c as usize)
     } else {
         None
     };
@@ -1076,7 +1352,12 @@ fn parse_mpop(args: &[Bytes], numkeys_idx: usize) -> Result<MpopArgs, Reply> {
         }
         j += 1;
     }
-    Ok(MpopArgs { first_key: numkeys_idx + 1, numkeys: numkeys as usize, max, count: count.unwrap_or(1) })
+    Ok(MpopArgs {
+        first_key: numkeys_idx + 1,
+        numkeys: numkeys as usize,
+        max,
+        count: count.unwrap_or(1),
+    })
 }
 
 fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -1089,25 +1370,36 @@ fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
         ctx.dirty += n as u64;
-        ctx.propagate_as(vec![vec![pop_name(p.max), k.clone(), Bytes::from(p.count.to_string())]]);
+        ctx.propagate_as(vec![vec![
+            pop_name(p.max),
+            k.clone(),
+            Bytes::from(p.count.to_string()),
+        ]]);
         return reply;
     }
     Reply::NullArray
 }
 
-/// Redis's getTimeoutFromObjectOrReply for seconds: a float, truncated to ms.
+/// Redis's getTimeoutFromObjectOrReply for seconds: a float, truncated to ms. Like Redis
+/// (whose double-to-integer conversion yields LLONG_MIN for values it cannot represent),
+/// an infinite or huge timeout is reported as negative.
 fn parse_timeout(a: &[u8], now_ms: i64) -> Result<u64, Reply> {
-    let v = match crate::util::numtext::parse_f64(a) {
-        Some(v) if v.is_finite() => v,
-        Some(v) if v.is_infinite() && v < 0.0 => return Err(Reply::error("ERR timeout is negative")),
-        Some(_) => return Err(Reply::error("ERR timeout is out of range")),
-        None => return Err(Reply::error("ERR timeout is not a float or out of range")),
+    let Some(v) = crate::util::numtext::parse_f64(a) else {
+        return Err(Reply::error("ERR timeout is not a float or out of range"));
     };
-    let ms = (v * 1000.0).trunc();
-    if ms < 0.0 {
+    let ms = v * 1000.0;
+    let ms = if ms.is_finite()
+        && ms < 9.223_372_036_854_775_807e18
+        && ms > -9.223_372_036_854_775_808e18
+    {
+        ms.trunc() as i64
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
         return Err(Reply::error("ERR timeout is negative"));
     }
-    if ms >= (i64::MAX - now_ms) as f64 {
+    if ms > i64::MAX - now_ms {
         return Err(Reply::error("ERR timeout is out of range"));
     }
     Ok(ms as u64)
@@ -1131,7 +1423,12 @@ fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     if ctx.in_exec {
         return Reply::NullArray;
     }
-    ctx.block = Some(BlockRequest { keys: keys.to_vec(), timeout_ms: timeout, serve: serve_bzpop, on_timeout: Reply::NullArray });
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_bzpop,
+        on_timeout: Reply::NullArray,
+    });
     Reply::NoReply
 }
 
@@ -1155,14 +1452,23 @@ fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
         ctx.dirty += n as u64;
-        ctx.propagate_as(vec![vec![pop_name(p.max), k.clone(), Bytes::from(p.count.to_string())]]);
+        ctx.propagate_as(vec![vec![
+            pop_name(p.max),
+            k.clone(),
+            Bytes::from(p.count.to_string()),
+        ]]);
         return reply;
     }
     drop(db);
     if ctx.in_exec {
         return Reply::NullArray;
     }
-    ctx.block = Some(BlockRequest { keys: keys.to_vec(), timeout_ms: timeout, serve: serve_bzmpop, on_timeout: Reply::NullArray });
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_bzmpop,
+        on_timeout: Reply::NullArray,
+    });
     Reply::NoReply
 }
 
@@ -1177,7 +1483,10 @@ fn serve_bzpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<
     }
     let max = eq(&w.args[0], "bzpopmax");
     let (reply, _) = pop_from(db, key, 1, max, PopShape::KeyFlat);
-    Some((reply, vec![vec![pop_name(max), Bytes::copy_from_slice(key)]]))
+    Some((
+        reply,
+        vec![vec![pop_name(max), Bytes::copy_from_slice(key)]],
+    ))
 }
 
 fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
@@ -1186,7 +1495,14 @@ fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec
     }
     let p = parse_mpop(&w.args, 2).ok()?;
     let (reply, _) = pop_from(db, key, p.count, p.max, PopShape::KeyNested);
-    Some((reply, vec![vec![pop_name(p.max), Bytes::copy_from_slice(key), Bytes::from(p.count.to_string())]]))
+    Some((
+        reply,
+        vec![vec![
+            pop_name(p.max),
+            Bytes::copy_from_slice(key),
+            Bytes::from(p.count.to_string()),
+        ]],
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1195,7 +1511,9 @@ fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec
 fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if args.len() == 2 {
         let mut db = ctx.db();
-        let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else { return Reply::Null };
+        let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+            return Reply::Null;
+        };
         let r = rand::thread_rng().gen_range(0..z.len());
         return match z.get_by_rank(r) {
             Some((m, _)) => bulk(m),
@@ -1204,7 +1522,13 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     let l = match parse_i64(&args[2]) {
         Some(v) if v > i64::MIN => v,
-        Some(_) => return Reply::error(format!("ERR value is out of range, value must between {} and {}", -i64::MAX, i64::MAX)),
+        Some(_) => {
+            return Reply::error(format!(
+                "ERR value is out of range, value must between {} and {}",
+                -i64::MAX,
+                i64::MAX
+            ))
+        }
         None => return Reply::error(NOT_INT),
     };
     let withscores = match args.len() {
@@ -1216,7 +1540,9 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::error("ERR value is out of range");
     }
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else { return Reply::Array(Vec::new()) };
+    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+        return Reply::Array(Vec::new());
+    };
     if l == 0 {
         return Reply::Array(Vec::new());
     }
@@ -1274,14 +1600,41 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 // ---------------------------------------------------------------------------------------------
 // ZSCAN.
 
+/// strtoul as Redis's parseScanCursorOrReply uses it: an optional sign (a negative value
+/// wraps), decimal digits, no leading blank, nothing after; empty text is cursor 0.
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    let (neg, digits) = match a.first() {
+        Some(b'-') => (true, &a[1..]),
+        Some(b'+') => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() {
+        return if a.is_empty() { Some(0) } else { None };
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let cursor = match std::str::from_utf8(&args[2]).ok().and_then(|s| s.parse::<u64>().ok()) {
-        Some(c) if args[2].iter().all(u8::is_ascii_digit) => c,
-        _ => return Reply::error("ERR invalid cursor"),
+    let Some(cursor) = parse_cursor(&args[2]) else {
+        return Reply::error("ERR invalid cursor");
     };
     let mut db = ctx.db();
-    let empty = || Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"0")), Reply::Array(Vec::new())]);
-    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else { return empty() };
+    let empty = || {
+        Reply::Array(vec![
+            Reply::Bulk(Bytes::from_static(b"0")),
+            Reply::Array(Vec::new()),
+        ])
+    };
+    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+        return empty();
+    };
     let mut count = 10usize;
     let mut pattern: Option<&[u8]> = None;
     let mut j = 3;
@@ -1310,7 +1663,10 @@ fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             out.push(Reply::Bulk(f64_text(s)));
         }
     });
-    Reply::Array(vec![Reply::Bulk(Bytes::from(next.to_string())), Reply::Array(out)])
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(out),
+    ])
 }
 
 #[cfg(test)]
@@ -1351,11 +1707,20 @@ mod tests {
 
     #[test]
     fn key_positions() {
-        let a: Vec<Bytes> = ["zunionstore", "d", "2", "a", "b", "weights", "1", "2"].iter().map(|s| Bytes::from(*s)).collect();
+        let a: Vec<Bytes> = ["zunionstore", "d", "2", "a", "b", "weights", "1", "2"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
         assert_eq!(keys_store(&a), vec![1, 3, 4]);
-        let a: Vec<Bytes> = ["bzmpop", "0", "2", "a", "b", "min"].iter().map(|s| Bytes::from(*s)).collect();
+        let a: Vec<Bytes> = ["bzmpop", "0", "2", "a", "b", "min"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
         assert_eq!(keys_numkeys_at2(&a), vec![3, 4]);
-        let a: Vec<Bytes> = ["zunion", "x", "a"].iter().map(|s| Bytes::from(*s)).collect();
+        let a: Vec<Bytes> = ["zunion", "x", "a"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
         assert!(keys_numkeys_at1(&a).is_empty());
     }
 }

@@ -452,13 +452,13 @@ fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         idx += 1;
     }
     let rest = &args[idx..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return Reply::error(SYNTAX);
     }
     if nx && xx {
         return Reply::error("ERR XX and NX options at the same time are not compatible");
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Reply::error("ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if incr && rest.len() > 2 {
@@ -1160,7 +1160,6 @@ fn setop_generic(
             }
         }
     }
-    drop(db);
     if cardinality_only {
         let c = acc.len();
         return Reply::Int(if limit > 0 { c.min(limit) } else { c } as i64);
@@ -1388,10 +1387,7 @@ fn parse_timeout(a: &[u8], now_ms: i64) -> Result<u64, Reply> {
         return Err(Reply::error("ERR timeout is not a float or out of range"));
     };
     let ms = v * 1000.0;
-    let ms = if ms.is_finite()
-        && ms < 9.223_372_036_854_775_807e18
-        && ms > -9.223_372_036_854_775_808e18
-    {
+    let ms = if ms.is_finite() && ms < i64::MAX as f64 && ms >= i64::MIN as f64 {
         ms.trunc() as i64
     } else {
         i64::MIN
@@ -1419,7 +1415,6 @@ fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
         ctx.propagate_as(vec![vec![pop_name(max), k.clone()]]);
         return reply;
     }
-    drop(db);
     if ctx.in_exec {
         return Reply::NullArray;
     }
@@ -1459,7 +1454,6 @@ fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         ]]);
         return reply;
     }
-    drop(db);
     if ctx.in_exec {
         return Reply::NullArray;
     }

@@ -1018,3 +1018,32 @@ fn leaderboard_flow() {
         assert_eq!(q(&mut c3, &["zcard", "lb"]), i(players as i64));
     });
 }
+
+/// Redis stores the small form's scores as text, so -0 reads back as 0 there, while the
+/// skip-list form keeps -0 (and ZADD INCR still replies with the score it computed).
+#[test]
+fn negative_zero_follows_encoding() {
+    let small = Server::start(&[]);
+    let mut c = small.con();
+    assert_eq!(q(&mut c, &["zadd", "z", "incr", "-0", "a"]), b("-0"));
+    assert_eq!(q(&mut c, &["zscore", "z", "a"]), b("0"));
+    assert_eq!(q(&mut c, &["zadd", "z", "-0.0", "b"]), i(1));
+    assert_eq!(
+        q(&mut c, &["zrange", "z", "0", "-1", "withscores"]),
+        flat(&[("a", "0"), ("b", "0")])
+    );
+    let large = Server::start(&["--zset-max-listpack-entries", "0"]);
+    let mut c = large.con();
+    assert_eq!(q(&mut c, &["zadd", "z", "-0.0", "b"]), i(1));
+    assert_eq!(q(&mut c, &["zscore", "z", "b"]), b("-0"));
+    // A store whose result fits the small form goes through it.
+    assert_eq!(
+        q(
+            &mut c,
+            &["config", "set", "zset-max-listpack-entries", "128"]
+        ),
+        Value::Okay
+    );
+    assert_eq!(q(&mut c, &["zunionstore", "u", "1", "z"]), i(1));
+    assert_eq!(q(&mut c, &["zscore", "u", "b"]), b("0"));
+}

@@ -16,7 +16,9 @@ use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::protocol::{Reply, Resp};
 use crate::try_reply;
-use crate::types::zset::{InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet};
+use crate::types::zset::{
+    InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits,
+};
 use crate::types::{Value, WRONGTYPE};
 use crate::util::numtext::{format_f64, glob_match, parse_i64};
 use bytes::Bytes;
@@ -400,6 +402,27 @@ fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((start as usize, end as usize))
 }
 
+/// Redis keeps the small (listpack) form's scores as text, where -0 reads back as 0; the
+/// skip-list form keeps -0. `score` is the score about to be written to `member` of `z`:
+/// return what Redis would store.
+fn stored_score(
+    z: &ZSet,
+    member: &[u8],
+    score: f64,
+    known: Option<bool>,
+    limits: &ZsetLimits,
+) -> f64 {
+    if score != 0.0 || score.is_sign_positive() || z.encoding_name() != "listpack" {
+        return score;
+    }
+    let exists = known.unwrap_or_else(|| z.score(member).is_some());
+    if exists || (z.len() < limits.max_entries && member.len() <= limits.max_value) {
+        0.0
+    } else {
+        score
+    }
+}
+
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
 fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
@@ -416,7 +439,12 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
     let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
     let mut z = ZSet::new_for(maxlen, items.len(), &limits);
     for (m, s) in items {
-        z.insert(m, *s, &limits);
+        let s = if z.encoding_name() == "listpack" && *s == 0.0 {
+            0.0
+        } else {
+            *s
+        };
+        z.insert(m, s, &limits);
     }
     let n = z.len();
     db.insert(dst, Value::ZSet(z));
@@ -520,6 +548,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
         let plain = !(f.nx || f.xx || f.incr || f.gt || f.lt);
         if plain {
             // One operation: insert or update.
+            let score = stored_score(z, member, score, None, &limits);
             match z.insert(member, score, &limits) {
                 InsertResult::Added => added += 1,
                 InsertResult::Updated { .. } => updated += 1,
@@ -546,6 +575,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
                     continue;
                 }
                 if new != cur {
+                    let new = stored_score(z, member, new, Some(true), &limits);
                     z.insert(member, new, &limits);
                     updated += 1;
                 }
@@ -556,7 +586,8 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
                 if f.xx {
                     continue;
                 }
-                z.insert(member, score, &limits);
+                let stored = stored_score(z, member, score, Some(false), &limits);
+                z.insert(member, stored, &limits);
                 added += 1;
                 processed += 1;
                 last = score;

@@ -31,14 +31,24 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("hexists", 3, READONLY | FAST, K1, hexists, G),
     Spec::new("hstrlen", 3, READONLY | FAST, K1, hstrlen, G),
     Spec::new("hincrby", 4, WRITE | DENYOOM | FAST, K1, hincrby, G),
-    Spec::new("hincrbyfloat", 4, WRITE | DENYOOM | FAST, K1, hincrbyfloat, G),
+    Spec::new(
+        "hincrbyfloat",
+        4,
+        WRITE | DENYOOM | FAST,
+        K1,
+        hincrbyfloat,
+        G,
+    ),
     Spec::new("hrandfield", -2, READONLY, K1, hrandfield, G),
     Spec::new("hscan", -3, READONLY, K1, hscan, G),
 ];
 
 pub fn limits(ctx: &Ctx) -> HashLimits {
     let h = &ctx.srv.config.hot;
-    HashLimits { max_entries: h.hash_max_entries.load(Ordering::Relaxed), max_value: h.hash_max_value.load(Ordering::Relaxed) }
+    HashLimits {
+        max_entries: h.hash_max_entries.load(Ordering::Relaxed),
+        max_value: h.hash_max_value.load(Ordering::Relaxed),
+    }
 }
 
 fn wrongtype() -> Reply {
@@ -140,7 +150,12 @@ fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     match read_hash(&mut db, &args[1]) {
         Err(e) => e,
         Ok(None) => Reply::Array(vec![Reply::Null; args.len() - 2]),
-        Ok(Some(h)) => Reply::Array(args[2..].iter().map(|f| h.get(f).map_or(Reply::Null, bulk)).collect()),
+        Ok(Some(h)) => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|f| h.get(f).map_or(Reply::Null, bulk))
+                .collect(),
+        ),
     }
 }
 
@@ -279,7 +294,12 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     db.modified(key);
     ctx.dirty += 1;
     let text = Bytes::from(text);
-    ctx.propagate_as(vec![vec![Bytes::from_static(b"HSET"), key.clone(), args[2].clone(), text.clone()]]);
+    ctx.propagate_as(vec![vec![
+        Bytes::from_static(b"HSET"),
+        key.clone(),
+        args[2].clone(),
+        text.clone(),
+    ]]);
     Reply::Bulk(text)
 }
 
@@ -333,8 +353,18 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Array(pairs.into_iter().map(|(f, _)| bulk(f)).collect());
     }
     match resp {
-        Resp::V3 => Reply::Array(pairs.into_iter().map(|(f, v)| Reply::Array(vec![bulk(f), bulk(v)])).collect()),
-        Resp::V2 => Reply::Array(pairs.into_iter().flat_map(|(f, v)| [bulk(f), bulk(v)]).collect()),
+        Resp::V3 => Reply::Array(
+            pairs
+                .into_iter()
+                .map(|(f, v)| Reply::Array(vec![bulk(f), bulk(v)]))
+                .collect(),
+        ),
+        Resp::V2 => Reply::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(f, v)| [bulk(f), bulk(v)])
+                .collect(),
+        ),
     }
 }
 
@@ -356,7 +386,10 @@ pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
         if !c.is_ascii_digit() {
             return Err(bad());
         }
-        v = v.checked_mul(10).and_then(|v| v.checked_add(u64::from(c - b'0'))).ok_or_else(bad)?;
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            .ok_or_else(bad)?;
     }
     Ok(if neg { v.wrapping_neg() } else { v })
 }
@@ -369,7 +402,10 @@ pub(crate) struct ScanOpts {
 
 impl ScanOpts {
     pub fn parse(args: &[Bytes]) -> Result<ScanOpts, Reply> {
-        let mut o = ScanOpts { count: 10, pattern: None };
+        let mut o = ScanOpts {
+            count: 10,
+            pattern: None,
+        };
         let mut i = 0;
         while i < args.len() {
             let more = args.len() - i >= 2;
@@ -382,7 +418,11 @@ impl ScanOpts {
                 i += 2;
             } else if eq(&args[i], "match") && more {
                 let p = &args[i + 1];
-                o.pattern = if &p[..] == b"*" { None } else { Some(p.clone()) };
+                o.pattern = if &p[..] == b"*" {
+                    None
+                } else {
+                    Some(p.clone())
+                };
                 i += 2;
             } else {
                 return Err(Reply::error(SYNTAX));
@@ -392,12 +432,17 @@ impl ScanOpts {
     }
 
     pub fn matches(&self, s: &[u8]) -> bool {
-        self.pattern.as_ref().is_none_or(|p| glob_match(p, s, false))
+        self.pattern
+            .as_ref()
+            .is_none_or(|p| glob_match(p, s, false))
     }
 }
 
 pub(crate) fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
-    Reply::Array(vec![Reply::Bulk(Bytes::from(cursor.to_string())), Reply::Array(items)])
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(cursor.to_string())),
+        Reply::Array(items),
+    ])
 }
 
 fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -438,13 +483,23 @@ mod tests {
 
     #[test]
     fn scan_options() {
-        let a = |v: &[&str]| v.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect::<Vec<_>>();
-        let o = ScanOpts::parse(&a(&["COUNT", "5", "match", "a*"])).ok().unwrap();
+        let a = |v: &[&str]| {
+            v.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        let o = ScanOpts::parse(&a(&["COUNT", "5", "match", "a*"]))
+            .ok()
+            .unwrap();
         assert_eq!(o.count, 5);
         assert!(o.matches(b"abc") && !o.matches(b"b"));
         assert!(ScanOpts::parse(&a(&["count", "0"])).is_err());
         assert!(ScanOpts::parse(&a(&["count"])).is_err());
         assert!(ScanOpts::parse(&a(&["type", "string"])).is_err());
-        assert!(ScanOpts::parse(&a(&["match", "*"])).ok().unwrap().pattern.is_none());
+        assert!(ScanOpts::parse(&a(&["match", "*"]))
+            .ok()
+            .unwrap()
+            .pattern
+            .is_none());
     }
 }

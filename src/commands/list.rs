@@ -34,14 +34,63 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("ltrim", 4, WRITE, K1, ltrim, G),
     Spec::new("linsert", 5, WRITE | DENYOOM, K1, linsert, G),
     Spec::new("lpos", -3, READONLY, K1, lpos, G),
-    Spec::new("rpoplpush", 3, WRITE | DENYOOM, Keys::Range(1, 2, 1), rpoplpush, G),
+    Spec::new(
+        "rpoplpush",
+        3,
+        WRITE | DENYOOM,
+        Keys::Range(1, 2, 1),
+        rpoplpush,
+        G,
+    ),
     Spec::new("lmove", 5, WRITE | DENYOOM, Keys::Range(1, 2, 1), lmove, G),
-    Spec::new("lmpop", -4, WRITE | MOVABLE_KEYS, Keys::Custom(lmpop_keys), lmpop, G),
-    Spec::new("blpop", -3, WRITE | NOSCRIPT | BLOCKING, Keys::Range(1, -2, 1), blpop, G),
-    Spec::new("brpop", -3, WRITE | NOSCRIPT | BLOCKING, Keys::Range(1, -2, 1), brpop, G),
-    Spec::new("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, Keys::Range(1, 2, 1), brpoplpush, G),
-    Spec::new("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, Keys::Range(1, 2, 1), blmove, G),
-    Spec::new("blmpop", -5, WRITE | BLOCKING | MOVABLE_KEYS, Keys::Custom(blmpop_keys), blmpop, G),
+    Spec::new(
+        "lmpop",
+        -4,
+        WRITE | MOVABLE_KEYS,
+        Keys::Custom(lmpop_keys),
+        lmpop,
+        G,
+    ),
+    Spec::new(
+        "blpop",
+        -3,
+        WRITE | NOSCRIPT | BLOCKING,
+        Keys::Range(1, -2, 1),
+        blpop,
+        G,
+    ),
+    Spec::new(
+        "brpop",
+        -3,
+        WRITE | NOSCRIPT | BLOCKING,
+        Keys::Range(1, -2, 1),
+        brpop,
+        G,
+    ),
+    Spec::new(
+        "brpoplpush",
+        4,
+        WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+        Keys::Range(1, 2, 1),
+        brpoplpush,
+        G,
+    ),
+    Spec::new(
+        "blmove",
+        6,
+        WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+        Keys::Range(1, 2, 1),
+        blmove,
+        G,
+    ),
+    Spec::new(
+        "blmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        Keys::Custom(blmpop_keys),
+        blmpop,
+        G,
+    ),
 ];
 
 fn wrongtype() -> Reply {
@@ -52,7 +101,11 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(b))
 }
 
-fn get_list<'d>(db: &'d mut DbHandle<'_, '_>, key: &[u8], count: bool) -> Result<Option<&'d mut List>, Reply> {
+fn get_list<'d>(
+    db: &'d mut DbHandle<'_, '_>,
+    key: &[u8],
+    count: bool,
+) -> Result<Option<&'d mut List>, Reply> {
     let v = if count { db.read(key) } else { db.value(key) };
     match v {
         None => Ok(None),
@@ -71,7 +124,9 @@ fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> Reply
         }
         db.insert(key, Value::List(List::new()));
     }
-    let Ok(Some(l)) = get_list(&mut db, key, false) else { return Reply::error("ERR internal error: list vanished") };
+    let Ok(Some(l)) = get_list(&mut db, key, false) else {
+        return Reply::error("ERR internal error: list vanished");
+    };
     for v in &args[2..] {
         if left {
             l.items.push_front(v.to_vec());
@@ -101,10 +156,16 @@ fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// Pop up to `n` elements from one end of the list at `key` (which must be a list), deleting
 /// the key when it empties. Does not call `modified`.
 fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize) -> Vec<Vec<u8>> {
-    let Ok(Some(l)) = get_list(db, key, false) else { return Vec::new() };
+    let Ok(Some(l)) = get_list(db, key, false) else {
+        return Vec::new();
+    };
     let mut out = Vec::with_capacity(n.min(l.len()));
     for _ in 0..n {
-        let e = if left { l.items.pop_front() } else { l.items.pop_back() };
+        let e = if left {
+            l.items.pop_front()
+        } else {
+            l.items.pop_back()
+        };
         match e {
             Some(e) => out.push(e),
             None => break,
@@ -121,12 +182,22 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
     if args.len() > 3 {
         return super::wrong_arity(name);
     }
-    let count = if args.len() == 3 { Some(crate::try_reply!(super::args::positive(&args[2], "value"))) } else { None };
+    let count = if args.len() == 3 {
+        Some(crate::try_reply!(super::args::positive(&args[2], "value")))
+    } else {
+        None
+    };
     let key = &args[1];
     let mut db = ctx.db();
     let len = match get_list(&mut db, key, false) {
         Err(e) => return e,
-        Ok(None) => return if count.is_some() { Reply::NullArray } else { Reply::Null },
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::NullArray
+            } else {
+                Reply::Null
+            }
+        }
         Ok(Some(l)) => l.len(),
     };
     if count == Some(0) || len == 0 {
@@ -209,7 +280,11 @@ fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Ok(None) => return Reply::Int(0),
         Ok(Some(l)) => l,
     };
-    let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs() as usize
+    };
     let mut removed = 0usize;
     if count >= 0 {
         let mut i = 0;
@@ -287,7 +362,8 @@ fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(p) = l.items.iter().position(|e| e[..] == args[3][..]) else {
         return Reply::Int(-1);
     };
-    l.items.insert(if after { p + 1 } else { p }, args[4].to_vec());
+    l.items
+        .insert(if after { p + 1 } else { p }, args[4].to_vec());
     let n = l.len();
     db.modified(key);
     ctx.dirty += 1;
@@ -328,7 +404,13 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let mut db = ctx.db();
     let l = match get_list(&mut db, &args[1], true) {
         Err(e) => return e,
-        Ok(None) => return if count.is_some() { Reply::Array(Vec::new()) } else { Reply::Null },
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::Array(Vec::new())
+            } else {
+                Reply::Null
+            }
+        }
         Ok(Some(l)) => l,
     };
     let want = match count {
@@ -371,7 +453,13 @@ fn side(a: &[u8]) -> Option<bool> {
 
 /// Move one element from `src` (end `from_left`) to `dst` (end `to_left`). Both keys were
 /// type-checked. Returns the element, or None if `src` is empty/absent.
-fn do_move(db: &mut DbHandle, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Option<Vec<u8>> {
+fn do_move(
+    db: &mut DbHandle,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Option<Vec<u8>> {
     let e = pop_n(db, src, from_left, 1).into_iter().next()?;
     if !matches!(db.value(dst), Some(Value::List(_))) {
         db.insert(dst, Value::List(List::new()));
@@ -416,7 +504,9 @@ fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else { return Reply::error(SYNTAX) };
+    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
+        return Reply::error(SYNTAX);
+    };
     lmove_generic(ctx, &args[1], &args[2], from, to)
 }
 
@@ -436,7 +526,10 @@ fn timeout_ms(a: &[u8]) -> Result<u64, Reply> {
 }
 
 fn pop_cmd(key: &[u8], left: bool, n: Option<usize>) -> Vec<Bytes> {
-    let mut c = vec![Bytes::from_static(if left { b"LPOP" } else { b"RPOP" }), Bytes::copy_from_slice(key)];
+    let mut c = vec![
+        Bytes::from_static(if left { b"LPOP" } else { b"RPOP" }),
+        Bytes::copy_from_slice(key),
+    ];
     if let Some(n) = n {
         c.push(Bytes::from(n.to_string()));
     }
@@ -457,13 +550,21 @@ fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
             db.modified(k);
             ctx.dirty += 1;
             ctx.propagate_as(vec![pop_cmd(k, left, None)]);
-            return Reply::Array(vec![Reply::Bulk(k.clone()), e.first().map_or(Reply::Null, |e| bulk(e))]);
+            return Reply::Array(vec![
+                Reply::Bulk(k.clone()),
+                e.first().map_or(Reply::Null, |e| bulk(e)),
+            ]);
         }
     }
     if ctx.in_exec {
         return Reply::NullArray;
     }
-    ctx.block = Some(BlockRequest { keys: keys.to_vec(), timeout_ms: timeout, serve: serve_pop, on_timeout: Reply::NullArray });
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_pop,
+        on_timeout: Reply::NullArray,
+    });
     Reply::NoReply
 }
 
@@ -487,7 +588,10 @@ fn serve_pop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Ve
     let k = Bytes::copy_from_slice(key);
     let reply = match count {
         None => Reply::Array(vec![Reply::Bulk(k), bulk(&got[0])]),
-        Some(_) => Reply::Array(vec![Reply::Bulk(k), Reply::Array(got.iter().map(|e| bulk(e)).collect())]),
+        Some(_) => Reply::Array(vec![
+            Reply::Bulk(k),
+            Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+        ]),
     };
     Some((reply, vec![pop_cmd(key, left, count.map(|_| got.len()))]))
 }
@@ -499,7 +603,13 @@ fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     bpop(ctx, args, false)
 }
 
-fn bmove(ctx: &mut Ctx, args: &[Bytes], from_left: bool, to_left: bool, timeout_arg: &[u8]) -> Reply {
+fn bmove(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    from_left: bool,
+    to_left: bool,
+    timeout_arg: &[u8],
+) -> Reply {
     let timeout = crate::try_reply!(timeout_ms(timeout_arg));
     let (src, dst) = (&args[1], &args[2]);
     let mut db = ctx.db();
@@ -513,13 +623,24 @@ fn bmove(ctx: &mut Ctx, args: &[Bytes], from_left: bool, to_left: bool, timeout_
     if ctx.in_exec {
         return Reply::Null;
     }
-    ctx.block = Some(BlockRequest { keys: vec![src.clone()], timeout_ms: timeout, serve: serve_move, on_timeout: Reply::Null });
+    ctx.block = Some(BlockRequest {
+        keys: vec![src.clone()],
+        timeout_ms: timeout,
+        serve: serve_move,
+        on_timeout: Reply::Null,
+    });
     Reply::NoReply
 }
 
 fn move_cmd(src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes> {
     let s = |l: bool| Bytes::from_static(if l { b"LEFT" } else { b"RIGHT" });
-    vec![Bytes::from_static(b"LMOVE"), Bytes::copy_from_slice(src), Bytes::copy_from_slice(dst), s(from_left), s(to_left)]
+    vec![
+        Bytes::from_static(b"LMOVE"),
+        Bytes::copy_from_slice(src),
+        Bytes::copy_from_slice(dst),
+        s(from_left),
+        s(to_left),
+    ]
 }
 
 /// Serve a blocked BLMOVE/BRPOPLPUSH from `key` (its source).
@@ -537,7 +658,10 @@ fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<V
         Err(e) => return Some((e, Vec::new())),
     }
     let e = do_move(db, key, dst, from_left, to_left)?;
-    Some((Reply::Bulk(Bytes::from(e)), vec![move_cmd(key, dst, from_left, to_left)]))
+    Some((
+        Reply::Bulk(Bytes::from(e)),
+        vec![move_cmd(key, dst, from_left, to_left)],
+    ))
 }
 
 fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -545,13 +669,18 @@ fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else { return Reply::error(SYNTAX) };
+    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
+        return Reply::error(SYNTAX);
+    };
     bmove(ctx, args, from, to, &args[5])
 }
 
 /// Parse `numkeys key... LEFT|RIGHT [COUNT n]` starting at `args[first]`.
 /// Returns (keys range, left, count).
-fn parse_mpop(args: &[Bytes], first: usize) -> Result<(std::ops::Range<usize>, bool, usize), Reply> {
+fn parse_mpop(
+    args: &[Bytes],
+    first: usize,
+) -> Result<(std::ops::Range<usize>, bool, usize), Reply> {
     let n = match crate::util::numtext::parse_i64(&args[first]) {
         Some(n) if n > 0 => n as usize,
         _ => return Err(Reply::error("ERR numkeys should be greater than 0")),
@@ -578,7 +707,10 @@ fn parse_mpop(args: &[Bytes], first: usize) -> Result<(std::ops::Range<usize>, b
 }
 
 fn mpop_keys(args: &[Bytes], first: usize) -> Vec<usize> {
-    match args.get(first).and_then(|a| crate::util::numtext::parse_i64(a)) {
+    match args
+        .get(first)
+        .and_then(|a| crate::util::numtext::parse_i64(a))
+    {
         Some(n) if n > 0 => (first + 1..(first + 1 + n as usize).min(args.len())).collect(),
         _ => Vec::new(),
     }
@@ -592,7 +724,12 @@ fn blmpop_keys(args: &[Bytes]) -> Vec<usize> {
 }
 
 /// Pop from the first non-empty list among `keys`; None if all are empty.
-fn mpop_now(ctx: &mut Ctx, keys: &[Bytes], left: bool, count: usize) -> Result<Option<Reply>, Reply> {
+fn mpop_now(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    left: bool,
+    count: usize,
+) -> Result<Option<Reply>, Reply> {
     let mut db = ctx.db();
     for k in keys {
         let has = get_list(&mut db, k, false)?.is_some_and(|l| !l.is_empty());
@@ -601,7 +738,10 @@ fn mpop_now(ctx: &mut Ctx, keys: &[Bytes], left: bool, count: usize) -> Result<O
             db.modified(k);
             ctx.dirty += 1;
             ctx.propagate_as(vec![pop_cmd(k, left, Some(got.len()))]);
-            return Ok(Some(Reply::Array(vec![Reply::Bulk(k.clone()), Reply::Array(got.iter().map(|e| bulk(e)).collect())])));
+            return Ok(Some(Reply::Array(vec![
+                Reply::Bulk(k.clone()),
+                Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+            ])));
         }
     }
     Ok(None)
@@ -624,8 +764,12 @@ fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         Ok(Some(r)) => r,
         Ok(None) if ctx.in_exec => Reply::NullArray,
         Ok(None) => {
-            ctx.block =
-                Some(BlockRequest { keys: args[keys].to_vec(), timeout_ms: timeout, serve: serve_pop, on_timeout: Reply::NullArray });
+            ctx.block = Some(BlockRequest {
+                keys: args[keys].to_vec(),
+                timeout_ms: timeout,
+                serve: serve_pop,
+                on_timeout: Reply::NullArray,
+            });
             Reply::NoReply
         }
     }

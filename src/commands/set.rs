@@ -30,7 +30,14 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("spop", -2, WRITE | FAST, K1, spop, G),
     Spec::new("smove", 4, WRITE | FAST, Keys::Range(1, 2, 1), smove, G),
     Spec::new("sinter", -2, READONLY | SORT_FOR_SCRIPT, ALL, sinter, G),
-    Spec::new("sintercard", -3, READONLY | MOVABLE_KEYS, Keys::Custom(sintercard_keys), sintercard, G),
+    Spec::new(
+        "sintercard",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(sintercard_keys),
+        sintercard,
+        G,
+    ),
     Spec::new("sunion", -2, READONLY | SORT_FOR_SCRIPT, ALL, sunion, G),
     Spec::new("sdiff", -2, READONLY | SORT_FOR_SCRIPT, ALL, sdiff, G),
     Spec::new("sinterstore", -3, WRITE | DENYOOM, ALL, sinterstore, G),
@@ -53,7 +60,11 @@ fn bulk(b: &[u8]) -> Reply {
 
 /// The set at `key`: Ok(None) if absent, Err(WRONGTYPE) if another type. `count` says whether
 /// the lookup counts in keyspace hits/misses (reads do, writes don't).
-fn get_set<'d>(db: &'d mut DbHandle<'_, '_>, key: &[u8], count: bool) -> Result<Option<&'d mut Set>, Reply> {
+fn get_set<'d>(
+    db: &'d mut DbHandle<'_, '_>,
+    key: &[u8],
+    count: bool,
+) -> Result<Option<&'d mut Set>, Reply> {
     let v = if count { db.read(key) } else { db.value(key) };
     match v {
         None => Ok(None),
@@ -129,7 +140,12 @@ fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let mut db = ctx.db();
     match get_set(&mut db, &args[1], true) {
         Err(e) => e,
-        Ok(s) => Reply::Array(args[2..].iter().map(|m| Reply::Int(s.as_ref().is_some_and(|s| s.contains(m)) as i64)).collect()),
+        Ok(s) => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|m| Reply::Int(s.as_ref().is_some_and(|s| s.contains(m)) as i64))
+                .collect(),
+        ),
     }
 }
 
@@ -171,9 +187,19 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     if count < 0 {
         let n = count.unsigned_abs() as usize;
-        return Reply::Array((0..n).filter_map(|_| s.random(&mut rng)).map(|m| bulk(&m)).collect());
+        return Reply::Array(
+            (0..n)
+                .filter_map(|_| s.random(&mut rng))
+                .map(|m| bulk(&m))
+                .collect(),
+        );
     }
-    Reply::Array(s.random_distinct(count as usize, &mut rng).into_iter().map(|m| bulk(&m)).collect())
+    Reply::Array(
+        s.random_distinct(count as usize, &mut rng)
+            .into_iter()
+            .map(|m| bulk(&m))
+            .collect(),
+    )
 }
 
 fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -182,24 +208,40 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if args.len() > 3 {
         return Reply::error(SYNTAX);
     }
-    let count = if args.len() == 3 { Some(crate::try_reply!(super::args::positive(&args[2], "value"))) } else { None };
+    let count = if args.len() == 3 {
+        Some(crate::try_reply!(super::args::positive(&args[2], "value")))
+    } else {
+        None
+    };
     let mut db = ctx.db();
     let s = match get_set(&mut db, key, false) {
         Err(e) => return e,
-        Ok(None) => return if count.is_some() { Reply::Set(Vec::new()) } else { Reply::Null },
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::Set(Vec::new())
+            } else {
+                Reply::Null
+            }
+        }
         Ok(Some(s)) => s,
     };
     let Some(count) = count else {
         let popped = s.pop_random(1, &mut rng);
         let empty = s.is_empty();
-        let Some(m) = popped.into_iter().next() else { return Reply::Null };
+        let Some(m) = popped.into_iter().next() else {
+            return Reply::Null;
+        };
         if empty {
             db.remove(key);
         }
         db.modified(key);
         ctx.dirty += 1;
         let m = Bytes::from(m);
-        ctx.propagate_as(vec![vec![Bytes::from_static(b"SREM"), key.clone(), m.clone()]]);
+        ctx.propagate_as(vec![vec![
+            Bytes::from_static(b"SREM"),
+            key.clone(),
+            m.clone(),
+        ]]);
         return Reply::Bulk(m);
     };
     if count == 0 {
@@ -289,7 +331,12 @@ fn members_of(db: &mut DbHandle, key: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Members common to all `keys` (in the smallest set's order), at most `limit` of them.
-fn intersect(db: &mut DbHandle, keys: &[Bytes], sizes: &[Option<usize>], limit: usize) -> Vec<Vec<u8>> {
+fn intersect(
+    db: &mut DbHandle,
+    keys: &[Bytes],
+    sizes: &[Option<usize>],
+    limit: usize,
+) -> Vec<Vec<u8>> {
     if sizes.iter().any(|s| s.is_none()) {
         return Vec::new();
     }
@@ -316,7 +363,13 @@ enum Op {
 }
 
 /// Compute `op` over `keys`; Err on a wrong type.
-fn compute(db: &mut DbHandle, keys: &[Bytes], op: Op, max: usize, count: bool) -> Result<Set, Reply> {
+fn compute(
+    db: &mut DbHandle,
+    keys: &[Bytes],
+    op: Op,
+    max: usize,
+    count: bool,
+) -> Result<Set, Reply> {
     let sz = sizes(db, keys, count)?;
     let mut res = Set::new_intset();
     match op {
@@ -349,7 +402,11 @@ fn compute(db: &mut DbHandle, keys: &[Bytes], op: Op, max: usize, count: bool) -
                                 res.remove(&m);
                             }
                         } else {
-                            let doomed: Vec<Vec<u8>> = res.iter().filter(|m| s.contains(m)).map(|m| m.to_vec()).collect();
+                            let doomed: Vec<Vec<u8>> = res
+                                .iter()
+                                .filter(|m| s.contains(m))
+                                .map(|m| m.to_vec())
+                                .collect();
                             for m in doomed {
                                 res.remove(&m);
                             }
@@ -408,7 +465,9 @@ fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn numkeys(a: &[u8]) -> Option<usize> {
-    crate::util::numtext::parse_i64(a).filter(|&n| n > 0).map(|n| n as usize)
+    crate::util::numtext::parse_i64(a)
+        .filter(|&n| n > 0)
+        .map(|n| n as usize)
 }
 
 fn sintercard_keys(args: &[Bytes]) -> Vec<usize> {

@@ -24,7 +24,10 @@ pub struct HashLimits {
 
 impl Default for HashLimits {
     fn default() -> Self {
-        HashLimits { max_entries: 128, max_value: 64 }
+        HashLimits {
+            max_entries: 128,
+            max_value: 64,
+        }
     }
 }
 
@@ -95,7 +98,9 @@ impl<T: Keyed> Table<T> {
         let h = self.hash(key);
         let slots = &self.slots;
         self.index
-            .find(h, |&i| slots[i as usize].as_ref().is_some_and(|e| e.key() == key))
+            .find(h, |&i| {
+                slots[i as usize].as_ref().is_some_and(|e| e.key() == key)
+            })
             .map(|&i| i as usize)
     }
 
@@ -125,8 +130,17 @@ impl<T: Keyed> Table<T> {
                 (self.slots.len() - 1) as u32
             }
         };
-        let Table { index, slots, hasher, .. } = self;
-        index.insert_unique(h, slot, |&i| slots[i as usize].as_ref().map_or(0, |e| hasher.hash_one(e.key())));
+        let Table {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
+        index.insert_unique(h, slot, |&i| {
+            slots[i as usize]
+                .as_ref()
+                .map_or(0, |e| hasher.hash_one(e.key()))
+        });
         self.len += 1;
     }
 
@@ -134,8 +148,12 @@ impl<T: Keyed> Table<T> {
     pub fn remove(&mut self, key: &[u8]) -> Option<T> {
         let h = self.hash(key);
         let slots = &self.slots;
-        let entry =
-            self.index.find_entry(h, |&i| slots[i as usize].as_ref().is_some_and(|e| e.key() == key)).ok()?;
+        let entry = self
+            .index
+            .find_entry(h, |&i| {
+                slots[i as usize].as_ref().is_some_and(|e| e.key() == key)
+            })
+            .ok()?;
         let (slot, _) = entry.remove();
         let e = self.slots[slot as usize].take();
         self.len -= 1;
@@ -161,11 +179,20 @@ impl<T: Keyed> Table<T> {
         self.free.clear();
         self.free.shrink_to_fit();
         self.index = HashTable::with_capacity(self.slots.len());
-        let Table { index, slots, hasher, .. } = self;
+        let Table {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
         for (i, e) in slots.iter().enumerate() {
             if let Some(e) = e {
                 let h = hasher.hash_one(e.key());
-                index.insert_unique(h, i as u32, |&j| slots[j as usize].as_ref().map_or(0, |e| hasher.hash_one(e.key())));
+                index.insert_unique(h, i as u32, |&j| {
+                    slots[j as usize]
+                        .as_ref()
+                        .map_or(0, |e| hasher.hash_one(e.key()))
+                });
             }
         }
         self.epoch = (self.epoch + 1) & 0xff_ffff;
@@ -194,7 +221,9 @@ impl<T: Keyed> Table<T> {
     pub fn random_distinct_slots(&self, count: usize, rng: &mut impl Rng) -> Vec<usize> {
         if count * 3 > self.len {
             // Many of them: shuffle the live slots partially.
-            let mut live: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].is_some()).collect();
+            let mut live: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| self.slots[i].is_some())
+                .collect();
             let n = live.len();
             for k in 0..count.min(n) {
                 let j = rng.gen_range(k..n);
@@ -218,7 +247,11 @@ impl<T: Keyed> Table<T> {
     /// One step of a scan: visit elements from `cursor` until `count` were found (or 10 times
     /// that many slots were looked at). Returns the next cursor, 0 when done.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&T)) -> u64 {
-        let mut pos = if (cursor >> POS_BITS) as u32 == self.epoch { (cursor & POS_MASK) as usize } else { 0 };
+        let mut pos = if (cursor >> POS_BITS) as u32 == self.epoch {
+            (cursor & POS_MASK) as usize
+        } else {
+            0
+        };
         let count = count.max(1);
         let mut found = 0;
         let mut budget = count.saturating_mul(10);
@@ -239,7 +272,9 @@ impl<T: Keyed> Table<T> {
 
     /// Approximate heap bytes used by the table itself (not the elements' contents).
     pub fn overhead_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Option<T>>() + self.index.capacity() * 5 + self.free.capacity() * 4
+        self.slots.capacity() * std::mem::size_of::<Option<T>>()
+            + self.index.capacity() * 5
+            + self.free.capacity() * 4
     }
 }
 
@@ -385,7 +420,10 @@ impl Hash {
                     let j = rng.gen_range(k..n);
                     idx.swap(k, j);
                 }
-                idx[..count].iter().map(|&i| (&v[i].0[..], &v[i].1[..])).collect()
+                idx[..count]
+                    .iter()
+                    .map(|&i| (&v[i].0[..], &v[i].1[..]))
+                    .collect()
             }
             Hash::Large(t) => t
                 .random_distinct_slots(count, rng)
@@ -424,7 +462,10 @@ mod tests {
     use super::*;
 
     fn lim(e: usize, v: usize) -> HashLimits {
-        HashLimits { max_entries: e, max_value: v }
+        HashLimits {
+            max_entries: e,
+            max_value: v,
+        }
     }
 
     #[test]

@@ -57,7 +57,10 @@ impl Member<'_> {
         crate::util::numtext::format_i64(v, &mut tmp);
         let mut buf = [0u8; 20];
         buf[..tmp.len()].copy_from_slice(&tmp);
-        Member::Int { buf, len: tmp.len() as u8 }
+        Member::Int {
+            buf,
+            len: tmp.len() as u8,
+        }
     }
 }
 
@@ -229,17 +232,27 @@ impl Set {
                     let j = rng.gen_range(k..n);
                     idx.swap(k, j);
                 }
-                idx[..count].iter().map(|&i| Member::from_int(v[i])).collect()
+                idx[..count]
+                    .iter()
+                    .map(|&i| Member::from_int(v[i]))
+                    .collect()
             }
-            Set::Table(t) => {
-                t.random_distinct_slots(count, rng).into_iter().filter_map(|s| t.at(s)).map(|m| Member::Str(m)).collect()
-            }
+            Set::Table(t) => t
+                .random_distinct_slots(count, rng)
+                .into_iter()
+                .filter_map(|s| t.at(s))
+                .map(|m| Member::Str(m))
+                .collect(),
         }
     }
 
     /// Remove and return `count` distinct random members (all if count >= len).
     pub fn pop_random(&mut self, count: usize, rng: &mut impl Rng) -> Vec<Vec<u8>> {
-        let picked: Vec<Vec<u8>> = self.random_distinct(count, rng).into_iter().map(|m| m.to_vec()).collect();
+        let picked: Vec<Vec<u8>> = self
+            .random_distinct(count, rng)
+            .into_iter()
+            .map(|m| m.to_vec())
+            .collect();
         for m in &picked {
             self.remove(m);
         }
@@ -278,8 +291,24 @@ mod tests {
         assert_eq!(canonical_i64(b"-1"), Some(-1));
         assert_eq!(canonical_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(canonical_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b"-0"[..], b"01", b"+1", b" 1", b"1 ", b"", b"-", b"9223372036854775808", b"1a", b"-9223372036854775809"] {
-            assert_eq!(canonical_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"-0"[..],
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"",
+            b"-",
+            b"9223372036854775808",
+            b"1a",
+            b"-9223372036854775809",
+        ] {
+            assert_eq!(
+                canonical_i64(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

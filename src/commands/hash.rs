@@ -85,7 +85,7 @@ fn bulk(b: &[u8]) -> Reply {
 }
 
 fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> Reply {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return wrong_arity(name);
     }
     let lim = limits(ctx);

@@ -53,13 +53,27 @@ pub enum Member<'a> {
 
 impl Member<'_> {
     pub fn from_int(v: i64) -> Member<'static> {
-        let mut tmp = Vec::with_capacity(20);
-        crate::util::numtext::format_i64(v, &mut tmp);
+        // Digits are written from the end of the buffer, then moved to the front.
         let mut buf = [0u8; 20];
-        buf[..tmp.len()].copy_from_slice(&tmp);
+        let mut n = v.unsigned_abs();
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            i -= 1;
+            buf[i] = b'-';
+        }
+        let len = buf.len() - i;
+        buf.copy_within(i.., 0);
         Member::Int {
             buf,
-            len: tmp.len() as u8,
+            len: len as u8,
         }
     }
 }
@@ -309,6 +323,13 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
+        }
+    }
+
+    #[test]
+    fn member_text() {
+        for v in [0, 7, -7, 10, 1234567890, i64::MAX, i64::MIN] {
+            assert_eq!(&*Member::from_int(v), v.to_string().as_bytes());
         }
     }
 

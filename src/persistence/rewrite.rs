@@ -206,14 +206,13 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
     let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let tmpfile = File::create(&temp).map_err(io("can't create the temporary rewrite file"))?;
     let result = snapshot(srv, kind, tmpfile, new_out);
-    let (snap_now, mut w) = match result {
+    let mut w = match result {
         Ok(x) => x,
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
         }
     };
-    let _ = snap_now;
     let finish = (|| -> std::io::Result<u64> {
         w.flush()?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
@@ -244,8 +243,6 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
     manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
     // Old files are no longer referenced.
     let keep = |n: &str| n == new_base.name || n == new_incr.name;
-    let old_on_disk = manifest::read(&dir, &filename).ok().flatten();
-    let _ = old_on_disk;
     for p in old.base.iter().chain(old.incrs.iter()) {
         if !keep(&p.name) {
             let _ = std::fs::remove_file(dir.join(&p.name));
@@ -268,7 +265,7 @@ fn snapshot(
     kind: Kind,
     tmpfile: File,
     new_out: Option<super::Out>,
-) -> Result<(i64, BufWriter<File>), String> {
+) -> Result<BufWriter<File>, String> {
     let inner = &srv.aof.inner;
     let ks = &srv.keyspace;
     let per = ks.shards_per_db();
@@ -319,7 +316,7 @@ fn snapshot(
     }
     w.write_all(&buf)
         .map_err(io("can't write the rewrite file"))?;
-    Ok((now, w))
+    Ok(w)
 }
 
 fn spill(buf: &mut Vec<u8>, w: &mut BufWriter<File>) -> Result<(), String> {

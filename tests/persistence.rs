@@ -121,8 +121,7 @@ fn incr_file(dir: &Path) -> PathBuf {
     let m = std::fs::read_to_string(aof_dir(dir).join("appendonly.aof.manifest")).unwrap();
     let name = m
         .lines()
-        .filter(|l| l.ends_with("type i"))
-        .next_back()
+        .rfind(|l| l.ends_with("type i"))
         .unwrap()
         .split(' ')
         .nth(1)

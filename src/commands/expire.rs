@@ -40,7 +40,11 @@ pub fn invalid_expire_time(command: &str) -> Reply {
 /// multiplied by 1000 and `basetime` (0 for the *AT forms, now for relative ones) is added.
 /// None when either step overflows a signed 64-bit integer.
 pub fn to_absolute_ms(when: i64, seconds: bool, basetime: i64) -> Option<i64> {
-    let ms = if seconds { when.checked_mul(1000)? } else { when };
+    let ms = if seconds {
+        when.checked_mul(1000)?
+    } else {
+        when
+    };
     // Redis only guards the upward overflow of the addition; `basetime` is never negative.
     if ms > i64::MAX - basetime {
         return None;
@@ -69,14 +73,21 @@ fn parse_cond(opts: &[Bytes]) -> Result<Cond, Reply> {
         } else if eq(o, "lt") {
             c.lt = true;
         } else {
-            return Err(Reply::Error(format!("ERR Unsupported option {}", String::from_utf8_lossy(o))));
+            return Err(Reply::Error(format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(o)
+            )));
         }
     }
     if c.nx && (c.xx || c.gt || c.lt) {
-        return Err(Reply::error("ERR NX and XX, GT or LT options at the same time are not compatible"));
+        return Err(Reply::error(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
     }
     if c.gt && c.lt {
-        return Err(Reply::error("ERR GT and LT options at the same time are not compatible"));
+        return Err(Reply::error(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
     }
     Ok(c)
 }
@@ -120,7 +131,13 @@ fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     expire_generic(ctx, args, "pexpireat", false, 0)
 }
 
-fn expire_generic(ctx: &mut Ctx, args: &[Bytes], name: &str, seconds: bool, basetime: i64) -> Reply {
+fn expire_generic(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    name: &str,
+    seconds: bool,
+    basetime: i64,
+) -> Reply {
     let cond = crate::try_reply!(parse_cond(&args[3..]));
     let when = crate::try_reply!(int(&args[2]));
     let Some(when) = to_absolute_ms(when, seconds, basetime) else {
@@ -201,7 +218,9 @@ mod tests {
     use super::*;
 
     fn opts(v: &[&str]) -> Vec<Bytes> {
-        v.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
+        v.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
     }
 
     fn err(r: Result<Cond, Reply>) -> String {
@@ -213,7 +232,10 @@ mod tests {
 
     #[test]
     fn option_errors() {
-        assert_eq!(err(parse_cond(&opts(&["lt", "GT"]))), "ERR GT and LT options at the same time are not compatible");
+        assert_eq!(
+            err(parse_cond(&opts(&["lt", "GT"]))),
+            "ERR GT and LT options at the same time are not compatible"
+        );
         for bad in [["nx", "gt"], ["NX", "lt"], ["nx", "xx"], ["xx", "nx"]] {
             assert_eq!(
                 err(parse_cond(&opts(&bad))),
@@ -221,8 +243,18 @@ mod tests {
             );
         }
         assert_eq!(err(parse_cond(&opts(&["AB"]))), "ERR Unsupported option AB");
-        assert_eq!(err(parse_cond(&opts(&["xx", "AB"]))), "ERR Unsupported option AB");
-        assert_eq!(parse_cond(&opts(&["XX", "gt"])), Ok(Cond { xx: true, gt: true, ..Cond::default() }));
+        assert_eq!(
+            err(parse_cond(&opts(&["xx", "AB"]))),
+            "ERR Unsupported option AB"
+        );
+        assert_eq!(
+            parse_cond(&opts(&["XX", "gt"])),
+            Ok(Cond {
+                xx: true,
+                gt: true,
+                ..Cond::default()
+            })
+        );
     }
 
     #[test]
@@ -255,7 +287,10 @@ mod tests {
         assert_eq!(to_absolute_ms(9_223_372_036_854_776, true, base), None);
         assert_eq!(to_absolute_ms(-9_223_372_036_854_776, true, base), None);
         assert_eq!(to_absolute_ms(9_223_372_036_854_770_000, false, base), None);
-        assert_eq!(to_absolute_ms(9_223_372_036_854_770_000, false, 0), Some(9_223_372_036_854_770_000));
+        assert_eq!(
+            to_absolute_ms(9_223_372_036_854_770_000, false, 0),
+            Some(9_223_372_036_854_770_000)
+        );
         assert_eq!(to_absolute_ms(i64::MIN, false, 0), Some(i64::MIN));
     }
 }

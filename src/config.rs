@@ -442,3 +442,23 @@ mod tests {
         assert_eq!(c.get("save").as_deref(), Some("3600 1 300 100"));
     }
 }
+
+#[cfg(test)]
+mod shipped_conf {
+    use super::*;
+
+    #[test]
+    fn shipped_conf_loads_and_lists_every_directive() {
+        let text = include_str!("../conf/podium.conf");
+        let c = Config::new();
+        c.load_text(text, "conf/podium.conf").unwrap();
+        for p in PARAMS {
+            assert!(
+                text.lines().any(|l| l.split_whitespace().next() == Some(p.name)),
+                "conf/podium.conf does not document '{}'",
+                p.name
+            );
+            assert_eq!(c.get(p.name).as_deref(), Some(p.default), "default of {} differs", p.name);
+        }
+    }
+}

@@ -1,5 +1,364 @@
-//! keys commands.
+//! Keyspace commands: DEL UNLINK EXISTS TYPE KEYS SCAN RANDOMKEY RENAME RENAMENX COPY MOVE
+//! TOUCH OBJECT.
 
-use super::Spec;
+use super::args::{eq, int, NOT_INT, SYNTAX};
+use super::flags::*;
+use super::{Ctx, Keys, Spec};
+use crate::keyspace::NO_EXPIRE;
+use crate::protocol::Reply;
+use crate::types::Value;
+use crate::util::numtext::{glob_match, parse_i64};
+use bytes::Bytes;
+use rand::Rng;
 
-pub static COMMANDS: &[Spec] = &[];
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("del", -2, WRITE, Keys::Range(1, -1, 1), del, "generic"),
+    Spec::new("unlink", -2, WRITE | FAST, Keys::Range(1, -1, 1), del, "generic"),
+    Spec::new("exists", -2, READONLY | FAST, Keys::Range(1, -1, 1), exists, "generic"),
+    Spec::new("touch", -2, READONLY | FAST, Keys::Range(1, -1, 1), exists, "generic"),
+    Spec::new("type", 2, READONLY | FAST, Keys::Range(1, 1, 1), type_cmd, "generic"),
+    Spec::new("keys", 2, READONLY, Keys::Db, keys, "generic"),
+    Spec::new("scan", -2, READONLY, Keys::Db, scan, "generic"),
+    Spec::new("randomkey", 1, READONLY, Keys::Db, randomkey, "generic"),
+    Spec::new("rename", 3, WRITE, Keys::Range(1, 2, 1), rename, "generic"),
+    Spec::new("renamenx", 3, WRITE | FAST, Keys::Range(1, 2, 1), rename, "generic"),
+    Spec::new("copy", -3, WRITE | DENYOOM, Keys::All, copy, "generic"),
+    Spec::new("move", 3, WRITE | FAST, Keys::All, move_cmd, "generic"),
+    Spec::new("object", -2, READONLY, Keys::Custom(object_keys), object, "generic"),
+];
+
+fn object_keys(a: &[Bytes]) -> Vec<usize> {
+    if a.len() >= 3 {
+        vec![2]
+    } else {
+        vec![]
+    }
+}
+
+/// Approximate heap bytes of a value (MEMORY USAGE).
+pub fn value_heap_bytes(v: &Value) -> usize {
+    match v {
+        Value::Str(s) => s.len(),
+        Value::ZSet(z) => z.heap_bytes(),
+        Value::Hash(_) | Value::Set(_) | Value::List(_) => 0,
+    }
+}
+
+fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut n = 0;
+    for k in &a[1..] {
+        if ctx.db().remove(k).is_some() {
+            ctx.db().modified(k);
+            n += 1;
+        }
+    }
+    ctx.dirty += n as u64;
+    Reply::Int(n)
+}
+
+fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    Reply::Int(a[1..].iter().filter(|k| ctx.db().exists(k)).count() as i64)
+}
+
+fn type_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    Reply::Status(ctx.db().value(&a[1]).map(|v| v.type_name()).unwrap_or("none"))
+}
+
+fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let pat = &a[1];
+    let all = &pat[..] == b"*";
+    let now = ctx.now_ms();
+    let mut out = Vec::new();
+    ctx.db().for_each_shard(|_, sh| {
+        for (k, e) in sh.keys() {
+            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+                continue;
+            }
+            if all || glob_match(pat, k, false) {
+                out.push(Reply::Bulk(k.clone()));
+            }
+        }
+    });
+    Reply::Array(out)
+}
+
+/// Parse a SCAN cursor: an unsigned 64-bit decimal.
+pub fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
+    std::str::from_utf8(a).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| Reply::error("ERR invalid cursor"))
+}
+
+/// Options shared by SCAN, HSCAN, SSCAN, ZSCAN: (MATCH pattern, COUNT, TYPE).
+pub struct ScanOpts {
+    pub pattern: Option<Bytes>,
+    pub count: usize,
+    pub type_name: Option<String>,
+}
+
+pub fn parse_scan_opts(a: &[Bytes], allow_type: bool) -> Result<ScanOpts, Reply> {
+    let mut o = ScanOpts { pattern: None, count: 10, type_name: None };
+    let mut i = 0;
+    while i < a.len() {
+        if i + 1 >= a.len() {
+            return Err(Reply::error(SYNTAX));
+        }
+        if eq(&a[i], "count") {
+            let n = parse_i64(&a[i + 1]).ok_or_else(|| Reply::error(NOT_INT))?;
+            if n < 1 {
+                return Err(Reply::error(SYNTAX));
+            }
+            o.count = n as usize;
+        } else if eq(&a[i], "match") {
+            o.pattern = if &a[i + 1][..] == b"*" { None } else { Some(a[i + 1].clone()) };
+        } else if allow_type && eq(&a[i], "type") {
+            o.type_name = Some(String::from_utf8_lossy(&a[i + 1]).to_ascii_lowercase());
+        } else {
+            return Err(Reply::error(SYNTAX));
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+/// SCAN reply: [cursor, [elements]].
+pub fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
+    Reply::Array(vec![Reply::bulk(cursor.to_string().into_bytes()), Reply::Array(items)])
+}
+
+fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let cursor = crate::try_reply!(parse_cursor(&a[1]));
+    let opts = crate::try_reply!(parse_scan_opts(&a[2..], true));
+    let shards = ctx.srv.keyspace.shards_per_db() as u64;
+    // Cursor layout: high 24 bits = shard, low 40 bits = slot position in that shard.
+    let mut shard = cursor >> 40;
+    let mut pos = (cursor & ((1 << 40) - 1)) as usize;
+    if shard >= shards {
+        return scan_reply(0, vec![]);
+    }
+    let now = ctx.now_ms();
+    let mut found: Vec<Bytes> = Vec::new();
+    let mut expired: Vec<Bytes> = Vec::new();
+    let mut budget = opts.count;
+    let next = loop {
+        let mut db = ctx.db();
+        let sh = db.shard_at(shard as usize);
+        let before = found.len();
+        let next_pos = sh.scan_slots(pos, budget, |k, e| {
+            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+                expired.push(k.clone());
+                return;
+            }
+            if let Some(t) = &opts.type_name {
+                if e.value.type_name() != t {
+                    return;
+                }
+            }
+            if let Some(p) = &opts.pattern {
+                if !glob_match(p, k, false) {
+                    return;
+                }
+            }
+            found.push(k.clone());
+        });
+        let visited = (found.len() - before).max(1);
+        if next_pos != 0 {
+            break (shard << 40) | next_pos as u64;
+        }
+        shard += 1;
+        pos = 0;
+        if shard >= shards {
+            break 0;
+        }
+        budget = budget.saturating_sub(visited).max(1);
+        if found.len() >= opts.count {
+            break shard << 40;
+        }
+    };
+    for k in expired {
+        // Deleting through the handle counts and logs the expiry.
+        ctx.db().exists(&k);
+    }
+    scan_reply(next, found.into_iter().map(Reply::Bulk).collect())
+}
+
+fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+    let mut rng = rand::thread_rng();
+    for _ in 0..100 {
+        let mut sizes = Vec::new();
+        ctx.db().for_each_shard(|_, sh| sizes.push(sh.len()));
+        let total: usize = sizes.iter().sum();
+        if total == 0 {
+            return Reply::Null;
+        }
+        let mut pick = rng.gen_range(0..total);
+        let mut sid = 0;
+        while pick >= sizes[sid] {
+            pick -= sizes[sid];
+            sid += 1;
+        }
+        let Some(k) = ctx.db().shard_at(sid).random_key(&mut rng) else { continue };
+        if ctx.db().exists(&k) {
+            return Reply::Bulk(k);
+        }
+    }
+    Reply::Null
+}
+
+fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let nx = eq(&a[0], "renamenx");
+    let (src, dst) = (&a[1], &a[2]);
+    if !ctx.db().exists(src) {
+        return Reply::error("ERR no such key");
+    }
+    if src == dst {
+        return if nx { Reply::Int(0) } else { Reply::Ok };
+    }
+    if nx && ctx.db().exists(dst) {
+        return Reply::Int(0);
+    }
+    let Some(entry) = ctx.db().remove(src) else { return Reply::error("ERR no such key") };
+    let expire = entry.expire_at;
+    ctx.db().insert(dst, entry.value);
+    if expire != NO_EXPIRE {
+        ctx.db().set_expire(dst, expire);
+    }
+    ctx.db().modified(src);
+    ctx.db().modified(dst);
+    ctx.dirty += 1;
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::Ok
+    }
+}
+
+fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let (src, dst) = (&a[1], &a[2]);
+    let mut target_db = ctx.client.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < a.len() {
+        if eq(&a[i], "replace") {
+            replace = true;
+            i += 1;
+        } else if eq(&a[i], "db") && i + 1 < a.len() {
+            let Ok(d) = int(&a[i + 1]) else { return Reply::error(NOT_INT) };
+            if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
+                return Reply::error("ERR DB index is out of range");
+            }
+            target_db = d as usize;
+            i += 2;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+    }
+    if src == dst && target_db == ctx.client.db {
+        return Reply::error("ERR source and destination objects are the same");
+    }
+    let mut db = ctx.db();
+    let Some(e) = db.get(src) else { return Reply::Int(0) };
+    let (value, expire) = (e.value.clone(), e.expire_at);
+    let mut dest = ctx.db_at(target_db);
+    if dest.exists(dst) {
+        if !replace {
+            return Reply::Int(0);
+        }
+        dest.remove(dst);
+    }
+    dest.insert(dst, value);
+    if expire != NO_EXPIRE {
+        dest.set_expire(dst, expire);
+    }
+    dest.modified(dst);
+    ctx.dirty += 1;
+    Reply::Int(1)
+}
+
+fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let key = &a[1];
+    let Ok(d) = int(&a[2]) else { return Reply::error(NOT_INT) };
+    if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
+        return Reply::error("ERR DB index is out of range");
+    }
+    let d = d as usize;
+    if d == ctx.client.db {
+        return Reply::error("ERR source and destination objects are the same");
+    }
+    if !ctx.db().exists(key) || ctx.db_at(d).exists(key) {
+        return Reply::Int(0);
+    }
+    let Some(e) = ctx.db().remove(key) else { return Reply::Int(0) };
+    let mut dest = ctx.db_at(d);
+    dest.insert(key, e.value);
+    if e.expire_at != NO_EXPIRE {
+        dest.set_expire(key, e.expire_at);
+    }
+    dest.modified(key);
+    ctx.db().modified(key);
+    ctx.dirty += 1;
+    Reply::Int(1)
+}
+
+/// OBJECT ENCODING's name for a value.
+pub fn encoding_name(v: &Value) -> &'static str {
+    match v {
+        Value::Str(s) => {
+            if s.len() <= 20 && parse_i64(s).is_some() {
+                "int"
+            } else if s.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+        Value::ZSet(z) => z.encoding_name(),
+        Value::Hash(h) => h.encoding_name(),
+        Value::Set(s) => s.encoding_name(),
+        Value::List(l) => l.encoding_name(),
+    }
+}
+
+fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    if sub == "help" {
+        return Reply::Array(
+            ["OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ENCODING <key>", "FREQ <key>", "IDLETIME <key>", "REFCOUNT <key>", "HELP"]
+                .iter()
+                .map(|s| Reply::StatusOwned(s.to_string()))
+                .collect(),
+        );
+    }
+    if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
+        return Reply::error(format!("ERR unknown subcommand '{}'. Try OBJECT HELP.", String::from_utf8_lossy(&a[1])));
+    }
+    if a.len() != 3 {
+        return super::wrong_arity(&format!("object|{sub}"));
+    }
+    let mut db = ctx.db();
+    let Some(v) = db.value(&a[2]) else { return Reply::Null };
+    match sub.as_str() {
+        "encoding" => Reply::bulk_slice(encoding_name(v).as_bytes()),
+        "refcount" => Reply::Int(1),
+        "idletime" => Reply::Int(0),
+        _ => Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
+    }
+}
+
+/// Interim encoding names until the hash/set/list types provide their own `encoding_name`.
+trait InterimEncoding {
+    fn encoding_name(&self) -> &'static str;
+}
+impl InterimEncoding for crate::types::hash::Hash {
+    fn encoding_name(&self) -> &'static str {
+        "hashtable"
+    }
+}
+impl InterimEncoding for crate::types::set::Set {
+    fn encoding_name(&self) -> &'static str {
+        "hashtable"
+    }
+}
+impl InterimEncoding for crate::types::list::List {
+    fn encoding_name(&self) -> &'static str {
+        "quicklist"
+    }
+}

@@ -27,7 +27,7 @@ use crate::protocol::Reply;
 use crate::server::Server;
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
@@ -159,9 +159,25 @@ impl<'c, 'a> Ctx<'c, 'a> {
     }
 }
 
+/// A registered command: its spec and its INFO commandstats counters.
+pub struct Cmd {
+    pub spec: &'static Spec,
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl std::ops::Deref for Cmd {
+    type Target = Spec;
+    fn deref(&self) -> &Spec {
+        self.spec
+    }
+}
+
 /// The whole table, by lowercase name.
-pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
-    static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static Cmd>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut m = HashMap::new();
         for family in [
@@ -176,7 +192,14 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             tx::COMMANDS,
         ] {
             for spec in family {
-                m.insert(spec.name, spec);
+                let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
+                    spec,
+                    calls: AtomicU64::new(0),
+                    usec: AtomicU64::new(0),
+                    rejected: AtomicU64::new(0),
+                    failed: AtomicU64::new(0),
+                }));
+                m.insert(spec.name, cmd);
             }
         }
         m
@@ -184,7 +207,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
 }
 
 /// Look a command up by its name as sent (any case).
-pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
     let mut buf = [0u8; 32];
     if name.len() > buf.len() {
         return None;
@@ -244,6 +267,7 @@ pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome 
         return done(unknown_command(&args));
     };
     if !arity_ok(spec.arity, args.len()) {
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;
         }
@@ -268,6 +292,7 @@ pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome 
         return done(Reply::Status("QUEUED"));
     }
     if let Some(err) = oom_check(srv, spec) {
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
     match spec.name {
@@ -293,7 +318,7 @@ fn oom_check(srv: &Server, spec: &Spec) -> Option<Reply> {
 pub fn run_locked<'a>(
     srv: &'a Server,
     client: &mut Client,
-    spec: &'static Spec,
+    spec: &'static Cmd,
     args: &[Bytes],
     g: &mut Guards<'a>,
     in_exec: bool,
@@ -314,9 +339,13 @@ pub fn run_locked<'a>(
     let db_before = client.db;
     let mut ctx =
         Ctx { srv, client, g, dirty: 0, propagate: None, block: None, in_exec, close_after_reply: false };
+    let started = std::time::Instant::now();
     let reply = (spec.handler)(&mut ctx, args);
+    spec.usec.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    spec.calls.fetch_add(1, Ordering::Relaxed);
     let Ctx { dirty, propagate, block, close_after_reply, .. } = ctx;
     if reply.is_error() {
+        spec.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     // Lazily expired keys are logged as DEL before the command itself.

@@ -1,5 +1,739 @@
-//! string commands.
+//! String commands: GET SET SETEX PSETEX SETNX GETSET GETDEL GETEX MGET MSET MSETNX APPEND
+//! STRLEN GETRANGE SUBSTR SETRANGE INCR DECR INCRBY DECRBY INCRBYFLOAT SETBIT GETBIT BITCOUNT
+//! BITPOS LCS.
+//!
+//! Values are `Bytes`; integers are stored as their decimal text (Redis's "int" encoding is a
+//! memory trick with the same observable behaviour). Commands with relative expiry are logged
+//! as absolute (`SET .. PXAT`, `PEXPIREAT`) and INCRBYFLOAT as the resulting `SET`, so that an
+//! AOF replays to the same state at any later time.
 
-use super::Spec;
+use super::args::{eq, int, NOT_FLOAT, NOT_INT, SYNTAX};
+use super::flags::*;
+use super::{wrong_arity, Ctx, Keys, Spec};
+use crate::protocol::Reply;
+use crate::types::{Value, WRONGTYPE};
+use crate::util::numtext::{format_i64, parse_i64, LongDouble};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
-pub static COMMANDS: &[Spec] = &[];
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("get", 2, READONLY | FAST, Keys::Range(1, 1, 1), get, "string"),
+    Spec::new("set", -3, WRITE | DENYOOM, Keys::Range(1, 1, 1), set, "string"),
+    Spec::new("setex", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setex, "string"),
+    Spec::new("psetex", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setex, "string"),
+    Spec::new("setnx", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), setnx, "string"),
+    Spec::new("getset", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), getset, "string"),
+    Spec::new("getdel", 2, WRITE | FAST, Keys::Range(1, 1, 1), getdel, "string"),
+    Spec::new("getex", -2, WRITE | FAST, Keys::Range(1, 1, 1), getex, "string"),
+    Spec::new("mget", -2, READONLY | FAST, Keys::Range(1, -1, 1), mget, "string"),
+    Spec::new("mset", -3, WRITE | DENYOOM, Keys::Range(1, -1, 2), mset, "string"),
+    Spec::new("msetnx", -3, WRITE | DENYOOM, Keys::Range(1, -1, 2), mset, "string"),
+    Spec::new("append", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), append, "string"),
+    Spec::new("strlen", 2, READONLY | FAST, Keys::Range(1, 1, 1), strlen, "string"),
+    Spec::new("getrange", 4, READONLY, Keys::Range(1, 1, 1), getrange, "string"),
+    Spec::new("substr", 4, READONLY, Keys::Range(1, 1, 1), getrange, "string"),
+    Spec::new("setrange", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setrange, "string"),
+    Spec::new("incr", 2, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
+    Spec::new("decr", 2, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
+    Spec::new("incrby", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
+    Spec::new("decrby", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
+    Spec::new("incrbyfloat", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incrbyfloat, "string"),
+    Spec::new("setbit", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setbit, "bitmap"),
+    Spec::new("getbit", 3, READONLY | FAST, Keys::Range(1, 1, 1), getbit, "bitmap"),
+    Spec::new("bitcount", -2, READONLY, Keys::Range(1, 1, 1), bitcount, "bitmap"),
+    Spec::new("bitpos", -3, READONLY, Keys::Range(1, 1, 1), bitpos, "bitmap"),
+    Spec::new("lcs", -3, READONLY, Keys::Range(1, 2, 1), lcs, "string"),
+];
+
+/// Read a string value: Ok(None) if absent, Err(WRONGTYPE) for other types.
+fn read_str(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
+    let mut db = ctx.db();
+    match db.read(key) {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Reply::error(WRONGTYPE)),
+    }
+}
+
+fn max_len(ctx: &Ctx) -> i64 {
+    ctx.srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed)
+}
+
+fn too_big() -> Reply {
+    Reply::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+}
+
+fn get(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_str(ctx, &a[1]) {
+        Ok(Some(v)) => Reply::Bulk(v),
+        Ok(None) => Reply::Null,
+        Err(e) => e,
+    }
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum Cond {
+    None,
+    Nx,
+    Xx,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Ttl {
+    /// Clear any TTL.
+    Clear,
+    Keep,
+    /// Absolute Unix ms.
+    At(i64),
+    /// GETEX PERSIST.
+    Persist,
+    /// GETEX with no option.
+    Unchanged,
+}
+
+/// Turn an EX/PX/EXAT/PXAT amount into absolute ms, with Redis's range checks.
+fn expire_at(ctx: &Ctx, unit: &[u8], amount: &[u8], cmd: &str) -> Result<i64, Reply> {
+    let bad = || Reply::error(format!("ERR invalid expire time in '{cmd}' command"));
+    let v = parse_i64(amount).ok_or_else(|| Reply::error(NOT_INT))?;
+    if v <= 0 {
+        return Err(bad());
+    }
+    let u = unit.to_ascii_lowercase();
+    let ms = match &u[..] {
+        b"ex" | b"exat" => v.checked_mul(1000).ok_or_else(bad)?,
+        _ => v,
+    };
+    let at = match &u[..] {
+        b"ex" | b"px" => ms.checked_add(ctx.now_ms()).ok_or_else(bad)?,
+        _ => ms,
+    };
+    Ok(at)
+}
+
+/// Log a SET as `SET key value PXAT ms` (or KEEPTTL) so it replays identically.
+fn propagate_set(ctx: &mut Ctx, key: &Bytes, val: &Bytes, ttl: Ttl) {
+    let mut cmd = vec![Bytes::from_static(b"SET"), key.clone(), val.clone()];
+    match ttl {
+        Ttl::At(ms) => {
+            cmd.push(Bytes::from_static(b"PXAT"));
+            cmd.push(Bytes::from(ms.to_string()));
+        }
+        Ttl::Keep => cmd.push(Bytes::from_static(b"KEEPTTL")),
+        _ => {}
+    }
+    ctx.propagate_as(vec![cmd]);
+}
+
+/// Store a string with the given TTL handling.
+fn store(ctx: &mut Ctx, key: &Bytes, val: Bytes, ttl: Ttl) {
+    let mut db = ctx.db();
+    let value = Value::Str(Bytes::copy_from_slice(&val));
+    match ttl {
+        Ttl::Keep => db.insert_keep_ttl(key, value),
+        _ => db.insert(key, value),
+    }
+    if let Ttl::At(ms) = ttl {
+        db.set_expire(key, ms);
+    }
+    db.modified(key);
+    ctx.dirty += 1;
+}
+
+fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let (key, val) = (&a[1], &a[2]);
+    let mut cond = Cond::None;
+    let mut ttl = Ttl::Clear;
+    let mut want_get = false;
+    let mut i = 3;
+    while i < a.len() {
+        let o = &a[i];
+        if eq(o, "nx") && cond == Cond::None {
+            cond = Cond::Nx;
+        } else if eq(o, "xx") && cond == Cond::None {
+            cond = Cond::Xx;
+        } else if eq(o, "get") && !want_get {
+            want_get = true;
+        } else if eq(o, "keepttl") && ttl == Ttl::Clear {
+            ttl = Ttl::Keep;
+        } else if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat")) && ttl == Ttl::Clear && i + 1 < a.len() {
+            ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "set")));
+            i += 1;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+        i += 1;
+    }
+    let (old, exists) = match read_str(ctx, key) {
+        Ok(v) => {
+            let e = v.is_some();
+            (v, e)
+        }
+        Err(e) if want_get => return e,
+        // SET overwrites a value of any type.
+        Err(_) => (None, true),
+    };
+    let go = match cond {
+        Cond::None => true,
+        Cond::Nx => !exists,
+        Cond::Xx => exists,
+    };
+    if go {
+        store(ctx, key, val.clone(), ttl);
+        if matches!(ttl, Ttl::At(_)) {
+            propagate_set(ctx, key, val, ttl);
+        }
+    }
+    if want_get {
+        return match old {
+            Some(v) => Reply::Bulk(v),
+            None => Reply::Null,
+        };
+    }
+    if go {
+        Reply::Ok
+    } else {
+        Reply::Null
+    }
+}
+
+fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let cmd = if eq(&a[0], "setex") { "setex" } else { "psetex" };
+    let unit: &[u8] = if cmd == "setex" { b"ex" } else { b"px" };
+    let at = crate::try_reply!(expire_at(ctx, unit, &a[2], cmd));
+    store(ctx, &a[1], a[3].clone(), Ttl::At(at));
+    propagate_set(ctx, &a[1], &a[3], Ttl::At(at));
+    Reply::Ok
+}
+
+fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if ctx.db().exists(&a[1]) {
+        return Reply::Int(0);
+    }
+    store(ctx, &a[1], a[2].clone(), Ttl::Clear);
+    Reply::Int(1)
+}
+
+fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let old = crate::try_reply!(read_str(ctx, &a[1]));
+    store(ctx, &a[1], a[2].clone(), Ttl::Clear);
+    match old {
+        Some(v) => Reply::Bulk(v),
+        None => Reply::Null,
+    }
+}
+
+fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match crate::try_reply!(read_str(ctx, &a[1])) {
+        Some(v) => {
+            ctx.db().remove(&a[1]);
+            ctx.db().modified(&a[1]);
+            ctx.dirty += 1;
+            ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), a[1].clone()]]);
+            Reply::Bulk(v)
+        }
+        None => Reply::Null,
+    }
+}
+
+fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let key = &a[1];
+    let mut ttl = Ttl::Unchanged;
+    let mut i = 2;
+    while i < a.len() {
+        let o = &a[i];
+        if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat")) && ttl == Ttl::Unchanged && i + 1 < a.len() {
+            ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "getex")));
+            i += 2;
+        } else if eq(o, "persist") && ttl == Ttl::Unchanged {
+            ttl = Ttl::Persist;
+            i += 1;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+    }
+    let Some(v) = crate::try_reply!(read_str(ctx, key)) else { return Reply::Null };
+    match ttl {
+        Ttl::At(ms) => {
+            if ms <= ctx.now_ms() {
+                ctx.db().remove(key);
+                ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
+            } else {
+                ctx.db().set_expire(key, ms);
+                ctx.propagate_as(vec![vec![Bytes::from_static(b"PEXPIREAT"), key.clone(), Bytes::from(ms.to_string())]]);
+            }
+            ctx.db().modified(key);
+            ctx.dirty += 1;
+        }
+        Ttl::Persist => {
+            if ctx.db().persist(key) {
+                ctx.propagate_as(vec![vec![Bytes::from_static(b"PERSIST"), key.clone()]]);
+                ctx.db().modified(key);
+                ctx.dirty += 1;
+            }
+        }
+        _ => {}
+    }
+    Reply::Bulk(v)
+}
+
+fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    Reply::Array(
+        a[1..]
+            .iter()
+            .map(|k| match db.read(k) {
+                Some(Value::Str(s)) => Reply::Bulk(s.clone()),
+                _ => Reply::Null,
+            })
+            .collect(),
+    )
+}
+
+fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let nx = eq(&a[0], "msetnx");
+    if a.len() % 2 == 0 {
+        return wrong_arity(if nx { "msetnx" } else { "mset" });
+    }
+    if nx && a[1..].chunks(2).any(|p| ctx.db().exists(&p[0])) {
+        return Reply::Int(0);
+    }
+    for p in a[1..].chunks(2) {
+        store(ctx, &p[0], p[1].clone(), Ttl::Clear);
+    }
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::Ok
+    }
+}
+
+fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let max = max_len(ctx);
+    let mut db = ctx.db();
+    let new_len = match db.value(&a[1]) {
+        None => {
+            db.insert_keep_ttl(&a[1], Value::Str(Bytes::copy_from_slice(&a[2])));
+            a[2].len()
+        }
+        Some(Value::Str(s)) => {
+            if (s.len() + a[2].len()) as i64 > max {
+                return too_big();
+            }
+            let mut v: Vec<u8> = Vec::from(std::mem::take(s));
+            v.extend_from_slice(&a[2]);
+            let n = v.len();
+            *s = Bytes::from(v);
+            n
+        }
+        Some(_) => return Reply::error(WRONGTYPE),
+    };
+    db.modified(&a[1]);
+    ctx.dirty += 1;
+    Reply::Int(new_len as i64)
+}
+
+fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_str(ctx, &a[1]) {
+        Ok(v) => Reply::Int(v.map_or(0, |s| s.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let (Ok(mut start), Ok(mut end)) = (int(&a[2]), int(&a[3])) else { return Reply::error(NOT_INT) };
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::bulk_slice(b"") };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Reply::bulk_slice(b"");
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if len == 0 || start > end {
+        return Reply::bulk_slice(b"");
+    }
+    Reply::Bulk(s.slice(start as usize..=end as usize))
+}
+
+fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let Ok(offset) = int(&a[2]) else { return Reply::error(NOT_INT) };
+    if offset < 0 {
+        return Reply::error("ERR offset is out of range");
+    }
+    let max = max_len(ctx);
+    let patch = &a[3];
+    let mut db = ctx.db();
+    let cur = match db.value(&a[1]) {
+        None => None,
+        Some(Value::Str(s)) => Some(s.len()),
+        Some(_) => return Reply::error(WRONGTYPE),
+    };
+    if patch.is_empty() {
+        return Reply::Int(cur.unwrap_or(0) as i64);
+    }
+    if offset + patch.len() as i64 > max {
+        return too_big();
+    }
+    let off = offset as usize;
+    let mut v: Vec<u8> = match db.value(&a[1]) {
+        Some(Value::Str(s)) => Vec::from(std::mem::take(s)),
+        _ => Vec::new(),
+    };
+    if v.len() < off + patch.len() {
+        v.resize(off + patch.len(), 0);
+    }
+    v[off..off + patch.len()].copy_from_slice(patch);
+    let n = v.len();
+    if cur.is_some() {
+        if let Some(Value::Str(s)) = db.value(&a[1]) {
+            *s = Bytes::from(v);
+        }
+    } else {
+        db.insert(&a[1], Value::Str(Bytes::from(v)));
+    }
+    db.modified(&a[1]);
+    ctx.dirty += 1;
+    Reply::Int(n as i64)
+}
+
+fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let name = a[0].to_ascii_lowercase();
+    let delta = match &name[..] {
+        b"incr" => 1,
+        b"decr" => -1,
+        b"incrby" => crate::try_reply!(int(&a[2])),
+        _ => {
+            let d = crate::try_reply!(int(&a[2]));
+            if d == i64::MIN {
+                return Reply::error("ERR decrement would overflow");
+            }
+            -d
+        }
+    };
+    let mut db = ctx.db();
+    let cur = match db.value(&a[1]) {
+        None => 0,
+        Some(Value::Str(s)) => match parse_i64(s) {
+            Some(v) => v,
+            None => return Reply::error(NOT_INT),
+        },
+        Some(_) => return Reply::error(WRONGTYPE),
+    };
+    let Some(new) = cur.checked_add(delta) else {
+        return Reply::error("ERR increment or decrement would overflow");
+    };
+    let mut text = Vec::with_capacity(20);
+    format_i64(new, &mut text);
+    match db.value(&a[1]) {
+        Some(Value::Str(s)) => *s = Bytes::from(text),
+        _ => db.insert(&a[1], Value::Str(Bytes::from(text))),
+    }
+    db.modified(&a[1]);
+    ctx.dirty += 1;
+    Reply::Int(new)
+}
+
+fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let Some(incr) = LongDouble::parse(&a[2]) else { return Reply::error(NOT_FLOAT) };
+    let mut db = ctx.db();
+    let cur = match db.value(&a[1]) {
+        None => LongDouble::from_i64(0),
+        Some(Value::Str(s)) => match LongDouble::parse(s) {
+            Some(v) => v,
+            None => return Reply::error(NOT_FLOAT),
+        },
+        Some(_) => return Reply::error(WRONGTYPE),
+    };
+    let new = cur.add(incr);
+    if !new.is_finite() {
+        return Reply::error("ERR increment would produce NaN or Infinity");
+    }
+    let Some(text) = new.format_human() else { return Reply::error(NOT_FLOAT) };
+    let text = Bytes::from(text);
+    match db.value(&a[1]) {
+        Some(Value::Str(s)) => *s = text.clone(),
+        _ => db.insert(&a[1], Value::Str(text.clone())),
+    }
+    db.modified(&a[1]);
+    ctx.dirty += 1;
+    // Replay the result, not the addition: float arithmetic must not drift across replays.
+    propagate_set(ctx, &a[1], &text, Ttl::Keep);
+    Reply::Bulk(text)
+}
+
+fn bit_offset(a: &[u8], max_len: i64) -> Result<u64, Reply> {
+    let err = || Reply::error("ERR bit offset is not an integer or out of range");
+    let v = parse_i64(a).ok_or_else(err)?;
+    if v < 0 || (v >> 3) >= max_len {
+        return Err(err());
+    }
+    Ok(v as u64)
+}
+
+fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let max = max_len(ctx);
+    let off = crate::try_reply!(bit_offset(&a[2], max));
+    let bit = match &a[3][..] {
+        b"1" => 1u8,
+        b"0" => 0u8,
+        _ => return Reply::error("ERR bit is not an integer or out of range"),
+    };
+    let byte = (off >> 3) as usize;
+    let mask = 1u8 << (7 - (off & 7));
+    let mut db = ctx.db();
+    let mut v: Vec<u8> = match db.value(&a[1]) {
+        None => Vec::new(),
+        Some(Value::Str(s)) => Vec::from(std::mem::take(s)),
+        Some(_) => return Reply::error(WRONGTYPE),
+    };
+    if v.len() <= byte {
+        v.resize(byte + 1, 0);
+    }
+    let old = (v[byte] & mask != 0) as i64;
+    if bit == 1 {
+        v[byte] |= mask;
+    } else {
+        v[byte] &= !mask;
+    }
+    match db.value(&a[1]) {
+        Some(Value::Str(s)) => *s = Bytes::from(v),
+        _ => db.insert(&a[1], Value::Str(Bytes::from(v))),
+    }
+    db.modified(&a[1]);
+    ctx.dirty += 1;
+    Reply::Int(old)
+}
+
+fn getbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let max = max_len(ctx);
+    let off = crate::try_reply!(bit_offset(&a[2], max));
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::Int(0) };
+    let byte = (off >> 3) as usize;
+    if byte >= s.len() {
+        return Reply::Int(0);
+    }
+    Reply::Int(((s[byte] >> (7 - (off & 7))) & 1) as i64)
+}
+
+/// Resolve a [start, end] range (bytes or bits) over a string of `len` bytes, as Redis does.
+fn bit_range(start: i64, end: i64, len_units: i64) -> Option<(i64, i64)> {
+    let (mut s, mut e) = (start, end);
+    if s < 0 && e < 0 && s > e {
+        return None;
+    }
+    if s < 0 {
+        s += len_units;
+    }
+    if e < 0 {
+        e += len_units;
+    }
+    s = s.max(0);
+    e = e.max(0);
+    if e >= len_units {
+        e = len_units - 1;
+    }
+    if s > e || len_units == 0 {
+        return None;
+    }
+    Some((s, e))
+}
+
+fn bit_at(s: &[u8], i: i64) -> u8 {
+    (s[(i >> 3) as usize] >> (7 - (i & 7))) & 1
+}
+
+fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut range = None;
+    let mut bits = false;
+    match a.len() {
+        2 => {}
+        4 | 5 => {
+            let (Ok(s), Ok(e)) = (int(&a[2]), int(&a[3])) else { return Reply::error(NOT_INT) };
+            if a.len() == 5 {
+                if eq(&a[4], "bit") {
+                    bits = true;
+                } else if !eq(&a[4], "byte") {
+                    return Reply::error(SYNTAX);
+                }
+            }
+            range = Some((s, e));
+        }
+        _ => return Reply::error(SYNTAX),
+    }
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::Int(0) };
+    let units = if bits { s.len() as i64 * 8 } else { s.len() as i64 };
+    let (start, end) = match range {
+        None => (0, units - 1),
+        Some((x, y)) => match bit_range(x, y, units) {
+            Some(r) => r,
+            None => return Reply::Int(0),
+        },
+    };
+    if units == 0 {
+        return Reply::Int(0);
+    }
+    let n: u64 = if bits {
+        (start..=end).map(|i| bit_at(&s, i) as u64).sum()
+    } else {
+        s[start as usize..=end as usize].iter().map(|b| b.count_ones() as u64).sum()
+    };
+    Reply::Int(n as i64)
+}
+
+fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let bit = match &a[2][..] {
+        b"1" => 1u8,
+        b"0" => 0u8,
+        _ => return Reply::error("ERR The bit argument must be 1 or 0."),
+    };
+    let mut start = 0;
+    let mut end = -1;
+    let end_given = a.len() >= 5;
+    let mut bits = false;
+    if a.len() >= 4 {
+        start = crate::try_reply!(int(&a[3]));
+    }
+    if a.len() >= 5 {
+        end = crate::try_reply!(int(&a[4]));
+    }
+    if a.len() == 6 {
+        if eq(&a[5], "bit") {
+            bits = true;
+        } else if !eq(&a[5], "byte") {
+            return Reply::error(SYNTAX);
+        }
+    } else if a.len() > 6 {
+        return Reply::error(SYNTAX);
+    }
+    let s = match crate::try_reply!(read_str(ctx, &a[1])) {
+        Some(s) => s,
+        None => return Reply::Int(if bit == 1 { -1 } else { 0 }),
+    };
+    let units = if bits { s.len() as i64 * 8 } else { s.len() as i64 };
+    let Some((st, en)) = bit_range(start, end, units) else { return Reply::Int(-1) };
+    let (first_bit, last_bit) = if bits { (st, en) } else { (st * 8, en * 8 + 7) };
+    for i in first_bit..=last_bit {
+        if bit_at(&s, i) == bit {
+            return Reply::Int(i);
+        }
+    }
+    // Looking for a clear bit with no explicit end: the string is padded with zeros on the right.
+    if bit == 0 && !end_given {
+        return Reply::Int(last_bit + 1);
+    }
+    Reply::Int(-1)
+}
+
+fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let (mut want_len, mut want_idx, mut with_len) = (false, false, false);
+    let mut min_len: i64 = 0;
+    let mut i = 3;
+    while i < a.len() {
+        if eq(&a[i], "len") {
+            want_len = true;
+        } else if eq(&a[i], "idx") {
+            want_idx = true;
+        } else if eq(&a[i], "withmatchlen") {
+            with_len = true;
+        } else if eq(&a[i], "minmatchlen") && i + 1 < a.len() {
+            min_len = crate::try_reply!(int(&a[i + 1])).max(0);
+            i += 1;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+        i += 1;
+    }
+    if want_len && want_idx {
+        return Reply::error("ERR If you want both the length and indexes, please just use IDX.");
+    }
+    let x = match read_str(ctx, &a[1]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+    };
+    let y = match read_str(ctx, &a[2]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+    };
+    let (n, m) = (x.len(), y.len());
+    if (n as u64 + 1) * (m as u64 + 1) > (1u64 << 32) {
+        return Reply::error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    }
+    // dp[i][j] = LCS length of x[..i], y[..j]
+    let w = m + 1;
+    let mut dp = vec![0u32; (n + 1) * w];
+    for i in 1..=n {
+        for j in 1..=m {
+            dp[i * w + j] = if x[i - 1] == y[j - 1] {
+                dp[(i - 1) * w + j - 1] + 1
+            } else {
+                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
+            };
+        }
+    }
+    let total = dp[n * w + m] as i64;
+    if want_len {
+        return Reply::Int(total);
+    }
+    // Walk back collecting the common string and, for IDX, the matching ranges.
+    let mut out = vec![0u8; total as usize];
+    let mut idx = total as usize;
+    let (mut i, mut j) = (n, m);
+    let mut matches: Vec<Reply> = Vec::new();
+    let mut cur: Option<(usize, usize, usize, usize)> = None; // (a_start, a_end, b_start, b_end)
+    let flush = |cur: &mut Option<(usize, usize, usize, usize)>, matches: &mut Vec<Reply>| {
+        if let Some((as_, ae, bs, be)) = cur.take() {
+            let len = (ae - as_ + 1) as i64;
+            if len >= min_len {
+                let mut item = vec![
+                    Reply::Array(vec![Reply::Int(as_ as i64), Reply::Int(ae as i64)]),
+                    Reply::Array(vec![Reply::Int(bs as i64), Reply::Int(be as i64)]),
+                ];
+                if with_len {
+                    item.push(Reply::Int(len));
+                }
+                matches.push(Reply::Array(item));
+            }
+        }
+    };
+    while i > 0 && j > 0 {
+        if x[i - 1] == y[j - 1] {
+            idx -= 1;
+            out[idx] = x[i - 1];
+            let (pa, pb) = (i - 1, j - 1);
+            match cur {
+                Some((as_, _, bs, _)) if as_ == pa + 1 && bs == pb + 1 => {
+                    if let Some(c) = cur.as_mut() {
+                        c.0 = pa;
+                        c.2 = pb;
+                    }
+                }
+                _ => {
+                    flush(&mut cur, &mut matches);
+                    cur = Some((pa, pa, pb, pb));
+                }
+            }
+            i -= 1;
+            j -= 1;
+        } else if dp[(i - 1) * w + j] > dp[i * w + j - 1] {
+            i -= 1;
+        } else {
+            j -= 1;
+        }
+    }
+    flush(&mut cur, &mut matches);
+    if want_idx {
+        return Reply::Map(vec![
+            (Reply::bulk_slice(b"matches"), Reply::Array(matches)),
+            (Reply::bulk_slice(b"len"), Reply::Int(total)),
+        ]);
+    }
+    Reply::bulk(out)
+}

@@ -137,7 +137,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         return Reply::NullArray;
     }
     let mut replies = Vec::with_capacity(queue.len());
-    let any_write = queue.iter().any(|a| lookup(&a[0]).is_some_and(Spec::is_write));
+    let any_write = queue.iter().any(|a| lookup(&a[0]).is_some_and(|c| c.is_write()));
     let start_db = client.db;
     if any_write {
         srv.propagate(start_db, vec![Bytes::from_static(b"MULTI")]);

@@ -2,6 +2,7 @@
 
 pub mod hash;
 pub mod list;
+pub mod skiplist;
 pub mod set;
 pub mod zset;
 

@@ -1,0 +1,38 @@
+# Podium: build, run, test, bench.
+#   make run    build in release mode and start the server on port 6379 with conf/podium.conf
+#   make test   cargo test, then Redis's own Tcl suites against the release binary
+#   make bench  criterion benches (hot paths, skip list at 1M)
+
+CARGO ?= cargo
+PORT ?= 6379
+SUITE = ../shared/conformance/redis-suite.sh
+SUITE_PORT ?= 21111
+PODIUM = target/release/podium
+
+# Suites that pass in full, and suites still being completed with their ratchet (--min-passed).
+FULL_SUITES = unit/keyspace unit/type/string unit/type/incr unit/info-command unit/quit
+RATCHET_SUITES = unit/protocol
+RATCHET_MIN = 15
+
+.PHONY: build run test unit-test suites bench clean
+
+build:
+	$(CARGO) build --release
+
+run: build
+	$(PODIUM) conf/podium.conf --port $(PORT)
+
+unit-test:
+	$(CARGO) test --release
+
+suites: build
+	bash $(SUITE) --server '$(PODIUM) --port {port}' --port $(SUITE_PORT) $(FULL_SUITES)
+	bash $(SUITE) --server '$(PODIUM) --port {port}' --port $(SUITE_PORT) --min-passed $(RATCHET_MIN) $(RATCHET_SUITES)
+
+test: unit-test suites
+
+bench:
+	$(CARGO) bench
+
+clean:
+	$(CARGO) clean

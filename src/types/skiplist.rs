@@ -1,0 +1,1169 @@
+//! The "skiplist" encoding of a sorted set: a Pugh skip list with spans plus a
+//! member -> node hash index, laid out for memory density.
+//!
+//! # What this owns
+//!
+//! `SkipList` owns every element of a large sorted set: the member bytes, the
+//! score, the ordering by `(score, member)` (ties broken by memcmp, then length)
+//! and an O(1) member lookup. It knows nothing about Redis commands; `super::zset`
+//! wraps it together with the compact "listpack" encoding.
+//!
+//! # Layout
+//!
+//! * `nodes: Vec<Node>` is an arena addressed by `u32` slot numbers. Slot 0 is
+//!   the header; `NIL` (`u32::MAX`) is the null link. A node is 32 bytes:
+//!   score (8), member key (16), level-0 forward link (4) and a tower index (4).
+//!   Freed slots are chained through their `next` field (intrusive free list),
+//!   so slots never move while the list is in use; this is what makes the SCAN
+//!   cursor (a slot number) stable.
+//! * The member key is a 16-byte small string: byte 0 is the length (0..=15)
+//!   followed by the bytes inline, or `TAG_LONG` with a `u32` index into
+//!   `longs: Vec<Box<[u8]>>` for longer members (one heap allocation each).
+//! * The level-0 span is always 1 and is not stored. Levels 1.. of a node of
+//!   height `h` live in `towers: Vec<Link>` as `h - 1` consecutive
+//!   `{next, span}` pairs starting at `node.tower` (`NIL` when `h == 1`, which is
+//!   the case for 3/4 of the nodes with p = 1/4). Freed towers are kept in one
+//!   intrusive free list per height. The header owns a full 31-link tower at 0.
+//! * There is no backward pointer and no tail: reverse walks are done on ranks
+//!   (find the forward start of a block of ranks in O(log N), walk it forward,
+//!   emit it reversed), in blocks of `REV_CHUNK` so no allocation is needed.
+//! * Spans follow Redis: `span(x, i)` is the number of level-0 steps from `x` to
+//!   `next(x, i)`, or, when that is `NIL`, the number of nodes after `x`.
+//! * `index: HashTable<u32>` maps member -> slot. It stores only the slot; the
+//!   hash is recomputed from the member stored in the node (members are stored
+//!   once). The hash is a folded-multiply hash keyed by per-set random seeds.
+//! * When the set shrinks below a quarter of its slots the arena is compacted in
+//!   slot order (stable), which keeps SCAN's guarantee because SCAN walks slots
+//!   from high to low (an element can only move to a lower slot).
+
+use hashbrown::HashTable;
+
+/// Maximum height of a node (Redis: ZSKIPLIST_MAXLEVEL).
+pub const MAX_LEVEL: usize = 32;
+/// Null link.
+pub const NIL: u32 = u32::MAX;
+/// Members of at most this many bytes are stored inline in the node.
+pub const INLINE_MAX: usize = 15;
+
+const HEAD: u32 = 0;
+const TAG_LONG: u8 = 0x80;
+const TAG_FREE: u8 = 0xFF;
+const REV_CHUNK: usize = 128;
+/// Compaction is considered only above this many slots.
+const COMPACT_MIN_SLOTS: usize = 4096;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    score: f64,
+    key: [u8; 16],
+    next: u32,
+    tower: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Node>() == 32);
+
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    next: u32,
+    span: u32,
+}
+
+const EMPTY_LINK: Link = Link { next: NIL, span: 0 };
+
+#[derive(Clone, Copy, Debug)]
+struct Seeds {
+    s0: u64,
+    s1: u64,
+    s2: u64,
+}
+
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = (a as u128).wrapping_mul(b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// Little-endian load of up to 8 bytes, zero padded.
+#[inline]
+fn load(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(a)
+}
+
+impl Seeds {
+    fn random() -> Seeds {
+        Seeds {
+            s0: rand::random::<u64>() | 1,
+            s1: rand::random::<u64>() | 1,
+            s2: rand::random::<u64>() | 1,
+        }
+    }
+
+    #[inline]
+    fn hash_inline(&self, k: &[u8; 16]) -> u64 {
+        let h = fold(load(&k[..8]) ^ self.s0, load(&k[8..]) ^ self.s1);
+        fold(h ^ self.s2, 0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn hash_long(&self, m: &[u8]) -> u64 {
+        let mut h = (m.len() as u64).wrapping_mul(0xA076_1D64_78BD_642F) ^ self.s2;
+        let mut chunks = m.chunks_exact(16);
+        for c in &mut chunks {
+            h = fold(load(&c[..8]) ^ self.s0 ^ h, load(&c[8..]) ^ self.s1);
+        }
+        let r = chunks.remainder();
+        if !r.is_empty() {
+            let b = if r.len() > 8 { load(&r[8..]) } else { 0 };
+            h = fold(load(r) ^ self.s0 ^ h, b ^ self.s1);
+        }
+        fold(h ^ self.s2, 0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+#[inline]
+fn inline_key(m: &[u8]) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[0] = m.len() as u8;
+    k[1..1 + m.len()].copy_from_slice(m);
+    k
+}
+
+#[inline]
+fn long_idx(k: &[u8; 16]) -> usize {
+    u32::from_le_bytes([k[4], k[5], k[6], k[7]]) as usize
+}
+
+#[inline]
+fn key_bytes<'a>(k: &'a [u8; 16], longs: &'a [Box<[u8]>]) -> &'a [u8] {
+    let t = k[0];
+    if (t as usize) <= INLINE_MAX {
+        &k[1..1 + t as usize]
+    } else if t == TAG_LONG {
+        longs.get(long_idx(k)).map_or(&[][..], |b| &b[..])
+    } else {
+        &[]
+    }
+}
+
+#[inline]
+fn node_hash(nodes: &NodeArena, longs: &[Box<[u8]>], seeds: &Seeds, i: u32) -> u64 {
+    let k = &nodes[i as usize].key;
+    if k[0] == TAG_LONG {
+        seeds.hash_long(key_bytes(k, longs))
+    } else {
+        seeds.hash_inline(k)
+    }
+}
+
+/// Grow a Vec geometrically but by only 1/4 once it is big, to bound slack.
+fn grow<T>(v: &mut Vec<T>, additional: usize) {
+    let need = v.len() + additional;
+    if need > v.capacity() {
+        let cap = v.capacity();
+        let step = if cap < 4096 { cap.max(8) } else { cap / 4 };
+        let target = need.max(cap + step);
+        v.reserve_exact(target - v.len());
+    }
+}
+
+/// A growable array stored in fixed-size chunks of `1 << SHIFT` elements:
+/// no reallocation (so no copy and no freed-garbage in the allocator) once
+/// past the first chunk, and at most one partly used chunk of slack. The first
+/// chunk grows like a Vec so small sets stay small.
+#[derive(Clone, Debug)]
+struct Arena<T, const SHIFT: usize> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T: Copy, const SHIFT: usize> Arena<T, SHIFT> {
+    const CHUNK: usize = 1 << SHIFT;
+    const MASK: usize = (1 << SHIFT) - 1;
+
+    fn with_capacity(n: usize) -> Self {
+        let mut chunks = Vec::with_capacity(n.div_ceil(Self::CHUNK).max(1));
+        chunks.push(Vec::with_capacity(n.min(Self::CHUNK)));
+        Arena { chunks, len: 0 }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Room left in the last chunk.
+    #[inline]
+    fn room(&self) -> usize {
+        Self::CHUNK - (self.len & Self::MASK)
+    }
+
+    fn push(&mut self, v: T) {
+        if self.len > 0 && self.len & Self::MASK == 0 {
+            self.chunks.push(Vec::with_capacity(Self::CHUNK));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(v);
+            self.len += 1;
+        }
+    }
+
+    /// Push `v` until the length is a multiple of the chunk size.
+    fn pad_chunk(&mut self, v: T) {
+        while self.len & Self::MASK != 0 {
+            self.push(v);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
+            + self
+                .chunks
+                .iter()
+                .map(|c| c.capacity() * std::mem::size_of::<T>())
+                .sum::<usize>()
+    }
+}
+
+impl<T, const SHIFT: usize> std::ops::Index<usize> for Arena<T, SHIFT> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        &self.chunks[i >> SHIFT][i & ((1 << SHIFT) - 1)]
+    }
+}
+
+impl<T, const SHIFT: usize> std::ops::IndexMut<usize> for Arena<T, SHIFT> {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        &mut self.chunks[i >> SHIFT][i & ((1 << SHIFT) - 1)]
+    }
+}
+
+/// 2048 nodes (64 KiB) per chunk.
+type NodeArena = Arena<Node, 11>;
+/// 8192 links (64 KiB) per chunk.
+type TowerArena = Arena<Link, 13>;
+
+/// State for appending elements in ascending order to an initially empty list.
+pub struct Appender {
+    last: [u32; MAX_LEVEL],
+    rank: [usize; MAX_LEVEL],
+}
+
+#[derive(Clone)]
+pub struct SkipList {
+    nodes: NodeArena,
+    towers: TowerArena,
+    longs: Vec<Box<[u8]>>,
+    free_longs: Vec<u32>,
+    index: HashTable<u32>,
+    free_node: u32,
+    /// Free towers by height (index = node height, 2..=MAX_LEVEL).
+    free_towers: [u32; MAX_LEVEL + 1],
+    len: usize,
+    level: usize,
+    seeds: Seeds,
+    rng: u64,
+}
+
+impl Default for SkipList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for SkipList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkipList")
+            .field("len", &self.len)
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SkipList {
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        let mut nodes = NodeArena::with_capacity(n.saturating_add(1));
+        nodes.push(Node {
+            score: 0.0,
+            key: [TAG_FREE; 16],
+            next: NIL,
+            tower: 0,
+        });
+        let seeds = Seeds::random();
+        let mut towers = TowerArena::with_capacity(MAX_LEVEL - 1 + n / 3);
+        for _ in 0..MAX_LEVEL - 1 {
+            towers.push(EMPTY_LINK);
+        }
+        SkipList {
+            nodes,
+            towers,
+            longs: Vec::new(),
+            free_longs: Vec::new(),
+            index: HashTable::with_capacity(n),
+            free_node: NIL,
+            free_towers: [NIL; MAX_LEVEL + 1],
+            len: 0,
+            level: 1,
+            seeds,
+            rng: seeds.s0 ^ seeds.s1.rotate_left(17),
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of arena slots (including the header and free slots).
+    pub fn slots(&self) -> usize {
+        self.nodes.len()
+    }
+
+    // ----- raw accessors -------------------------------------------------
+
+    #[inline]
+    fn nx(&self, x: u32, i: usize) -> u32 {
+        let n = &self.nodes[x as usize];
+        if i == 0 {
+            n.next
+        } else {
+            self.towers[n.tower as usize + i - 1].next
+        }
+    }
+
+    #[inline]
+    fn sp(&self, x: u32, i: usize) -> usize {
+        if i == 0 {
+            1
+        } else {
+            self.towers[self.nodes[x as usize].tower as usize + i - 1].span as usize
+        }
+    }
+
+    /// Link of level `i >= 1` of node `x`.
+    #[inline]
+    fn link_mut(&mut self, x: u32, i: usize) -> &mut Link {
+        let t = self.nodes[x as usize].tower as usize + i - 1;
+        &mut self.towers[t]
+    }
+
+    #[inline]
+    fn set_next(&mut self, x: u32, i: usize, n: u32) {
+        if i == 0 {
+            self.nodes[x as usize].next = n;
+        } else {
+            self.link_mut(x, i).next = n;
+        }
+    }
+
+    /// Member bytes of node `x`.
+    #[inline]
+    pub fn member(&self, x: u32) -> &[u8] {
+        key_bytes(&self.nodes[x as usize].key, &self.longs)
+    }
+
+    #[inline]
+    pub fn score_of(&self, x: u32) -> f64 {
+        self.nodes[x as usize].score
+    }
+
+    #[inline]
+    pub fn entry(&self, x: u32) -> (&[u8], f64) {
+        (self.member(x), self.nodes[x as usize].score)
+    }
+
+    /// First node in order (NIL if empty).
+    #[inline]
+    pub fn first(&self) -> u32 {
+        self.nodes[HEAD as usize].next
+    }
+
+    /// Level-0 successor of `x` (NIL at the end).
+    #[inline]
+    pub fn next_of(&self, x: u32) -> u32 {
+        self.nodes[x as usize].next
+    }
+
+    /// (score(x), member(x)) < (score, m)
+    #[inline]
+    fn lt_key(&self, x: u32, score: f64, m: &[u8]) -> bool {
+        let s = self.nodes[x as usize].score;
+        s < score || (s == score && self.member(x) < m)
+    }
+
+    /// (score(x), member(x)) <= (score, m)
+    #[inline]
+    fn le_key(&self, x: u32, score: f64, m: &[u8]) -> bool {
+        let s = self.nodes[x as usize].score;
+        s < score || (s == score && self.member(x) <= m)
+    }
+
+    fn random_level(&mut self) -> usize {
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // P(level > k) = 4^-k
+        (1 + z.trailing_zeros() as usize / 2).min(MAX_LEVEL)
+    }
+
+    // ----- allocation ----------------------------------------------------
+
+    fn alloc_tower(&mut self, height: usize) -> u32 {
+        let f = self.free_towers[height];
+        if f != NIL {
+            self.free_towers[height] = self.towers[f as usize].next;
+            for l in f as usize..f as usize + height - 1 {
+                self.towers[l] = EMPTY_LINK;
+            }
+            return f;
+        }
+        // a tower never straddles two chunks
+        if self.towers.room() < height - 1 {
+            self.towers.pad_chunk(EMPTY_LINK);
+        }
+        let t = self.towers.len();
+        assert!(t + height < NIL as usize, "zset tower arena overflow");
+        for _ in 0..height - 1 {
+            self.towers.push(EMPTY_LINK);
+        }
+        t as u32
+    }
+
+    fn make_key(&mut self, m: &[u8]) -> [u8; 16] {
+        if m.len() <= INLINE_MAX {
+            return inline_key(m);
+        }
+        let boxed: Box<[u8]> = m.into();
+        let i = match self.free_longs.pop() {
+            Some(i) => {
+                self.longs[i as usize] = boxed;
+                i
+            }
+            None => {
+                grow(&mut self.longs, 1);
+                self.longs.push(boxed);
+                (self.longs.len() - 1) as u32
+            }
+        };
+        let mut k = [0u8; 16];
+        k[0] = TAG_LONG;
+        k[4..8].copy_from_slice(&i.to_le_bytes());
+        k
+    }
+
+    fn alloc_node(&mut self, key: [u8; 16], score: f64, height: usize) -> u32 {
+        let tower = if height > 1 {
+            self.alloc_tower(height)
+        } else {
+            NIL
+        };
+        let node = Node {
+            score,
+            key,
+            next: NIL,
+            tower,
+        };
+        if self.free_node != NIL {
+            let i = self.free_node;
+            self.free_node = self.nodes[i as usize].next;
+            self.nodes[i as usize] = node;
+            i
+        } else {
+            assert!(self.nodes.len() < NIL as usize, "zset node arena overflow");
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    fn free_slot(&mut self, x: u32, height: usize) {
+        let n = self.nodes[x as usize];
+        if n.key[0] == TAG_LONG {
+            let i = long_idx(&n.key);
+            if let Some(b) = self.longs.get_mut(i) {
+                *b = Box::default();
+                self.free_longs.push(i as u32);
+            }
+        }
+        if height > 1 && n.tower != NIL {
+            self.towers[n.tower as usize].next = self.free_towers[height];
+            self.free_towers[height] = n.tower;
+        }
+        self.nodes[x as usize] = Node {
+            score: 0.0,
+            key: [TAG_FREE; 16],
+            next: self.free_node,
+            tower: NIL,
+        };
+        self.free_node = x;
+    }
+
+    fn index_insert(&mut self, idx: u32) {
+        let (nodes, longs, seeds) = (&self.nodes, &self.longs, &self.seeds);
+        let h = node_hash(nodes, longs, seeds, idx);
+        self.index
+            .insert_unique(h, idx, |&i| node_hash(nodes, longs, seeds, i));
+    }
+
+    fn index_remove(&mut self, idx: u32) {
+        let h = node_hash(&self.nodes, &self.longs, &self.seeds, idx);
+        if let Ok(e) = self.index.find_entry(h, |&i| i == idx) {
+            e.remove();
+        } else {
+            debug_assert!(false, "zset index out of sync");
+        }
+    }
+
+    // ----- core algorithms ----------------------------------------------
+
+    /// Node of member `m`, if present. O(1).
+    pub fn find(&self, m: &[u8]) -> Option<u32> {
+        if m.len() <= INLINE_MAX {
+            let k = inline_key(m);
+            let h = self.seeds.hash_inline(&k);
+            self.index
+                .find(h, |&i| self.nodes[i as usize].key == k)
+                .copied()
+        } else {
+            let h = self.seeds.hash_long(m);
+            self.index.find(h, |&i| self.member(i) == m).copied()
+        }
+    }
+
+    /// update[i]: last node at level i strictly before (score, m);
+    /// rank[i]: its 1-based rank (0 = header).
+    fn search(
+        &self,
+        score: f64,
+        m: &[u8],
+        update: &mut [u32; MAX_LEVEL],
+        rank: &mut [usize; MAX_LEVEL],
+    ) {
+        let mut x = HEAD;
+        let mut r = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && self.lt_key(n, score, m) {
+                    r += self.sp(x, i);
+                    x = n;
+                } else {
+                    break;
+                }
+            }
+            update[i] = x;
+            rank[i] = r;
+        }
+    }
+
+    /// Search path for the node itself (it must be linked).
+    fn path_to(&self, x: u32, update: &mut [u32; MAX_LEVEL]) {
+        let mut rank = [0usize; MAX_LEVEL];
+        let score = self.nodes[x as usize].score;
+        self.search(score, self.member(x), update, &mut rank);
+    }
+
+    /// Link an allocated, unlinked node of the given height into place.
+    fn link_node(&mut self, idx: u32, height: usize) {
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut rank = [0usize; MAX_LEVEL];
+        let score = self.nodes[idx as usize].score;
+        self.search(score, self.member(idx), &mut update, &mut rank);
+        if height > self.level {
+            for i in self.level..height {
+                update[i] = HEAD;
+                rank[i] = 0;
+                self.link_mut(HEAD, i).span = self.len as u32;
+            }
+            self.level = height;
+        }
+        for i in 0..height {
+            let u = update[i];
+            let un = self.nx(u, i);
+            self.set_next(idx, i, un);
+            self.set_next(u, i, idx);
+            if i > 0 {
+                let us = self.sp(u, i);
+                let d = rank[0] - rank[i];
+                self.link_mut(idx, i).span = (us - d) as u32;
+                self.link_mut(u, i).span = (d + 1) as u32;
+            }
+        }
+        for (i, &u) in update.iter().enumerate().take(self.level).skip(height) {
+            self.link_mut(u, i).span += 1;
+        }
+        self.len += 1;
+    }
+
+    /// Unlink `x` given its search path; returns its height. Does not free it.
+    fn unlink(&mut self, x: u32, update: &[u32; MAX_LEVEL]) -> usize {
+        let mut height = 1;
+        for (i, &u) in update.iter().enumerate().take(self.level) {
+            if self.nx(u, i) == x {
+                if i > 0 {
+                    let xs = self.sp(x, i);
+                    let l = self.link_mut(u, i);
+                    l.span = (l.span as usize + xs - 1) as u32;
+                    height = i + 1;
+                }
+                let xn = self.nx(x, i);
+                self.set_next(u, i, xn);
+            } else if i > 0 {
+                self.link_mut(u, i).span -= 1;
+            }
+        }
+        while self.level > 1 && self.nx(HEAD, self.level - 1) == NIL {
+            self.level -= 1;
+        }
+        self.len -= 1;
+        height
+    }
+
+    /// Insert a member known to be absent.
+    pub fn insert_new(&mut self, m: &[u8], score: f64) -> u32 {
+        let h = self.random_level();
+        let key = self.make_key(m);
+        let idx = self.alloc_node(key, score, h);
+        self.link_node(idx, h);
+        self.index_insert(idx);
+        idx
+    }
+
+    /// Change the score of node `idx`; returns the old score.
+    pub fn update_score(&mut self, idx: u32, new: f64) -> f64 {
+        let old = self.nodes[idx as usize].score;
+        let mut update = [HEAD; MAX_LEVEL];
+        self.path_to(idx, &mut update);
+        let in_place = {
+            let m = self.member(idx);
+            let prev = update[0];
+            let next = self.nodes[idx as usize].next;
+            (prev == HEAD || self.lt_key(prev, new, m))
+                && (next == NIL || !self.le_key(next, new, m))
+        };
+        if in_place {
+            self.nodes[idx as usize].score = new;
+            return old;
+        }
+        let h = self.unlink(idx, &update);
+        self.nodes[idx as usize].score = new;
+        self.link_node(idx, h);
+        old
+    }
+
+    /// Remove node `idx` (must be live); returns its score.
+    pub fn remove_node(&mut self, idx: u32) -> f64 {
+        let score = self.nodes[idx as usize].score;
+        let mut update = [HEAD; MAX_LEVEL];
+        self.path_to(idx, &mut update);
+        let h = self.unlink(idx, &update);
+        self.index_remove(idx);
+        self.free_slot(idx, h);
+        self.maybe_compact();
+        score
+    }
+
+    pub fn remove(&mut self, m: &[u8]) -> Option<f64> {
+        let idx = self.find(m)?;
+        Some(self.remove_node(idx))
+    }
+
+    /// 0-based forward rank of live node `idx`.
+    pub fn rank_of(&self, idx: u32) -> usize {
+        let score = self.nodes[idx as usize].score;
+        let m = self.member(idx);
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && self.le_key(n, score, m) {
+                    t += self.sp(x, i);
+                    x = n;
+                    if x == idx {
+                        return t - 1;
+                    }
+                } else {
+                    break;
+                }
+            }
+        }
+        debug_assert!(false, "rank_of: node not linked");
+        t.saturating_sub(1)
+    }
+
+    /// Node at 0-based rank.
+    pub fn node_at_rank(&self, r: usize) -> Option<u32> {
+        if r >= self.len {
+            return None;
+        }
+        let target = r + 1;
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && t + self.sp(x, i) <= target {
+                    t += self.sp(x, i);
+                    x = n;
+                } else {
+                    break;
+                }
+            }
+            if t == target {
+                return Some(x);
+            }
+        }
+        None
+    }
+
+    /// Number of leading elements (in order) for which `pred` holds, found by a
+    /// skip-list descent. `pred` must be monotone (true then false) along the order.
+    pub fn count_while(&self, mut pred: impl FnMut(f64, &[u8]) -> bool) -> usize {
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && pred(self.nodes[n as usize].score, self.member(n)) {
+                    t += self.sp(x, i);
+                    x = n;
+                } else {
+                    break;
+                }
+            }
+        }
+        t
+    }
+
+    /// Like `count_while` but the predicate sees only the score (no member fetch).
+    pub fn count_while_score(&self, mut pred: impl FnMut(f64) -> bool) -> usize {
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && pred(self.nodes[n as usize].score) {
+                    t += self.sp(x, i);
+                    x = n;
+                } else {
+                    break;
+                }
+            }
+        }
+        t
+    }
+
+    /// Visit forward ranks a..=b (clamped), ascending or, if `descending`, b down to a.
+    pub fn for_each_ranks(
+        &self,
+        a: usize,
+        b: usize,
+        descending: bool,
+        mut f: impl FnMut(&[u8], f64),
+    ) {
+        if self.len == 0 || a > b || a >= self.len {
+            return;
+        }
+        let b = b.min(self.len - 1);
+        if !descending {
+            let mut x = match self.node_at_rank(a) {
+                Some(x) => x,
+                None => return,
+            };
+            for _ in a..=b {
+                if x == NIL {
+                    break;
+                }
+                let (m, s) = self.entry(x);
+                f(m, s);
+                x = self.nodes[x as usize].next;
+            }
+            return;
+        }
+        let mut buf = [NIL; REV_CHUNK];
+        let mut hi = b;
+        loop {
+            let lo = if hi - a + 1 > REV_CHUNK {
+                hi + 1 - REV_CHUNK
+            } else {
+                a
+            };
+            let n = hi - lo + 1;
+            let mut x = self.node_at_rank(lo).unwrap_or(NIL);
+            for slot in buf.iter_mut().take(n) {
+                *slot = x;
+                if x != NIL {
+                    x = self.nodes[x as usize].next;
+                }
+            }
+            for &x in buf[..n].iter().rev() {
+                if x != NIL {
+                    let (m, s) = self.entry(x);
+                    f(m, s);
+                }
+            }
+            if lo == a {
+                break;
+            }
+            hi = lo - 1;
+        }
+    }
+
+    /// Remove forward ranks start..=end (0-based, clamped), calling `on_removed`
+    /// for each in ascending order. Returns the number removed.
+    pub fn remove_rank_range(
+        &mut self,
+        start: usize,
+        end: usize,
+        mut on_removed: impl FnMut(&[u8], f64),
+    ) -> usize {
+        if self.len == 0 || start > end || start >= self.len {
+            return 0;
+        }
+        let end = end.min(self.len - 1);
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.nx(x, i);
+                if n != NIL && t + self.sp(x, i) <= start {
+                    t += self.sp(x, i);
+                    x = n;
+                } else {
+                    break;
+                }
+            }
+            update[i] = x;
+        }
+        let want = end - start + 1;
+        let mut cur = self.nodes[x as usize].next;
+        let mut removed = 0;
+        while cur != NIL && removed < want {
+            let next = self.nodes[cur as usize].next;
+            {
+                let (m, s) = self.entry(cur);
+                on_removed(m, s);
+            }
+            let h = self.unlink(cur, &update);
+            self.index_remove(cur);
+            self.free_slot(cur, h);
+            removed += 1;
+            cur = next;
+        }
+        self.maybe_compact();
+        removed
+    }
+
+    /// State for `append_sorted`; only valid on an empty list.
+    pub fn appender(&self) -> Appender {
+        debug_assert!(self.len == 0);
+        Appender {
+            last: [HEAD; MAX_LEVEL],
+            rank: [0; MAX_LEVEL],
+        }
+    }
+
+    /// Append an element greater than every element present (bulk load in O(1)).
+    pub fn append_sorted(&mut self, ap: &mut Appender, m: &[u8], score: f64) {
+        let h = self.random_level();
+        if h > self.level {
+            for i in self.level..h {
+                ap.last[i] = HEAD;
+                ap.rank[i] = 0;
+                self.link_mut(HEAD, i).span = self.len as u32;
+            }
+            self.level = h;
+        }
+        let key = self.make_key(m);
+        let idx = self.alloc_node(key, score, h);
+        let r = self.len + 1;
+        for i in 0..h {
+            let u = ap.last[i];
+            self.set_next(u, i, idx);
+            if i > 0 {
+                self.link_mut(u, i).span = (r - ap.rank[i]) as u32;
+                self.link_mut(idx, i).span = 0;
+            }
+            ap.last[i] = idx;
+            ap.rank[i] = r;
+        }
+        for i in h..self.level {
+            self.link_mut(ap.last[i], i).span += 1;
+        }
+        self.len += 1;
+        self.index_insert(idx);
+    }
+
+    /// SCAN: visits slots from high to low. Cursor 0 starts; returns 0 when done.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
+        let slots = self.nodes.len();
+        let mut pos = if cursor == 0 {
+            slots
+        } else {
+            usize::try_from(cursor).unwrap_or(usize::MAX).min(slots)
+        };
+        let count = count.max(1);
+        let max_probe = count.saturating_mul(16);
+        let mut visited = 0;
+        let mut probed = 0;
+        while pos > 1 && visited < count && probed < max_probe {
+            pos -= 1;
+            probed += 1;
+            if self.nodes[pos].key[0] != TAG_FREE {
+                let (m, s) = self.entry(pos as u32);
+                f(m, s);
+                visited += 1;
+            }
+        }
+        if pos <= 1 {
+            0
+        } else {
+            pos as u64
+        }
+    }
+
+    fn maybe_compact(&mut self) {
+        let slots = self.nodes.len();
+        if slots > COMPACT_MIN_SLOTS && self.len * 4 < slots {
+            self.compact();
+        }
+    }
+
+    /// Rebuild the arenas densely, keeping the relative order of slots.
+    pub fn compact(&mut self) {
+        let n = self.nodes.len();
+        let mut height = vec![0u8; n];
+        for i in 0..self.level {
+            let mut x = self.nx(HEAD, i);
+            while x != NIL {
+                height[x as usize] = (i + 1) as u8;
+                x = self.nx(x, i);
+            }
+        }
+        let mut map = vec![NIL; n];
+        let mut live = 0u32;
+        let mut tower_links = MAX_LEVEL - 1;
+        for (i, slot) in map.iter_mut().enumerate() {
+            if i == 0 || self.nodes[i].key[0] != TAG_FREE {
+                *slot = live;
+                live += 1;
+                if i != 0 && height[i] > 1 {
+                    tower_links += height[i] as usize - 1;
+                }
+            }
+        }
+        let remap = |x: u32| if x == NIL { NIL } else { map[x as usize] };
+        let mut nodes = NodeArena::with_capacity(live as usize);
+        let mut towers = TowerArena::with_capacity(tower_links);
+        let mut longs: Vec<Box<[u8]>> =
+            Vec::with_capacity(self.longs.len() - self.free_longs.len());
+        for i in 0..n {
+            if map[i] == NIL {
+                continue;
+            }
+            let old = self.nodes[i];
+            let h = if i == 0 {
+                MAX_LEVEL
+            } else {
+                height[i] as usize
+            };
+            let tower = if h > 1 {
+                if towers.room() < h - 1 {
+                    towers.pad_chunk(EMPTY_LINK);
+                }
+                let t = towers.len() as u32;
+                for l in 0..h - 1 {
+                    let lk = self.towers[old.tower as usize + l];
+                    towers.push(Link {
+                        next: remap(lk.next),
+                        span: lk.span,
+                    });
+                }
+                t
+            } else {
+                NIL
+            };
+            let mut key = old.key;
+            if key[0] == TAG_LONG {
+                let b = self
+                    .longs
+                    .get_mut(long_idx(&key))
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                key[4..8].copy_from_slice(&(longs.len() as u32).to_le_bytes());
+                longs.push(b);
+            }
+            nodes.push(Node {
+                score: old.score,
+                key,
+                next: remap(old.next),
+                tower,
+            });
+        }
+        for v in self.index.iter_mut() {
+            *v = map[*v as usize];
+        }
+        self.nodes = nodes;
+        self.towers = towers;
+        self.longs = longs;
+        self.free_longs = Vec::new();
+        self.free_node = NIL;
+        self.free_towers = [NIL; MAX_LEVEL + 1];
+        let (nodes, longs, seeds) = (&self.nodes, &self.longs, &self.seeds);
+        self.index
+            .shrink_to(self.len, |&i| node_hash(nodes, longs, seeds, i));
+    }
+
+    /// Approximate heap bytes owned.
+    pub fn heap_bytes(&self) -> usize {
+        self.nodes.bytes()
+            + self.towers.bytes()
+            + self.longs.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.longs.iter().map(|b| b.len()).sum::<usize>()
+            + self.free_longs.capacity() * 4
+            + self.index.allocation_size()
+    }
+
+    /// Full structural check (O(N)); for tests and debugging.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let n = self.nodes.len();
+        let mut rank = vec![usize::MAX; n];
+        rank[0] = 0;
+        // level 0: order, count
+        let mut x = self.first();
+        let mut r = 0;
+        let mut prev: Option<u32> = None;
+        while x != NIL {
+            if self.nodes[x as usize].key[0] == TAG_FREE {
+                return Err(format!("free slot {x} linked"));
+            }
+            r += 1;
+            if r > self.len {
+                return Err("level 0 longer than len (cycle?)".into());
+            }
+            if rank[x as usize] != usize::MAX {
+                return Err(format!("node {x} linked twice"));
+            }
+            rank[x as usize] = r;
+            if let Some(p) = prev {
+                let (pm, ps) = self.entry(p);
+                if !self.lt_key(p, self.score_of(x), self.member(x)) {
+                    return Err(format!(
+                        "order violated at rank {r}: {:?}/{ps} !< {:?}/{}",
+                        pm,
+                        self.member(x),
+                        self.score_of(x)
+                    ));
+                }
+                if self.score_of(x).is_nan() {
+                    return Err("NaN score".into());
+                }
+            }
+            prev = Some(x);
+            x = self.nodes[x as usize].next;
+        }
+        if r != self.len {
+            return Err(format!("level 0 has {r} nodes, len {}", self.len));
+        }
+        // heights from level lists; levels ordered; spans
+        let mut height = vec![1usize; n];
+        for i in 1..self.level {
+            let mut x = HEAD;
+            loop {
+                let nx = self.nx(x, i);
+                let span = self.sp(x, i);
+                let rx = rank[x as usize];
+                if nx == NIL {
+                    if span != self.len - rx {
+                        return Err(format!(
+                            "level {i}: NIL span of {x} is {span}, want {}",
+                            self.len - rx
+                        ));
+                    }
+                    break;
+                }
+                let rn = rank[nx as usize];
+                if rn == usize::MAX || rn <= rx {
+                    return Err(format!("level {i}: bad link {x}->{nx}"));
+                }
+                if height[nx as usize] != i {
+                    return Err(format!("level {i}: node {nx} not on level {}", i - 1));
+                }
+                height[nx as usize] = i + 1;
+                if span != rn - rx {
+                    return Err(format!(
+                        "level {i}: span {x}->{nx} is {span}, want {}",
+                        rn - rx
+                    ));
+                }
+                x = nx;
+            }
+        }
+        if self.level > 1 && self.nx(HEAD, self.level - 1) == NIL {
+            return Err("top level empty".into());
+        }
+        for i in self.level..MAX_LEVEL {
+            if self.nx(HEAD, i) != NIL {
+                return Err(format!("header level {i} above list level is linked"));
+            }
+        }
+        // towers present iff height > 1
+        for (i, &r) in rank.iter().enumerate().skip(1) {
+            if r == usize::MAX {
+                continue;
+            }
+            let node = &self.nodes[i];
+            if (node.tower == NIL) != (height[i] == 1) {
+                return Err(format!("node {i}: tower/height mismatch"));
+            }
+        }
+        // index
+        if self.index.len() != self.len {
+            return Err(format!(
+                "index has {} entries, len {}",
+                self.index.len(),
+                self.len
+            ));
+        }
+        let mut x = self.first();
+        while x != NIL {
+            if self.find(self.member(x)) != Some(x) {
+                return Err(format!("index lookup of node {x} failed"));
+            }
+            x = self.nodes[x as usize].next;
+        }
+        // free list
+        let mut free = 0;
+        let mut f = self.free_node;
+        while f != NIL {
+            free += 1;
+            if free > n {
+                return Err("free list cycle".into());
+            }
+            if self.nodes[f as usize].key[0] != TAG_FREE {
+                return Err("live node on free list".into());
+            }
+            f = self.nodes[f as usize].next;
+        }
+        if free + self.len + 1 != n {
+            return Err(format!("slots {n} != free {free} + live {} + 1", self.len));
+        }
+        Ok(())
+    }
+}

@@ -537,6 +537,22 @@ fn rss_kb(pid: u32) -> i64 {
         .unwrap_or(-1)
 }
 
+/// CPU time (user + system) a process has used so far, from /proc/<pid>/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(f.iter().sum::<u64>() * 1000 / hz)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -580,6 +596,9 @@ struct ExpiryRun {
     rss_start: i64,
     rss_loaded: i64,
     rss_end: i64,
+    /// CPU time the server used from the end of writing until DBSIZE was 0 (reaper, the
+    /// latency prober's ZINCRBYs and the DBSIZE polls).
+    reap_cpu: Duration,
 }
 
 /// Write `n` small sorted sets with TTLs of 1-3 s into db 0 and never touch them again; a
@@ -658,6 +677,7 @@ fn run_expiry(srv: &Server, n: usize, give_up: Duration) -> ExpiryRun {
     let written_at = Instant::now();
     phase.store(1, Ordering::Relaxed);
     let rss_loaded = rss_kb(srv.pid());
+    let cpu_loaded = cpu_time(srv.pid());
     let mut timeline = Vec::new();
     let mut drained_after = None;
     loop {
@@ -673,6 +693,7 @@ fn run_expiry(srv: &Server, n: usize, give_up: Duration) -> ExpiryRun {
         }
         thread::sleep(Duration::from_millis(100));
     }
+    let reap_cpu = cpu_time(srv.pid()).saturating_sub(cpu_loaded);
     phase.store(2, Ordering::Relaxed);
     let [mut writing, mut reaping] = prober.join().expect("latency prober");
     writing.sort();
@@ -689,6 +710,7 @@ fn run_expiry(srv: &Server, n: usize, give_up: Duration) -> ExpiryRun {
         rss_start,
         rss_loaded,
         rss_end: rss_kb(srv.pid()),
+        reap_cpu,
     }
 }
 
@@ -702,6 +724,7 @@ fn report(r: &ExpiryRun) {
         "drained after: {:?} (last TTL ends <= 3000 ms after the last write)",
         r.drained_after
     );
+    println!("server CPU time while draining: {:?}", r.reap_cpu);
     println!("ZINCRBY latency idle: p99 {:?}", r.idle_p99);
     println!("ZINCRBY latency while writing: {:?}", r.writing);
     println!("ZINCRBY latency while only expiring: {:?}", r.reaping);

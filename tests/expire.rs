@@ -324,13 +324,32 @@ fn lazy_expiry_and_writes_keep_ttl() {
     thread::sleep(Duration::from_millis(60));
     assert_eq!(int(&mut c, &["EXPIRE", "y", "10"]), 0);
     assert_eq!(int(&mut c, &["EXISTS", "y"]), 0);
-    // Changing a sorted set's contents keeps its TTL.
+    // Changing a string in place keeps its TTL; overwriting it with SET does not.
+    q::<()>(&mut c, &["SET", "n", "1"]);
+    assert_eq!(int(&mut c, &["EXPIRE", "n", "1000"]), 1);
+    assert_eq!(int(&mut c, &["INCR", "n"]), 2);
+    assert_eq!(int(&mut c, &["APPEND", "n", "0"]), 2);
+    in_range(int(&mut c, &["TTL", "n"]), 999, 1000);
+    q::<()>(&mut c, &["SET", "n", "1"]);
+    assert_eq!(int(&mut c, &["TTL", "n"]), -1);
+}
+
+#[test]
+fn sorted_set_writes_keep_ttl() {
+    let srv = Server::start();
+    let mut c = srv.con();
     assert_eq!(int(&mut c, &["ZADD", "z", "1", "a"]), 1);
     assert_eq!(int(&mut c, &["EXPIRE", "z", "1000"]), 1);
     assert_eq!(int(&mut c, &["ZADD", "z", "2", "b"]), 1);
     q::<String>(&mut c, &["ZINCRBY", "z", "5", "a"]);
+    assert_eq!(int(&mut c, &["ZREM", "z", "b"]), 1);
     in_range(int(&mut c, &["TTL", "z"]), 999, 1000);
-    assert_eq!(int(&mut c, &["ZCARD", "z"]), 2);
+    assert_eq!(int(&mut c, &["ZCARD", "z"]), 1);
+    // Removing the last member deletes the key and with it the TTL.
+    assert_eq!(int(&mut c, &["ZREM", "z", "a"]), 1);
+    assert_eq!(int(&mut c, &["TTL", "z"]), -2);
+    assert_eq!(int(&mut c, &["ZADD", "z", "1", "a"]), 1);
+    assert_eq!(int(&mut c, &["TTL", "z"]), -1);
 }
 
 #[test]
@@ -407,19 +426,23 @@ fn rename_copy_move_keep_ttl() {
     q::<()>(&mut c, &["RENAME", "p", "other"]);
     assert_eq!(int(&mut c, &["TTL", "other"]), -1);
     // COPY keeps the TTL, in the same and in another database.
-    assert_eq!(int(&mut c, &["ZADD", "z", "1", "a"]), 1);
-    assert_eq!(int(&mut c, &["PEXPIREAT", "z", &at_ms.to_string()]), 1);
-    assert_eq!(int(&mut c, &["COPY", "z", "z2"]), 1);
-    assert_eq!(int(&mut c, &["PEXPIRETIME", "z2"]), at_ms);
-    assert_eq!(int(&mut c, &["COPY", "z", "z3", "DB", "1"]), 1);
+    q::<()>(&mut c, &["SET", "s", "payload"]);
+    assert_eq!(int(&mut c, &["PEXPIREAT", "s", &at_ms.to_string()]), 1);
+    assert_eq!(int(&mut c, &["COPY", "s", "s2"]), 1);
+    assert_eq!(int(&mut c, &["PEXPIRETIME", "s2"]), at_ms);
+    assert_eq!(int(&mut c, &["COPY", "s", "s3", "DB", "1"]), 1);
     // MOVE keeps the TTL.
-    assert_eq!(int(&mut c, &["MOVE", "z2", "2"]), 1);
-    assert_eq!(int(&mut c, &["EXISTS", "z2"]), 0);
+    assert_eq!(int(&mut c, &["MOVE", "s2", "2"]), 1);
+    assert_eq!(int(&mut c, &["EXISTS", "s2"]), 0);
     let mut c1 = srv.con_db(1);
-    assert_eq!(int(&mut c1, &["PEXPIRETIME", "z3"]), at_ms);
+    assert_eq!(int(&mut c1, &["PEXPIRETIME", "s3"]), at_ms);
     let mut c2 = srv.con_db(2);
-    assert_eq!(int(&mut c2, &["PEXPIRETIME", "z2"]), at_ms);
-    assert_eq!(int(&mut c2, &["ZCARD", "z2"]), 1);
+    assert_eq!(int(&mut c2, &["PEXPIRETIME", "s2"]), at_ms);
+    assert_eq!(q::<String>(&mut c2, &["GET", "s2"]), "payload");
+    // COPY REPLACE onto a volatile key: the copy takes the source's (absent) TTL.
+    q::<()>(&mut c, &["SET", "plain", "v"]);
+    assert_eq!(int(&mut c, &["COPY", "plain", "s", "REPLACE"]), 1);
+    assert_eq!(int(&mut c, &["TTL", "s"]), -1);
 }
 
 #[test]

@@ -40,7 +40,9 @@ pub fn value_heap_bytes(v: &Value) -> usize {
     match v {
         Value::Str(s) => s.len(),
         Value::ZSet(z) => z.heap_bytes(),
-        Value::Hash(_) | Value::Set(_) | Value::List(_) => 0,
+        Value::Hash(h) => h.heap_bytes(),
+        Value::Set(s) => s.heap_bytes(),
+        Value::List(l) => l.heap_bytes(),
     }
 }
 
@@ -343,22 +345,3 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
-/// Interim encoding names until the hash/set/list types provide their own `encoding_name`.
-trait InterimEncoding {
-    fn encoding_name(&self) -> &'static str;
-}
-impl InterimEncoding for crate::types::hash::Hash {
-    fn encoding_name(&self) -> &'static str {
-        "hashtable"
-    }
-}
-impl InterimEncoding for crate::types::set::Set {
-    fn encoding_name(&self) -> &'static str {
-        "hashtable"
-    }
-}
-impl InterimEncoding for crate::types::list::List {
-    fn encoding_name(&self) -> &'static str {
-        "quicklist"
-    }
-}

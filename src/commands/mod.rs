@@ -379,7 +379,8 @@ pub fn run_locked<'a>(
     }
     srv.stats.keyspace_hits.fetch_add(std::mem::take(&mut g.hits), Ordering::Relaxed);
     srv.stats.keyspace_misses.fetch_add(std::mem::take(&mut g.misses), Ordering::Relaxed);
-    if !g.ready.is_empty() {
+    // Inside EXEC, blocked clients are served once the whole transaction has run.
+    if !in_exec && !g.ready.is_empty() {
         for (db, cmd) in srv.blocking.serve_ready(g) {
             srv.propagate(db, cmd);
         }

@@ -154,6 +154,9 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
     if any_write {
         srv.propagate(client.db, vec![Bytes::from_static(b"EXEC")]);
     }
+    for (db, cmd) in srv.blocking.serve_ready(&mut g) {
+        srv.propagate(db, cmd);
+    }
     drop(g);
     unwatch_all(srv, client);
     Reply::Array(replies)

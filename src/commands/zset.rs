@@ -1004,7 +1004,7 @@ fn src_for_each(db: &mut DbHandle, key: &[u8], mut f: impl FnMut(&[u8], f64)) {
         }
         Some(Value::Set(s)) => {
             for m in s.iter() {
-                f(m, 1.0);
+                f(&m, 1.0);
             }
         }
         _ => {}

@@ -384,16 +384,14 @@ pub(crate) fn serialize_shard(
             Value::Set(s) => batched(
                 b"SADD",
                 key,
-                s.iter().map(|m| vec![Cow::Borrowed(m)]),
+                s.iter().map(|m| vec![Cow::Owned(m.to_vec())]),
                 buf,
                 w,
             )?,
             Value::Hash(h) => batched(
                 b"HSET",
                 key,
-                h.map
-                    .iter()
-                    .map(|(f, v)| vec![Cow::Borrowed(&f[..]), Cow::Borrowed(&v[..])]),
+                h.iter().map(|(f, v)| vec![Cow::Borrowed(f), Cow::Borrowed(v)]),
                 buf,
                 w,
             )?,

@@ -7,7 +7,8 @@
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
 
-use crate::commands::{dispatch, Outcome};
+use crate::commands::{dispatch_with, Outcome};
+use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
 use crate::protocol::{parse_request, ParseLimits, Parsed, Reply, Resp};
 use crate::server::{unix_ms, Server};
@@ -198,6 +199,7 @@ async fn serve_client(srv: &Server, sock: &mut TcpStream, client: &mut Client) -
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let info = client.info.clone();
+    let mut guards = Guards::new(&srv.keyspace);
     loop {
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
@@ -232,7 +234,7 @@ async fn serve_client(srv: &Server, sock: &mut TcpStream, client: &mut Client) -
                 }
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
-            let Outcome { reply, block, close: quit } = dispatch(srv, client, args);
+            let Outcome { reply, block, close: quit } = dispatch_with(srv, client, args, &mut guards);
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.

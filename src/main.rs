@@ -29,4 +29,6 @@ fn main() {
         eprintln!("podium: {e}");
         std::process::exit(1);
     }
+    // Connections still open are abandoned here, as redis-server does on SHUTDOWN.
+    std::process::exit(0);
 }

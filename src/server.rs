@@ -133,10 +133,6 @@ impl Server {
                         break;
                     }
                     let (sampled, expired) = sh.active_expire(now, sample, rng);
-                    let ready = self.keyspace.blocked_clients.load(Ordering::Relaxed) > 0;
-                    if ready && !expired.is_empty() {
-                        sh.ready_keys.extend(expired.iter().cloned());
-                    }
                     drop(sh);
                     sampled_total += sampled;
                     expired_total += expired.len();
@@ -165,14 +161,23 @@ impl Server {
 
 /// Build the runtime and serve until shutdown.
 pub fn run(config: Config) -> Result<(), String> {
-    let threads = config.get_i64("threads");
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let threads = match config.get_i64("threads") {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n as usize,
+    };
+    // On one core a single-threaded scheduler avoids the work-stealing machinery entirely.
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
     builder.enable_all();
-    if threads > 0 {
-        builder.worker_threads(threads as usize);
-    }
     let rt = builder.build().map_err(|e| format!("can't start runtime: {e}"))?;
-    rt.block_on(serve(Server::new(config).into_arc()))
+    let result = rt.block_on(serve(Server::new(config).into_arc()));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn init_logging(srv: &Server) {

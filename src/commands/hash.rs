@@ -1,5 +1,505 @@
-//! hash commands.
+//! Hash commands (HSET ... HSCAN), plus the HSCAN/SSCAN argument parsing shared with sets.
+//!
+//! Handlers follow Redis 7.0: a write that empties a hash deletes the key, every change calls
+//! `modified()` and counts in `dirty`, HINCRBYFLOAT is logged as an HSET of its result, and
+//! the compact/large conversion limits come from the live `hash-max-listpack-*` settings.
 
-use super::Spec;
+use super::args::{eq, int, NOT_INT, SYNTAX};
+use super::{flags::*, wrong_arity, Ctx, Keys, Spec};
+use crate::keyspace::DbHandle;
+use crate::protocol::{Reply, Resp};
+use crate::types::hash::{Hash, HashLimits};
+use crate::types::{Value, WRONGTYPE};
+use crate::util::numtext::{glob_match, LongDouble};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
-pub static COMMANDS: &[Spec] = &[];
+const K1: Keys = Keys::Range(1, 1, 1);
+const G: &str = "hash";
+
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("hset", -4, WRITE | DENYOOM | FAST, K1, hset, G),
+    Spec::new("hmset", -4, WRITE | DENYOOM | FAST, K1, hmset, G),
+    Spec::new("hsetnx", 4, WRITE | DENYOOM | FAST, K1, hsetnx, G),
+    Spec::new("hget", 3, READONLY | FAST, K1, hget, G),
+    Spec::new("hmget", -3, READONLY | FAST, K1, hmget, G),
+    Spec::new("hgetall", 2, READONLY, K1, hgetall, G),
+    Spec::new("hkeys", 2, READONLY | SORT_FOR_SCRIPT, K1, hkeys, G),
+    Spec::new("hvals", 2, READONLY | SORT_FOR_SCRIPT, K1, hvals, G),
+    Spec::new("hdel", -3, WRITE | FAST, K1, hdel, G),
+    Spec::new("hlen", 2, READONLY | FAST, K1, hlen, G),
+    Spec::new("hexists", 3, READONLY | FAST, K1, hexists, G),
+    Spec::new("hstrlen", 3, READONLY | FAST, K1, hstrlen, G),
+    Spec::new("hincrby", 4, WRITE | DENYOOM | FAST, K1, hincrby, G),
+    Spec::new(
+        "hincrbyfloat",
+        4,
+        WRITE | DENYOOM | FAST,
+        K1,
+        hincrbyfloat,
+        G,
+    ),
+    Spec::new("hrandfield", -2, READONLY, K1, hrandfield, G),
+    Spec::new("hscan", -3, READONLY, K1, hscan, G),
+];
+
+pub fn limits(ctx: &Ctx) -> HashLimits {
+    let h = &ctx.srv.config.hot;
+    HashLimits {
+        max_entries: h.hash_max_entries.load(Ordering::Relaxed),
+        max_value: h.hash_max_value.load(Ordering::Relaxed),
+    }
+}
+
+fn wrongtype() -> Reply {
+    Reply::error(WRONGTYPE)
+}
+
+/// The hash at `key` for reading: Ok(None) if absent, Err(WRONGTYPE) if another type.
+fn read_hash<'d>(db: &'d mut DbHandle<'_, '_>, key: &[u8]) -> Result<Option<&'d mut Hash>, Reply> {
+    match db.read(key) {
+        None => Ok(None),
+        Some(Value::Hash(h)) => Ok(Some(h)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// The hash at `key` for writing, created empty if absent (Redis's hashTypeLookupWriteOrCreate).
+fn write_hash<'d>(db: &'d mut DbHandle<'_, '_>, key: &[u8]) -> Result<&'d mut Hash, Reply> {
+    let exists = match db.value(key) {
+        None => false,
+        Some(Value::Hash(_)) => true,
+        Some(_) => return Err(wrongtype()),
+    };
+    if !exists {
+        db.insert(key, Value::Hash(Hash::new()));
+    }
+    match db.value(key) {
+        Some(Value::Hash(h)) => Ok(h),
+        _ => Err(Reply::error("ERR internal error: hash vanished")),
+    }
+}
+
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(b))
+}
+
+fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> Reply {
+    if !args.len().is_multiple_of(2) {
+        return wrong_arity(name);
+    }
+    let lim = limits(ctx);
+    let key = &args[1];
+    let mut db = ctx.db();
+    let h = crate::try_reply!(write_hash(&mut db, key));
+    if h.len() + (args.len() - 2) / 2 > lim.max_entries {
+        // Redis's hashTypeTryConversion looks at the arguments before inserting.
+        let new_fields = args[2..].chunks(2).filter(|p| !h.contains(&p[0])).count();
+        if h.len() + new_fields > lim.max_entries {
+            h.convert_to_large();
+        }
+    }
+    let mut created = 0;
+    for p in args[2..].chunks(2) {
+        if h.set(&p[0], &p[1], &lim) {
+            created += 1;
+        }
+    }
+    db.modified(key);
+    ctx.dirty += ((args.len() - 2) / 2) as u64;
+    if reply_ok {
+        Reply::Ok
+    } else {
+        Reply::Int(created)
+    }
+}
+
+fn hset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    hset_common(ctx, args, "hset", false)
+}
+
+fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    hset_common(ctx, args, "hmset", true)
+}
+
+fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let lim = limits(ctx);
+    let key = &args[1];
+    let mut db = ctx.db();
+    let h = crate::try_reply!(write_hash(&mut db, key));
+    if h.contains(&args[2]) {
+        return Reply::Int(0);
+    }
+    h.set(&args[2], &args[3], &lim);
+    db.modified(key);
+    ctx.dirty += 1;
+    Reply::Int(1)
+}
+
+fn hget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Null,
+        Ok(Some(h)) => h.get(&args[2]).map_or(Reply::Null, bulk),
+    }
+}
+
+fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Array(vec![Reply::Null; args.len() - 2]),
+        Ok(Some(h)) => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|f| h.get(f).map_or(Reply::Null, bulk))
+                .collect(),
+        ),
+    }
+}
+
+fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Map(Vec::new()),
+        Ok(Some(h)) => Reply::Map(h.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()),
+    }
+}
+
+fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Array(Vec::new()),
+        Ok(Some(h)) => Reply::Array(h.iter().map(|(f, _)| bulk(f)).collect()),
+    }
+}
+
+fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Array(Vec::new()),
+        Ok(Some(h)) => Reply::Array(h.iter().map(|(_, v)| bulk(v)).collect()),
+    }
+}
+
+fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    let mut db = ctx.db();
+    let h = match db.value(key) {
+        None => return Reply::Int(0),
+        Some(Value::Hash(h)) => h,
+        Some(_) => return wrongtype(),
+    };
+    let mut deleted = 0;
+    for f in &args[2..] {
+        if h.remove(f) {
+            deleted += 1;
+            if h.is_empty() {
+                break;
+            }
+        }
+    }
+    let empty = h.is_empty();
+    if deleted > 0 {
+        if empty {
+            db.remove(key);
+        }
+        db.modified(key);
+        ctx.dirty += deleted as u64;
+    }
+    Reply::Int(deleted)
+}
+
+fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Int(0),
+        Ok(Some(h)) => Reply::Int(h.len() as i64),
+    }
+}
+
+fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Int(0),
+        Ok(Some(h)) => Reply::Int(h.contains(&args[2]) as i64),
+    }
+}
+
+fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match read_hash(&mut db, &args[1]) {
+        Err(e) => e,
+        Ok(None) => Reply::Int(0),
+        Ok(Some(h)) => Reply::Int(h.get(&args[2]).map_or(0, |v| v.len() as i64)),
+    }
+}
+
+fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let incr = crate::try_reply!(int(&args[3]));
+    let lim = limits(ctx);
+    let key = &args[1];
+    let mut db = ctx.db();
+    let h = crate::try_reply!(write_hash(&mut db, key));
+    let old = match h.get(&args[2]) {
+        None => 0,
+        Some(v) => match crate::types::set::canonical_i64(v) {
+            Some(n) => n,
+            None => return Reply::error("ERR hash value is not an integer"),
+        },
+    };
+    let Some(new) = old.checked_add(incr) else {
+        return Reply::error("ERR increment or decrement would overflow");
+    };
+    let mut text = Vec::with_capacity(20);
+    crate::util::numtext::format_i64(new, &mut text);
+    h.set(&args[2], &text, &lim);
+    db.modified(key);
+    ctx.dirty += 1;
+    Reply::Int(new)
+}
+
+fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let Some(incr) = LongDouble::parse(&args[3]) else {
+        return Reply::error(super::args::NOT_FLOAT);
+    };
+    if !incr.is_finite() {
+        return Reply::error("ERR value is NaN or Infinity");
+    }
+    let lim = limits(ctx);
+    let key = &args[1];
+    let mut db = ctx.db();
+    let h = crate::try_reply!(write_hash(&mut db, key));
+    let old = match h.get(&args[2]) {
+        None => LongDouble::from_i64(0),
+        Some(v) => match LongDouble::parse(v) {
+            Some(n) => n,
+            None => return Reply::error("ERR hash value is not a float"),
+        },
+    };
+    let new = old.add(incr);
+    if !new.is_finite() {
+        return Reply::error("ERR increment would produce NaN or Infinity");
+    }
+    let Some(text) = new.format_human() else {
+        return Reply::error("ERR increment would produce NaN or Infinity");
+    };
+    h.set(&args[2], &text, &lim);
+    db.modified(key);
+    ctx.dirty += 1;
+    let text = Bytes::from(text);
+    ctx.propagate_as(vec![vec![
+        Bytes::from_static(b"HSET"),
+        key.clone(),
+        args[2].clone(),
+        text.clone(),
+    ]]);
+    Reply::Bulk(text)
+}
+
+/// Parse the count of HRANDFIELD / SRANDMEMBER: Redis's range is ±LONG_MAX.
+pub(crate) fn rand_count(a: &[u8]) -> Result<i64, Reply> {
+    let v = int(a)?;
+    if v == i64::MIN {
+        return Err(Reply::error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
+    }
+    Ok(v)
+}
+
+fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let resp = ctx.client.resp;
+    let mut rng = rand::thread_rng();
+    if args.len() == 2 {
+        let mut db = ctx.db();
+        return match read_hash(&mut db, &args[1]) {
+            Err(e) => e,
+            Ok(None) => Reply::Null,
+            Ok(Some(h)) => h.random(&mut rng).map_or(Reply::Null, |(f, _)| bulk(f)),
+        };
+    }
+    let count = crate::try_reply!(rand_count(&args[2]));
+    let withvalues = match args.len() {
+        3 => false,
+        4 if eq(&args[3], "withvalues") => {
+            if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+                return Reply::error("ERR value is out of range");
+            }
+            true
+        }
+        _ => return Reply::error(SYNTAX),
+    };
+    let mut db = ctx.db();
+    let h = match read_hash(&mut db, &args[1]) {
+        Err(e) => return e,
+        Ok(None) => return Reply::Array(Vec::new()),
+        Ok(Some(h)) => h,
+    };
+    if count == 0 || h.is_empty() {
+        return Reply::Array(Vec::new());
+    }
+    let pairs: Vec<(&[u8], &[u8])> = if count < 0 {
+        let n = count.unsigned_abs() as usize;
+        (0..n).filter_map(|_| h.random(&mut rng)).collect()
+    } else {
+        h.random_distinct(count as usize, &mut rng)
+    };
+    if !withvalues {
+        return Reply::Array(pairs.into_iter().map(|(f, _)| bulk(f)).collect());
+    }
+    match resp {
+        Resp::V3 => Reply::Array(
+            pairs
+                .into_iter()
+                .map(|(f, v)| Reply::Array(vec![bulk(f), bulk(v)]))
+                .collect(),
+        ),
+        Resp::V2 => Reply::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(f, v)| [bulk(f), bulk(v)])
+                .collect(),
+        ),
+    }
+}
+
+/// Parse a SCAN cursor as Redis does (strtoul, base 10, no leading space, whole string).
+pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
+    let bad = || Reply::error("ERR invalid cursor");
+    let (neg, digits) = match a.first() {
+        Some(b'-') => (true, &a[1..]),
+        Some(b'+') => (false, &a[1..]),
+        Some(c) if c.is_ascii_whitespace() => return Err(bad()),
+        _ => (false, a),
+    };
+    if digits.is_empty() {
+        // strtoul("") parses nothing and leaves the end pointer on the terminator.
+        return if a.is_empty() { Ok(0) } else { Err(bad()) };
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(bad());
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            .ok_or_else(bad)?;
+    }
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+/// MATCH / COUNT options of HSCAN and SSCAN (from `args[3..]`).
+pub(crate) struct ScanOpts {
+    pub count: usize,
+    pub pattern: Option<Bytes>,
+}
+
+impl ScanOpts {
+    pub fn parse(args: &[Bytes]) -> Result<ScanOpts, Reply> {
+        let mut o = ScanOpts {
+            count: 10,
+            pattern: None,
+        };
+        let mut i = 0;
+        while i < args.len() {
+            let more = args.len() - i >= 2;
+            if eq(&args[i], "count") && more {
+                let c = int(&args[i + 1]).map_err(|_| Reply::error(NOT_INT))?;
+                if c < 1 {
+                    return Err(Reply::error(SYNTAX));
+                }
+                o.count = c as usize;
+                i += 2;
+            } else if eq(&args[i], "match") && more {
+                let p = &args[i + 1];
+                o.pattern = if &p[..] == b"*" {
+                    None
+                } else {
+                    Some(p.clone())
+                };
+                i += 2;
+            } else {
+                return Err(Reply::error(SYNTAX));
+            }
+        }
+        Ok(o)
+    }
+
+    pub fn matches(&self, s: &[u8]) -> bool {
+        self.pattern
+            .as_ref()
+            .is_none_or(|p| glob_match(p, s, false))
+    }
+}
+
+pub(crate) fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(cursor.to_string())),
+        Reply::Array(items),
+    ])
+}
+
+fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let cursor = crate::try_reply!(parse_cursor(&args[2]));
+    let mut db = ctx.db();
+    let h = match read_hash(&mut db, &args[1]) {
+        Err(e) => return e,
+        Ok(None) => return scan_reply(0, Vec::new()),
+        Ok(Some(h)) => h,
+    };
+    let opts = crate::try_reply!(ScanOpts::parse(&args[3..]));
+    let mut items = Vec::new();
+    let next = h.scan(cursor, opts.count, |f, v| {
+        if opts.matches(f) {
+            items.push(bulk(f));
+            items.push(bulk(v));
+        }
+    });
+    scan_reply(next, items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors() {
+        assert_eq!(parse_cursor(b"0").ok(), Some(0));
+        assert_eq!(parse_cursor(b"").ok(), Some(0));
+        assert_eq!(parse_cursor(b"-1").ok(), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615").ok(), Some(u64::MAX));
+        assert!(parse_cursor(b"18446744073709551616").is_err());
+        assert!(parse_cursor(b"abc").is_err());
+        assert!(parse_cursor(b" 1").is_err());
+        assert!(parse_cursor(b"1 ").is_err());
+        assert!(parse_cursor(b"-").is_err());
+    }
+
+    #[test]
+    fn scan_options() {
+        let a = |v: &[&str]| {
+            v.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        let o = ScanOpts::parse(&a(&["COUNT", "5", "match", "a*"]))
+            .ok()
+            .unwrap();
+        assert_eq!(o.count, 5);
+        assert!(o.matches(b"abc") && !o.matches(b"b"));
+        assert!(ScanOpts::parse(&a(&["count", "0"])).is_err());
+        assert!(ScanOpts::parse(&a(&["count"])).is_err());
+        assert!(ScanOpts::parse(&a(&["type", "string"])).is_err());
+        assert!(ScanOpts::parse(&a(&["match", "*"]))
+            .ok()
+            .unwrap()
+            .pattern
+            .is_none());
+    }
+}

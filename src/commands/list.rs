@@ -1,5 +1,776 @@
-//! list commands.
+//! List commands (LPUSH ... LPOS, LMOVE, LMPOP and the blocking pops).
+//!
+//! Redis 7.0 semantics: popping the last element deletes the key; every change calls
+//! `modified()` (which also wakes clients blocked on the key) and counts in `dirty`. The
+//! blocking commands pop at once when they can; otherwise they register through `ctx.block`
+//! and are served by [`serve_pop`] / [`serve_move`] when a push makes the key ready (the
+//! served pop is logged as the equivalent non-blocking command). Inside MULTI they never
+//! block: they answer as on timeout.
 
-use super::Spec;
+use super::args::{eq, int, SYNTAX};
+use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
+use crate::blocking::Waiter;
+use crate::keyspace::DbHandle;
+use crate::protocol::Reply;
+use crate::types::list::List;
+use crate::types::{Value, WRONGTYPE};
+use bytes::Bytes;
 
-pub static COMMANDS: &[Spec] = &[];
+const K1: Keys = Keys::Range(1, 1, 1);
+const G: &str = "list";
+
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("lpush", -3, WRITE | DENYOOM | FAST, K1, lpush, G),
+    Spec::new("rpush", -3, WRITE | DENYOOM | FAST, K1, rpush, G),
+    Spec::new("lpushx", -3, WRITE | DENYOOM | FAST, K1, lpushx, G),
+    Spec::new("rpushx", -3, WRITE | DENYOOM | FAST, K1, rpushx, G),
+    Spec::new("lpop", -2, WRITE | FAST, K1, lpop, G),
+    Spec::new("rpop", -2, WRITE | FAST, K1, rpop, G),
+    Spec::new("llen", 2, READONLY | FAST, K1, llen, G),
+    Spec::new("lrange", 4, READONLY, K1, lrange, G),
+    Spec::new("lindex", 3, READONLY, K1, lindex, G),
+    Spec::new("lset", 4, WRITE | DENYOOM, K1, lset, G),
+    Spec::new("lrem", 4, WRITE, K1, lrem, G),
+    Spec::new("ltrim", 4, WRITE, K1, ltrim, G),
+    Spec::new("linsert", 5, WRITE | DENYOOM, K1, linsert, G),
+    Spec::new("lpos", -3, READONLY, K1, lpos, G),
+    Spec::new(
+        "rpoplpush",
+        3,
+        WRITE | DENYOOM,
+        Keys::Range(1, 2, 1),
+        rpoplpush,
+        G,
+    ),
+    Spec::new("lmove", 5, WRITE | DENYOOM, Keys::Range(1, 2, 1), lmove, G),
+    Spec::new(
+        "lmpop",
+        -4,
+        WRITE | MOVABLE_KEYS,
+        Keys::Custom(lmpop_keys),
+        lmpop,
+        G,
+    ),
+    Spec::new(
+        "blpop",
+        -3,
+        WRITE | NOSCRIPT | BLOCKING,
+        Keys::Range(1, -2, 1),
+        blpop,
+        G,
+    ),
+    Spec::new(
+        "brpop",
+        -3,
+        WRITE | NOSCRIPT | BLOCKING,
+        Keys::Range(1, -2, 1),
+        brpop,
+        G,
+    ),
+    Spec::new(
+        "brpoplpush",
+        4,
+        WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+        Keys::Range(1, 2, 1),
+        brpoplpush,
+        G,
+    ),
+    Spec::new(
+        "blmove",
+        6,
+        WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+        Keys::Range(1, 2, 1),
+        blmove,
+        G,
+    ),
+    Spec::new(
+        "blmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        Keys::Custom(blmpop_keys),
+        blmpop,
+        G,
+    ),
+];
+
+fn wrongtype() -> Reply {
+    Reply::error(WRONGTYPE)
+}
+
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(b))
+}
+
+fn get_list<'d>(
+    db: &'d mut DbHandle<'_, '_>,
+    key: &[u8],
+    count: bool,
+) -> Result<Option<&'d mut List>, Reply> {
+    let v = if count { db.read(key) } else { db.value(key) };
+    match v {
+        None => Ok(None),
+        Some(Value::List(l)) => Ok(Some(l)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> Reply {
+    let key = &args[1];
+    let mut db = ctx.db();
+    let exists = crate::try_reply!(get_list(&mut db, key, false)).is_some();
+    if !exists {
+        if only_existing {
+            return Reply::Int(0);
+        }
+        db.insert(key, Value::List(List::new()));
+    }
+    let Ok(Some(l)) = get_list(&mut db, key, false) else {
+        return Reply::error("ERR internal error: list vanished");
+    };
+    for v in &args[2..] {
+        if left {
+            l.items.push_front(v.to_vec());
+        } else {
+            l.items.push_back(v.to_vec());
+        }
+    }
+    let n = l.len();
+    db.modified(key);
+    ctx.dirty += (args.len() - 2) as u64;
+    Reply::Int(n as i64)
+}
+
+fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    push(ctx, args, true, false)
+}
+fn rpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    push(ctx, args, false, false)
+}
+fn lpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    push(ctx, args, true, true)
+}
+fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    push(ctx, args, false, true)
+}
+
+/// Pop up to `n` elements from one end of the list at `key` (which must be a list), deleting
+/// the key when it empties. Does not call `modified`.
+fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize) -> Vec<Vec<u8>> {
+    let Ok(Some(l)) = get_list(db, key, false) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(n.min(l.len()));
+    for _ in 0..n {
+        let e = if left {
+            l.items.pop_front()
+        } else {
+            l.items.pop_back()
+        };
+        match e {
+            Some(e) => out.push(e),
+            None => break,
+        }
+    }
+    if l.is_empty() {
+        db.remove(key);
+    }
+    out
+}
+
+fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
+    let name = if left { "lpop" } else { "rpop" };
+    if args.len() > 3 {
+        return super::wrong_arity(name);
+    }
+    let count = if args.len() == 3 {
+        Some(crate::try_reply!(super::args::positive(&args[2], "value")))
+    } else {
+        None
+    };
+    let key = &args[1];
+    let mut db = ctx.db();
+    let len = match get_list(&mut db, key, false) {
+        Err(e) => return e,
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::NullArray
+            } else {
+                Reply::Null
+            }
+        }
+        Ok(Some(l)) => l.len(),
+    };
+    if count == Some(0) || len == 0 {
+        return Reply::Array(Vec::new());
+    }
+    let got = pop_n(&mut db, key, left, count.unwrap_or(1) as usize);
+    db.modified(key);
+    ctx.dirty += 1;
+    match count {
+        None => got.first().map_or(Reply::Null, |e| bulk(e)),
+        Some(_) => Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+    }
+}
+
+fn lpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    pop(ctx, args, true)
+}
+fn rpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    pop(ctx, args, false)
+}
+
+fn llen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match get_list(&mut db, &args[1], true) {
+        Err(e) => e,
+        Ok(l) => Reply::Int(l.map_or(0, |l| l.len() as i64)),
+    }
+}
+
+fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let start = crate::try_reply!(int(&args[2]));
+    let stop = crate::try_reply!(int(&args[3]));
+    let mut db = ctx.db();
+    match get_list(&mut db, &args[1], true) {
+        Err(e) => e,
+        Ok(None) => Reply::Array(Vec::new()),
+        Ok(Some(l)) => match l.range(start, stop) {
+            None => Reply::Array(Vec::new()),
+            Some((a, b)) => Reply::Array(l.items.range(a..=b).map(|e| bulk(e)).collect()),
+        },
+    }
+}
+
+fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let i = crate::try_reply!(int(&args[2]));
+    let mut db = ctx.db();
+    match get_list(&mut db, &args[1], true) {
+        Err(e) => e,
+        Ok(None) => Reply::Null,
+        Ok(Some(l)) => l.index(i).map_or(Reply::Null, |p| bulk(&l.items[p])),
+    }
+}
+
+fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let i = crate::try_reply!(int(&args[2]));
+    let key = &args[1];
+    let mut db = ctx.db();
+    match get_list(&mut db, key, false) {
+        Err(e) => e,
+        Ok(None) => Reply::error("ERR no such key"),
+        Ok(Some(l)) => match l.index(i) {
+            None => Reply::error("ERR index out of range"),
+            Some(p) => {
+                l.items[p] = args[3].to_vec();
+                db.modified(key);
+                ctx.dirty += 1;
+                Reply::Ok
+            }
+        },
+    }
+}
+
+fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let count = crate::try_reply!(int(&args[2]));
+    let key = &args[1];
+    let elem = &args[3][..];
+    let mut db = ctx.db();
+    let l = match get_list(&mut db, key, false) {
+        Err(e) => return e,
+        Ok(None) => return Reply::Int(0),
+        Ok(Some(l)) => l,
+    };
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs() as usize
+    };
+    let mut removed = 0usize;
+    if count >= 0 {
+        let mut i = 0;
+        while i < l.items.len() && removed < limit {
+            if l.items[i] == elem {
+                l.items.remove(i);
+                removed += 1;
+            } else {
+                i += 1;
+            }
+        }
+    } else {
+        let mut i = l.items.len();
+        while i > 0 && removed < limit {
+            i -= 1;
+            if l.items[i] == elem {
+                l.items.remove(i);
+                removed += 1;
+            }
+        }
+    }
+    let empty = l.is_empty();
+    if removed > 0 {
+        if empty {
+            db.remove(key);
+        }
+        db.modified(key);
+        ctx.dirty += removed as u64;
+    }
+    Reply::Int(removed as i64)
+}
+
+fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let start = crate::try_reply!(int(&args[2]));
+    let stop = crate::try_reply!(int(&args[3]));
+    let key = &args[1];
+    let mut db = ctx.db();
+    let l = match get_list(&mut db, key, false) {
+        Err(e) => return e,
+        Ok(None) => return Reply::Ok,
+        Ok(Some(l)) => l,
+    };
+    let before = l.len();
+    match l.range(start, stop) {
+        None => l.items.clear(),
+        Some((a, b)) => {
+            l.items.truncate(b + 1);
+            l.items.drain(..a);
+        }
+    }
+    let removed = before - l.len();
+    if l.is_empty() {
+        db.remove(key);
+    }
+    db.modified(key);
+    ctx.dirty += removed as u64;
+    Reply::Ok
+}
+
+fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let after = if eq(&args[2], "after") {
+        true
+    } else if eq(&args[2], "before") {
+        false
+    } else {
+        return Reply::error(SYNTAX);
+    };
+    let key = &args[1];
+    let mut db = ctx.db();
+    let l = match get_list(&mut db, key, false) {
+        Err(e) => return e,
+        Ok(None) => return Reply::Int(0),
+        Ok(Some(l)) => l,
+    };
+    let Some(p) = l.items.iter().position(|e| e[..] == args[3][..]) else {
+        return Reply::Int(-1);
+    };
+    l.items
+        .insert(if after { p + 1 } else { p }, args[4].to_vec());
+    let n = l.len();
+    db.modified(key);
+    ctx.dirty += 1;
+    Reply::Int(n as i64)
+}
+
+fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut rank: i64 = 1;
+    let mut count: Option<usize> = None;
+    let mut maxlen = 0usize;
+    let mut i = 3;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if eq(&args[i], "rank") && more {
+            rank = crate::try_reply!(int(&args[i + 1]));
+            if rank == 0 {
+                return Reply::error(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                );
+            }
+        } else if eq(&args[i], "count") && more {
+            let c = crate::try_reply!(int(&args[i + 1]));
+            if c < 0 {
+                return Reply::error("ERR COUNT can't be negative");
+            }
+            count = Some(c as usize);
+        } else if eq(&args[i], "maxlen") && more {
+            let m = crate::try_reply!(int(&args[i + 1]));
+            if m < 0 {
+                return Reply::error("ERR MAXLEN can't be negative");
+            }
+            maxlen = m as usize;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+        i += 2;
+    }
+    let mut db = ctx.db();
+    let l = match get_list(&mut db, &args[1], true) {
+        Err(e) => return e,
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::Array(Vec::new())
+            } else {
+                Reply::Null
+            }
+        }
+        Ok(Some(l)) => l,
+    };
+    let want = match count {
+        Some(0) => usize::MAX,
+        Some(c) => c,
+        None => 1,
+    };
+    let n = l.len();
+    let scan = if maxlen == 0 { n } else { maxlen.min(n) };
+    let mut skip = rank.unsigned_abs().saturating_sub(1);
+    let mut found = Vec::new();
+    for k in 0..scan {
+        let p = if rank > 0 { k } else { n - 1 - k };
+        if l.items[p] == args[2][..] {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            found.push(Reply::Int(p as i64));
+            if found.len() >= want {
+                break;
+            }
+        }
+    }
+    match count {
+        Some(_) => Reply::Array(found),
+        None => found.into_iter().next().unwrap_or(Reply::Null),
+    }
+}
+
+fn side(a: &[u8]) -> Option<bool> {
+    if eq(a, "left") {
+        Some(true)
+    } else if eq(a, "right") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Move one element from `src` (end `from_left`) to `dst` (end `to_left`). Both keys were
+/// type-checked. Returns the element, or None if `src` is empty/absent.
+fn do_move(
+    db: &mut DbHandle,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Option<Vec<u8>> {
+    let e = pop_n(db, src, from_left, 1).into_iter().next()?;
+    if !matches!(db.value(dst), Some(Value::List(_))) {
+        db.insert(dst, Value::List(List::new()));
+    }
+    if let Ok(Some(l)) = get_list(db, dst, false) {
+        if to_left {
+            l.items.push_front(e.clone());
+        } else {
+            l.items.push_back(e.clone());
+        }
+    }
+    db.modified(src);
+    db.modified(dst);
+    Some(e)
+}
+
+/// Check LMOVE's keys: Ok(true) if `src` has something to move.
+fn move_ready(db: &mut DbHandle, src: &[u8], dst: &[u8]) -> Result<bool, Reply> {
+    let has = get_list(db, src, false)?.is_some_and(|l| !l.is_empty());
+    if has {
+        get_list(db, dst, false)?;
+    }
+    Ok(has)
+}
+
+fn lmove_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from_left: bool, to_left: bool) -> Reply {
+    let mut db = ctx.db();
+    if !crate::try_reply!(move_ready(&mut db, src, dst)) {
+        return Reply::Null;
+    }
+    match do_move(&mut db, src, dst, from_left, to_left) {
+        Some(e) => {
+            ctx.dirty += 1;
+            Reply::Bulk(Bytes::from(e))
+        }
+        None => Reply::Null,
+    }
+}
+
+fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    lmove_generic(ctx, &args[1], &args[2], false, true)
+}
+
+fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
+        return Reply::error(SYNTAX);
+    };
+    lmove_generic(ctx, &args[1], &args[2], from, to)
+}
+
+/// Parse the timeout of a blocking command (seconds, may be fractional) into ms.
+fn timeout_ms(a: &[u8]) -> Result<u64, Reply> {
+    let t = crate::util::numtext::parse_f64(a)
+        .filter(|t| t.is_finite())
+        .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
+    if t < 0.0 {
+        return Err(Reply::error("ERR timeout is negative"));
+    }
+    let ms = t * 1000.0;
+    if ms > (i64::MAX / 2) as f64 {
+        return Err(Reply::error("ERR timeout is out of range"));
+    }
+    Ok(ms.ceil() as u64)
+}
+
+fn pop_cmd(key: &[u8], left: bool, n: Option<usize>) -> Vec<Bytes> {
+    let mut c = vec![
+        Bytes::from_static(if left { b"LPOP" } else { b"RPOP" }),
+        Bytes::copy_from_slice(key),
+    ];
+    if let Some(n) = n {
+        c.push(Bytes::from(n.to_string()));
+    }
+    c
+}
+
+fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
+    let timeout = crate::try_reply!(timeout_ms(&args[args.len() - 1]));
+    let keys = &args[1..args.len() - 1];
+    let mut db = ctx.db();
+    for k in keys {
+        let has = match get_list(&mut db, k, false) {
+            Err(e) => return e,
+            Ok(l) => l.is_some_and(|l| !l.is_empty()),
+        };
+        if has {
+            let e = pop_n(&mut db, k, left, 1);
+            db.modified(k);
+            ctx.dirty += 1;
+            ctx.propagate_as(vec![pop_cmd(k, left, None)]);
+            return Reply::Array(vec![
+                Reply::Bulk(k.clone()),
+                e.first().map_or(Reply::Null, |e| bulk(e)),
+            ]);
+        }
+    }
+    if ctx.in_exec {
+        return Reply::NullArray;
+    }
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_pop,
+        on_timeout: Reply::NullArray,
+    });
+    Reply::NoReply
+}
+
+/// Serve a blocked BLPOP/BRPOP/BLMPOP from `key`.
+fn serve_pop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
+    let name = w.args[0].to_ascii_lowercase();
+    let (left, count) = if name == b"blmpop" {
+        let (_, left, count) = parse_mpop(&w.args, 2).ok()?;
+        (left, Some(count))
+    } else {
+        (name == b"blpop", None)
+    };
+    if get_list(db, key, false).ok()??.is_empty() {
+        return None;
+    }
+    let got = pop_n(db, key, left, count.unwrap_or(1));
+    if got.is_empty() {
+        return None;
+    }
+    db.modified(key);
+    let k = Bytes::copy_from_slice(key);
+    let reply = match count {
+        None => Reply::Array(vec![Reply::Bulk(k), bulk(&got[0])]),
+        Some(_) => Reply::Array(vec![
+            Reply::Bulk(k),
+            Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+        ]),
+    };
+    Some((reply, vec![pop_cmd(key, left, count.map(|_| got.len()))]))
+}
+
+fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    bpop(ctx, args, true)
+}
+fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    bpop(ctx, args, false)
+}
+
+fn bmove(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    from_left: bool,
+    to_left: bool,
+    timeout_arg: &[u8],
+) -> Reply {
+    let timeout = crate::try_reply!(timeout_ms(timeout_arg));
+    let (src, dst) = (&args[1], &args[2]);
+    let mut db = ctx.db();
+    if crate::try_reply!(move_ready(&mut db, src, dst)) {
+        if let Some(e) = do_move(&mut db, src, dst, from_left, to_left) {
+            ctx.dirty += 1;
+            ctx.propagate_as(vec![move_cmd(src, dst, from_left, to_left)]);
+            return Reply::Bulk(Bytes::from(e));
+        }
+    }
+    if ctx.in_exec {
+        return Reply::Null;
+    }
+    ctx.block = Some(BlockRequest {
+        keys: vec![src.clone()],
+        timeout_ms: timeout,
+        serve: serve_move,
+        on_timeout: Reply::Null,
+    });
+    Reply::NoReply
+}
+
+fn move_cmd(src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes> {
+    let s = |l: bool| Bytes::from_static(if l { b"LEFT" } else { b"RIGHT" });
+    vec![
+        Bytes::from_static(b"LMOVE"),
+        Bytes::copy_from_slice(src),
+        Bytes::copy_from_slice(dst),
+        s(from_left),
+        s(to_left),
+    ]
+}
+
+/// Serve a blocked BLMOVE/BRPOPLPUSH from `key` (its source).
+fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
+    let (from_left, to_left) = if w.args[0].eq_ignore_ascii_case(b"blmove") {
+        (side(&w.args[3])?, side(&w.args[4])?)
+    } else {
+        (false, true)
+    };
+    let dst = &w.args[2];
+    match move_ready(db, key, dst) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        // The destination holds another type: the client gets the error, as in Redis.
+        Err(e) => return Some((e, Vec::new())),
+    }
+    let e = do_move(db, key, dst, from_left, to_left)?;
+    Some((
+        Reply::Bulk(Bytes::from(e)),
+        vec![move_cmd(key, dst, from_left, to_left)],
+    ))
+}
+
+fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    bmove(ctx, args, false, true, &args[3])
+}
+
+fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
+        return Reply::error(SYNTAX);
+    };
+    bmove(ctx, args, from, to, &args[5])
+}
+
+/// Parse `numkeys key... LEFT|RIGHT [COUNT n]` starting at `args[first]`.
+/// Returns (keys range, left, count).
+fn parse_mpop(
+    args: &[Bytes],
+    first: usize,
+) -> Result<(std::ops::Range<usize>, bool, usize), Reply> {
+    let n = match crate::util::numtext::parse_i64(&args[first]) {
+        Some(n) if n > 0 => n as usize,
+        _ => return Err(Reply::error("ERR numkeys should be greater than 0")),
+    };
+    let keys = first + 1..first + 1 + n;
+    if keys.end >= args.len() {
+        return Err(Reply::error(SYNTAX));
+    }
+    let left = side(&args[keys.end]).ok_or_else(|| Reply::error(SYNTAX))?;
+    let mut count = None;
+    let mut i = keys.end + 1;
+    while i < args.len() {
+        if eq(&args[i], "count") && i + 1 < args.len() && count.is_none() {
+            match crate::util::numtext::parse_i64(&args[i + 1]) {
+                Some(c) if c > 0 => count = Some(c as usize),
+                _ => return Err(Reply::error("ERR count should be greater than 0")),
+            }
+            i += 2;
+        } else {
+            return Err(Reply::error(SYNTAX));
+        }
+    }
+    Ok((keys, left, count.unwrap_or(1)))
+}
+
+fn mpop_keys(args: &[Bytes], first: usize) -> Vec<usize> {
+    match args
+        .get(first)
+        .and_then(|a| crate::util::numtext::parse_i64(a))
+    {
+        Some(n) if n > 0 => (first + 1..(first + 1 + n as usize).min(args.len())).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn lmpop_keys(args: &[Bytes]) -> Vec<usize> {
+    mpop_keys(args, 1)
+}
+fn blmpop_keys(args: &[Bytes]) -> Vec<usize> {
+    mpop_keys(args, 2)
+}
+
+/// Pop from the first non-empty list among `keys`; None if all are empty.
+fn mpop_now(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    left: bool,
+    count: usize,
+) -> Result<Option<Reply>, Reply> {
+    let mut db = ctx.db();
+    for k in keys {
+        let has = get_list(&mut db, k, false)?.is_some_and(|l| !l.is_empty());
+        if has {
+            let got = pop_n(&mut db, k, left, count);
+            db.modified(k);
+            ctx.dirty += 1;
+            ctx.propagate_as(vec![pop_cmd(k, left, Some(got.len()))]);
+            return Ok(Some(Reply::Array(vec![
+                Reply::Bulk(k.clone()),
+                Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+            ])));
+        }
+    }
+    Ok(None)
+}
+
+fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (keys, left, count) = crate::try_reply!(parse_mpop(args, 1));
+    match mpop_now(ctx, &args[keys], left, count) {
+        Err(e) => e,
+        Ok(Some(r)) => r,
+        Ok(None) => Reply::NullArray,
+    }
+}
+
+fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let timeout = crate::try_reply!(timeout_ms(&args[1]));
+    let (keys, left, count) = crate::try_reply!(parse_mpop(args, 2));
+    match mpop_now(ctx, &args[keys.clone()], left, count) {
+        Err(e) => e,
+        Ok(Some(r)) => r,
+        Ok(None) if ctx.in_exec => Reply::NullArray,
+        Ok(None) => {
+            ctx.block = Some(BlockRequest {
+                keys: args[keys].to_vec(),
+                timeout_ms: timeout,
+                serve: serve_pop,
+                on_timeout: Reply::NullArray,
+            });
+            Reply::NoReply
+        }
+    }
+}

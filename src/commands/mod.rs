@@ -258,6 +258,12 @@ pub struct Outcome {
 
 /// Run one request for `client`.
 pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome {
+    let mut g = Guards::new(&srv.keyspace);
+    dispatch_with(srv, client, args, &mut g)
+}
+
+/// [`dispatch`] reusing a connection's lock bookkeeping (saves allocations per command).
+pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>, g: &mut Guards<'a>) -> Outcome {
     let done = |reply| Outcome { reply, block: None, close: false };
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
@@ -282,6 +288,10 @@ pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome 
     }
     client.info.set_last_cmd(spec.name);
     if client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+        if spec.flags & flags::NO_MULTI != 0 {
+            client.multi_abort = true;
+            return done(Reply::error("ERR Command not allowed inside a transaction"));
+        }
         if let Some(err) = oom_check(srv, spec) {
             client.multi_abort = true;
             return done(err);
@@ -300,8 +310,7 @@ pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome 
         "multi" | "discard" | "watch" | "unwatch" => return done(tx::control(srv, client, spec.name, &args)),
         _ => {}
     }
-    let mut g = Guards::new(&srv.keyspace);
-    let (reply, block, close) = run_locked(srv, client, spec, &args, &mut g, false);
+    let (reply, block, close) = run_locked(srv, client, spec, &args, g, false);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
     Outcome { reply, block, close }
 }
@@ -329,6 +338,7 @@ pub fn run_locked<'a>(
             Keys::None => {}
             Keys::Db => g.lock_db(client.db),
             Keys::All => g.lock_all(),
+            Keys::Range(1, 1, _) => g.lock_one(client.db, &args[1]),
             _ => {
                 let pos = spec.key_positions(args);
                 g.lock_keys(client.db, pos.iter().map(|&i| &args[i][..]));

@@ -33,12 +33,12 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("lastsave", 1, FAST | LOADING | STALE, Keys::None, lastsave, "server"),
     Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI, Keys::None, shutdown, "server"),
     Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
-    Spec::new("bgrewriteaof", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, bgrewriteaof, "server"),
+    Spec::new("bgrewriteaof", 1, ADMIN | NOSCRIPT, Keys::None, bgrewriteaof, "server"),
     Spec::new("save", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, save, "server"),
     Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, save, "server"),
     Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
     Spec::new("readwrite", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
-    Spec::new("memory", -2, READONLY, Keys::None, memory, "server"),
+    Spec::new("memory", -2, READONLY, Keys::Custom(memory_keys), memory, "server"),
 ];
 
 fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
@@ -895,15 +895,20 @@ fn save(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
+fn memory_keys(a: &[Bytes]) -> Vec<usize> {
+    if a.len() >= 3 && eq(&a[1], "usage") {
+        vec![2]
+    } else {
+        vec![]
+    }
+}
+
 fn memory(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "usage" if a.len() >= 3 => {
             let key = a[2].clone();
-            let mut g = crate::keyspace::Guards::new(&ctx.srv.keyspace);
-            g.now_ms = crate::server::unix_ms();
-            g.lock_keys(ctx.client.db, [&key[..]]);
-            let mut h = g.db(ctx.client.db);
+            let mut h = ctx.db();
             match h.value(&key) {
                 None => Reply::Null,
                 Some(v) => Reply::Int((crate::commands::keys::value_heap_bytes(v) + key.len() + 64) as i64),

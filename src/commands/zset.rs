@@ -1,5 +1,1751 @@
-//! zset commands.
+//! Sorted-set commands: ZADD and friends, the range/rank/score queries, the ZRANGE family
+//! (including ZRANGESTORE), range removals, the set-algebra commands (ZUNION/ZINTER/ZDIFF,
+//! their *STORE forms and ZINTERCARD, accepting plain sets as inputs with score 1), pops
+//! (ZPOPMIN/ZPOPMAX/ZMPOP and their blocking forms), ZRANDMEMBER and ZSCAN.
+//!
+//! Semantics, error texts and reply shapes follow Redis 7.0 (plus ZRANK/ZREVRANK WITHSCORE
+//! from 7.2). The data structure itself lives in `crate::types::zset`; this module only
+//! parses arguments, applies the keyspace rules (WRONGTYPE, a write that empties a set
+//! deletes the key, *STORE of an empty result deletes the destination, `modified()` after
+//! every change) and decides what is propagated to the AOF.
 
-use super::Spec;
+use super::args::{eq, float, int, NOT_INT, SYNTAX};
+use super::flags::*;
+use super::{BlockRequest, Ctx, Keys, Spec};
+use crate::blocking::Waiter;
+use crate::keyspace::DbHandle;
+use crate::protocol::{Reply, Resp};
+use crate::try_reply;
+use crate::types::zset::{
+    InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits,
+};
+use crate::types::{Value, WRONGTYPE};
+use crate::util::numtext::{format_f64, glob_match, parse_i64};
+use bytes::Bytes;
+use rand::Rng;
 
-pub static COMMANDS: &[Spec] = &[];
+const G: &str = "sorted-set";
+
+pub static COMMANDS: &[Spec] = &[
+    Spec::new(
+        "zadd",
+        -4,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        zadd,
+        G,
+    ),
+    Spec::new(
+        "zincrby",
+        4,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        zincrby,
+        G,
+    ),
+    Spec::new("zrem", -3, WRITE | FAST, Keys::Range(1, 1, 1), zrem, G),
+    Spec::new("zcard", 2, READONLY | FAST, Keys::Range(1, 1, 1), zcard, G),
+    Spec::new(
+        "zscore",
+        3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zscore,
+        G,
+    ),
+    Spec::new(
+        "zmscore",
+        -3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zmscore,
+        G,
+    ),
+    Spec::new("zrank", -3, READONLY | FAST, Keys::Range(1, 1, 1), zrank, G),
+    Spec::new(
+        "zrevrank",
+        -3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zrevrank,
+        G,
+    ),
+    Spec::new("zrange", -4, READONLY, Keys::Range(1, 1, 1), zrange, G),
+    Spec::new(
+        "zrangestore",
+        -5,
+        WRITE | DENYOOM,
+        Keys::Range(1, 2, 1),
+        zrangestore,
+        G,
+    ),
+    Spec::new(
+        "zrevrange",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrange,
+        G,
+    ),
+    Spec::new(
+        "zrangebyscore",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zrevrangebyscore",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zrangebylex",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zrevrangebylex",
+        -4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrevrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zcount",
+        4,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zcount,
+        G,
+    ),
+    Spec::new(
+        "zlexcount",
+        4,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        zlexcount,
+        G,
+    ),
+    Spec::new(
+        "zremrangebyrank",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebyrank,
+        G,
+    ),
+    Spec::new(
+        "zremrangebyscore",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebyscore,
+        G,
+    ),
+    Spec::new(
+        "zremrangebylex",
+        4,
+        WRITE,
+        Keys::Range(1, 1, 1),
+        zremrangebylex,
+        G,
+    ),
+    Spec::new(
+        "zunionstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zunionstore,
+        G,
+    ),
+    Spec::new(
+        "zinterstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zinterstore,
+        G,
+    ),
+    Spec::new(
+        "zdiffstore",
+        -4,
+        WRITE | DENYOOM | MOVABLE_KEYS,
+        Keys::Custom(keys_store),
+        zdiffstore,
+        G,
+    ),
+    Spec::new(
+        "zunion",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zunion,
+        G,
+    ),
+    Spec::new(
+        "zinter",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zinter,
+        G,
+    ),
+    Spec::new(
+        "zdiff",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zdiff,
+        G,
+    ),
+    Spec::new(
+        "zintercard",
+        -3,
+        READONLY | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zintercard,
+        G,
+    ),
+    Spec::new(
+        "zpopmin",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        zpopmin,
+        G,
+    ),
+    Spec::new(
+        "zpopmax",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        zpopmax,
+        G,
+    ),
+    Spec::new(
+        "zmpop",
+        -4,
+        WRITE | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at1),
+        zmpop,
+        G,
+    ),
+    Spec::new(
+        "bzpopmin",
+        -3,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
+        Keys::Range(1, -2, 1),
+        bzpopmin,
+        G,
+    ),
+    Spec::new(
+        "bzpopmax",
+        -3,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
+        Keys::Range(1, -2, 1),
+        bzpopmax,
+        G,
+    ),
+    Spec::new(
+        "bzmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        Keys::Custom(keys_numkeys_at2),
+        bzmpop,
+        G,
+    ),
+    Spec::new(
+        "zrandmember",
+        -2,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        zrandmember,
+        G,
+    ),
+    Spec::new("zscan", -3, READONLY, Keys::Range(1, 1, 1), zscan, G),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Key positions for numkeys-style commands.
+
+fn numkeys_positions(args: &[Bytes], numkeys_idx: usize, first: usize) -> Vec<usize> {
+    let n = args
+        .get(numkeys_idx)
+        .and_then(|a| parse_i64(a))
+        .unwrap_or(0);
+    if n <= 0 {
+        return Vec::new();
+    }
+    let n = (n as u64).min(args.len() as u64) as usize;
+    (first..first + n).filter(|&i| i < args.len()).collect()
+}
+
+/// ZUNIONSTORE dst numkeys key... : the destination and every input.
+fn keys_store(args: &[Bytes]) -> Vec<usize> {
+    let mut v = vec![1];
+    v.extend(numkeys_positions(args, 2, 3));
+    v
+}
+
+/// ZUNION numkeys key... (also ZINTERCARD, ZMPOP).
+fn keys_numkeys_at1(args: &[Bytes]) -> Vec<usize> {
+    numkeys_positions(args, 1, 2)
+}
+
+/// BZMPOP timeout numkeys key...
+fn keys_numkeys_at2(args: &[Bytes]) -> Vec<usize> {
+    numkeys_positions(args, 2, 3)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers.
+
+fn wrongtype() -> Reply {
+    Reply::error(WRONGTYPE)
+}
+
+/// The sorted set in `v`: Ok(None) if the key is missing, Err(WRONGTYPE) for another type.
+fn as_zset(v: Option<&mut Value>) -> Result<Option<&mut ZSet>, Reply> {
+    match v {
+        None => Ok(None),
+        Some(Value::ZSet(z)) => Ok(Some(z)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+fn bulk(m: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(m))
+}
+
+fn f64_text(d: f64) -> Bytes {
+    let mut v = Vec::with_capacity(24);
+    format_f64(d, &mut v);
+    Bytes::from(v)
+}
+
+/// strtod-like parse used by score ranges: leading blanks skipped, the whole rest must be a
+/// number (an empty rest is 0, as strtod leaves it), NaN rejected.
+fn range_float(s: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(s).ok()?;
+    let t = t.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    if t.is_empty() {
+        return if s.is_empty() || s.len() == t.len() {
+            Some(0.0)
+        } else {
+            None
+        };
+    }
+    let v: f64 = t.parse().ok()?;
+    if v.is_nan() {
+        return None;
+    }
+    Some(v)
+}
+
+fn score_bound(s: &[u8]) -> Option<ScoreBound> {
+    if let Some(rest) = s.strip_prefix(b"(") {
+        range_float(rest).map(ScoreBound::Exclusive)
+    } else {
+        range_float(s).map(ScoreBound::Inclusive)
+    }
+}
+
+/// Redis's zslParseRange.
+pub fn parse_score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, Reply> {
+    match (score_bound(min), score_bound(max)) {
+        (Some(min), Some(max)) => Ok(ScoreRange { min, max }),
+        _ => Err(Reply::error("ERR min or max is not a float")),
+    }
+}
+
+fn lex_bound(s: &[u8]) -> Option<LexBound> {
+    match s.first() {
+        Some(b'+') if s.len() == 1 => Some(LexBound::PosInf),
+        Some(b'-') if s.len() == 1 => Some(LexBound::NegInf),
+        Some(b'(') => Some(LexBound::Exclusive(s[1..].to_vec())),
+        Some(b'[') => Some(LexBound::Inclusive(s[1..].to_vec())),
+        _ => None,
+    }
+}
+
+/// Redis's zslParseLexRange.
+pub fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, Reply> {
+    match (lex_bound(min), lex_bound(max)) {
+        (Some(min), Some(max)) => Ok(LexRange { min, max }),
+        _ => Err(Reply::error("ERR min or max not valid string range item")),
+    }
+}
+
+/// Clamp a Redis (start, end) rank pair against `len`; None when the range is empty.
+fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let llen = len as i64;
+    let mut start = if start < 0 { llen + start } else { start };
+    let mut end = if end < 0 { llen + end } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= llen {
+        return None;
+    }
+    if end >= llen {
+        end = llen - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
+/// Redis keeps the small (listpack) form's scores as text, where -0 reads back as 0; the
+/// skip-list form keeps -0. `score` is the score about to be written to `member` of `z`:
+/// return what Redis would store.
+fn stored_score(
+    z: &ZSet,
+    member: &[u8],
+    score: f64,
+    known: Option<bool>,
+    limits: &ZsetLimits,
+) -> f64 {
+    if score != 0.0 || score.is_sign_positive() || z.encoding_name() != "listpack" {
+        return score;
+    }
+    let exists = known.unwrap_or_else(|| z.score(member).is_some());
+    if exists || (z.len() < limits.max_entries && member.len() <= limits.max_value) {
+        0.0
+    } else {
+        score
+    }
+}
+
+/// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
+/// Returns the reply (the count) and bumps dirty as Redis does.
+fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
+    let limits = ctx.srv.config.zset_limits();
+    let mut db = ctx.db();
+    if items.is_empty() {
+        let existed = db.remove(dst).is_some();
+        if existed {
+            db.modified(dst);
+            ctx.dirty += 1;
+        }
+        return Reply::Int(0);
+    }
+    let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+    let mut z = ZSet::new_for(maxlen, items.len(), &limits);
+    for (m, s) in items {
+        let s = if z.encoding_name() == "listpack" && *s == 0.0 {
+            0.0
+        } else {
+            *s
+        };
+        z.insert(m, s, &limits);
+    }
+    let n = z.len();
+    db.insert(dst, Value::ZSet(z));
+    db.modified(dst);
+    ctx.dirty += 1;
+    Reply::Int(n as i64)
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZADD / ZINCRBY.
+
+fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let (mut nx, mut xx, mut ch, mut incr, mut gt, mut lt) =
+        (false, false, false, false, false, false);
+    let mut idx = 2;
+    while idx < args.len() {
+        let a = &args[idx][..];
+        if eq(a, "nx") {
+            nx = true;
+        } else if eq(a, "xx") {
+            xx = true;
+        } else if eq(a, "ch") {
+            ch = true;
+        } else if eq(a, "incr") {
+            incr = true;
+        } else if eq(a, "gt") {
+            gt = true;
+        } else if eq(a, "lt") {
+            lt = true;
+        } else {
+            break;
+        }
+        idx += 1;
+    }
+    let rest = &args[idx..];
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
+        return Reply::error(SYNTAX);
+    }
+    if nx && xx {
+        return Reply::error("ERR XX and NX options at the same time are not compatible");
+    }
+    if (nx && (gt || lt)) || (gt && lt) {
+        return Reply::error("ERR GT, LT, and/or NX options at the same time are not compatible");
+    }
+    if incr && rest.len() > 2 {
+        return Reply::error("ERR INCR option supports a single increment-element pair");
+    }
+    let mut scores = Vec::with_capacity(rest.len() / 2);
+    for pair in rest.chunks_exact(2) {
+        scores.push(try_reply!(float(&pair[0])));
+    }
+    generic_zadd(
+        ctx,
+        &args[1],
+        rest,
+        &scores,
+        ZaddFlags {
+            nx,
+            xx,
+            ch,
+            incr,
+            gt,
+            lt,
+        },
+    )
+}
+
+#[derive(Clone, Copy)]
+struct ZaddFlags {
+    nx: bool,
+    xx: bool,
+    ch: bool,
+    incr: bool,
+    gt: bool,
+    lt: bool,
+}
+
+fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: ZaddFlags) -> Reply {
+    let limits = ctx.srv.config.zset_limits();
+    let mut db = ctx.db();
+    let exists = match db.value(key) {
+        None => false,
+        Some(Value::ZSet(_)) => true,
+        Some(_) => return wrongtype(),
+    };
+    if !exists {
+        if f.xx {
+            return if f.incr { Reply::Null } else { Reply::Int(0) };
+        }
+        let z = ZSet::new_for(pairs[1].len(), scores.len(), &limits);
+        db.insert(key, Value::ZSet(z));
+    }
+    let Some(Value::ZSet(z)) = db.value(key) else {
+        return wrongtype();
+    };
+    let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
+    let mut last = 0.0;
+    let mut err = None;
+    for (pair, &score) in pairs.chunks_exact(2).zip(scores) {
+        let member = &pair[1][..];
+        let plain = !(f.nx || f.xx || f.incr || f.gt || f.lt);
+        if plain {
+            // One operation: insert or update.
+            let score = stored_score(z, member, score, None, &limits);
+            match z.insert(member, score, &limits) {
+                InsertResult::Added => added += 1,
+                InsertResult::Updated { .. } => updated += 1,
+                InsertResult::Unchanged => {}
+            }
+            processed += 1;
+            last = score;
+            continue;
+        }
+        match z.score(member) {
+            Some(cur) => {
+                if f.nx {
+                    continue;
+                }
+                let mut new = score;
+                if f.incr {
+                    new = cur + score;
+                    if new.is_nan() {
+                        err = Some(Reply::error("ERR resulting score is not a number (NaN)"));
+                        break;
+                    }
+                }
+                if (f.lt && new >= cur) || (f.gt && new <= cur) {
+                    continue;
+                }
+                if new != cur {
+                    let new = stored_score(z, member, new, Some(true), &limits);
+                    z.insert(member, new, &limits);
+                    updated += 1;
+                }
+                processed += 1;
+                last = new;
+            }
+            None => {
+                if f.xx {
+                    continue;
+                }
+                let stored = stored_score(z, member, score, Some(false), &limits);
+                z.insert(member, stored, &limits);
+                added += 1;
+                processed += 1;
+                last = score;
+            }
+        }
+    }
+    let empty = z.is_empty();
+    if empty {
+        // Only possible when the key was just created and nothing got in (an error).
+        db.remove(key);
+    }
+    if added + updated > 0 {
+        db.modified(key);
+    }
+    ctx.dirty += (added + updated) as u64;
+    if let Some(e) = err {
+        return e;
+    }
+    if f.incr {
+        if processed > 0 {
+            Reply::Double(last)
+        } else {
+            Reply::Null
+        }
+    } else if f.ch {
+        Reply::Int(added + updated)
+    } else {
+        Reply::Int(added)
+    }
+}
+
+fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let incr = try_reply!(float(&args[2]));
+    let pairs = [args[2].clone(), args[3].clone()];
+    let flags = ZaddFlags {
+        nx: false,
+        xx: false,
+        ch: false,
+        incr: true,
+        gt: false,
+        lt: false,
+    };
+    generic_zadd(ctx, &args[1], &pairs, &[incr], flags)
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZREM, ZCARD, ZSCORE, ZMSCORE, ZRANK.
+
+fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let key = &args[1][..];
+    let mut db = ctx.db();
+    let Some(z) = try_reply!(as_zset(db.value(key))) else {
+        return Reply::Int(0);
+    };
+    let mut deleted = 0;
+    for m in &args[2..] {
+        if z.remove(m).is_some() {
+            deleted += 1;
+            if z.is_empty() {
+                break;
+            }
+        }
+    }
+    let empty = z.is_empty();
+    if empty {
+        db.remove(key);
+    }
+    if deleted > 0 {
+        db.modified(key);
+    }
+    ctx.dirty += deleted;
+    Reply::Int(deleted as i64)
+}
+
+fn zcard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match try_reply!(as_zset(db.read(&args[1]))) {
+        Some(z) => Reply::Int(z.len() as i64),
+        None => Reply::Int(0),
+    }
+}
+
+fn zscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match try_reply!(as_zset(db.read(&args[1]))).and_then(|z| z.score(&args[2])) {
+        Some(s) => Reply::Double(s),
+        None => Reply::Null,
+    }
+}
+
+fn zmscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    let z = try_reply!(as_zset(db.read(&args[1])));
+    let out = args[2..]
+        .iter()
+        .map(|m| match z.as_ref().and_then(|z| z.score(m)) {
+            Some(s) => Reply::Double(s),
+            None => Reply::Null,
+        })
+        .collect();
+    Reply::Array(out)
+}
+
+fn zrank_generic(ctx: &mut Ctx, args: &[Bytes], reverse: bool) -> Reply {
+    let withscore = match args.len() {
+        3 => false,
+        4 if eq(&args[3], "withscore") => true,
+        _ => return Reply::error(SYNTAX),
+    };
+    let mut db = ctx.db();
+    let found = try_reply!(as_zset(db.read(&args[1]))).and_then(|z| z.rank(&args[2], reverse));
+    match (found, withscore) {
+        (Some((r, _)), false) => Reply::Int(r as i64),
+        (Some((r, s)), true) => Reply::Array(vec![Reply::Int(r as i64), Reply::Double(s)]),
+        (None, false) => Reply::Null,
+        (None, true) => Reply::NullArray,
+    }
+}
+
+fn zrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrank_generic(ctx, args, false)
+}
+
+fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrank_generic(ctx, args, true)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ZRANGE family.
+
+#[derive(Clone, Copy, PartialEq)]
+enum RangeType {
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    Auto,
+    Forward,
+    Reverse,
+}
+
+/// Redis's zrangeGenericCommand. `key_idx` is the source key; min/max follow it; options
+/// start at `key_idx + 3`. `dst` is ZRANGESTORE's destination.
+fn zrange_generic(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    key_idx: usize,
+    dst: Option<&[u8]>,
+    mut rtype: RangeType,
+    mut dir: Direction,
+) -> Reply {
+    let store = dst.is_some();
+    let mut withscores = false;
+    let mut offset: i64 = 0;
+    let mut limit: i64 = -1;
+    let mut j = key_idx + 3;
+    while j < args.len() {
+        let a = &args[j][..];
+        let left = args.len() - j - 1;
+        if !store && eq(a, "withscores") {
+            withscores = true;
+        } else if eq(a, "limit") && left >= 2 {
+            offset = try_reply!(int(&args[j + 1]));
+            limit = try_reply!(int(&args[j + 2]));
+            j += 2;
+        } else if dir == Direction::Auto && eq(a, "rev") {
+            dir = Direction::Reverse;
+        } else if rtype == RangeType::Auto && eq(a, "bylex") {
+            rtype = RangeType::Lex;
+        } else if rtype == RangeType::Auto && eq(a, "byscore") {
+            rtype = RangeType::Score;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+        j += 1;
+    }
+    if dir == Direction::Auto {
+        dir = Direction::Forward;
+    }
+    if rtype == RangeType::Auto {
+        rtype = RangeType::Rank;
+    }
+    if limit != -1 && rtype == RangeType::Rank {
+        return Reply::error(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
+    }
+    if withscores && rtype == RangeType::Lex {
+        return Reply::error(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        );
+    }
+    let reverse = dir == Direction::Reverse;
+    let (mut min_idx, mut max_idx) = (key_idx + 1, key_idx + 2);
+    if reverse && rtype != RangeType::Rank {
+        std::mem::swap(&mut min_idx, &mut max_idx);
+    }
+    enum Parsed {
+        Rank(i64, i64),
+        Score(ScoreRange),
+        Lex(LexRange),
+    }
+    let parsed = match rtype {
+        RangeType::Score => Parsed::Score(try_reply!(parse_score_range(
+            &args[min_idx],
+            &args[max_idx]
+        ))),
+        RangeType::Lex => Parsed::Lex(try_reply!(parse_lex_range(&args[min_idx], &args[max_idx]))),
+        _ => {
+            let s = try_reply!(int(&args[min_idx]));
+            let e = try_reply!(int(&args[max_idx]));
+            Parsed::Rank(s, e)
+        }
+    };
+    let mut items: Vec<(Bytes, f64)> = Vec::new();
+    {
+        let mut db = ctx.db();
+        let z = try_reply!(as_zset(db.read(&args[key_idx])));
+        if let Some(z) = z {
+            if let Parsed::Rank(s, e) = parsed {
+                if let Some((s, e)) = rank_range(s, e, z.len()) {
+                    items.reserve(e - s + 1);
+                }
+            }
+            let push = |m: &[u8], s: f64| items.push((Bytes::copy_from_slice(m), s));
+            match parsed {
+                Parsed::Rank(s, e) => {
+                    if let Some((s, e)) = rank_range(s, e, z.len()) {
+                        z.for_each_in_rank_range(s, e, reverse, push);
+                    }
+                }
+                Parsed::Score(r) => {
+                    if offset >= 0 {
+                        let lim = (limit >= 0).then_some(limit as usize);
+                        z.for_each_in_score_range(&r, reverse, offset as usize, lim, push);
+                    }
+                }
+                Parsed::Lex(r) => {
+                    if offset >= 0 {
+                        let lim = (limit >= 0).then_some(limit as usize);
+                        z.for_each_in_lex_range(&r, reverse, offset as usize, lim, push);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(dst) = dst {
+        return store_result(ctx, dst, &items);
+    }
+    if withscores {
+        Reply::ScoredMembers(items)
+    } else {
+        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+    }
+}
+
+fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Auto, Direction::Auto)
+}
+
+fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let dst = args[1].clone();
+    zrange_generic(ctx, args, 2, Some(&dst), RangeType::Auto, Direction::Auto)
+}
+
+fn zrevrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Rank, Direction::Reverse)
+}
+
+fn zrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Score, Direction::Forward)
+}
+
+fn zrevrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Score, Direction::Reverse)
+}
+
+fn zrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Lex, Direction::Forward)
+}
+
+fn zrevrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zrange_generic(ctx, args, 1, None, RangeType::Lex, Direction::Reverse)
+}
+
+fn zcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let r = try_reply!(parse_score_range(&args[2], &args[3]));
+    let mut db = ctx.db();
+    match try_reply!(as_zset(db.read(&args[1]))) {
+        Some(z) => Reply::Int(z.count_in_score_range(&r) as i64),
+        None => Reply::Int(0),
+    }
+}
+
+fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let r = try_reply!(parse_lex_range(&args[2], &args[3]));
+    let mut db = ctx.db();
+    match try_reply!(as_zset(db.read(&args[1]))) {
+        Some(z) => Reply::Int(z.count_in_lex_range(&r) as i64),
+        None => Reply::Int(0),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZREMRANGEBY*.
+
+enum RemRange {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
+    let key = &args[1][..];
+    let mut db = ctx.db();
+    let Some(z) = try_reply!(as_zset(db.value(key))) else {
+        return Reply::Int(0);
+    };
+    let removed = match r {
+        RemRange::Rank(s, e) => match rank_range(s, e, z.len()) {
+            Some((s, e)) => z.remove_rank_range(s, e),
+            None => 0,
+        },
+        RemRange::Score(r) => z.remove_score_range(&r),
+        RemRange::Lex(r) => z.remove_lex_range(&r),
+    };
+    let empty = z.is_empty();
+    if empty {
+        db.remove(key);
+    }
+    if removed > 0 {
+        db.modified(key);
+    }
+    ctx.dirty += removed as u64;
+    Reply::Int(removed as i64)
+}
+
+fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let s = try_reply!(int(&args[2]));
+    let e = try_reply!(int(&args[3]));
+    zremrange_generic(ctx, args, RemRange::Rank(s, e))
+}
+
+fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let r = try_reply!(parse_score_range(&args[2], &args[3]));
+    zremrange_generic(ctx, args, RemRange::Score(r))
+}
+
+fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let r = try_reply!(parse_lex_range(&args[2], &args[3]));
+    zremrange_generic(ctx, args, RemRange::Lex(r))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZUNION / ZINTER / ZDIFF (+STORE) and ZINTERCARD.
+
+#[derive(Clone, Copy, PartialEq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+    InterCard,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+fn aggregate(target: &mut f64, val: f64, agg: Aggregate) {
+    match agg {
+        Aggregate::Sum => {
+            *target += val;
+            // inf + -inf: Redis turns the NaN into 0.
+            if target.is_nan() {
+                *target = 0.0;
+            }
+        }
+        Aggregate::Min => {
+            if val < *target {
+                *target = val;
+            }
+        }
+        Aggregate::Max => {
+            if val > *target {
+                *target = val;
+            }
+        }
+    }
+}
+
+/// Number of elements of an input (a sorted set or a plain set), Err for other types.
+fn src_len(db: &mut DbHandle, key: &[u8]) -> Result<usize, Reply> {
+    match db.read(key) {
+        None => Ok(0),
+        Some(Value::ZSet(z)) => Ok(z.len()),
+        Some(Value::Set(s)) => Ok(s.len()),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+fn src_for_each(db: &mut DbHandle, key: &[u8], mut f: impl FnMut(&[u8], f64)) {
+    match db.value(key) {
+        Some(Value::ZSet(z)) => {
+            for (m, s) in z.iter() {
+                f(m, s);
+            }
+        }
+        Some(Value::Set(s)) => {
+            for m in s.iter() {
+                f(m, 1.0);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keep the entries of `acc` whose member is in source `key`; `f` sees the source's score.
+fn src_filter(
+    db: &mut DbHandle,
+    key: &[u8],
+    acc: &mut hashbrown::HashMap<Vec<u8>, f64>,
+    mut f: impl FnMut(&mut f64, f64),
+) {
+    match db.value(key) {
+        Some(Value::ZSet(z)) => acc.retain(|m, v| match z.score(m) {
+            Some(s) => {
+                f(v, s);
+                true
+            }
+            None => false,
+        }),
+        Some(Value::Set(s)) => acc.retain(|m, v| {
+            if s.contains(m) {
+                f(v, 1.0);
+                true
+            } else {
+                false
+            }
+        }),
+        _ => acc.clear(),
+    }
+}
+
+fn sorted_result(acc: hashbrown::HashMap<Vec<u8>, f64>) -> Vec<(Bytes, f64)> {
+    let mut v: Vec<(Bytes, f64)> = acc.into_iter().map(|(m, s)| (Bytes::from(m), s)).collect();
+    v.sort_unstable_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    v
+}
+
+/// Redis's zunionInterDiffGenericCommand. `numkeys_idx` is the position of numkeys; `dst` the
+/// destination of the *STORE forms.
+fn setop_generic(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    numkeys_idx: usize,
+    dst: Option<&[u8]>,
+    op: SetOp,
+) -> Reply {
+    let numkeys = try_reply!(int(&args[numkeys_idx]));
+    if numkeys < 1 {
+        let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+        return Reply::error(format!(
+            "ERR at least 1 input key is needed for '{name}' command"
+        ));
+    }
+    if numkeys as u64 > (args.len() - numkeys_idx - 1) as u64 {
+        return Reply::error(SYNTAX);
+    }
+    let n = numkeys as usize;
+    let keys = &args[numkeys_idx + 1..numkeys_idx + 1 + n];
+    // Type checks (and sizes) come before option parsing, as in Redis.
+    let mut lens = Vec::with_capacity(n);
+    {
+        let mut db = ctx.db();
+        for k in keys {
+            lens.push(try_reply!(src_len(&mut db, k)));
+        }
+    }
+    let mut weights = vec![1.0f64; n];
+    let mut agg = Aggregate::Sum;
+    let mut withscores = false;
+    let mut limit: usize = 0;
+    let cardinality_only = op == SetOp::InterCard;
+    let mut j = numkeys_idx + 1 + n;
+    while j < args.len() {
+        let remaining = args.len() - j;
+        let a = &args[j][..];
+        if op != SetOp::Diff && !cardinality_only && remaining > n && eq(a, "weights") {
+            j += 1;
+            for w in weights.iter_mut() {
+                *w = match crate::util::numtext::parse_f64(&args[j]) {
+                    Some(v) => v,
+                    None => return Reply::error("ERR weight value is not a float"),
+                };
+                j += 1;
+            }
+        } else if op != SetOp::Diff && !cardinality_only && remaining >= 2 && eq(a, "aggregate") {
+            let v = &args[j + 1][..];
+            agg = if eq(v, "sum") {
+                Aggregate::Sum
+            } else if eq(v, "min") {
+                Aggregate::Min
+            } else if eq(v, "max") {
+                Aggregate::Max
+            } else {
+                return Reply::error(SYNTAX);
+            };
+            j += 2;
+        } else if dst.is_none() && !cardinality_only && eq(a, "withscores") {
+            withscores = true;
+            j += 1;
+        } else if cardinality_only && remaining >= 2 && eq(a, "limit") {
+            limit = match parse_i64(&args[j + 1]) {
+                Some(v) if v >= 0 => v as usize,
+                _ => return Reply::error("ERR LIMIT can't be negative"),
+            };
+            j += 2;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+    }
+
+    let mut db = ctx.db();
+    let mut acc: hashbrown::HashMap<Vec<u8>, f64> = hashbrown::HashMap::new();
+    match op {
+        SetOp::Union => {
+            for (i, k) in keys.iter().enumerate() {
+                if lens[i] == 0 {
+                    continue;
+                }
+                let w = weights[i];
+                acc.reserve(lens[i]);
+                src_for_each(&mut db, k, |m, s| {
+                    let mut score = w * s;
+                    if score.is_nan() {
+                        score = 0.0;
+                    }
+                    match acc.get_mut(m) {
+                        Some(v) => aggregate(v, score, agg),
+                        None => {
+                            acc.insert(m.to_vec(), score);
+                        }
+                    }
+                });
+            }
+        }
+        SetOp::Inter | SetOp::InterCard => {
+            // Smallest input first (Redis sorts by cardinality).
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by_key(|&i| lens[i]);
+            if lens[order[0]] > 0 {
+                let first = order[0];
+                let w = weights[first];
+                acc.reserve(lens[first]);
+                src_for_each(&mut db, &keys[first], |m, s| {
+                    let mut score = w * s;
+                    if score.is_nan() {
+                        score = 0.0;
+                    }
+                    acc.insert(m.to_vec(), score);
+                });
+                for &i in &order[1..] {
+                    if acc.is_empty() {
+                        break;
+                    }
+                    let w = weights[i];
+                    src_filter(&mut db, &keys[i], &mut acc, |v, s| aggregate(v, w * s, agg));
+                }
+            }
+        }
+        SetOp::Diff => {
+            if lens[0] > 0 {
+                acc.reserve(lens[0]);
+                src_for_each(&mut db, &keys[0], |m, s| {
+                    acc.insert(m.to_vec(), s);
+                });
+                for (i, k) in keys.iter().enumerate().skip(1) {
+                    if acc.is_empty() {
+                        break;
+                    }
+                    if lens[i] == 0 {
+                        continue;
+                    }
+                    match db.value(k) {
+                        Some(Value::ZSet(z)) => acc.retain(|m, _| z.score(m).is_none()),
+                        Some(Value::Set(s)) => acc.retain(|m, _| !s.contains(m)),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if cardinality_only {
+        let c = acc.len();
+        return Reply::Int(if limit > 0 { c.min(limit) } else { c } as i64);
+    }
+    let items = sorted_result(acc);
+    if let Some(dst) = dst {
+        return store_result(ctx, dst, &items);
+    }
+    if withscores {
+        Reply::ScoredMembers(items)
+    } else {
+        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+    }
+}
+
+fn zunionstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let dst = args[1].clone();
+    setop_generic(ctx, args, 2, Some(&dst), SetOp::Union)
+}
+
+fn zinterstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let dst = args[1].clone();
+    setop_generic(ctx, args, 2, Some(&dst), SetOp::Inter)
+}
+
+fn zdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let dst = args[1].clone();
+    setop_generic(ctx, args, 2, Some(&dst), SetOp::Diff)
+}
+
+fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    setop_generic(ctx, args, 1, None, SetOp::Union)
+}
+
+fn zinter(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    setop_generic(ctx, args, 1, None, SetOp::Inter)
+}
+
+fn zdiff(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    setop_generic(ctx, args, 1, None, SetOp::Diff)
+}
+
+fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    setop_generic(ctx, args, 1, None, SetOp::InterCard)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pops.
+
+/// How a pop's reply is shaped (Redis's emitkey / use_nested_array combinations).
+#[derive(Clone, Copy, PartialEq)]
+enum PopShape {
+    /// ZPOPMIN without count (and with count in RESP2): flat member, score, ...
+    Flat,
+    /// ZPOPMIN with count in RESP3: [[member, score], ...]
+    Pairs,
+    /// BZPOPMIN: [key, member, score]
+    KeyFlat,
+    /// ZMPOP / BZMPOP: [key, [[member, score], ...]]
+    KeyNested,
+}
+
+fn pop_name(max: bool) -> Bytes {
+    Bytes::from_static(if max { b"ZPOPMAX" } else { b"ZPOPMIN" })
+}
+
+/// Pop `count` elements from the sorted set at `key` (which must exist and be a zset), delete
+/// the key if emptied, and build the reply. Returns (reply, popped count).
+fn pop_from(
+    db: &mut DbHandle,
+    key: &[u8],
+    count: usize,
+    max: bool,
+    shape: PopShape,
+) -> (Reply, usize) {
+    let Some(Value::ZSet(z)) = db.value(key) else {
+        return (Reply::NullArray, 0);
+    };
+    let popped = z.pop(count, max);
+    let empty = z.is_empty();
+    if empty {
+        db.remove(key);
+    }
+    db.modified(key);
+    let n = popped.len();
+    let pair =
+        |m: Vec<u8>, s: f64| Reply::Array(vec![Reply::Bulk(Bytes::from(m)), Reply::Double(s)]);
+    let reply = match shape {
+        PopShape::Flat => {
+            let mut v = Vec::with_capacity(n * 2);
+            for (m, s) in popped {
+                v.push(Reply::Bulk(Bytes::from(m)));
+                v.push(Reply::Double(s));
+            }
+            Reply::Array(v)
+        }
+        PopShape::Pairs => Reply::Array(popped.into_iter().map(|(m, s)| pair(m, s)).collect()),
+        PopShape::KeyFlat => {
+            let mut v = Vec::with_capacity(n * 2 + 1);
+            v.push(bulk(key));
+            for (m, s) in popped {
+                v.push(Reply::Bulk(Bytes::from(m)));
+                v.push(Reply::Double(s));
+            }
+            Reply::Array(v)
+        }
+        PopShape::KeyNested => Reply::Array(vec![
+            bulk(key),
+            Reply::Array(popped.into_iter().map(|(m, s)| pair(m, s)).collect()),
+        ]),
+    };
+    (reply, n)
+}
+
+fn zpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
+    if args.len() > 3 {
+        return Reply::error(SYNTAX);
+    }
+    let count: Option<usize> = if args.len() == 3 {
+        match parse_i64(&args[2]) {
+            Some(c) if c >= 0 => Some(c as usize),
+            _ => return Reply::error("ERR value is out of range, must be positive"),
+        }
+    } else {
+        None
+    };
+    let shape = match count {
+        Some(_) if ctx.client.resp == Resp::V3 => PopShape::Pairs,
+        _ => PopShape::Flat,
+    };
+    let key = &args[1][..];
+    let mut db = ctx.db();
+    if try_reply!(as_zset(db.value(key))).is_none() {
+        return Reply::Array(Vec::new());
+    }
+    if count == Some(0) {
+        return Reply::Array(Vec::new());
+    }
+    let (reply, n) = pop_from(&mut db, key, count.unwrap_or(1), max, shape);
+    ctx.dirty += n as u64;
+    reply
+}
+
+fn zpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zpop_generic(ctx, args, false)
+}
+
+fn zpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    zpop_generic(ctx, args, true)
+}
+
+/// Parsed `numkeys key... MIN|MAX [COUNT c]` of ZMPOP/BZMPOP.
+struct MpopArgs {
+    first_key: usize,
+    numkeys: usize,
+    max: bool,
+    count: usize,
+}
+
+fn parse_mpop(args: &[Bytes], numkeys_idx: usize) -> Result<MpopArgs, Reply> {
+    let numkeys = match parse_i64(&args[numkeys_idx]) {
+        Some(v) if v >= 1 => v as u64,
+        _ => return Err(Reply::error("ERR numkeys should be greater than 0")),
+    };
+    let where_idx = numkeys_idx as u64 + numkeys + 1;
+    if where_idx >= args.len() as u64 {
+        return Err(Reply::error(SYNTAX));
+    }
+    let where_idx = where_idx as usize;
+    let max = if eq(&args[where_idx], "min") {
+        false
+    } else if eq(&args[where_idx], "max") {
+        true
+    } else {
+        return Err(Reply::error(SYNTAX));
+    };
+    let mut count: Option<usize> = None;
+    let mut j = where_idx + 1;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if count.is_none() && eq(&args[j], "count") && more > 0 {
+            j += 1;
+            match parse_i64(&args[j]) {
+                Some(v) if v >= 1 => count = Some(v as usize),
+                _ => return Err(Reply::error("ERR count should be greater than 0")),
+            }
+        } else {
+            return Err(Reply::error(SYNTAX));
+        }
+        j += 1;
+    }
+    Ok(MpopArgs {
+        first_key: numkeys_idx + 1,
+        numkeys: numkeys as usize,
+        max,
+        count: count.unwrap_or(1),
+    })
+}
+
+fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let p = try_reply!(parse_mpop(args, 1));
+    let keys = &args[p.first_key..p.first_key + p.numkeys];
+    let mut db = ctx.db();
+    for k in keys {
+        if try_reply!(as_zset(db.value(k))).is_none() {
+            continue;
+        }
+        let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
+        ctx.dirty += n as u64;
+        ctx.propagate_as(vec![vec![
+            pop_name(p.max),
+            k.clone(),
+            Bytes::from(p.count.to_string()),
+        ]]);
+        return reply;
+    }
+    Reply::NullArray
+}
+
+/// Redis's getTimeoutFromObjectOrReply for seconds: a float, truncated to ms. Like Redis
+/// (whose double-to-integer conversion yields LLONG_MIN for values it cannot represent),
+/// an infinite or huge timeout is reported as negative.
+fn parse_timeout(a: &[u8], now_ms: i64) -> Result<u64, Reply> {
+    let Some(v) = crate::util::numtext::parse_f64(a) else {
+        return Err(Reply::error("ERR timeout is not a float or out of range"));
+    };
+    let ms = v * 1000.0;
+    let ms = if ms.is_finite() && ms < i64::MAX as f64 && ms >= i64::MIN as f64 {
+        ms.trunc() as i64
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err(Reply::error("ERR timeout is negative"));
+    }
+    if ms > i64::MAX - now_ms {
+        return Err(Reply::error("ERR timeout is out of range"));
+    }
+    Ok(ms as u64)
+}
+
+fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
+    let now = ctx.now_ms();
+    let timeout = try_reply!(parse_timeout(&args[args.len() - 1], now));
+    let keys = &args[1..args.len() - 1];
+    let mut db = ctx.db();
+    for k in keys {
+        if try_reply!(as_zset(db.value(k))).is_none() {
+            continue;
+        }
+        let (reply, n) = pop_from(&mut db, k, 1, max, PopShape::KeyFlat);
+        ctx.dirty += n as u64;
+        ctx.propagate_as(vec![vec![pop_name(max), k.clone()]]);
+        return reply;
+    }
+    if ctx.in_exec {
+        return Reply::NullArray;
+    }
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_bzpop,
+        on_timeout: Reply::NullArray,
+    });
+    Reply::NoReply
+}
+
+fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    bzpop_generic(ctx, args, false)
+}
+
+fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    bzpop_generic(ctx, args, true)
+}
+
+fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let now = ctx.now_ms();
+    let timeout = try_reply!(parse_timeout(&args[1], now));
+    let p = try_reply!(parse_mpop(args, 2));
+    let keys = &args[p.first_key..p.first_key + p.numkeys];
+    let mut db = ctx.db();
+    for k in keys {
+        if try_reply!(as_zset(db.value(k))).is_none() {
+            continue;
+        }
+        let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
+        ctx.dirty += n as u64;
+        ctx.propagate_as(vec![vec![
+            pop_name(p.max),
+            k.clone(),
+            Bytes::from(p.count.to_string()),
+        ]]);
+        return reply;
+    }
+    if ctx.in_exec {
+        return Reply::NullArray;
+    }
+    ctx.block = Some(BlockRequest {
+        keys: keys.to_vec(),
+        timeout_ms: timeout,
+        serve: serve_bzmpop,
+        on_timeout: Reply::NullArray,
+    });
+    Reply::NoReply
+}
+
+/// True if `key` holds a non-empty sorted set (what a blocked pop can be served from).
+fn has_zset(db: &mut DbHandle, key: &[u8]) -> bool {
+    matches!(db.value(key), Some(Value::ZSet(z)) if !z.is_empty())
+}
+
+fn serve_bzpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
+    if !has_zset(db, key) {
+        return None;
+    }
+    let max = eq(&w.args[0], "bzpopmax");
+    let (reply, _) = pop_from(db, key, 1, max, PopShape::KeyFlat);
+    Some((
+        reply,
+        vec![vec![pop_name(max), Bytes::copy_from_slice(key)]],
+    ))
+}
+
+fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
+    if !has_zset(db, key) {
+        return None;
+    }
+    let p = parse_mpop(&w.args, 2).ok()?;
+    let (reply, _) = pop_from(db, key, p.count, p.max, PopShape::KeyNested);
+    Some((
+        reply,
+        vec![vec![
+            pop_name(p.max),
+            Bytes::copy_from_slice(key),
+            Bytes::from(p.count.to_string()),
+        ]],
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZRANDMEMBER.
+
+fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    if args.len() == 2 {
+        let mut db = ctx.db();
+        let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+            return Reply::Null;
+        };
+        let r = rand::thread_rng().gen_range(0..z.len());
+        return match z.get_by_rank(r) {
+            Some((m, _)) => bulk(m),
+            None => Reply::Null,
+        };
+    }
+    let l = match parse_i64(&args[2]) {
+        Some(v) if v > i64::MIN => v,
+        Some(_) => {
+            return Reply::error(format!(
+                "ERR value is out of range, value must between {} and {}",
+                -i64::MAX,
+                i64::MAX
+            ))
+        }
+        None => return Reply::error(NOT_INT),
+    };
+    let withscores = match args.len() {
+        3 => false,
+        4 if eq(&args[3], "withscores") => true,
+        _ => return Reply::error(SYNTAX),
+    };
+    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
+        return Reply::error("ERR value is out of range");
+    }
+    let mut db = ctx.db();
+    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+        return Reply::Array(Vec::new());
+    };
+    if l == 0 {
+        return Reply::Array(Vec::new());
+    }
+    let len = z.len();
+    let mut rng = rand::thread_rng();
+    let mut items: Vec<(Bytes, f64)> = Vec::new();
+    let mut push = |m: &[u8], s: f64| items.push((Bytes::copy_from_slice(m), s));
+    if l < 0 {
+        // Repetitions allowed.
+        let n = l.unsigned_abs() as usize;
+        if n > 1 << 24 {
+            return Reply::error("ERR value is out of range");
+        }
+        for _ in 0..n {
+            let r = rng.gen_range(0..len);
+            if let Some((m, s)) = z.get_by_rank(r) {
+                push(m, s);
+            }
+        }
+    } else {
+        let n = l as usize;
+        if n >= len {
+            for (m, s) in z.iter() {
+                push(m, s);
+            }
+        } else if n * 3 > len {
+            // Many of them: shuffle a copy and take a prefix.
+            let mut all: Vec<(&[u8], f64)> = z.iter().collect();
+            for i in 0..n {
+                let j = rng.gen_range(i..len);
+                all.swap(i, j);
+            }
+            for &(m, s) in &all[..n] {
+                push(m, s);
+            }
+        } else {
+            let mut picked = hashbrown::HashSet::with_capacity(n);
+            while picked.len() < n {
+                let r = rng.gen_range(0..len);
+                if picked.insert(r) {
+                    if let Some((m, s)) = z.get_by_rank(r) {
+                        push(m, s);
+                    }
+                }
+            }
+        }
+    }
+    if withscores {
+        Reply::ScoredMembers(items)
+    } else {
+        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZSCAN.
+
+/// strtoul as Redis's parseScanCursorOrReply uses it: an optional sign (a negative value
+/// wraps), decimal digits, no leading blank, nothing after; empty text is cursor 0.
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    let (neg, digits) = match a.first() {
+        Some(b'-') => (true, &a[1..]),
+        Some(b'+') => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() {
+        return if a.is_empty() { Some(0) } else { None };
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let Some(cursor) = parse_cursor(&args[2]) else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let mut db = ctx.db();
+    let empty = || {
+        Reply::Array(vec![
+            Reply::Bulk(Bytes::from_static(b"0")),
+            Reply::Array(Vec::new()),
+        ])
+    };
+    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
+        return empty();
+    };
+    let mut count = 10usize;
+    let mut pattern: Option<&[u8]> = None;
+    let mut j = 3;
+    while j < args.len() {
+        let more = args.len() - j - 1;
+        if eq(&args[j], "count") && more >= 1 {
+            let c = try_reply!(int(&args[j + 1]));
+            if c < 1 {
+                return Reply::error(SYNTAX);
+            }
+            count = c as usize;
+            j += 2;
+        } else if eq(&args[j], "match") && more >= 1 {
+            pattern = Some(&args[j + 1]);
+            j += 2;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+    }
+    // A pattern of "*" matches everything.
+    let pattern = pattern.filter(|p| *p != b"*");
+    let mut out = Vec::new();
+    let next = z.scan(cursor, count, |m, s| {
+        if pattern.is_none_or(|p| glob_match(p, m, false)) {
+            out.push(bulk(m));
+            out.push(Reply::Bulk(f64_text(s)));
+        }
+    });
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(out),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_ranges() {
+        let r = parse_score_range(b"(1.5", b"+inf").unwrap();
+        assert_eq!(r.min, ScoreBound::Exclusive(1.5));
+        assert_eq!(r.max, ScoreBound::Inclusive(f64::INFINITY));
+        let r = parse_score_range(b"-inf", b"inf").unwrap();
+        assert_eq!(r.min, ScoreBound::Inclusive(f64::NEG_INFINITY));
+        assert!(parse_score_range(b"str", b"1").is_err());
+        assert!(parse_score_range(b"1", b"NaN").is_err());
+        assert!(parse_score_range(b"1 ", b"2").is_err());
+    }
+
+    #[test]
+    fn lex_ranges() {
+        let r = parse_lex_range(b"[a", b"(b").unwrap();
+        assert_eq!(r.min, LexBound::Inclusive(b"a".to_vec()));
+        assert_eq!(r.max, LexBound::Exclusive(b"b".to_vec()));
+        assert!(parse_lex_range(b"-", b"+").is_ok());
+        assert!(parse_lex_range(b"foo", b"+").is_err());
+        assert!(parse_lex_range(b"+x", b"+").is_err());
+        assert!(parse_lex_range(b"", b"+").is_err());
+    }
+
+    #[test]
+    fn ranks() {
+        assert_eq!(rank_range(0, -1, 5), Some((0, 4)));
+        assert_eq!(rank_range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(rank_range(3, 1, 5), None);
+        assert_eq!(rank_range(5, 10, 5), None);
+        assert_eq!(rank_range(0, -1, 0), None);
+    }
+
+    #[test]
+    fn key_positions() {
+        let a: Vec<Bytes> = ["zunionstore", "d", "2", "a", "b", "weights", "1", "2"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
+        assert_eq!(keys_store(&a), vec![1, 3, 4]);
+        let a: Vec<Bytes> = ["bzmpop", "0", "2", "a", "b", "min"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
+        assert_eq!(keys_numkeys_at2(&a), vec![3, 4]);
+        let a: Vec<Bytes> = ["zunion", "x", "a"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
+        assert!(keys_numkeys_at1(&a).is_empty());
+    }
+}

@@ -49,6 +49,17 @@ impl<'a> Guards<'a> {
         self.lock_set(&mut want);
     }
 
+    /// Lock the shard of a single key (the common case; no allocation).
+    pub fn lock_one(&mut self, db: usize, key: &[u8]) {
+        let want = (db as u32, self.ks.shard_of(key) as u32);
+        if self.held.is_empty() {
+            let g = self.ks.dbs[db].shards[want.1 as usize].lock();
+            self.held.push((want.0, want.1, g));
+        } else {
+            self.lock_set(&mut vec![want]);
+        }
+    }
+
     /// Lock every shard of database `db`.
     pub fn lock_db(&mut self, db: usize) {
         let mut want: Vec<(u32, u32)> = (0..self.ks.shards_per_db()).map(|s| (db as u32, s as u32)).collect();

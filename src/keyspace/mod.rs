@@ -66,8 +66,6 @@ pub struct Shard {
     pub watched: HashMap<Bytes, Vec<WatchFlag>>,
     /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
     pub expired_total: u64,
-    /// Keys that were modified and have blocked clients waiting on them.
-    pub ready_keys: Vec<Bytes>,
 }
 
 impl Shard {

@@ -1,54 +1,712 @@
-//! Persistence: the append-only file.
+//! Persistence: the Redis 7.0-compatible append-only file (multi-part AOF).
 //!
-//! (Interim: the AOF writer lands with the persistence work; until then `feed` only counts.)
+//! Layout (as Redis 7.0 with `aof-use-rdb-preamble no`): `<dir>/<appenddirname>/` holds a base
+//! file `<appendfilename>.<n>.base.aof` (plain RESP commands), incremental files
+//! `<appendfilename>.<m>.incr.aof`, and the manifest listing them (see [`manifest`]).
+//!
+//! Logging: [`Aof::feed`] is called under the command's shard locks after every write; it only
+//! appends the RESP encoding (preceded by `SELECT` when the database changes) to an in-memory
+//! buffer and bumps a sequence number. Getting the buffer to disk depends on `appendfsync`:
+//! - `always`: a writer thread takes everything buffered, writes it, fdatasyncs, and publishes
+//!   the sequence number it covered; every connection awaits ([`Aof::wait_durable`]) a sequence
+//!   at least as high as the last fed command before it sends its replies. Clients that wrote
+//!   during the same fsync share the next one (group commit).
+//! - `everysec` / `no`: a connection about to reply writes whatever is buffered with write(2)
+//!   (page cache only, so a killed process loses nothing it acknowledged, as in Redis); the
+//!   writer thread fsyncs once a second (`everysec`) or never (`no`). Command execution never
+//!   waits for the disk.
+//!
+//! Loading ([`startup`], see [`load`]), rewriting ([`rewrite`]: BGREWRITEAOF, automatic
+//! rewrites, CONFIG SET appendonly yes) and INFO persistence are here too.
 
+pub mod load;
+pub mod manifest;
+pub mod rewrite;
+
+use crate::protocol::Reply;
+use crate::server::Server;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicU64, Ordering};
+use parking_lot::{Condvar, Mutex};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
+pub const FSYNC_ALWAYS: u8 = 0;
+pub const FSYNC_EVERYSEC: u8 = 1;
+pub const FSYNC_NO: u8 = 2;
+
+fn fsync_mode(s: Option<String>) -> u8 {
+    match s.as_deref() {
+        Some("always") => FSYNC_ALWAYS,
+        Some("no") => FSYNC_NO,
+        _ => FSYNC_EVERYSEC,
+    }
+}
+
+/// Commands fed but not yet written.
+#[derive(Default)]
+pub(crate) struct Feed {
+    pub buf: Vec<u8>,
+    /// Sequence number of the last command appended to `buf`.
+    pub seq: u64,
+    /// Database the log is positioned on (None: emit SELECT before the next command).
+    pub db: Option<usize>,
+}
+
+/// The incremental file being appended to.
+pub(crate) struct Out {
+    pub file: Arc<File>,
+    pub size: u64,
+}
+
+/// Manifest state and rewrite statistics.
+#[derive(Default)]
+pub(crate) struct State {
+    pub dir: PathBuf,
+    pub filename: String,
+    pub manifest: manifest::Manifest,
+    pub base_size: u64,
+    /// Sizes of the incremental files other than the one being appended to.
+    pub other_incr_size: u64,
+    /// Size of the AOF after the last rewrite (for auto-aof-rewrite-percentage).
+    pub rewrite_base_size: u64,
+    pub rewrites: u64,
+    pub consecutive_failures: u64,
+    pub last_rewrite_ok: bool,
+    pub last_rewrite_secs: i64,
+    pub rewrite_started: Option<Instant>,
+    pub scheduled: bool,
+}
+
+pub(crate) struct Inner {
+    /// Logging is on (feed buffers commands).
+    pub enabled: AtomicBool,
+    pub feed: Mutex<Feed>,
+    /// Wakes the writer thread (waits with the `feed` mutex).
+    pub wake: Condvar,
+    /// Sequence of the last command fed.
+    pub fed: AtomicU64,
+    /// Sequence up to which the log was handed to the kernel.
+    pub written: AtomicU64,
+    /// Sequence up to which the log is fsynced.
+    pub synced: AtomicU64,
+    pub durable: tokio::sync::Notify,
+    pub mode: AtomicU8,
+    /// Lock order: `out` before `feed`; neither is held while taking a shard lock.
+    pub out: Mutex<Option<Out>>,
+    pub state: Mutex<State>,
+    pub rewriting: AtomicBool,
+    pub loading: AtomicBool,
+    pub last_write_ok: AtomicBool,
+    pub fsync_in_progress: AtomicBool,
+    /// `dirty` counter value at the last save/load (rdb_changes_since_last_save).
+    pub dirty_base: AtomicU64,
+    pub writer_started: AtomicBool,
+    pub last_fsync_ms: AtomicI64,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            enabled: AtomicBool::new(false),
+            feed: Mutex::new(Feed::default()),
+            wake: Condvar::new(),
+            fed: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            durable: tokio::sync::Notify::new(),
+            mode: AtomicU8::new(FSYNC_EVERYSEC),
+            out: Mutex::new(None),
+            state: Mutex::new(State {
+                last_rewrite_ok: true,
+                last_rewrite_secs: -1,
+                ..State::default()
+            }),
+            rewriting: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
+            last_write_ok: AtomicBool::new(true),
+            fsync_in_progress: AtomicBool::new(false),
+            dirty_base: AtomicU64::new(0),
+            writer_started: AtomicBool::new(false),
+            last_fsync_ms: AtomicI64::new(0),
+        }
+    }
+}
+
+/// The AOF as the rest of the server sees it.
 #[derive(Default)]
 pub struct Aof {
-    fed: AtomicU64,
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Append the RESP encoding of `argv` to `out`.
+pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+    out.push(b'*');
+    push_num(out, argv.len());
+    for a in argv {
+        let a = a.as_ref();
+        out.push(b'$');
+        push_num(out, a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn push_num(out: &mut Vec<u8>, n: usize) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+    out.extend_from_slice(b"\r\n");
+}
+
+pub(crate) fn encode_select(out: &mut Vec<u8>, db: usize) {
+    let d = db.to_string();
+    encode_command(out, &[&b"SELECT"[..], d.as_bytes()]);
 }
 
 impl Aof {
     /// Log one command that changed database `db`. Called under the command's shard locks, so
-    /// it must only buffer.
-    pub fn feed(&self, _db: usize, _argv: Vec<Bytes>) {
-        self.fed.fetch_add(1, Ordering::Relaxed);
+    /// it only buffers.
+    pub fn feed(&self, db: usize, argv: Vec<Bytes>) {
+        let inner = &*self.inner;
+        if !inner.enabled.load(Ordering::Acquire) {
+            return;
+        }
+        let mut f = inner.feed.lock();
+        if f.db != Some(db) {
+            encode_select(&mut f.buf, db);
+            f.db = Some(db);
+        }
+        encode_command(&mut f.buf, &argv);
+        f.seq += 1;
+        inner.fed.store(f.seq, Ordering::Release);
+        drop(f);
+        if inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS {
+            inner.wake.notify_one();
+        }
     }
 
     /// Sequence number of the last fed command.
     pub fn last_seq(&self) -> u64 {
-        self.fed.load(Ordering::Relaxed)
+        self.inner.fed.load(Ordering::Acquire)
     }
 
-    /// Wait until everything up to `seq` is as durable as the fsync policy promises.
-    pub async fn wait_durable(&self, _seq: u64) {}
+    /// Wait until everything up to `seq` is as durable as the fsync policy promises: fsynced
+    /// under `always`, handed to the kernel otherwise.
+    pub async fn wait_durable(&self, seq: u64) {
+        let inner = &*self.inner;
+        if seq == 0 || !inner.enabled.load(Ordering::Acquire) {
+            return;
+        }
+        if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
+            if inner.written.load(Ordering::Acquire) < seq {
+                inner.write_pending(false);
+            }
+            return;
+        }
+        loop {
+            let notified = inner.durable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if inner.synced.load(Ordering::Acquire) >= seq || !inner.enabled.load(Ordering::Acquire)
+            {
+                return;
+            }
+            inner.wake.notify_one();
+            notified.await;
+        }
+    }
+
+    /// True while the AOF is being loaded.
+    pub fn loading(&self) -> bool {
+        self.inner.loading.load(Ordering::Relaxed)
+    }
 }
 
-/// Load the AOF (if `appendonly yes`) before the server accepts clients.
-pub fn startup(_srv: &crate::server::Server) -> Result<(), String> {
+impl Inner {
+    fn publish(&self, written: u64, synced: Option<u64>) {
+        self.written.fetch_max(written, Ordering::AcqRel);
+        if let Some(s) = synced {
+            self.synced.fetch_max(s, Ordering::AcqRel);
+            self.durable.notify_waiters();
+        }
+    }
+
+    fn write_failed(&self, e: &std::io::Error) {
+        if self.last_write_ok.swap(false, Ordering::Relaxed) {
+            tracing::warn!("Error writing to the AOF file: {e}");
+        }
+        if self.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS {
+            tracing::warn!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+            std::process::exit(1);
+        }
+    }
+
+    /// Write what is buffered to the current file; with `sync`, fdatasync it too. Returns false
+    /// on an I/O error (the data stays buffered and is retried).
+    pub(crate) fn write_pending(&self, sync: bool) -> bool {
+        let mut out = self.out.lock();
+        let (buf, hi) = {
+            let mut f = self.feed.lock();
+            (std::mem::take(&mut f.buf), f.seq)
+        };
+        let Some(o) = out.as_mut() else {
+            // Logging is off: nothing to write to.
+            self.publish(hi, Some(hi));
+            return true;
+        };
+        if !buf.is_empty() {
+            if let Err(e) = (&*o.file).write_all(&buf) {
+                // Put the data back in front of whatever was fed meanwhile.
+                let mut f = self.feed.lock();
+                let mut back = buf;
+                back.extend_from_slice(&f.buf);
+                f.buf = back;
+                self.write_failed(&e);
+                return false;
+            }
+            o.size += buf.len() as u64;
+        }
+        if sync && self.synced.load(Ordering::Acquire) < hi {
+            self.fsync_in_progress.store(true, Ordering::Relaxed);
+            let r = o.file.sync_data();
+            self.fsync_in_progress.store(false, Ordering::Relaxed);
+            if let Err(e) = r {
+                self.write_failed(&e);
+                self.publish(hi, None);
+                return false;
+            }
+            self.last_fsync_ms
+                .store(crate::server::unix_ms(), Ordering::Relaxed);
+            self.last_write_ok.store(true, Ordering::Relaxed);
+            self.publish(hi, Some(hi));
+        } else {
+            self.last_write_ok.store(true, Ordering::Relaxed);
+            self.publish(hi, None);
+        }
+        true
+    }
+
+    /// everysec: write pending data, then fsync the file without holding the lock.
+    fn background_fsync(&self) {
+        if !self.write_pending(false) {
+            return;
+        }
+        let hi = self.written.load(Ordering::Acquire);
+        if self.synced.load(Ordering::Acquire) >= hi {
+            return;
+        }
+        let file = match self.out.lock().as_ref() {
+            Some(o) => o.file.clone(),
+            None => return,
+        };
+        self.fsync_in_progress.store(true, Ordering::Relaxed);
+        let r = file.sync_data();
+        self.fsync_in_progress.store(false, Ordering::Relaxed);
+        match r {
+            Ok(()) => {
+                self.last_fsync_ms
+                    .store(crate::server::unix_ms(), Ordering::Relaxed);
+                self.publish(hi, Some(hi));
+            }
+            Err(e) => self.write_failed(&e),
+        }
+    }
+
+    /// Bytes in the AOF right now (base + incremental files).
+    pub(crate) fn current_size(&self) -> u64 {
+        let cur = self.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
+        let st = self.state.lock();
+        st.base_size + st.other_incr_size + cur
+    }
+}
+
+/// The writer thread: group-commits under `always`, fsyncs every second under `everysec`, and
+/// checks the automatic rewrite conditions.
+fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
+    let tick = Duration::from_millis(100);
+    let mut next_tick = Instant::now() + tick;
+    let mut last_sync = Instant::now();
+    loop {
+        let work = {
+            let mut f = inner.feed.lock();
+            loop {
+                let always = inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS;
+                let pending = !f.buf.is_empty() || inner.synced.load(Ordering::Acquire) < f.seq;
+                if always && pending && inner.enabled.load(Ordering::Acquire) {
+                    break true;
+                }
+                let now = Instant::now();
+                if now >= next_tick {
+                    break false;
+                }
+                inner.wake.wait_for(&mut f, next_tick - now);
+            }
+        };
+        if work {
+            inner.write_pending(true);
+            continue;
+        }
+        next_tick = Instant::now() + tick;
+        let Some(srv) = srv.upgrade() else { return };
+        let mode = fsync_mode(srv.config.get("appendfsync"));
+        inner.mode.store(mode, Ordering::Relaxed);
+        if !inner.enabled.load(Ordering::Acquire) {
+            continue;
+        }
+        match mode {
+            FSYNC_EVERYSEC if last_sync.elapsed() >= Duration::from_secs(1) => {
+                last_sync = Instant::now();
+                inner.background_fsync();
+            }
+            FSYNC_NO => {
+                inner.write_pending(false);
+            }
+            _ => {}
+        }
+        rewrite::maybe_auto_rewrite(&srv);
+    }
+}
+
+fn start_writer(srv: &Server) {
+    let inner = srv.aof.inner.clone();
+    if inner.writer_started.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let weak = srv.arc().map(|a| Arc::downgrade(&a)).unwrap_or_default();
+    let r = std::thread::Builder::new()
+        .name("aof-writer".into())
+        .spawn(move || writer(inner, weak));
+    if let Err(e) = r {
+        tracing::warn!("can't start the AOF writer thread: {e}");
+    }
+}
+
+pub(crate) fn paths(srv: &Server) -> (PathBuf, String) {
+    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
+    let dirname = srv
+        .config
+        .get("appenddirname")
+        .unwrap_or_else(|| "appendonlydir".into());
+    let filename = srv
+        .config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into());
+    (manifest::aof_dir(&dir, &dirname), filename)
+}
+
+pub(crate) fn open_append(path: &std::path::Path) -> std::io::Result<Out> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let size = file.metadata()?.len();
+    Ok(Out {
+        file: Arc::new(file),
+        size,
+    })
+}
+
+fn file_size(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Load the AOF (if `appendonly yes`) before the server accepts clients, and start logging.
+pub fn startup(srv: &Server) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    inner
+        .mode
+        .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
+    start_writer(srv);
+    if !srv.config.get_bool("appendonly") {
+        return Ok(());
+    }
+    let (dir, filename) = paths(srv);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    rewrite::remove_temp_files(&dir);
+    let m = match manifest::read(&dir, &filename)? {
+        Some(m) => m,
+        None => {
+            // First start with the AOF on: an empty base and an empty incremental file.
+            let m = manifest::Manifest {
+                base: Some(manifest::Part {
+                    name: manifest::base_name(&filename, 1),
+                    seq: 1,
+                }),
+                incrs: vec![manifest::Part {
+                    name: manifest::incr_name(&filename, 1),
+                    seq: 1,
+                }],
+            };
+            let io = |e: std::io::Error| format!("Can't create the AOF in {}: {e}", dir.display());
+            for p in m.base.iter().chain(m.incrs.iter()) {
+                File::create(dir.join(&p.name))
+                    .and_then(|f| f.sync_all())
+                    .map_err(io)?;
+            }
+            manifest::write(&dir, &filename, &m).map_err(io)?;
+            tracing::info!(
+                "Creating AOF base file {} on server start",
+                m.base.as_ref().map(|b| b.name.as_str()).unwrap_or("")
+            );
+            m
+        }
+    };
+    // Replay.
+    inner.loading.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let files: Vec<&manifest::Part> = m.base.iter().chain(m.incrs.iter()).collect();
+    let mut total_cmds = 0;
+    let mut sizes = Vec::with_capacity(files.len());
+    for (i, p) in files.iter().enumerate() {
+        let path = dir.join(&p.name);
+        let last = i + 1 == files.len();
+        if !path.exists() {
+            inner.loading.store(false, Ordering::SeqCst);
+            return Err(format!(
+                "The AOF file {} listed in the manifest doesn't exist",
+                p.name
+            ));
+        }
+        let r = load::load_file(srv, &path, last);
+        match r {
+            Ok(l) => {
+                total_cmds += l.commands;
+                sizes.push(file_size(&path));
+                if l.commands > 0 || l.bytes > 0 {
+                    tracing::info!(
+                        "DB loaded from {} file {}",
+                        if i == 0 && m.base.is_some() {
+                            "base"
+                        } else {
+                            "incr"
+                        },
+                        p.name
+                    );
+                }
+            }
+            Err(e) => {
+                inner.loading.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+    }
+    inner.loading.store(false, Ordering::SeqCst);
+    inner
+        .dirty_base
+        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+    tracing::info!(
+        "DB loaded from append only file: {:.3} seconds ({total_cmds} commands)",
+        started.elapsed().as_secs_f64()
+    );
+    // Append to the last incremental file (a manifest without one gets a new one).
+    let mut m = m;
+    if m.incrs.is_empty() {
+        let seq = m.max_incr_seq() + 1;
+        let name = manifest::incr_name(&filename, seq);
+        File::create(dir.join(&name)).map_err(|e| format!("Can't create {name}: {e}"))?;
+        m.incrs.push(manifest::Part { name, seq });
+        manifest::write(&dir, &filename, &m)
+            .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+        sizes.push(0);
+    }
+    let last = m.incrs.last().map(|p| p.name.clone()).unwrap_or_default();
+    let out = open_append(&dir.join(&last))
+        .map_err(|e| format!("Can't open the append-only file {last}: {e}"))?;
+    {
+        let mut st = inner.state.lock();
+        st.base_size = if m.base.is_some() {
+            sizes.first().copied().unwrap_or(0)
+        } else {
+            0
+        };
+        let incr_total: u64 = sizes.iter().skip(usize::from(m.base.is_some())).sum();
+        st.other_incr_size = incr_total.saturating_sub(out.size);
+        st.rewrite_base_size = st.base_size + incr_total;
+        st.dir = dir;
+        st.filename = filename;
+        st.manifest = m;
+    }
+    *inner.out.lock() = Some(out);
+    {
+        let mut f = inner.feed.lock();
+        f.db = None;
+        f.buf.clear();
+        inner.written.store(f.seq, Ordering::SeqCst);
+        inner.synced.store(f.seq, Ordering::SeqCst);
+    }
+    inner.enabled.store(true, Ordering::SeqCst);
     Ok(())
 }
 
 /// Flush and fsync before exit (SHUTDOWN, SIGTERM).
-pub fn shutdown(_srv: &crate::server::Server) {}
+pub fn shutdown(srv: &Server) {
+    let inner = &srv.aof.inner;
+    if !inner.enabled.load(Ordering::Acquire) {
+        return;
+    }
+    tracing::info!("Calling fsync() on the AOF file.");
+    inner.write_pending(true);
+}
 
-/// INFO persistence fields, in order.
-pub fn info_fields(_srv: &crate::server::Server) -> Vec<(String, String)> {
-    vec![
-        ("loading".into(), "0".into()),
-        ("aof_enabled".into(), "0".into()),
-        ("aof_rewrite_in_progress".into(), "0".into()),
-    ]
+/// INFO persistence fields, in Redis's order.
+pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
+    let inner = &srv.aof.inner;
+    let enabled = inner.enabled.load(Ordering::Relaxed);
+    let rewriting = inner.rewriting.load(Ordering::Relaxed);
+    let loading = inner.loading.load(Ordering::Relaxed);
+    let changes = srv
+        .stats
+        .dirty
+        .load(Ordering::Relaxed)
+        .saturating_sub(inner.dirty_base.load(Ordering::Relaxed));
+    let cur_size = inner.current_size();
+    let buffer_len = inner.feed.lock().buf.len();
+    let st = inner.state.lock();
+    let mut v: Vec<(&str, String)> = vec![
+        ("loading", u8::from(loading).to_string()),
+        ("async_loading", "0".into()),
+        ("current_cow_peak", "0".into()),
+        ("current_cow_size", "0".into()),
+        ("current_cow_size_age", "0".into()),
+        ("current_fork_perc", "0.00".into()),
+        ("current_save_keys_processed", "0".into()),
+        ("current_save_keys_total", "0".into()),
+        ("rdb_changes_since_last_save", changes.to_string()),
+        ("rdb_bgsave_in_progress", "0".into()),
+        (
+            "rdb_last_save_time",
+            srv.lastsave.load(Ordering::Relaxed).to_string(),
+        ),
+        ("rdb_last_bgsave_status", "ok".into()),
+        ("rdb_last_bgsave_time_sec", "-1".into()),
+        ("rdb_current_bgsave_time_sec", "-1".into()),
+        ("rdb_saves", "0".into()),
+        ("rdb_last_cow_size", "0".into()),
+        ("rdb_last_load_keys_expired", "0".into()),
+        ("rdb_last_load_keys_loaded", "0".into()),
+        ("aof_enabled", u8::from(enabled).to_string()),
+        ("aof_rewrite_in_progress", u8::from(rewriting).to_string()),
+        ("aof_rewrite_scheduled", u8::from(st.scheduled).to_string()),
+        (
+            "aof_last_rewrite_time_sec",
+            st.last_rewrite_secs.to_string(),
+        ),
+        (
+            "aof_current_rewrite_time_sec",
+            st.rewrite_started
+                .filter(|_| rewriting)
+                .map(|t| t.elapsed().as_secs() as i64)
+                .unwrap_or(-1)
+                .to_string(),
+        ),
+        (
+            "aof_last_bgrewrite_status",
+            if st.last_rewrite_ok { "ok" } else { "err" }.into(),
+        ),
+        ("aof_rewrites", st.rewrites.to_string()),
+        (
+            "aof_rewrites_consecutive_failures",
+            st.consecutive_failures.to_string(),
+        ),
+        (
+            "aof_last_write_status",
+            if inner.last_write_ok.load(Ordering::Relaxed) {
+                "ok"
+            } else {
+                "err"
+            }
+            .into(),
+        ),
+        ("aof_last_cow_size", "0".into()),
+        ("module_fork_in_progress", "0".into()),
+        ("module_fork_last_cow_size", "0".into()),
+    ];
+    if enabled {
+        v.push(("aof_current_size", cur_size.to_string()));
+        v.push(("aof_base_size", st.base_size.to_string()));
+        v.push(("aof_pending_rewrite", u8::from(st.scheduled).to_string()));
+        v.push(("aof_buffer_length", buffer_len.to_string()));
+        v.push((
+            "aof_pending_bio_fsync",
+            u8::from(inner.fsync_in_progress.load(Ordering::Relaxed)).to_string(),
+        ));
+        v.push(("aof_delayed_fsync", "0".into()));
+    }
+    v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// BGREWRITEAOF.
-pub fn bgrewriteaof(_srv: &crate::server::Server) -> crate::protocol::Reply {
-    crate::protocol::Reply::Status("Background append only file rewriting started")
+pub fn bgrewriteaof(srv: &Server) -> Reply {
+    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
+        return Reply::error("ERR Background append only file rewriting already in progress");
+    }
+    match rewrite::spawn(srv, rewrite::Kind::Rewrite) {
+        Ok(()) => Reply::Status("Background append only file rewriting started"),
+        Err(e) => Reply::Error(format!("ERR {e}")),
+    }
 }
 
 /// CONFIG SET appendonly yes|no at run time.
-pub fn set_appendonly(_srv: &crate::server::Server, _on: bool) -> Result<(), String> {
-    Ok(())
+pub fn set_appendonly(srv: &Server, on: bool) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    if on {
+        if inner.enabled.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        inner
+            .mode
+            .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
+        start_writer(srv);
+        rewrite::spawn(srv, rewrite::Kind::Enable)
+    } else {
+        if !inner.enabled.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        inner.write_pending(true);
+        let mut out = inner.out.lock();
+        {
+            let _f = inner.feed.lock();
+            inner.enabled.store(false, Ordering::SeqCst);
+        }
+        *out = None;
+        drop(out);
+        inner.durable.notify_waiters();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding() {
+        let mut v = Vec::new();
+        encode_command(
+            &mut v,
+            &[Bytes::from("SET"), Bytes::from("k"), Bytes::from("")],
+        );
+        assert_eq!(v, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
+        let mut v = Vec::new();
+        encode_select(&mut v, 12);
+        assert_eq!(v, b"*2\r\n$6\r\nSELECT\r\n$2\r\n12\r\n");
+    }
 }

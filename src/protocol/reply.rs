@@ -175,11 +175,30 @@ pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Append a double as Redis 7.0 does: RESP3 `,%.17g`, RESP2 a bulk string of the same text.
 pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
-    let mut text = Vec::with_capacity(24);
-    format_f64(d, &mut text);
     match resp {
-        Resp::V3 => line(out, b',', &text),
-        Resp::V2 => bulk(out, &text),
+        Resp::V3 => {
+            out.push(b',');
+            format_f64(d, out);
+            out.extend_from_slice(b"\r\n");
+        }
+        Resp::V2 => {
+            // Format in place, then put the length header in front of the text.
+            let start = out.len();
+            format_f64(d, out);
+            let len = out.len() - start;
+            let mut header = [0u8; 8];
+            header[0] = b'$';
+            let mut n = 1;
+            if len >= 10 {
+                header[n] = b'0' + (len / 10) as u8;
+                n += 1;
+            }
+            header[n] = b'0' + (len % 10) as u8;
+            header[n + 1] = b'\r';
+            header[n + 2] = b'\n';
+            out.splice(start..start, header[..n + 3].iter().copied());
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 

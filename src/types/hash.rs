@@ -1,5 +1,551 @@
-//! Hash values (placeholder until the hash type lands).
-#[derive(Clone, Default)]
-pub struct Hash {
-    pub map: hashbrown::HashMap<Vec<u8>, Vec<u8>>,
+//! Hash values, and the scan-stable slot table that large hashes and sets are built on.
+//!
+//! A [`Hash`] starts in a compact form (a vector of field/value pairs in insertion order, what
+//! Redis calls a listpack) while it has at most `hash-max-listpack-entries` fields and every
+//! field and value is at most `hash-max-listpack-value` bytes; past either limit it converts,
+//! for good, to a hash table. The table is a [`Table`]: entries live in a slot vector (stable
+//! positions, holes reused by later inserts) indexed by a `hashbrown::HashTable` of slot
+//! numbers. HSCAN/SSCAN walk the slot vector with the position as cursor, which gives Redis's
+//! guarantee: an element present for the whole scan is returned at least once. When a table
+//! becomes very sparse it is compacted and its epoch (kept in the cursor's high bits) changes;
+//! a cursor from an older epoch restarts the walk, so the guarantee survives compaction
+//! (elements may then be returned twice, which SCAN allows).
+
+use hashbrown::HashTable;
+use rand::Rng;
+use std::hash::BuildHasher;
+
+/// Limits for the compact hash form (`hash-max-listpack-entries` / `-value`).
+#[derive(Clone, Copy, Debug)]
+pub struct HashLimits {
+    pub max_entries: usize,
+    pub max_value: usize,
+}
+
+impl Default for HashLimits {
+    fn default() -> Self {
+        HashLimits {
+            max_entries: 128,
+            max_value: 64,
+        }
+    }
+}
+
+/// An element of a [`Table`]: something with a byte-string key.
+pub trait Keyed {
+    fn key(&self) -> &[u8];
+}
+
+impl Keyed for Box<[u8]> {
+    fn key(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Keyed for (Box<[u8]>, Box<[u8]>) {
+    fn key(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Bits of a scan cursor holding the slot position; the bits above hold the table's epoch.
+const POS_BITS: u32 = 40;
+const POS_MASK: u64 = (1 << POS_BITS) - 1;
+
+/// A hash table with stable slot positions (see the module documentation).
+#[derive(Clone)]
+pub struct Table<T> {
+    index: HashTable<u32>,
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+    len: usize,
+    epoch: u32,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl<T: Keyed> Default for Table<T> {
+    fn default() -> Self {
+        Table::with_capacity(0)
+    }
+}
+
+impl<T: Keyed> Table<T> {
+    pub fn with_capacity(n: usize) -> Table<T> {
+        Table {
+            index: HashTable::with_capacity(n),
+            slots: Vec::with_capacity(n),
+            free: Vec::new(),
+            len: 0,
+            epoch: 0,
+            hasher: hashbrown::DefaultHashBuilder::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Slot of `key`, if present.
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        let h = self.hash(key);
+        let slots = &self.slots;
+        self.index
+            .find(h, |&i| {
+                slots[i as usize].as_ref().is_some_and(|e| e.key() == key)
+            })
+            .map(|&i| i as usize)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&T> {
+        self.find(key).and_then(|i| self.slots[i].as_ref())
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut T> {
+        let i = self.find(key)?;
+        self.slots[i].as_mut()
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.find(key).is_some()
+    }
+
+    /// Insert an element whose key is known to be absent.
+    pub fn insert_new(&mut self, e: T) {
+        let h = self.hash(e.key());
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(e);
+                s
+            }
+            None => {
+                self.slots.push(Some(e));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let Table {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
+        index.insert_unique(h, slot, |&i| {
+            slots[i as usize]
+                .as_ref()
+                .map_or(0, |e| hasher.hash_one(e.key()))
+        });
+        self.len += 1;
+    }
+
+    /// Remove the element with `key`.
+    pub fn remove(&mut self, key: &[u8]) -> Option<T> {
+        let h = self.hash(key);
+        let slots = &self.slots;
+        let entry = self
+            .index
+            .find_entry(h, |&i| {
+                slots[i as usize].as_ref().is_some_and(|e| e.key() == key)
+            })
+            .ok()?;
+        let (slot, _) = entry.remove();
+        let e = self.slots[slot as usize].take();
+        self.len -= 1;
+        if slot as usize + 1 == self.slots.len() {
+            while matches!(self.slots.last(), Some(None)) {
+                self.slots.pop();
+            }
+            let n = self.slots.len() as u32;
+            self.free.retain(|&s| s < n);
+        } else {
+            self.free.push(slot);
+        }
+        if self.slots.len() > 64 && self.len * 4 < self.slots.len() {
+            self.compact();
+        }
+        e
+    }
+
+    /// Rewrite the slot vector densely. Positions change, so the epoch does too.
+    fn compact(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        self.slots = old.into_iter().flatten().map(Some).collect();
+        self.free.clear();
+        self.free.shrink_to_fit();
+        self.index = HashTable::with_capacity(self.slots.len());
+        let Table {
+            index,
+            slots,
+            hasher,
+            ..
+        } = self;
+        for (i, e) in slots.iter().enumerate() {
+            if let Some(e) = e {
+                let h = hasher.hash_one(e.key());
+                index.insert_unique(h, i as u32, |&j| {
+                    slots[j as usize]
+                        .as_ref()
+                        .map_or(0, |e| hasher.hash_one(e.key()))
+                });
+            }
+        }
+        self.epoch = (self.epoch + 1) & 0xff_ffff;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    /// A uniformly random element's slot (the table must not be empty).
+    pub fn random_slot(&self, rng: &mut impl Rng) -> usize {
+        debug_assert!(self.len > 0);
+        loop {
+            let i = rng.gen_range(0..self.slots.len());
+            if self.slots[i].is_some() {
+                return i;
+            }
+        }
+    }
+
+    pub fn at(&self, slot: usize) -> Option<&T> {
+        self.slots.get(slot).and_then(|e| e.as_ref())
+    }
+
+    /// Slots of `count` distinct random elements (`count` < len).
+    pub fn random_distinct_slots(&self, count: usize, rng: &mut impl Rng) -> Vec<usize> {
+        if count * 3 > self.len {
+            // Many of them: shuffle the live slots partially.
+            let mut live: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| self.slots[i].is_some())
+                .collect();
+            let n = live.len();
+            for k in 0..count.min(n) {
+                let j = rng.gen_range(k..n);
+                live.swap(k, j);
+            }
+            live.truncate(count);
+            live
+        } else {
+            let mut seen = hashbrown::HashSet::with_capacity(count);
+            let mut out = Vec::with_capacity(count);
+            while out.len() < count {
+                let i = self.random_slot(rng);
+                if seen.insert(i) {
+                    out.push(i);
+                }
+            }
+            out
+        }
+    }
+
+    /// One step of a scan: visit elements from `cursor` until `count` were found (or 10 times
+    /// that many slots were looked at). Returns the next cursor, 0 when done.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&T)) -> u64 {
+        let mut pos = if (cursor >> POS_BITS) as u32 == self.epoch {
+            (cursor & POS_MASK) as usize
+        } else {
+            0
+        };
+        let count = count.max(1);
+        let mut found = 0;
+        let mut budget = count.saturating_mul(10);
+        while pos < self.slots.len() && found < count && budget > 0 {
+            if let Some(e) = &self.slots[pos] {
+                f(e);
+                found += 1;
+            }
+            budget -= 1;
+            pos += 1;
+        }
+        if pos >= self.slots.len() {
+            0
+        } else {
+            ((self.epoch as u64) << POS_BITS) | pos as u64
+        }
+    }
+
+    /// Approximate heap bytes used by the table itself (not the elements' contents).
+    pub fn overhead_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Option<T>>()
+            + self.index.capacity() * 5
+            + self.free.capacity() * 4
+    }
+}
+
+type Pair = (Box<[u8]>, Box<[u8]>);
+
+/// A hash value.
+#[derive(Clone)]
+pub enum Hash {
+    /// Compact form: pairs in insertion order.
+    Small(Vec<Pair>),
+    /// Hash-table form.
+    Large(Table<Pair>),
+}
+
+impl Default for Hash {
+    fn default() -> Self {
+        Hash::Small(Vec::new())
+    }
+}
+
+impl Hash {
+    pub fn new() -> Hash {
+        Hash::default()
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Hash::Small(v) => v.len(),
+            Hash::Large(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What OBJECT ENCODING reports.
+    pub fn encoding_name(&self) -> &'static str {
+        match self {
+            Hash::Small(_) => "listpack",
+            Hash::Large(_) => "hashtable",
+        }
+    }
+
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match self {
+            Hash::Small(v) => v.iter().find(|(f, _)| &f[..] == field).map(|(_, v)| &v[..]),
+            Hash::Large(t) => t.get(field).map(|(_, v)| &v[..]),
+        }
+    }
+
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Convert to the hash-table form (no-op if already there).
+    pub fn convert_to_large(&mut self) {
+        if let Hash::Small(v) = self {
+            let mut t = Table::with_capacity(v.len());
+            for p in v.drain(..) {
+                t.insert_new(p);
+            }
+            *self = Hash::Large(t);
+        }
+    }
+
+    /// Set `field` to `value`; returns true if the field is new.
+    pub fn set(&mut self, field: &[u8], value: &[u8], limits: &HashLimits) -> bool {
+        if let Hash::Small(_) = self {
+            if field.len() > limits.max_value || value.len() > limits.max_value {
+                self.convert_to_large();
+            }
+        }
+        match self {
+            Hash::Small(v) => {
+                if let Some(p) = v.iter_mut().find(|(f, _)| &f[..] == field) {
+                    p.1 = value.into();
+                    return false;
+                }
+                v.push((field.into(), value.into()));
+                if v.len() > limits.max_entries {
+                    self.convert_to_large();
+                }
+                true
+            }
+            Hash::Large(t) => {
+                if let Some(p) = t.get_mut(field) {
+                    p.1 = value.into();
+                    return false;
+                }
+                t.insert_new((field.into(), value.into()));
+                true
+            }
+        }
+    }
+
+    /// Remove `field`; true if it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match self {
+            Hash::Small(v) => match v.iter().position(|(f, _)| &f[..] == field) {
+                Some(i) => {
+                    v.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Hash::Large(t) => t.remove(field).is_some(),
+        }
+    }
+
+    /// Every field/value pair (insertion order for the compact form).
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
+        match self {
+            Hash::Small(v) => Box::new(v.iter().map(|(f, v)| (&f[..], &v[..]))),
+            Hash::Large(t) => Box::new(t.iter().map(|(f, v)| (&f[..], &v[..]))),
+        }
+    }
+
+    /// A uniformly random pair (None if empty).
+    pub fn random(&self, rng: &mut impl Rng) -> Option<(&[u8], &[u8])> {
+        if self.is_empty() {
+            return None;
+        }
+        match self {
+            Hash::Small(v) => {
+                let (f, val) = &v[rng.gen_range(0..v.len())];
+                Some((f, val))
+            }
+            Hash::Large(t) => t.at(t.random_slot(rng)).map(|(f, v)| (&f[..], &v[..])),
+        }
+    }
+
+    /// `count` distinct random pairs (all of them, in order, if count >= len).
+    pub fn random_distinct(&self, count: usize, rng: &mut impl Rng) -> Vec<(&[u8], &[u8])> {
+        let n = self.len();
+        if count >= n {
+            return self.iter().collect();
+        }
+        match self {
+            Hash::Small(v) => {
+                let mut idx: Vec<usize> = (0..n).collect();
+                for k in 0..count {
+                    let j = rng.gen_range(k..n);
+                    idx.swap(k, j);
+                }
+                idx[..count]
+                    .iter()
+                    .map(|&i| (&v[i].0[..], &v[i].1[..]))
+                    .collect()
+            }
+            Hash::Large(t) => t
+                .random_distinct_slots(count, rng)
+                .into_iter()
+                .filter_map(|s| t.at(s))
+                .map(|(f, v)| (&f[..], &v[..]))
+                .collect(),
+        }
+    }
+
+    /// HSCAN step: the compact form returns everything with cursor 0.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        match self {
+            Hash::Small(v) => {
+                for (k, val) in v {
+                    f(k, val);
+                }
+                0
+            }
+            Hash::Large(t) => t.scan(cursor, count, |(k, v)| f(k, v)),
+        }
+    }
+
+    /// Approximate heap bytes (MEMORY USAGE).
+    pub fn heap_bytes(&self) -> usize {
+        let contents: usize = self.iter().map(|(f, v)| f.len() + v.len() + 32).sum();
+        match self {
+            Hash::Small(v) => contents + v.capacity() * std::mem::size_of::<Pair>(),
+            Hash::Large(t) => contents + t.overhead_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim(e: usize, v: usize) -> HashLimits {
+        HashLimits {
+            max_entries: e,
+            max_value: v,
+        }
+    }
+
+    #[test]
+    fn small_then_large_by_count() {
+        let l = lim(4, 64);
+        let mut h = Hash::new();
+        for i in 0..4 {
+            assert!(h.set(format!("f{i}").as_bytes(), b"v", &l));
+        }
+        assert_eq!(h.encoding_name(), "listpack");
+        assert!(!h.set(b"f0", b"w", &l));
+        assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
+        assert!(h.set(b"f4", b"v", &l));
+        assert_eq!(h.encoding_name(), "hashtable");
+        assert_eq!(h.len(), 5);
+        assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
+        assert!(h.remove(b"f0"));
+        assert!(!h.remove(b"f0"));
+        assert_eq!(h.len(), 4);
+        // Never converts back.
+        assert_eq!(h.encoding_name(), "hashtable");
+    }
+
+    #[test]
+    fn large_by_value_length() {
+        let l = lim(128, 8);
+        let mut h = Hash::new();
+        h.set(b"abcdefgh", b"12345678", &l);
+        assert_eq!(h.encoding_name(), "listpack");
+        h.set(b"x", b"123456789", &l);
+        assert_eq!(h.encoding_name(), "hashtable");
+        let mut h = Hash::new();
+        h.set(b"abcdefghi", b"1", &l);
+        assert_eq!(h.encoding_name(), "hashtable");
+    }
+
+    #[test]
+    fn scan_survives_shrink() {
+        let mut t: Table<Box<[u8]>> = Table::default();
+        for i in 0..2000 {
+            t.insert_new(format!("{i}").into_bytes().into());
+        }
+        let mut seen = hashbrown::HashSet::new();
+        let mut cur = 0;
+        let mut steps = 0;
+        loop {
+            cur = t.scan(cur, 10, |e| {
+                seen.insert(e.clone());
+            });
+            steps += 1;
+            if steps == 3 {
+                for i in 100..2000 {
+                    assert!(t.remove(format!("{i}").as_bytes()).is_some());
+                }
+            }
+            if cur == 0 {
+                break;
+            }
+        }
+        for i in 0..100 {
+            assert!(seen.contains(format!("{i}").as_bytes()), "missing {i}");
+        }
+        assert_eq!(t.len(), 100);
+        for i in 0..100 {
+            assert!(t.contains(format!("{i}").as_bytes()));
+        }
+    }
+
+    #[test]
+    fn random_distinct_is_distinct() {
+        let l = lim(0, 64);
+        let mut h = Hash::new();
+        for i in 0..50 {
+            h.set(format!("f{i}").as_bytes(), b"v", &l);
+        }
+        let mut rng = rand::thread_rng();
+        for count in [1, 5, 20, 49] {
+            let got = h.random_distinct(count, &mut rng);
+            let set: hashbrown::HashSet<_> = got.iter().map(|(f, _)| f.to_vec()).collect();
+            assert_eq!(set.len(), count);
+        }
+    }
 }

@@ -1,24 +1,377 @@
-//! Set values (placeholder until the set type lands).
-#[derive(Clone, Default)]
-pub struct Set {
-    pub members: hashbrown::HashSet<Vec<u8>>,
+//! Set values.
+//!
+//! A [`Set`] is an integer set (a sorted `Vec<i64>`, Redis's intset) while every member is
+//! the canonical text of a 64-bit integer (Redis's `string2ll` rules: no sign on zero, no
+//! leading zeros, no spaces, no `+`) and it has at most `set-max-intset-entries` members;
+//! otherwise a hash table ([`Table`], shared with hashes, which gives SSCAN its guarantee).
+//! A set never converts back to an intset, as in Redis 7.0 (which has no listpack sets).
+//! Members of an intset are handed out as [`Member`]s holding their formatted text.
+
+use super::hash::Table;
+use rand::Rng;
+use std::ops::Deref;
+
+/// Parse `s` as Redis's `string2ll` does: the canonical decimal text of an i64 only.
+pub fn canonical_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// A member as the set hands it out: borrowed text, or an integer formatted on the spot.
+/// Dereferences to `[u8]`.
+#[derive(Clone, Copy)]
+pub enum Member<'a> {
+    Str(&'a [u8]),
+    Int { buf: [u8; 20], len: u8 },
+}
+
+impl Member<'_> {
+    pub fn from_int(v: i64) -> Member<'static> {
+        // Digits are written from the end of the buffer, then moved to the front.
+        let mut buf = [0u8; 20];
+        let mut n = v.unsigned_abs();
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            i -= 1;
+            buf[i] = b'-';
+        }
+        let len = buf.len() - i;
+        buf.copy_within(i.., 0);
+        Member::Int {
+            buf,
+            len: len as u8,
+        }
+    }
+}
+
+impl Deref for Member<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Member::Str(s) => s,
+            Member::Int { buf, len } => &buf[..*len as usize],
+        }
+    }
+}
+
+impl AsRef<[u8]> for Member<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl std::fmt::Debug for Member<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+/// A set value.
+#[derive(Clone)]
+pub enum Set {
+    /// Sorted, distinct integers.
+    Ints(Vec<i64>),
+    /// Hash-table form.
+    Table(Table<Box<[u8]>>),
+}
+
+impl Default for Set {
+    fn default() -> Self {
+        Set::Ints(Vec::new())
+    }
 }
 
 impl Set {
-    /// Every member, in no particular order (used by ZUNIONSTORE & co, which take sets as inputs).
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.members.iter().map(|m| &m[..])
+    /// An empty set in the form Redis would create for a first member `m` (SADD, SMOVE).
+    pub fn for_member(m: &[u8]) -> Set {
+        if canonical_i64(m).is_some() {
+            Set::Ints(Vec::new())
+        } else {
+            Set::Table(Table::default())
+        }
+    }
+
+    /// An empty integer set (the *STORE commands start from one, as Redis does).
+    pub fn new_intset() -> Set {
+        Set::Ints(Vec::new())
+    }
+
+    /// Every member, in no particular order (used by ZUNIONSTORE & co, which take sets as
+    /// inputs). Items dereference to `&[u8]`.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Member<'_>> + '_> {
+        match self {
+            Set::Ints(v) => Box::new(v.iter().map(|&i| Member::from_int(i))),
+            Set::Table(t) => Box::new(t.iter().map(|m| Member::Str(m))),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.members.len()
+        match self {
+            Set::Ints(v) => v.len(),
+            Set::Table(t) => t.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.len() == 0
     }
 
     pub fn contains(&self, m: &[u8]) -> bool {
-        self.members.contains(m)
+        match self {
+            Set::Ints(v) => canonical_i64(m).is_some_and(|i| v.binary_search(&i).is_ok()),
+            Set::Table(t) => t.contains(m),
+        }
+    }
+
+    /// What OBJECT ENCODING reports.
+    pub fn encoding_name(&self) -> &'static str {
+        match self {
+            Set::Ints(_) => "intset",
+            Set::Table(_) => "hashtable",
+        }
+    }
+
+    /// Convert to the hash-table form (no-op if already there).
+    pub fn convert_to_table(&mut self) {
+        if let Set::Ints(v) = self {
+            let mut t = Table::with_capacity(v.len() + 1);
+            for &i in v.iter() {
+                t.insert_new(Member::from_int(i).to_vec().into_boxed_slice());
+            }
+            *self = Set::Table(t);
+        }
+    }
+
+    /// Add `m`; true if it was not there. `max_intset` is `set-max-intset-entries`.
+    pub fn add(&mut self, m: &[u8], max_intset: usize) -> bool {
+        if let Set::Ints(v) = self {
+            match canonical_i64(m) {
+                Some(i) => {
+                    return match v.binary_search(&i) {
+                        Ok(_) => false,
+                        Err(pos) => {
+                            v.insert(pos, i);
+                            if v.len() > max_intset {
+                                self.convert_to_table();
+                            }
+                            true
+                        }
+                    };
+                }
+                None => self.convert_to_table(),
+            }
+        }
+        match self {
+            Set::Table(t) => {
+                if t.contains(m) {
+                    false
+                } else {
+                    t.insert_new(m.into());
+                    true
+                }
+            }
+            Set::Ints(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Remove `m`; true if it was there.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        match self {
+            Set::Ints(v) => match canonical_i64(m).map(|i| v.binary_search(&i)) {
+                Some(Ok(pos)) => {
+                    v.remove(pos);
+                    true
+                }
+                _ => false,
+            },
+            Set::Table(t) => t.remove(m).is_some(),
+        }
+    }
+
+    /// A uniformly random member (None if empty).
+    pub fn random(&self, rng: &mut impl Rng) -> Option<Member<'_>> {
+        if self.is_empty() {
+            return None;
+        }
+        Some(match self {
+            Set::Ints(v) => Member::from_int(v[rng.gen_range(0..v.len())]),
+            Set::Table(t) => Member::Str(t.at(t.random_slot(rng))?),
+        })
+    }
+
+    /// `count` distinct random members (all of them if count >= len).
+    pub fn random_distinct(&self, count: usize, rng: &mut impl Rng) -> Vec<Member<'_>> {
+        let n = self.len();
+        if count >= n {
+            return self.iter().collect();
+        }
+        match self {
+            Set::Ints(v) => {
+                let mut idx: Vec<usize> = (0..n).collect();
+                for k in 0..count {
+                    let j = rng.gen_range(k..n);
+                    idx.swap(k, j);
+                }
+                idx[..count]
+                    .iter()
+                    .map(|&i| Member::from_int(v[i]))
+                    .collect()
+            }
+            Set::Table(t) => t
+                .random_distinct_slots(count, rng)
+                .into_iter()
+                .filter_map(|s| t.at(s))
+                .map(|m| Member::Str(m))
+                .collect(),
+        }
+    }
+
+    /// Remove and return `count` distinct random members (all if count >= len).
+    pub fn pop_random(&mut self, count: usize, rng: &mut impl Rng) -> Vec<Vec<u8>> {
+        let picked: Vec<Vec<u8>> = self
+            .random_distinct(count, rng)
+            .into_iter()
+            .map(|m| m.to_vec())
+            .collect();
+        for m in &picked {
+            self.remove(m);
+        }
+        picked
+    }
+
+    /// SSCAN step: the intset form returns everything with cursor 0.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
+        match self {
+            Set::Ints(v) => {
+                for &i in v {
+                    f(&Member::from_int(i));
+                }
+                0
+            }
+            Set::Table(t) => t.scan(cursor, count, |m| f(m)),
+        }
+    }
+
+    /// Approximate heap bytes (MEMORY USAGE).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Set::Ints(v) => v.capacity() * 8,
+            Set::Table(t) => t.iter().map(|m| m.len() + 16).sum::<usize>() + t.overhead_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_ints() {
+        assert_eq!(canonical_i64(b"0"), Some(0));
+        assert_eq!(canonical_i64(b"-1"), Some(-1));
+        assert_eq!(canonical_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(canonical_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b"-0"[..],
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"",
+            b"-",
+            b"9223372036854775808",
+            b"1a",
+            b"-9223372036854775809",
+        ] {
+            assert_eq!(
+                canonical_i64(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn member_text() {
+        for v in [0, 7, -7, 10, 1234567890, i64::MAX, i64::MIN] {
+            assert_eq!(&*Member::from_int(v), v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn intset_then_table() {
+        let mut s = Set::for_member(b"17");
+        assert!(s.add(b"17", 3));
+        assert!(s.add(b"-5", 3));
+        assert!(!s.add(b"17", 3));
+        assert!(s.add(b"100", 3));
+        assert_eq!(s.encoding_name(), "intset");
+        let mut all: Vec<Vec<u8>> = s.iter().map(|m| m.to_vec()).collect();
+        all.sort();
+        assert_eq!(all, vec![b"-5".to_vec(), b"100".to_vec(), b"17".to_vec()]);
+        assert!(s.contains(b"-5") && !s.contains(b"-05"));
+        assert!(s.add(b"101", 3));
+        assert_eq!(s.encoding_name(), "hashtable");
+        assert!(s.contains(b"17") && s.contains(b"101"));
+        assert!(s.remove(b"17"));
+        assert_eq!(s.len(), 3);
+        let mut s = Set::for_member(b"1");
+        s.add(b"1", 512);
+        s.add(b"a", 512);
+        assert_eq!(s.encoding_name(), "hashtable");
+        assert!(s.contains(b"1") && s.contains(b"a"));
+    }
+
+    #[test]
+    fn pop_random_removes() {
+        let mut s = Set::new_intset();
+        for i in 0..20 {
+            s.add(i.to_string().as_bytes(), 512);
+        }
+        let mut rng = rand::thread_rng();
+        let p = s.pop_random(5, &mut rng);
+        assert_eq!(p.len(), 5);
+        assert_eq!(s.len(), 15);
+        for m in &p {
+            assert!(!s.contains(m));
+        }
+        let rest = s.pop_random(100, &mut rng);
+        assert_eq!(rest.len(), 15);
+        assert!(s.is_empty());
     }
 }

@@ -665,6 +665,12 @@ pub fn format_f64(d: f64, out: &mut Vec<u8>) {
         out.push(b'0');
         return;
     }
+    // Fast path: whole numbers below 1e15 print as plain digits under %.17g (leaderboard
+    // scores usually are such integers).
+    if d.abs() < 1e15 && d.fract() == 0.0 {
+        format_i64(d.abs() as i64, out);
+        return;
+    }
     // Rust's exact formatting is correctly rounded (ties to even), like glibc's printf.
     let mut sb = StackBuf {
         buf: [0; 48],

@@ -1,0 +1,310 @@
+//! Loading the AOF at startup: parse each file's RESP commands and run them through the normal
+//! dispatcher with a private client, logging suppressed.
+//!
+//! Files are replayed in manifest order (base, then the incremental files), each with a fresh
+//! client (database 0, no transaction), as Redis does. `SELECT` is handled here; `MULTI`/`EXEC`
+//! go through the dispatcher, so a transaction is applied as a unit. Lines starting with `#`
+//! (Redis's timestamp annotations) are skipped.
+//!
+//! Damage: if the LAST file ends in the middle of a command (or inside a MULTI without its EXEC)
+//! and `aof-load-truncated` is yes, the incomplete tail is cut off (the file is truncated to
+//! the last complete command) with a warning naming the offset. A truncated earlier file, or
+//! any malformed data that is not a short read at the end of the file, is an error naming the
+//! file and the byte offset, and the server refuses to start.
+
+use crate::connection::{Client, ClientInfo};
+use crate::server::Server;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize};
+use std::sync::Arc;
+
+/// Result of parsing one command at an offset.
+#[derive(Debug, PartialEq)]
+pub enum Parse {
+    /// A command and the offset just after it.
+    Command(Vec<Bytes>, usize),
+    /// The data ends before the command does.
+    Truncated,
+    /// Malformed data at this offset.
+    Bad(usize, &'static str),
+}
+
+/// A CRLF-terminated header line starting at `pos`: (its text without CRLF, offset after).
+fn line(d: &[u8], pos: usize) -> Result<(&[u8], usize), Parse> {
+    // Header lines are short (`*<argc>` or `$<len>`): a missing CRLF within 32 bytes is damage,
+    // unless the file simply ends first.
+    let end = (pos + 32).min(d.len());
+    match d[pos..end].windows(2).position(|w| w == b"\r\n") {
+        Some(i) => Ok((&d[pos..pos + i], pos + i + 2)),
+        None if end == d.len() => Err(Parse::Truncated),
+        None => Err(Parse::Bad(pos, "header line too long")),
+    }
+}
+
+fn number(s: &[u8]) -> Option<usize> {
+    if s.is_empty() || s.len() > 18 || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// Parse the command that starts at `pos` (`pos < d.len()`).
+pub fn parse_at(d: &[u8], pos: usize) -> Parse {
+    if d[pos] != b'*' {
+        return Parse::Bad(pos, "expected '*'");
+    }
+    let (head, mut p) = match line(d, pos + 1) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let Some(argc) = number(head).filter(|&n| n >= 1) else {
+        return Parse::Bad(pos, "bad argument count");
+    };
+    let mut args = Vec::with_capacity(argc.min(1024));
+    for _ in 0..argc {
+        if p >= d.len() {
+            return Parse::Truncated;
+        }
+        if d[p] != b'$' {
+            return Parse::Bad(p, "expected '$'");
+        }
+        let (head, q) = match line(d, p + 1) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        let Some(len) = number(head) else {
+            return Parse::Bad(p, "bad bulk length");
+        };
+        if q + len + 2 > d.len() {
+            // A partial CRLF is checked as far as it goes.
+            if q + len < d.len() && d[q + len] != b'\r' {
+                return Parse::Bad(q + len, "bulk not followed by CRLF");
+            }
+            return Parse::Truncated;
+        }
+        if &d[q + len..q + len + 2] != b"\r\n" {
+            return Parse::Bad(q + len, "bulk not followed by CRLF");
+        }
+        args.push(Bytes::copy_from_slice(&d[q..q + len]));
+        p = q + len + 2;
+    }
+    Parse::Command(args, p)
+}
+
+fn fake_client(srv: &Server) -> Client {
+    let info = Arc::new(ClientInfo {
+        id: u64::MAX,
+        addr: "AOF-loading".into(),
+        laddr: String::new(),
+        name: Mutex::new(None),
+        lib_name: Mutex::new(None),
+        db: AtomicUsize::new(0),
+        created_ms: crate::server::unix_ms(),
+        last_active_ms: AtomicI64::new(0),
+        last_cmd: Mutex::new("NULL"),
+        resp: AtomicU8::new(2),
+        multi: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        no_evict: AtomicBool::new(false),
+        killed: AtomicBool::new(false),
+        kill: tokio::sync::Notify::new(),
+        qbuf: AtomicUsize::new(0),
+    });
+    let _ = srv;
+    let mut c = Client::new(u64::MAX, info);
+    c.authenticated = true;
+    c
+}
+
+/// What loading one file found.
+#[derive(Debug, Default)]
+pub struct FileLoad {
+    pub commands: u64,
+    pub bytes: u64,
+    /// Set when the tail was cut off: the offset the file now ends at.
+    pub truncated_at: Option<u64>,
+}
+
+/// Replay one file. `last` says whether it is the last file of the AOF (only that one may be
+/// truncated).
+pub fn load_file(srv: &Server, path: &Path, last: bool) -> Result<FileLoad, String> {
+    let shown = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(format!(
+                "Fatal error: can't open the append log file {shown} for reading: {e}"
+            ))
+        }
+    };
+    if data.starts_with(b"REDIS") {
+        return Err(format!(
+            "The AOF file {shown} starts with an RDB preamble (aof-use-rdb-preamble yes); Podium loads only \
+             RESP AOF files: rewrite it with redis-server using aof-use-rdb-preamble no"
+        ));
+    }
+    let mut client = fake_client(srv);
+    let mut out = FileLoad {
+        bytes: data.len() as u64,
+        ..FileLoad::default()
+    };
+    let mut pos = 0usize;
+    let mut valid_up_to = 0usize;
+    let mut truncated = false;
+    while pos < data.len() {
+        if data[pos] == b'#' {
+            // Annotation line.
+            match data[pos..].iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    pos += i + 1;
+                    if client.multi.is_none() {
+                        valid_up_to = pos;
+                    }
+                    continue;
+                }
+                None => {
+                    truncated = true;
+                    break;
+                }
+            }
+        }
+        let (args, next) = match parse_at(&data, pos) {
+            Parse::Command(a, n) => (a, n),
+            Parse::Truncated => {
+                truncated = true;
+                break;
+            }
+            Parse::Bad(at, why) => {
+                return Err(format!(
+                    "Bad file format reading the append only file {shown} at offset {at} ({why}): make a backup of \
+                     your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
+                ));
+            }
+        };
+        run(srv, &mut client, args)
+            .map_err(|e| format!("{e} reading the append only file {shown} at offset {pos}"))?;
+        out.commands += 1;
+        pos = next;
+        if client.multi.is_none() {
+            valid_up_to = pos;
+        }
+    }
+    if !truncated && client.multi.is_some() {
+        tracing::warn!("Revert incomplete MULTI/EXEC transaction in AOF file {shown}");
+        truncated = true;
+    }
+    if truncated {
+        if !last {
+            return Err(format!(
+                "Fatal error: the truncated file {shown} (offset {valid_up_to} of {}) is not the last file of the AOF",
+                data.len()
+            ));
+        }
+        if !srv.config.get_bool("aof-load-truncated") {
+            return Err(format!(
+                "Unexpected end of file reading the append only file {shown} (the last complete command ends at \
+                 offset {valid_up_to} of {}). You can: 1) Make a backup of your AOF file, then use \
+                 ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the \
+                 'aof-load-truncated' configuration option to yes and restart the server.",
+                data.len()
+            ));
+        }
+        tracing::warn!("!!! Warning: short read while loading the AOF file {shown}!!!");
+        tracing::warn!("!!! Truncating the AOF {shown} at offset {valid_up_to} !!!");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("can't truncate {shown}: {e}"))?;
+        f.set_len(valid_up_to as u64)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| format!("Error truncating the AOF file {shown}: {e}"))?;
+        tracing::warn!("AOF {shown} loaded anyway because aof-load-truncated is enabled");
+        out.truncated_at = Some(valid_up_to as u64);
+    }
+    // A transaction cut off at the end left commands queued: drop them.
+    client.multi = None;
+    Ok(out)
+}
+
+/// Execute one logged command.
+fn run(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String> {
+    if args[0].eq_ignore_ascii_case(b"select") {
+        let db = args
+            .get(1)
+            .and_then(|a| number(a))
+            .filter(|&d| d < srv.keyspace.num_dbs());
+        let Some(db) = db.filter(|_| args.len() == 2) else {
+            return Err("Invalid SELECT".to_string());
+        };
+        client.select(db);
+        return Ok(());
+    }
+    if crate::commands::lookup(&args[0]).is_none() {
+        return Err(format!(
+            "Unknown command '{}'",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    let outcome = crate::commands::dispatch(srv, client, args);
+    if let Some(b) = outcome.block {
+        // Logged pops never wait; a command that would block changed nothing.
+        srv.blocking.cancel(&srv.keyspace, &b.waiter);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(parts: &[&str]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", parts.len()).into_bytes();
+        for p in parts {
+            v.extend_from_slice(format!("${}\r\n{}\r\n", p.len(), p).as_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn parses_commands_and_detects_truncation_everywhere() {
+        let mut d = cmd(&["SET", "key", "value"]);
+        let first = d.len();
+        d.extend(cmd(&["ZADD", "z", "1.5", "member"]));
+        match parse_at(&d, 0) {
+            Parse::Command(a, n) => {
+                assert_eq!(
+                    a,
+                    vec![Bytes::from("SET"), Bytes::from("key"), Bytes::from("value")]
+                );
+                assert_eq!(n, first);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_at(&d, first), Parse::Command(_, n) if n == d.len()));
+        // Every proper prefix of the second command is a truncation, never damage.
+        for cut in first + 1..d.len() {
+            assert_eq!(parse_at(&d[..cut], first), Parse::Truncated, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn detects_damage() {
+        let d = cmd(&["SET", "key", "value"]);
+        let mut bad = d.clone();
+        bad[0] = b'x';
+        assert!(matches!(parse_at(&bad, 0), Parse::Bad(0, _)));
+        // A bulk length that no longer matches its data.
+        let mut bad = d.clone();
+        let i = bad.windows(2).position(|w| w == b"$5").unwrap();
+        bad[i + 1] = b'4';
+        assert!(matches!(parse_at(&bad, 0), Parse::Bad(_, _)));
+        let mut bad = d.clone();
+        bad[1] = b'x';
+        assert!(matches!(parse_at(&bad, 0), Parse::Bad(0, _)));
+    }
+}

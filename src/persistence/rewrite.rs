@@ -1,0 +1,420 @@
+//! AOF rewrite: BGREWRITEAOF, automatic rewrites, and CONFIG SET appendonly yes.
+//!
+//! A rewrite runs on its own thread:
+//! 1. create the next incremental file and (AOF on) list it in the manifest after the current
+//!    files, so a crash at any later point still replays everything;
+//! 2. lock EVERY shard (in the global order, like EXEC), then switch logging to the new
+//!    incremental file: what was buffered goes to the old file (fsynced), everything fed from
+//!    now on goes to the new one;
+//! 3. serialize the shards one by one into a temporary base file (SET / RPUSH / SADD / HSET /
+//!    ZADD in batches of 64, then PEXPIREAT; already-expired keys are skipped), RELEASING each
+//!    shard as soon as it is written;
+//! 4. fsync, rename to `<name>.<n+1>.base.aof`, atomically replace the manifest with
+//!    "new base + new incremental file", delete the old files.
+//!
+//! Why the replay (new base, then new incremental file) is exact: the snapshot is a single
+//! point in time T (the switch, made while no command runs). A command that ran before T holds
+//! its effects in the snapshot and was logged to the old files only. A command that runs after
+//! T holds the locks of all its shards while running; each of those shards stays locked from T
+//! until it has been serialized, so the command can only run once ALL its shards are already in
+//! the base, i.e. the base never contains its effects, and it is logged to the new incremental
+//! file only. So the base is the state at T and the new file holds exactly the commands after
+//! T, in an order consistent with every shard's order. Writes to a shard wait at most until
+//! that shard has been written out (early shards are released early).
+
+use super::manifest::{self, Manifest, Part};
+use super::{encode_command, encode_select, open_append, paths, Inner};
+use crate::keyspace::Shard;
+use crate::server::Server;
+use crate::types::Value;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Items per command in the base file (Redis's AOF_REWRITE_ITEMS_PER_CMD).
+const ITEMS_PER_CMD: usize = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// BGREWRITEAOF / automatic: compact the AOF (or, AOF off, just write a base file).
+    Rewrite,
+    /// CONFIG SET appendonly yes: write a base from the current data and start logging.
+    Enable,
+}
+
+/// Remove temporary files a killed rewrite left behind.
+pub fn remove_temp_files(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("temp-rewriteaof-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// Start a rewrite in the background.
+pub fn spawn(srv: &Server, kind: Kind) -> Result<(), String> {
+    let Some(arc) = srv.arc() else {
+        return Err("Can't start the AOF rewrite: no server handle".into());
+    };
+    let inner = &srv.aof.inner;
+    if inner
+        .rewriting
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        if kind == Kind::Rewrite {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        inner.state.lock().scheduled = true;
+    }
+    let r = std::thread::Builder::new()
+        .name("aof-rewrite".into())
+        .spawn(move || {
+            let inner = &arc.aof.inner;
+            // An enable that found a rewrite running waits for it, then takes over.
+            while kind == Kind::Enable && !inner.state.lock().scheduled_taken(inner) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let started = Instant::now();
+            inner.state.lock().rewrite_started = Some(started);
+            let r = run(&arc, kind);
+            let mut st = inner.state.lock();
+            st.rewrite_started = None;
+            st.last_rewrite_secs = started.elapsed().as_secs() as i64;
+            match r {
+                Ok(()) => {
+                    st.rewrites += 1;
+                    st.consecutive_failures = 0;
+                    st.last_rewrite_ok = true;
+                    tracing::info!("Background AOF rewrite finished successfully");
+                }
+                Err(e) => {
+                    st.consecutive_failures += 1;
+                    st.last_rewrite_ok = false;
+                    tracing::warn!("Background AOF rewrite failed: {e}");
+                    if kind == Kind::Enable {
+                        // Nothing lists the new file: logging into it would be lost.
+                        drop(st);
+                        let mut out = inner.out.lock();
+                        inner.enabled.store(false, Ordering::SeqCst);
+                        *out = None;
+                        inner.durable.notify_waiters();
+                    }
+                }
+            }
+            inner.rewriting.store(false, Ordering::SeqCst);
+        });
+    if let Err(e) = r {
+        inner.rewriting.store(false, Ordering::SeqCst);
+        return Err(format!("Can't start the AOF rewrite thread: {e}"));
+    }
+    Ok(())
+}
+
+impl super::State {
+    /// For a scheduled enable: claim the rewrite slot once it is free.
+    fn scheduled_taken(&mut self, inner: &Inner) -> bool {
+        if !self.scheduled {
+            return true;
+        }
+        if inner
+            .rewriting
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.scheduled = false;
+            return true;
+        }
+        false
+    }
+}
+
+/// Start an automatic rewrite when the AOF grew past auto-aof-rewrite-percentage.
+pub fn maybe_auto_rewrite(srv: &Server) {
+    let inner = &srv.aof.inner;
+    if !inner.enabled.load(Ordering::Relaxed) || inner.rewriting.load(Ordering::Relaxed) {
+        return;
+    }
+    let perc = srv.config.get_i64("auto-aof-rewrite-percentage");
+    let min = srv.config.get_i64("auto-aof-rewrite-min-size").max(0) as u64;
+    if perc <= 0 {
+        return;
+    }
+    let cur = inner.current_size();
+    if cur <= min {
+        return;
+    }
+    let base = inner.state.lock().rewrite_base_size.max(1);
+    let growth = (cur as i128 * 100 / base as i128) - 100;
+    if growth >= perc as i128 {
+        tracing::info!("Starting automatic rewriting of AOF on {growth}% growth");
+        if let Err(e) = spawn(srv, Kind::Rewrite) {
+            tracing::debug!("automatic AOF rewrite not started: {e}");
+        }
+    }
+}
+
+fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+fn run(srv: &Server, kind: Kind) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    let (dir, filename) = paths(srv);
+    std::fs::create_dir_all(&dir).map_err(io("can't create the AOF directory"))?;
+    let aof_on = kind == Kind::Enable || inner.enabled.load(Ordering::SeqCst);
+    // The current manifest (from state when logging, else from disk: a previous run's files).
+    let old: Manifest = if inner.enabled.load(Ordering::SeqCst) {
+        inner.state.lock().manifest.clone()
+    } else {
+        manifest::read(&dir, &filename)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    };
+    let new_base = Part {
+        name: manifest::base_name(&filename, old.base_seq() + 1),
+        seq: old.base_seq() + 1,
+    };
+    let new_incr = Part {
+        name: manifest::incr_name(&filename, old.max_incr_seq() + 1),
+        seq: old.max_incr_seq() + 1,
+    };
+
+    // 1. The new incremental file, listed after the current ones (AOF already on).
+    let mut new_out = None;
+    if aof_on {
+        File::create(dir.join(&new_incr.name))
+            .map_err(io("can't create the new incremental AOF file"))?;
+        manifest::sync_dir(&dir).map_err(io("can't fsync the AOF directory"))?;
+        if kind == Kind::Rewrite {
+            let mut m = old.clone();
+            m.incrs.push(new_incr.clone());
+            manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
+            inner.state.lock().manifest = m;
+        }
+        new_out = Some(
+            open_append(&dir.join(&new_incr.name))
+                .map_err(io("can't open the new incremental AOF file"))?,
+        );
+    }
+    let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let tmpfile = File::create(&temp).map_err(io("can't create the temporary rewrite file"))?;
+    let result = snapshot(srv, kind, tmpfile, new_out);
+    let mut w = match result {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+    };
+    let finish = (|| -> std::io::Result<u64> {
+        w.flush()?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        let size = f.metadata()?.len();
+        std::fs::rename(&temp, dir.join(&new_base.name))?;
+        Ok(size)
+    })();
+    let base_size = match finish {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(format!("can't write the new base file: {e}"));
+        }
+    };
+    // 4. Switch the manifest.
+    let m = Manifest {
+        base: Some(new_base.clone()),
+        incrs: if aof_on {
+            vec![new_incr.clone()]
+        } else {
+            Vec::new()
+        },
+    };
+    if kind == Kind::Enable && !inner.enabled.load(Ordering::SeqCst) {
+        return Err("appendonly was turned off during the rewrite".into());
+    }
+    manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
+    // Old files are no longer referenced.
+    let keep = |n: &str| n == new_base.name || n == new_incr.name;
+    for p in old.base.iter().chain(old.incrs.iter()) {
+        if !keep(&p.name) {
+            let _ = std::fs::remove_file(dir.join(&p.name));
+        }
+    }
+    let cur = inner.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
+    let mut st = inner.state.lock();
+    st.dir = dir;
+    st.filename = filename;
+    st.base_size = base_size;
+    st.other_incr_size = 0;
+    st.rewrite_base_size = base_size + cur;
+    st.manifest = m;
+    Ok(())
+}
+
+/// Steps 2-3: lock everything, switch the log to the new file, serialize shard by shard.
+fn snapshot(
+    srv: &Server,
+    kind: Kind,
+    tmpfile: File,
+    new_out: Option<super::Out>,
+) -> Result<BufWriter<File>, String> {
+    let inner = &srv.aof.inner;
+    let ks = &srv.keyspace;
+    let per = ks.shards_per_db();
+    let mut guards = Vec::with_capacity(ks.num_dbs() * per);
+    for db in ks.dbs.iter() {
+        for s in db.shards.iter() {
+            guards.push(Some(s.lock()));
+        }
+    }
+    // Switch: nothing runs while every shard is locked.
+    if let Some(new_out) = new_out {
+        if kind == Kind::Rewrite && inner.enabled.load(Ordering::SeqCst) {
+            // Everything fed so far belongs to the old file.
+            if !inner.write_pending(true) {
+                return Err("can't flush the AOF before switching files".into());
+            }
+        }
+        let mut out = inner.out.lock();
+        let old_size = out.as_ref().map(|o| o.size).unwrap_or(0);
+        *out = Some(new_out);
+        let mut f = inner.feed.lock();
+        f.db = None;
+        if kind == Kind::Enable {
+            f.buf.clear();
+            inner.written.store(f.seq, Ordering::SeqCst);
+            inner.synced.store(f.seq, Ordering::SeqCst);
+            inner.enabled.store(true, Ordering::SeqCst);
+        } else {
+            inner.state.lock().other_incr_size += old_size;
+        }
+    }
+    let now = crate::server::unix_ms();
+    let mut w = BufWriter::with_capacity(1 << 16, tmpfile);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut selected = None;
+    for (i, g) in guards.iter_mut().enumerate() {
+        let db = i / per;
+        let shard = g.take().ok_or("shard lock missing")?;
+        if !shard.is_empty() {
+            if selected != Some(db) {
+                encode_select(&mut buf, db);
+                selected = Some(db);
+            }
+            serialize_shard(&shard, now, &mut buf, &mut w)?;
+        }
+        // Commands on this shard may run again: their effects go to the new incremental file.
+        drop(shard);
+    }
+    w.write_all(&buf)
+        .map_err(io("can't write the rewrite file"))?;
+    Ok(w)
+}
+
+fn spill(buf: &mut Vec<u8>, w: &mut BufWriter<File>) -> Result<(), String> {
+    if buf.len() >= 1 << 16 {
+        w.write_all(buf)
+            .map_err(io("can't write the rewrite file"))?;
+        buf.clear();
+    }
+    Ok(())
+}
+
+/// Emit `head` followed by items in batches of ITEMS_PER_CMD commands.
+fn batched<'a>(
+    head: &[u8],
+    key: &[u8],
+    items: impl Iterator<Item = Vec<std::borrow::Cow<'a, [u8]>>>,
+    buf: &mut Vec<u8>,
+    w: &mut BufWriter<File>,
+) -> Result<(), String> {
+    let mut argv: Vec<std::borrow::Cow<'a, [u8]>> = Vec::with_capacity(2 + 2 * ITEMS_PER_CMD);
+    let mut n = 0;
+    let start = |argv: &mut Vec<std::borrow::Cow<'a, [u8]>>| {
+        argv.clear();
+        argv.push(std::borrow::Cow::Owned(head.to_vec()));
+        argv.push(std::borrow::Cow::Owned(key.to_vec()));
+    };
+    start(&mut argv);
+    for it in items {
+        argv.extend(it);
+        n += 1;
+        if n == ITEMS_PER_CMD {
+            encode_command(buf, &argv);
+            spill(buf, w)?;
+            start(&mut argv);
+            n = 0;
+        }
+    }
+    if n > 0 {
+        encode_command(buf, &argv);
+    }
+    spill(buf, w)
+}
+
+/// Append commands rebuilding every live key of `shard` to `buf`.
+pub(crate) fn serialize_shard(
+    shard: &Shard,
+    now: i64,
+    buf: &mut Vec<u8>,
+    w: &mut BufWriter<File>,
+) -> Result<(), String> {
+    use std::borrow::Cow;
+    for (key, e) in shard.keys() {
+        if e.has_expire() && e.expire_at <= now {
+            continue;
+        }
+        match &e.value {
+            Value::Str(v) => encode_command(buf, &[&b"SET"[..], &key[..], &v[..]]),
+            Value::List(l) => batched(
+                b"RPUSH",
+                key,
+                l.items.iter().map(|i| vec![Cow::Borrowed(&i[..])]),
+                buf,
+                w,
+            )?,
+            Value::Set(s) => batched(
+                b"SADD",
+                key,
+                s.iter().map(|m| vec![Cow::Borrowed(m)]),
+                buf,
+                w,
+            )?,
+            Value::Hash(h) => batched(
+                b"HSET",
+                key,
+                h.map
+                    .iter()
+                    .map(|(f, v)| vec![Cow::Borrowed(&f[..]), Cow::Borrowed(&v[..])]),
+                buf,
+                w,
+            )?,
+            Value::ZSet(z) => batched(
+                b"ZADD",
+                key,
+                z.iter().map(|(m, s)| {
+                    vec![
+                        Cow::Owned(crate::util::numtext::f64_to_vec(s)),
+                        Cow::Borrowed(m),
+                    ]
+                }),
+                buf,
+                w,
+            )?,
+        }
+        if e.has_expire() {
+            let at = e.expire_at.to_string();
+            encode_command(buf, &[&b"PEXPIREAT"[..], &key[..], at.as_bytes()]);
+        }
+        spill(buf, w)?;
+    }
+    Ok(())
+}

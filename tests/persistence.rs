@@ -1,0 +1,949 @@
+//! The append-only file, end to end: crash recovery under `appendfsync always` (SIGKILL at
+//! random moments), truncated and corrupted files, rewrites under load, CONFIG SET appendonly,
+//! INFO persistence, and compatibility with redis-server 7.0 in both directions.
+
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Srv {
+    child: Child,
+    port: u16,
+}
+
+impl Srv {
+    fn client(&self) -> redis::Connection {
+        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        c.get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap()
+    }
+
+    fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    fn stop(mut self) {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        panic!("server did not exit on SIGTERM");
+    }
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start a server program on `dir`; Err(log) if it exits before accepting connections.
+fn start_prog(prog: &str, dir: &Path, extra: &[&str]) -> Result<Srv, String> {
+    let port = free_port();
+    let log = dir.with_extension(format!("{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(prog);
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .arg("--bind")
+        .arg("127.0.0.1")
+        .arg("--dir")
+        .arg(dir);
+    if prog == "redis-server" {
+        cmd.args(["--save", "", "--aof-use-rdb-preamble", "no"]);
+    }
+    cmd.args(extra)
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out));
+    let mut child = cmd.spawn().map_err(|e| format!("spawn {prog}: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            return Err(std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        // Podium binds before it loads the AOF: a connection is not enough, wait for an answer.
+        let answered = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|cl| cl.get_connection_with_timeout(Duration::from_millis(500)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+        match answered {
+            Ok(_) => return Ok(Srv { child, port }),
+            Err(e)
+                if e.kind() == redis::ErrorKind::ResponseError
+                    && !e.to_string().contains("LOADING") =>
+            {
+                return Ok(Srv { child, port })
+            }
+            Err(_) => {}
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "{prog} did not start: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn start(dir: &Path, extra: &[&str]) -> Result<Srv, String> {
+    start_prog(env!("CARGO_BIN_EXE_podium"), dir, extra)
+}
+
+fn aof_dir(dir: &Path) -> PathBuf {
+    dir.join("appendonlydir")
+}
+
+fn incr_file(dir: &Path) -> PathBuf {
+    let m = std::fs::read_to_string(aof_dir(dir).join("appendonly.aof.manifest")).unwrap();
+    let name = m
+        .lines()
+        .rfind(|l| l.ends_with("type i"))
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    aof_dir(dir).join(name)
+}
+
+fn info_field(c: &mut redis::Connection, name: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    info.lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{name}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {name} in INFO: {info}"))
+}
+
+fn wait_rewrite_done(c: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(c, "aof_rewrite_in_progress") != "0"
+        || info_field(c, "aof_rewrite_scheduled") != "0"
+    {
+        assert!(Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn resp(parts: &[&str]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", parts.len()).into_bytes();
+    for p in parts {
+        v.extend_from_slice(format!("${}\r\n{}\r\n", p.len(), p).as_bytes());
+    }
+    v
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("podium-aof-")
+        .tempdir()
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash recovery.
+
+/// One client's view of its keys: zsets `z{c}:{i}` (member -> integer score) and hashes
+/// `h{c}:{i}` (field -> value), each with a has-TTL flag.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct KeyState {
+    vals: BTreeMap<String, String>,
+    ttl: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    ZIncr(String, String, i64),
+    ZAdd(String, String, i64),
+    HSet(String, String, String),
+    Expire(String),
+}
+
+fn apply(model: &mut BTreeMap<String, KeyState>, op: &Op) {
+    match op {
+        Op::ZIncr(k, m, by) => {
+            let e = model.entry(k.clone()).or_default();
+            let cur: i64 = e.vals.get(m).map(|s| s.parse().unwrap()).unwrap_or(0);
+            e.vals.insert(m.clone(), (cur + by).to_string());
+        }
+        Op::ZAdd(k, m, s) => {
+            model
+                .entry(k.clone())
+                .or_default()
+                .vals
+                .insert(m.clone(), s.to_string());
+        }
+        Op::HSet(k, f, v) => {
+            model
+                .entry(k.clone())
+                .or_default()
+                .vals
+                .insert(f.clone(), v.clone());
+        }
+        Op::Expire(k) => {
+            if let Some(e) = model.get_mut(k) {
+                e.ttl = true;
+            }
+        }
+    }
+}
+
+const MEMBERS: [&str; 4] = ["m0", "m1", "m2", "m3"];
+
+fn keys_of(client: usize) -> Vec<String> {
+    (0..2)
+        .flat_map(|i| [format!("z{client}:{i}"), format!("h{client}:{i}")])
+        .collect()
+}
+
+fn read_key(c: &mut redis::Connection, key: &str) -> KeyState {
+    let mut st = KeyState::default();
+    for m in MEMBERS {
+        if key.starts_with('z') {
+            let s: Option<f64> = redis::cmd("ZSCORE").arg(key).arg(m).query(c).unwrap();
+            if let Some(s) = s {
+                st.vals.insert(m.to_string(), (s as i64).to_string());
+            }
+        } else {
+            let v: Option<String> = redis::cmd("HGET").arg(key).arg(m).query(c).unwrap();
+            if let Some(v) = v {
+                st.vals.insert(m.to_string(), v);
+            }
+        }
+    }
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(c).unwrap();
+    st.ttl = pttl > 0;
+    st
+}
+
+fn client_loop(
+    port: u16,
+    client: usize,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> (Vec<Op>, Option<Op>) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut done = Vec::new();
+    let Ok(cl) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return (done, None);
+    };
+    let Ok(mut c) = cl.get_connection_with_timeout(Duration::from_secs(5)) else {
+        return (done, None);
+    };
+    let keys = keys_of(client);
+    while !stop.load(Ordering::Relaxed) {
+        let key = keys[rng.gen_range(0..keys.len())].clone();
+        let m = MEMBERS[rng.gen_range(0..MEMBERS.len())].to_string();
+        let op = if rng.gen_ratio(1, 10) {
+            Op::Expire(key)
+        } else if key.starts_with('z') {
+            if rng.gen_ratio(1, 4) {
+                Op::ZAdd(key, m, rng.gen_range(-100..100))
+            } else {
+                Op::ZIncr(key, m, rng.gen_range(1..10))
+            }
+        } else {
+            Op::HSet(key, m, format!("v{}", rng.gen::<u32>()))
+        };
+        let r: redis::RedisResult<redis::Value> = match &op {
+            Op::ZIncr(k, m, by) => redis::cmd("ZINCRBY").arg(k).arg(by).arg(m).query(&mut c),
+            Op::ZAdd(k, m, s) => redis::cmd("ZADD").arg(k).arg(s).arg(m).query(&mut c),
+            Op::HSet(k, f, v) => redis::cmd("HSET").arg(k).arg(f).arg(v).query(&mut c),
+            Op::Expire(k) => redis::cmd("EXPIRE").arg(k).arg(100_000).query(&mut c),
+        };
+        match r {
+            Ok(redis::Value::ServerError(e)) => panic!("server error for {op:?}: {e:?}"),
+            Ok(_) => done.push(op),
+            // The server died: this op may or may not have been applied.
+            Err(_) => return (done, Some(op)),
+        }
+    }
+    (done, None)
+}
+
+#[test]
+fn crash_recovery_sigkill_under_appendfsync_always() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    const CLIENTS: usize = 3;
+    let mut model: BTreeMap<String, KeyState> = BTreeMap::new();
+    let mut pending: Vec<Option<Op>> = vec![None; CLIENTS];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed);
+    let mut total_ops = 0;
+    const ROUNDS: usize = 22;
+    for round in 0..=ROUNDS {
+        let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+        let mut c = srv.client();
+        // Every acknowledged write is there; an op in flight at the kill is there or not.
+        for (cl, p) in pending.iter_mut().enumerate() {
+            for key in keys_of(cl) {
+                let actual = read_key(&mut c, &key);
+                let expect = model.get(&key).cloned().unwrap_or_default();
+                let mut with = model.clone();
+                if let Some(op) = p.as_ref() {
+                    apply(&mut with, op);
+                }
+                let expect_with = with.get(&key).cloned().unwrap_or_default();
+                assert!(
+                    actual == expect || actual == expect_with,
+                    "round {round}, key {key}: got {actual:?}, expected {expect:?} (or {expect_with:?} with {p:?})"
+                );
+                if actual.vals.is_empty() {
+                    model.remove(&key);
+                } else {
+                    model.insert(key, actual);
+                }
+            }
+            *p = None;
+        }
+        if round == ROUNDS {
+            srv.stop();
+            break;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|cl| {
+                let stop = stop.clone();
+                let port = srv.port;
+                let seed = rng.gen();
+                std::thread::spawn(move || client_loop(port, cl, seed, stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(5..60)));
+        if round % 3 == 1 {
+            // A rewrite in flight when the kill comes (or just finished) must not lose anything.
+            let _: redis::RedisResult<String> = redis::cmd("BGREWRITEAOF").query(&mut c);
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
+        }
+        srv.kill9();
+        stop.store(true, Ordering::Relaxed);
+        for (cl, h) in handles.into_iter().enumerate() {
+            let (done, p) = h.join().unwrap();
+            total_ops += done.len();
+            for op in &done {
+                apply(&mut model, op);
+            }
+            pending[cl] = p;
+        }
+    }
+    assert!(
+        total_ops > 100,
+        "too few writes to mean anything: {total_ops}"
+    );
+    assert!(model.values().any(|k| k.ttl), "no TTL ever set");
+}
+
+/// Counters incremented while rewrites run: the base (a snapshot) plus the new incremental
+/// file must count every increment exactly once.
+#[test]
+fn rewrite_under_load_counts_every_increment_once() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..3)
+        .map(|t| {
+            let stop = stop.clone();
+            let port = srv.port;
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _: f64 = redis::cmd("ZINCRBY")
+                        .arg("lb")
+                        .arg(1)
+                        .arg(format!("m{t}"))
+                        .query(&mut c)
+                        .unwrap();
+                    let _: i64 = redis::cmd("HSET")
+                        .arg(format!("h{}", n % 50))
+                        .arg("f")
+                        .arg(n)
+                        .query(&mut c)
+                        .unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut c = srv.client();
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(30));
+        let r: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+        assert_eq!(r, "Background append only file rewriting started");
+        wait_rewrite_done(&mut c);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let counts: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(info_field(&mut c, "aof_rewrites"), "5");
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+    drop(c);
+    srv.kill9();
+    // Only the files of the current manifest remain.
+    let mut files: Vec<String> = std::fs::read_dir(aof_dir(&dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "appendonly.aof.6.base.aof",
+            "appendonly.aof.6.incr.aof",
+            "appendonly.aof.manifest"
+        ]
+    );
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    for (t, n) in counts.iter().enumerate() {
+        let s: f64 = redis::cmd("ZSCORE")
+            .arg("lb")
+            .arg(format!("m{t}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(s as u64, *n, "member m{t}");
+    }
+    srv.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damaged files.
+
+/// Write a small AOF with Podium; returns (the incremental file's bytes, offset of the last
+/// command).
+fn write_sample(dir: &Path) -> (Vec<u8>, usize) {
+    let srv = start(dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let _: () = redis::cmd("SET").arg("k1").arg("v1").query(&mut c).unwrap();
+    let _: i64 = redis::cmd("ZADD")
+        .arg("z")
+        .arg(1.5)
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("last")
+        .arg("the last value")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    srv.stop();
+    let data = std::fs::read(incr_file(dir)).unwrap();
+    let needle = resp(&["SET", "last", "the last value"]);
+    let at = data
+        .windows(needle.len())
+        .rposition(|w| w == needle)
+        .expect("last command in the file");
+    assert_eq!(at + needle.len(), data.len());
+    (data, at)
+}
+
+#[test]
+fn truncated_last_command_loads_at_every_offset() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (data, at) = write_sample(&dir);
+    let path = incr_file(&dir);
+    for cut in at..data.len() {
+        std::fs::write(&path, &data[..cut]).unwrap();
+        let srv =
+            start(&dir, &["--appendonly", "yes"]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let mut c = srv.client();
+        let v: Option<String> = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
+        assert_eq!(v.as_deref(), Some("v1"), "cut at {cut}");
+        let v: Option<String> = redis::cmd("GET").arg("last").query(&mut c).unwrap();
+        assert_eq!(v, None, "cut at {cut}");
+        drop(c);
+        srv.kill9();
+        // The partial command was cut off the file.
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len() as usize,
+            at,
+            "cut at {cut}"
+        );
+    }
+    // With aof-load-truncated no, a truncated file is refused.
+    std::fs::write(&path, &data[..data.len() - 3]).unwrap();
+    let err = start(&dir, &["--appendonly", "yes", "--aof-load-truncated", "no"])
+        .err()
+        .expect("must refuse");
+    assert!(
+        err.contains("Unexpected end of file") && err.contains("appendonly.aof.1.incr.aof"),
+        "{err}"
+    );
+    // And the intact file still loads everything.
+    std::fs::write(&path, &data).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let v: Option<String> = redis::cmd("GET")
+        .arg("last")
+        .query(&mut srv.client())
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("the last value"));
+    srv.stop();
+}
+
+#[test]
+fn corrupted_byte_mid_file_refuses_to_start() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (data, _) = write_sample(&dir);
+    let path = incr_file(&dir);
+    // The ZADD in the middle: damage its structure in three ways.
+    let zadd = resp(&["ZADD", "z", "1.5", "a"]);
+    let z = data.windows(zadd.len()).position(|w| w == zadd).unwrap();
+    for (off, byte) in [(0usize, b'?'), (4, b'#'), (5, b'9')] {
+        let mut bad = data.clone();
+        bad[z + off] = byte;
+        std::fs::write(&path, &bad).unwrap();
+        let err = start(&dir, &["--appendonly", "yes"])
+            .err()
+            .unwrap_or_else(|| panic!("flip at {} loaded", z + off));
+        assert!(
+            err.contains("Bad file format")
+                && err.contains("appendonly.aof.1.incr.aof")
+                && err.contains("offset"),
+            "{err}"
+        );
+    }
+    // An unknown command is refused too, naming it.
+    let mut bad = data.clone();
+    bad.splice(z..z, resp(&["NOSUCHCMD", "x"]));
+    std::fs::write(&path, &bad).unwrap();
+    let err = start(&dir, &["--appendonly", "yes"])
+        .err()
+        .expect("must refuse");
+    assert!(err.contains("Unknown command 'NOSUCHCMD'"), "{err}");
+}
+
+#[test]
+fn transactions_replay_as_a_unit_and_an_unfinished_one_is_dropped() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    let ad = aof_dir(&dir);
+    std::fs::create_dir_all(&ad).unwrap();
+    std::fs::write(
+        ad.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    let mut base = resp(&["SELECT", "0"]);
+    base.extend(resp(&["SET", "b", "base"]));
+    std::fs::write(ad.join("appendonly.aof.1.base.aof"), &base).unwrap();
+    let mut incr = resp(&["SELECT", "2"]);
+    incr.extend(resp(&["MULTI"]));
+    incr.extend(resp(&["SET", "t1", "x"]));
+    incr.extend(resp(&["ZADD", "t2", "3", "m"]));
+    incr.extend(resp(&["EXEC"]));
+    let good = incr.len();
+    incr.extend(resp(&["MULTI"]));
+    incr.extend(resp(&["SET", "t3", "never"]));
+    std::fs::write(ad.join("appendonly.aof.1.incr.aof"), &incr).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let v: Option<String> = redis::cmd("GET").arg("b").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("base"));
+    let _: () = redis::cmd("SELECT").arg(2).query(&mut c).unwrap();
+    let v: Option<String> = redis::cmd("GET").arg("t1").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("x"));
+    let s: Option<f64> = redis::cmd("ZSCORE")
+        .arg("t2")
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(s, Some(3.0));
+    let v: Option<String> = redis::cmd("GET").arg("t3").query(&mut c).unwrap();
+    assert_eq!(v, None);
+    drop(c);
+    srv.stop();
+    assert_eq!(
+        std::fs::metadata(ad.join("appendonly.aof.1.incr.aof"))
+            .unwrap()
+            .len() as usize,
+        good
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime control and INFO.
+
+#[test]
+fn config_set_appendonly_at_runtime_and_info() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &[]).unwrap();
+    let mut c = srv.client();
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    for f in [
+        "rdb_changes_since_last_save",
+        "rdb_bgsave_in_progress",
+        "rdb_last_save_time",
+        "rdb_last_bgsave_status",
+    ] {
+        info_field(&mut c, f);
+    }
+    for i in 0..100 {
+        let _: f64 = redis::cmd("ZINCRBY")
+            .arg("lb")
+            .arg(i)
+            .arg(format!("m{}", i % 7))
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET").arg("ttl").arg("v").query(&mut c).unwrap();
+    let _: i64 = redis::cmd("EXPIRE")
+        .arg("ttl")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    wait_rewrite_done(&mut c);
+    assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+    let _: f64 = redis::cmd("ZINCRBY")
+        .arg("lb")
+        .arg(1000)
+        .arg("m0")
+        .query(&mut c)
+        .unwrap();
+    for f in [
+        "aof_rewrite_in_progress",
+        "aof_rewrite_scheduled",
+        "aof_last_rewrite_time_sec",
+        "aof_current_rewrite_time_sec",
+        "aof_last_bgrewrite_status",
+        "aof_rewrites",
+        "aof_last_write_status",
+        "aof_last_cow_size",
+        "module_fork_in_progress",
+        "module_fork_last_cow_size",
+        "aof_current_size",
+        "aof_base_size",
+        "aof_pending_rewrite",
+        "aof_buffer_length",
+        "aof_pending_bio_fsync",
+        "aof_delayed_fsync",
+        "loading",
+    ] {
+        info_field(&mut c, f);
+    }
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+    assert!(info_field(&mut c, "aof_base_size").parse::<u64>().unwrap() > 0);
+    let before: Vec<(String, f64)> = (0..7)
+        .map(|i| {
+            let m = format!("m{i}");
+            let s: f64 = redis::cmd("ZSCORE")
+                .arg("lb")
+                .arg(&m)
+                .query(&mut c)
+                .unwrap();
+            (m, s)
+        })
+        .collect();
+    drop(c);
+    srv.kill9();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    for (m, s) in &before {
+        let got: f64 = redis::cmd("ZSCORE").arg("lb").arg(m).query(&mut c).unwrap();
+        assert_eq!(got, *s, "{m}");
+    }
+    let pttl: i64 = redis::cmd("PTTL").arg("ttl").query(&mut c).unwrap();
+    assert!(pttl > 900_000, "{pttl}");
+    // Turning it off stops logging: writes after that are not replayed.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    let _: () = redis::cmd("SET")
+        .arg("after-off")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    srv.stop();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let v: Option<String> = redis::cmd("GET").arg("after-off").query(&mut c).unwrap();
+    assert_eq!(v, None);
+    let got: f64 = redis::cmd("ZSCORE")
+        .arg("lb")
+        .arg("m0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, before[0].1);
+    srv.stop();
+}
+
+// ---------------------------------------------------------------------------------------------
+// redis-server 7.0 compatibility.
+
+fn have(prog: &str) -> bool {
+    Command::new(prog)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn fill(c: &mut redis::Connection) {
+    let _: () = redis::cmd("SET")
+        .arg("s")
+        .arg("string value")
+        .query(c)
+        .unwrap();
+    let _: i64 = redis::cmd("ZADD")
+        .arg("z")
+        .arg(1.5)
+        .arg("a")
+        .arg(-2)
+        .arg("b")
+        .arg("inf")
+        .arg("c")
+        .query(c)
+        .unwrap();
+    let _: f64 = redis::cmd("ZINCRBY")
+        .arg("z")
+        .arg(0.25)
+        .arg("a")
+        .query(c)
+        .unwrap();
+    let _: i64 = redis::cmd("HSET")
+        .arg("h")
+        .arg("f1")
+        .arg("v1")
+        .arg("f2")
+        .arg("v2")
+        .query(c)
+        .unwrap();
+    let _: i64 = redis::cmd("EXPIRE").arg("h").arg(5000).query(c).unwrap();
+    let _: () = redis::cmd("SELECT").arg(5).query(c).unwrap();
+    let _: () = redis::cmd("SET").arg("in5").arg("five").query(c).unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+}
+
+fn check(c: &mut redis::Connection, who: &str) {
+    let v: Option<String> = redis::cmd("GET").arg("s").query(c).unwrap();
+    assert_eq!(v.as_deref(), Some("string value"), "{who}");
+    for (m, s) in [("a", 1.75), ("b", -2.0), ("c", f64::INFINITY)] {
+        let got: Option<f64> = redis::cmd("ZSCORE").arg("z").arg(m).query(c).unwrap();
+        assert_eq!(got, Some(s), "{who}: z {m}");
+    }
+    let v: Option<String> = redis::cmd("HGET").arg("h").arg("f2").query(c).unwrap();
+    assert_eq!(v.as_deref(), Some("v2"), "{who}");
+    let pttl: i64 = redis::cmd("PTTL").arg("h").query(c).unwrap();
+    assert!(pttl > 4_000_000, "{who}: pttl {pttl}");
+    let _: () = redis::cmd("SELECT").arg(5).query(c).unwrap();
+    let v: Option<String> = redis::cmd("GET").arg("in5").query(c).unwrap();
+    assert_eq!(v.as_deref(), Some("five"), "{who}");
+    let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+}
+
+fn check_aof_tool(dir: &Path) {
+    if !have("redis-check-aof") {
+        println!("NOTICE: redis-check-aof not installed; skipping its check");
+        return;
+    }
+    let out = Command::new("redis-check-aof")
+        .arg(aof_dir(dir).join("appendonly.aof.manifest"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("All AOF files and manifest are valid"),
+        "{text}"
+    );
+}
+
+#[test]
+fn redis_server_loads_what_podium_wrote_and_vice_versa() {
+    if !have("redis-server") {
+        println!("NOTICE: redis-server not installed; skipping the cross-check with Redis");
+        return;
+    }
+    // Podium writes (incremental file, then a rewrite, then more incremental) -> Redis loads.
+    let tmp = tempdir();
+    let dir = tmp.path().join("p");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    fill(&mut c);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_rewrite_done(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("rewrite")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    srv.stop();
+    check_aof_tool(&dir);
+    let redis = start_prog("redis-server", &dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = redis.client();
+    check(&mut c, "redis loading podium's AOF");
+    let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("rewrite"));
+    drop(c);
+    redis.stop();
+
+    // Redis writes -> Podium loads.
+    let dir = tmp.path().join("r");
+    std::fs::create_dir_all(&dir).unwrap();
+    let redis = start_prog(
+        "redis-server",
+        &dir,
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    )
+    .unwrap();
+    let mut c = redis.client();
+    fill(&mut c);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_rewrite_done(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("rewrite")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    redis.stop();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    check(&mut c, "podium loading redis's AOF");
+    let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("rewrite"));
+    drop(c);
+    srv.stop();
+}
+
+#[test]
+fn automatic_rewrite_when_the_aof_doubles() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(
+        &dir,
+        &[
+            "--appendonly",
+            "yes",
+            "--auto-aof-rewrite-percentage",
+            "100",
+            "--auto-aof-rewrite-min-size",
+            "4096",
+        ],
+    )
+    .unwrap();
+    let mut c = srv.client();
+    // Many updates of few members: the rewritten AOF is much smaller than the log.
+    for i in 0..2000 {
+        let _: f64 = redis::cmd("ZINCRBY")
+            .arg("lb")
+            .arg(1)
+            .arg(format!("m{}", i % 10))
+            .query(&mut c)
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut c, "aof_rewrites") == "0" {
+        assert!(Instant::now() < deadline, "no automatic rewrite");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_rewrite_done(&mut c);
+    // The base written by the rewrite is compact: one ZADD of 10 members, not 2000 commands.
+    let base: u64 = info_field(&mut c, "aof_base_size").parse().unwrap();
+    assert!(base > 0 && base < 1000, "base not compacted: {base} bytes");
+    drop(c);
+    srv.kill9();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    for m in 0..10 {
+        let s: f64 = redis::cmd("ZSCORE")
+            .arg("lb")
+            .arg(format!("m{m}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(s, 200.0);
+    }
+    srv.stop();
+}
+
+/// Nothing expires while the AOF loads (as in Redis): a key that expired between the write and
+/// the restart must not be resurrected by replaying a later command on it without its TTL.
+#[test]
+fn key_expired_before_restart_stays_gone() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg(5)
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
+    let n: i64 = redis::cmd("INCR").arg("k").query(&mut c).unwrap();
+    assert_eq!(n, 6);
+    let _: () = redis::cmd("SET")
+        .arg("keep")
+        .arg(1)
+        .arg("PX")
+        .arg(100_000)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("INCR").arg("keep").query(&mut c).unwrap();
+    drop(c);
+    srv.stop();
+    std::thread::sleep(Duration::from_millis(400));
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let v: Option<String> = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, None);
+    let v: Option<String> = redis::cmd("GET").arg("keep").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("2"));
+    let pttl: i64 = redis::cmd("PTTL").arg("keep").query(&mut c).unwrap();
+    assert!(pttl > 90_000, "{pttl}");
+    srv.stop();
+}

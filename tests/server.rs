@@ -1,0 +1,337 @@
+//! Integration tests of the server foundation: the real binary on a free port, driven with the
+//! `redis` crate and with raw sockets for malformed input.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut args = vec!["--port".to_string(), port.to_string(), "--bind".into(), "127.0.0.1".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_podium"))
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start podium");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "podium did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, port }
+    }
+
+    fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+    }
+
+    fn client3(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port)).unwrap().get_connection().unwrap()
+    }
+
+    fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Send bytes, then read until the server closes or `timeout`.
+fn exchange(s: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+fn read_some(s: &mut TcpStream, want: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while out.len() < want {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    out
+}
+
+#[test]
+fn ping_set_get_roundtrip() {
+    let srv = Server::start(&[]);
+    let mut c = srv.client();
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, "v");
+    let n: i64 = redis::cmd("INCRBY").arg("n").arg(41).query(&mut c).unwrap();
+    assert_eq!(n, 41);
+    let f: String = redis::cmd("INCRBYFLOAT").arg("f").arg("1000.1").query(&mut c).unwrap();
+    assert_eq!(f, "1000.09999999999999998", "long double arithmetic as Redis on x86_64");
+}
+
+#[test]
+fn pipeline_is_answered_in_order_in_one_write() {
+    let srv = Server::start(&[]);
+    let mut s = srv.raw();
+    let mut req = Vec::new();
+    for i in 0..100 {
+        req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$2\r\nk{}\r\n$1\r\n{}\r\n", i % 10, i % 10).as_bytes());
+        req.extend_from_slice(format!("*2\r\n$3\r\nGET\r\n$2\r\nk{}\r\n", i % 10).as_bytes());
+    }
+    s.write_all(&req).unwrap();
+    let mut expect = Vec::new();
+    for i in 0..100 {
+        expect.extend_from_slice(format!("+OK\r\n$1\r\n{}\r\n", i % 10).as_bytes());
+    }
+    assert_eq!(read_some(&mut s, expect.len()), expect);
+}
+
+#[test]
+fn inline_commands_work() {
+    let srv = Server::start(&[]);
+    let mut s = srv.raw();
+    s.write_all(b"SET greeting \"hello world\"\r\nGET greeting\r\n").unwrap();
+    assert_eq!(read_some(&mut s, 22), b"+OK\r\n$11\r\nhello world\r\n");
+}
+
+#[test]
+fn protocol_errors_close_the_connection_and_server_keeps_serving() {
+    let srv = Server::start(&[]);
+    let cases: &[(&[u8], &str)] = &[
+        (b"*3000000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n"),
+        (b"*1\r\nfoo\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n"),
+        (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
+        (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
+        (b"set \"\"\"k\"\"\" v\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"),
+    ];
+    for (input, want) in cases {
+        let mut s = srv.raw();
+        let got = exchange(&mut s, input);
+        assert_eq!(String::from_utf8_lossy(&got), *want, "input {:?}", String::from_utf8_lossy(input));
+    }
+    // Binary garbage with no newline: closed once it passes the inline limit.
+    let mut s = srv.raw();
+    let garbage: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8 | 1).filter(|b| *b != b'\n' && *b != b'*').collect();
+    let got = exchange(&mut s, &garbage);
+    assert!(String::from_utf8_lossy(&got).contains("Protocol error"), "{:?}", String::from_utf8_lossy(&got));
+    // A huge declared bulk that never arrives, then disconnect mid-command.
+    {
+        let mut s = srv.raw();
+        s.write_all(b"*2\r\n$3\r\nGET\r\n$500000000\r\nabc").unwrap();
+    }
+    // Other clients are unaffected.
+    let mut c = srv.client();
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn big_bulk_limit_is_configurable() {
+    let srv = Server::start(&["--proto-max-bulk-len", "1mb"]);
+    let mut s = srv.raw();
+    let got = exchange(&mut s, b"*2\r\n$3\r\nGET\r\n$2000000\r\n");
+    assert_eq!(got, b"-ERR Protocol error: invalid bulk length\r\n");
+}
+
+#[test]
+fn resp3_hello_and_shapes() {
+    let srv = Server::start(&[]);
+    let mut s = srv.raw();
+    s.write_all(b"HELLO 3\r\n").unwrap();
+    let hello = read_some(&mut s, 10);
+    assert!(hello.starts_with(b"%7\r\n"), "{:?}", String::from_utf8_lossy(&hello));
+    let mut s = srv.raw();
+    s.write_all(b"HELLO 3\r\n").unwrap();
+    let mut buf = [0u8; 4096];
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = s.read(&mut buf).unwrap();
+    s.write_all(b"GET nosuch\r\nCONFIG GET port\r\n").unwrap();
+    let got = read_some(&mut s, 3 + 4 + 10 + 4);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("_\r\n%1\r\n$4\r\nport\r\n"), "{text}");
+    let mut c3 = srv.client3();
+    let v: redis::Value = redis::cmd("HELLO").arg(3).query(&mut c3).unwrap();
+    assert!(matches!(v, redis::Value::Map(_)), "{v:?}");
+    let mut raw = srv.raw();
+    assert_eq!(exchange_line(&mut raw, b"HELLO 4\r\n"), "-NOPROTO unsupported protocol version\r\n");
+}
+
+fn exchange_line(s: &mut TcpStream, req: &[u8]) -> String {
+    s.write_all(req).unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[test]
+fn errors_match_redis_texts() {
+    let srv = Server::start(&[]);
+    let mut s = srv.raw();
+    assert_eq!(
+        exchange_line(&mut s, b"FOO a b\r\n"),
+        "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"
+    );
+    assert_eq!(exchange_line(&mut s, b"GET\r\n"), "-ERR wrong number of arguments for 'get' command\r\n");
+    assert_eq!(exchange_line(&mut s, b"CONFIG GET\r\n"), "-ERR wrong number of arguments for 'config|get' command\r\n");
+    assert_eq!(exchange_line(&mut s, b"SELECT 99\r\n"), "-ERR DB index is out of range\r\n");
+    assert_eq!(exchange_line(&mut s, b"SET a b c\r\n"), "-ERR syntax error\r\n");
+    assert_eq!(exchange_line(&mut s, b"SET n x\r\n"), "+OK\r\n");
+    assert_eq!(exchange_line(&mut s, b"INCR n\r\n"), "-ERR value is not an integer or out of range\r\n");
+}
+
+#[test]
+fn databases_select_swap_flush() {
+    let srv = Server::start(&[]);
+    let mut c = srv.client();
+    let _: () = redis::cmd("SET").arg("a").arg("0").query(&mut c).unwrap();
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("b").arg("1").query(&mut c).unwrap();
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    let a: Option<String> = redis::cmd("GET").arg("a").query(&mut c).unwrap();
+    assert_eq!(a.as_deref(), Some("0"));
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn info_reports_real_memory_and_keyspace() {
+    let srv = Server::start(&[]);
+    let mut c = srv.client();
+    let used = |c: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+    };
+    let before = used(&mut c);
+    let big = "x".repeat(1 << 20);
+    for i in 0..8 {
+        let _: () = redis::cmd("SET").arg(format!("big{i}")).arg(&big).query(&mut c).unwrap();
+    }
+    let after = used(&mut c);
+    assert!(after >= before + 8 * (1 << 20), "used_memory {before} -> {after}");
+    let info: String = redis::cmd("INFO").query(&mut c).unwrap();
+    for field in ["redis_version:", "role:master", "used_cpu_user:", "db0:keys=8,expires=0", "total_commands_processed:"] {
+        assert!(info.contains(field), "INFO lacks {field}");
+    }
+}
+
+#[test]
+fn config_file_errors_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.conf");
+    std::fs::write(&path, "port 7000\n# comment\nnosuchdirective 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_podium")).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":3:") && err.contains("nosuchdirective"), "{err}");
+}
+
+#[test]
+fn shipped_config_starts() {
+    let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/podium.conf");
+    let srv = Server::start(&[]);
+    drop(srv);
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args([conf, "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "podium with conf/podium.conf did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("zset-max-ziplist-entries").query(&mut c).unwrap();
+    assert_eq!(v, vec!["zset-max-ziplist-entries".to_string(), "128".to_string()]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn transactions_and_watch() {
+    let srv = Server::start(&[]);
+    let mut c = srv.client();
+    let mut other = srv.client();
+    let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("w").arg("changed").query(&mut other).unwrap();
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("w").arg("mine").query(&mut c).unwrap();
+    let r: redis::Value = redis::cmd("EXEC").query(&mut c).unwrap();
+    assert_eq!(r, redis::Value::Nil, "EXEC after a WATCHed key changed must abort");
+    let (a, b): (i64, i64) = redis::pipe().atomic().incr("ctr", 1).incr("ctr", 2).query(&mut c).unwrap();
+    assert_eq!((a, b), (1, 3));
+    // A queueing error aborts the whole transaction.
+    let mut s = srv.raw();
+    s.write_all(b"MULTI\r\nSET x 1\r\nNOSUCH\r\nEXEC\r\nGET x\r\n").unwrap();
+    let got = String::from_utf8_lossy(&read_some(&mut s, 100)).into_owned();
+    assert!(got.contains("-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"), "{got}");
+}
+
+#[test]
+fn shutdown_stops_the_server() {
+    let mut srv = Server::start(&[]);
+    let mut s = srv.raw();
+    s.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = srv.child.try_wait() {
+            assert!(status.success());
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not exit after SHUTDOWN");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn many_clients_in_parallel() {
+    let srv = Server::start(&[]);
+    let port = srv.port;
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+                for i in 0..500 {
+                    let _: i64 = redis::cmd("INCR").arg("shared").query(&mut c).unwrap();
+                    let _: () = redis::cmd("MSET").arg(format!("a{t}")).arg(i).arg(format!("b{t}")).arg(i).query(&mut c).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut c = srv.client();
+    let n: i64 = redis::cmd("GET").arg("shared").query(&mut c).unwrap();
+    assert_eq!(n, 4000);
+}

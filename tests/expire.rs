@@ -511,7 +511,7 @@ fn weekly_board_flow() {
     );
     let ttl = int(&mut c, &["TTL", "board:weekly"]);
     assert!(
-        ttl < WEEK && ttl >= WEEK - 3,
+        (WEEK - 3..WEEK).contains(&ttl),
         "TTL {ttl} should have started counting down from {WEEK}"
     );
     assert_eq!(

@@ -51,6 +51,8 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     pub lastsave: AtomicI64,
+    /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
+    pub expire_cursor: std::sync::atomic::AtomicUsize,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -82,6 +84,7 @@ impl Server {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
+            expire_cursor: std::sync::atomic::AtomicUsize::new(0),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -114,40 +117,59 @@ impl Server {
         self.shutdown.notify_one();
     }
 
-    /// One cron tick: active expiry over every shard, within a time budget.
-    pub fn cron(&self, rng: &mut impl rand::Rng) {
+    /// One cron tick: active expiry over every shard, within a time budget. Returns true when
+    /// the tick ran out of time while keys were still going stale faster than accepted; the
+    /// caller then runs the next tick after a short pause instead of a full `1/hz` period.
+    pub fn cron(&self, rng: &mut impl rand::Rng) -> bool {
         let effort = self.config.hot.active_expire_effort.load(Ordering::Relaxed).clamp(1, 10) as usize;
         let hz = self.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
-        // Redis: 20 keys per loop at effort 1, +25% per effort step; 25% of a tick's CPU at most.
+        // Redis: 20 keys per loop at effort 1, +25% per effort step; 25% of a tick's CPU at most;
+        // keep sampling a shard while more than 10% (minus one per effort step) were stale.
         let sample = 20 + 5 * (effort - 1);
+        let acceptable_stale = 10 - (effort - 1);
         let budget = Duration::from_micros(1_000_000 / hz * (25 + 2 * (effort as u64 - 1)) / 100);
         let start = Instant::now();
+        let per = self.keyspace.shards_per_db();
+        let total = self.keyspace.num_dbs() * per;
+        let first = self.expire_cursor.load(Ordering::Relaxed) % total;
         let mut sampled_total = 0usize;
         let mut expired_total = 0usize;
-        'dbs: for (dbi, db) in self.keyspace.dbs.iter().enumerate() {
-            for shard in db.shards.iter() {
-                loop {
-                    let now = unix_ms();
-                    let mut sh = shard.lock();
-                    if sh.volatile_len() == 0 {
-                        break;
-                    }
-                    let (sampled, expired) = sh.active_expire(now, sample, rng);
-                    drop(sh);
-                    sampled_total += sampled;
-                    expired_total += expired.len();
-                    for k in &expired {
-                        self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k.clone()]);
-                    }
-                    self.stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
-                    if start.elapsed() > budget {
-                        self.stats.expired_time_cap_reached.fetch_add(1, Ordering::Relaxed);
-                        break 'dbs;
-                    }
-                    // Keep going on this shard while more than a quarter of the sample was stale.
-                    if sampled == 0 || expired.len() * 4 <= sampled {
-                        break;
-                    }
+        let mut expired = Vec::new();
+        let mut graveyard = Vec::new();
+        let mut capped = false;
+        'shards: for step in 0..total {
+            let idx = (first + step) % total;
+            let dbi = idx / per;
+            let shard = &self.keyspace.dbs[dbi].shards[idx % per];
+            loop {
+                let now = unix_ms();
+                let mut sh = shard.lock();
+                if sh.volatile_len() == 0 {
+                    break;
+                }
+                let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);
+                let n = expired.len();
+                if n > 0 {
+                    sh.maybe_shrink();
+                }
+                drop(sh);
+                // Free the values outside the lock: big sorted sets take a while to drop.
+                graveyard.clear();
+                sampled_total += sampled;
+                expired_total += n;
+                for k in expired.drain(..) {
+                    self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
+                }
+                self.stats.expired_keys.fetch_add(n as u64, Ordering::Relaxed);
+                if start.elapsed() > budget {
+                    self.stats.expired_time_cap_reached.fetch_add(1, Ordering::Relaxed);
+                    // Resume here next time so every shard gets its turn.
+                    self.expire_cursor.store(idx, Ordering::Relaxed);
+                    capped = true;
+                    break 'shards;
+                }
+                if sampled == 0 || n * 100 <= sampled * acceptable_stale {
+                    break;
                 }
             }
         }
@@ -156,6 +178,7 @@ impl Server {
             let old = self.stats.expired_stale_perc.load(Ordering::Relaxed);
             self.stats.expired_stale_perc.store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
         }
+        capped
     }
 }
 
@@ -236,19 +259,29 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     let cron_srv = srv.clone();
     tokio::spawn(async move {
         let mut rng = rand::rngs::SmallRng::from_entropy();
+        let mut backlog = false;
         loop {
             let hz = cron_srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
-            tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+            // With a backlog of stale keys, pause only as long as a tick may run (at most half of
+            // one thread goes to the reaper); otherwise tick at `hz`.
+            let pause = if backlog { Duration::from_micros(1_000_000 / hz / 4) } else { Duration::from_millis(1000 / hz) };
+            tokio::time::sleep(pause).await;
             let s = cron_srv.clone();
             // The reaper takes shard locks: run it off the async workers.
             let r = tokio::task::spawn_blocking(move || {
-                s.cron(&mut rng);
-                rng
+                let capped = s.cron(&mut rng);
+                (rng, capped)
             })
             .await;
             match r {
-                Ok(back) => rng = back,
-                Err(_) => rng = rand::rngs::SmallRng::from_entropy(),
+                Ok((back, capped)) => {
+                    rng = back;
+                    backlog = capped;
+                }
+                Err(_) => {
+                    rng = rand::rngs::SmallRng::from_entropy();
+                    backlog = false;
+                }
             }
         }
     });

@@ -243,10 +243,18 @@ impl Shard {
     }
 
     /// One pass of active expiry over this shard: sample up to `sample` keys that carry a TTL and
-    /// delete those that expired. Returns (sampled, expired keys).
-    pub fn active_expire(&mut self, now_ms: i64, sample: usize, rng: &mut impl rand::Rng) -> (usize, Vec<Bytes>) {
+    /// delete those that expired. Returns how many were sampled; the expired keys are appended
+    /// to `expired` and their entries to `graveyard`, so the caller can free the values after
+    /// releasing the shard lock.
+    pub fn active_expire(
+        &mut self,
+        now_ms: i64,
+        sample: usize,
+        rng: &mut impl rand::Rng,
+        expired: &mut Vec<Bytes>,
+        graveyard: &mut Vec<Entry>,
+    ) -> usize {
         let n = self.volatile.len().min(sample);
-        let mut expired = Vec::new();
         for _ in 0..n {
             if self.volatile.is_empty() {
                 break;
@@ -254,13 +262,33 @@ impl Shard {
             let i = rng.gen_range(0..self.volatile.len());
             let key = self.volatile[i].clone();
             if self.is_expired(&key, now_ms) {
-                self.remove(&key);
+                if let Some(e) = self.remove(&key) {
+                    graveyard.push(e);
+                }
                 self.touch_watched(&key);
                 self.expired_total += 1;
                 expired.push(key);
             }
         }
-        (n, expired)
+        n
+    }
+
+    /// Give memory back after mass deletions: shrink the tables when they are mostly empty.
+    /// Cost is proportional to the live keys, so callers do it for shards that emptied out.
+    pub fn maybe_shrink(&mut self) {
+        let len = self.map.len();
+        if self.map.capacity() > 64 && self.map.capacity() / 8 > len {
+            self.map.shrink_to(len);
+        }
+        if self.volatile.capacity() > 64 && self.volatile.capacity() / 8 > self.volatile.len() {
+            self.volatile.shrink_to_fit();
+        }
+        if self.slots.capacity() > 64 && self.slots.capacity() / 8 > self.slots.len() {
+            self.slots.shrink_to_fit();
+        }
+        if self.free_slots.capacity() > 64 && self.free_slots.capacity() / 8 > self.free_slots.len() {
+            self.free_slots.shrink_to_fit();
+        }
     }
 
     /// Move all contents out, leaving an empty shard (SWAPDB, FLUSHALL ASYNC).
@@ -379,8 +407,10 @@ mod tests {
         sh.insert(b"b", s("2"), false);
         assert_eq!(sh.volatile_len(), 1);
         let mut rng = rand::thread_rng();
-        let (_, gone) = sh.active_expire(200, 20, &mut rng);
+        let (mut gone, mut dead) = (Vec::new(), Vec::new());
+        sh.active_expire(200, 20, &mut rng, &mut gone, &mut dead);
         assert_eq!(gone.len(), 1);
+        assert_eq!(dead.len(), 1);
         assert_eq!(sh.volatile_len(), 0);
         assert_eq!(sh.len(), 1);
     }

@@ -379,7 +379,7 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if patch.is_empty() {
         return Reply::Int(cur.unwrap_or(0) as i64);
     }
-    if offset + patch.len() as i64 > max {
+    if offset.checked_add(patch.len() as i64).is_none_or(|end| end > max) {
         return too_big();
     }
     let off = offset as usize;

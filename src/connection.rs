@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use crate::net::ClientSocket;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -147,10 +147,16 @@ impl Client {
 }
 
 /// Serve one connection until it closes.
-pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
-    let _ = sock.set_nodelay(true);
+pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
+    let sock = match ClientSocket::new(sock) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("dropping connection from {peer}: {e}");
+            return;
+        }
+    };
     let id = srv.next_client_id();
-    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let laddr = sock.local_addr();
     let now = unix_ms();
     let info = Arc::new(ClientInfo {
         id,
@@ -188,22 +194,19 @@ pub async fn handle(srv: Arc<Server>, mut sock: TcpStream, peer: SocketAddr) {
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
     client.authenticated = !srv.config.hot.requirepass_set.load(Ordering::Relaxed);
-    if let Err(e) = serve_client(&srv, &mut sock, &mut client).await {
+    if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
     crate::commands::tx::unwatch_all(&srv, &mut client);
     srv.clients.lock().remove(&id);
 }
 
-async fn serve_client(srv: &Server, sock: &mut TcpStream, client: &mut Client) -> std::io::Result<()> {
+async fn serve_client(srv: &Server, sock: &ClientSocket, client: &mut Client) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     loop {
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(16 * 1024);
-        }
         let n = tokio::select! {
             r = sock.read_buf(&mut buf) => r?,
             _ = info.kill.notified() => return Ok(()),
@@ -257,7 +260,7 @@ async fn serve_client(srv: &Server, sock: &mut TcpStream, client: &mut Client) -
         }
         flush(srv, sock, &mut out).await?;
         if close {
-            let _ = sock.shutdown().await;
+            sock.shutdown();
             return Ok(());
         }
         if buf.is_empty() && buf.capacity() > 256 * 1024 {
@@ -275,7 +278,7 @@ fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
     }
 }
 
-async fn flush(srv: &Server, sock: &mut TcpStream, out: &mut Vec<u8>) -> std::io::Result<()> {
+async fn flush(srv: &Server, sock: &ClientSocket, out: &mut Vec<u8>) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
@@ -290,7 +293,7 @@ async fn flush(srv: &Server, sock: &mut TcpStream, out: &mut Vec<u8>) -> std::io
 /// Wait for a blocked command's outcome. None if the client went away or was killed.
 async fn wait_blocked(
     srv: &Server,
-    sock: &mut TcpStream,
+    sock: &ClientSocket,
     client: &mut Client,
     blocked: crate::blocking::Blocked,
     buf: &mut BytesMut,

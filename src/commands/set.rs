@@ -79,7 +79,7 @@ fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let mut db = ctx.db();
     let exists = crate::try_reply!(get_set(&mut db, key, false)).is_some();
     if !exists {
-        db.insert(key, Value::Set(Set::for_member(&args[2])));
+        db.insert(key, Value::Set(Box::new(Set::for_member(&args[2]))));
     }
     let Ok(Some(s)) = get_set(&mut db, key, false) else {
         return Reply::error("ERR internal error: set vanished");
@@ -299,7 +299,7 @@ fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         db.remove(src);
     }
     if !dst_exists {
-        db.insert(dst, Value::Set(Set::for_member(m)));
+        db.insert(dst, Value::Set(Box::new(Set::for_member(m))));
     }
     db.modified(src);
     let added = match get_set(&mut db, dst, false) {
@@ -435,7 +435,7 @@ fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
     let res = crate::try_reply!(compute(&mut db, &args[2..], op, max, false));
     let n = res.len();
     if n > 0 {
-        db.insert(dst, Value::Set(res));
+        db.insert(dst, Value::Set(Box::new(res)));
         db.modified(dst);
         ctx.dirty += 1;
     } else if db.remove(dst).is_some() {

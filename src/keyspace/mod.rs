@@ -415,3 +415,4 @@ mod tests {
         assert_eq!(sh.len(), 1);
     }
 }
+

@@ -13,8 +13,9 @@ use bytes::Bytes;
 pub enum Value {
     Str(Bytes),
     List(list::List),
-    Hash(hash::Hash),
-    Set(set::Set),
+    // Boxed so that every keyspace entry stays small (hash tables store entries inline).
+    Hash(Box<hash::Hash>),
+    Set(Box<set::Set>),
     ZSet(zset::ZSet),
 }
 

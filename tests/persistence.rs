@@ -604,7 +604,8 @@ fn config_set_appendonly_at_runtime_and_info() {
     let tmp = tempdir();
     let dir = tmp.path().join("data");
     std::fs::create_dir_all(&dir).unwrap();
-    let srv = start(&dir, &[]).unwrap();
+    // `always`: the SIGKILL below must not lose the last acknowledged write.
+    let srv = start(&dir, &["--appendfsync", "always"]).unwrap();
     let mut c = srv.client();
     assert_eq!(info_field(&mut c, "aof_enabled"), "0");
     for f in [

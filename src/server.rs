@@ -152,14 +152,16 @@ impl Server {
                 if n > 0 {
                     sh.maybe_shrink();
                 }
+                // Log the DELs while the shard is still locked: a write to the same key right
+                // after the unlock must come after its DEL in the AOF.
+                for k in expired.drain(..) {
+                    self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
+                }
                 drop(sh);
                 // Free the values outside the lock: big sorted sets take a while to drop.
                 graveyard.clear();
                 sampled_total += sampled;
                 expired_total += n;
-                for k in expired.drain(..) {
-                    self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
-                }
                 self.stats.expired_keys.fetch_add(n as u64, Ordering::Relaxed);
                 if start.elapsed() > budget {
                     self.stats.expired_time_cap_reached.fetch_add(1, Ordering::Relaxed);

@@ -346,6 +346,7 @@ pub fn run_locked<'a>(
         }
     }
     g.now_ms = crate::server::unix_ms();
+    g.expire_enabled = !srv.aof.loading();
     let db_before = client.db;
     let mut ctx =
         Ctx { srv, client, g, dirty: 0, propagate: None, block: None, in_exec, close_after_reply: false };

@@ -124,6 +124,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
     let mut g = Guards::new(&srv.keyspace);
     g.lock_all();
     g.now_ms = crate::server::unix_ms();
+    g.expire_enabled = !srv.aof.loading();
     // A watched key that expired after WATCH counts as modified.
     let mut dirty = client.watch_flag.load(Ordering::Acquire);
     for (db, key, stale) in &client.watched_expiry {

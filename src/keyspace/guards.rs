@@ -23,6 +23,8 @@ pub struct Guards<'a> {
     pub ready: Vec<(usize, Bytes)>,
     pub hits: u64,
     pub misses: u64,
+    /// False while the AOF loads: as in Redis, nothing expires then (logged times are absolute).
+    pub expire_enabled: bool,
 }
 
 impl<'a> Guards<'a> {
@@ -35,6 +37,7 @@ impl<'a> Guards<'a> {
             ready: Vec::new(),
             hits: 0,
             misses: 0,
+            expire_enabled: true,
         }
     }
 
@@ -147,7 +150,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let db = self.db;
-        let expired = self.g.shard_mut(db, sid).is_expired(key, now);
+        let expired = self.g.expire_enabled && self.g.shard_mut(db, sid).is_expired(key, now);
         if expired {
             let blocked = self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0;
             let sh = self.g.shard_mut(db, sid);

@@ -43,9 +43,9 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
-    pub fn set_last_cmd(&self, name: &'static str) {
+    pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
         *self.last_cmd.lock() = name;
-        self.last_active_ms.store(unix_ms(), Ordering::Relaxed);
+        self.last_active_ms.store(now_ms, Ordering::Relaxed);
     }
 
     pub fn kill(&self) {

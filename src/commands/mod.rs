@@ -26,7 +26,7 @@ use crate::keyspace::{DbHandle, Guards};
 use crate::protocol::Reply;
 use crate::server::Server;
 use bytes::Bytes;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -179,7 +179,7 @@ impl std::ops::Deref for Cmd {
 pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Cmd>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = HashMap::new();
+        let mut m = HashMap::default();
         for family in [
             server::COMMANDS,
             keys::COMMANDS,
@@ -286,7 +286,8 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
         }
         return done(Reply::error("NOAUTH Authentication required."));
     }
-    client.info.set_last_cmd(spec.name);
+    let now = crate::server::unix_ms();
+    client.info.set_last_cmd(spec.name, now);
     if client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
@@ -310,6 +311,7 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
         "multi" | "discard" | "watch" | "unwatch" => return done(tx::control(srv, client, spec.name, &args)),
         _ => {}
     }
+    g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
     Outcome { reply, block, close }
@@ -345,7 +347,8 @@ pub fn run_locked<'a>(
             }
         }
     }
-    g.now_ms = crate::server::unix_ms();
+    // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
+    // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
     let db_before = client.db;
     let mut ctx =

@@ -166,25 +166,53 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         self.g.shard_mut(db, sid)
     }
 
-    /// The live entry for `key`, if any.
+    /// The live entry for `key`, if any: one hash lookup when the key is live or absent.
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.shard(key).raw_get_mut(key)
+        self.lookup(key, false)
+    }
+
+    fn lookup(&mut self, key: &[u8], count: bool) -> Option<&mut Entry> {
+        let sid = self.g.ks.shard_of(key);
+        let now = self.g.now_ms;
+        let enabled = self.g.expire_enabled;
+        let db = self.db;
+        let shard: *mut Shard = self.g.shard_mut(db, sid);
+        // SAFETY: `shard` points at a shard whose MutexGuard is held by `self.g` for at least as
+        // long as `self` stays mutably borrowed, and nothing else references that shard while
+        // this runs. The raw pointer only works around the borrow checker's conditional-return
+        // limitation: the live path returns the entry borrow (its lifetime bounded by the
+        // `&mut self` borrow), the expired path drops it before touching the shard again.
+        // Covered by keyspace::guards::tests.
+        match unsafe { (*shard).raw_get_mut(key) } {
+            None => {
+                if count {
+                    self.g.misses += 1;
+                }
+                return None;
+            }
+            Some(e) if !(enabled && e.expire_at != NO_EXPIRE && e.expire_at <= now) => {
+                if count {
+                    self.g.hits += 1;
+                }
+                return Some(e);
+            }
+            Some(_) => {}
+        }
+        self.shard(key);
+        if count {
+            self.g.misses += 1;
+        }
+        None
     }
 
     /// The live value for `key`, if any.
     pub fn value(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.get(key).map(|e| &mut e.value)
+        self.lookup(key, false).map(|e| &mut e.value)
     }
 
     /// Like [`value`](Self::value) but counted in keyspace_hits / keyspace_misses.
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Value> {
-        let found = self.get(key).is_some();
-        if found {
-            self.g.hits += 1;
-        } else {
-            self.g.misses += 1;
-        }
-        self.value(key)
+        self.lookup(key, true).map(|e| &mut e.value)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
@@ -264,5 +292,45 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     pub fn has_ttl(e: &Entry) -> bool {
         e.expire_at != NO_EXPIRE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::Keyspace;
+
+    fn s(v: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    #[test]
+    fn lookups_see_live_keys_and_delete_expired_ones() {
+        let ks = Keyspace::new(2, 4);
+        let mut g = Guards::new(&ks);
+        g.now_ms = 1000;
+        g.lock_db(0);
+        let mut db = g.db(0);
+        db.insert(b"live", s("1"));
+        db.insert(b"old", s("2"));
+        db.set_expire(b"old", 500);
+        db.insert(b"later", s("3"));
+        db.set_expire(b"later", 5000);
+        assert!(matches!(db.read(b"live"), Some(Value::Str(v)) if &v[..] == b"1"));
+        if let Some(Value::Str(v)) = db.value(b"live") {
+            *v = Bytes::from_static(b"changed");
+        }
+        assert!(matches!(db.get(b"live").map(|e| &e.value), Some(Value::Str(v)) if &v[..] == b"changed"));
+        assert!(db.read(b"old").is_none());
+        assert!(db.get(b"later").is_some());
+        assert!(db.read(b"absent").is_none());
+        assert_eq!(db.len(), 2, "the expired key was deleted on access");
+        assert_eq!(g.hits, 1);
+        assert_eq!(g.misses, 2);
+        assert_eq!(g.expired.len(), 1);
+        // While loading, nothing expires.
+        g.expire_enabled = false;
+        g.now_ms = 10_000;
+        assert!(g.db(0).get(b"later").is_some());
     }
 }

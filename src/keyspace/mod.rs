@@ -26,7 +26,6 @@ use crate::types::Value;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use parking_lot::Mutex;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -309,7 +308,7 @@ pub struct Db {
 pub struct Keyspace {
     pub dbs: Box<[Db]>,
     shard_mask: usize,
-    hasher: hashbrown::DefaultHashBuilder,
+    shard_seed: u64,
     /// Number of clients blocked on keys; when zero, writes skip the ready-key bookkeeping.
     pub blocked_clients: AtomicUsize,
 }
@@ -323,7 +322,7 @@ impl Keyspace {
         Keyspace {
             dbs,
             shard_mask: shards - 1,
-            hasher: hashbrown::DefaultHashBuilder::default(),
+            shard_seed: rand::random::<u64>() | 1,
             blocked_clients: AtomicUsize::new(0),
         }
     }
@@ -337,12 +336,32 @@ impl Keyspace {
     }
 
     /// The shard a key lives in.
+    ///
+    /// This must not be derived from the shard maps' own hash function: if it were (or if its
+    /// bits were correlated with it), every key of a shard would share some bucket-index bits
+    /// in that shard's table, leaving most buckets unreachable and probe chains long. So the
+    /// shard comes from a separate multiplicative hash, seeded per process.
     #[inline]
     pub fn shard_of(&self, key: &[u8]) -> usize {
         if self.shard_mask == 0 {
             return 0;
         }
-        (self.hasher.hash_one(key) as usize >> 7) & self.shard_mask
+        let mut h = self.shard_seed;
+        let mut chunks = key.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            h = (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        let mut tail = 0u64;
+        for (i, &b) in chunks.remainder().iter().enumerate() {
+            tail |= u64::from(b) << (8 * i);
+        }
+        h = (h.rotate_left(5) ^ tail ^ key.len() as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+        // Murmur3 finaliser: spread every input bit over the top bits we use.
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        (h >> 40) as usize & self.shard_mask
     }
 
     /// Number of keys and of keys with a TTL in a database (locks shards one at a time).
@@ -391,6 +410,18 @@ mod tests {
         assert_eq!(seen.len(), 8);
         sh.insert(b"new", s("v"), false);
         assert_eq!(sh.len(), 9);
+    }
+
+    #[test]
+    fn shards_are_balanced() {
+        let ks = Keyspace::new(1, 16);
+        let mut counts = [0usize; 16];
+        for i in 0..160_000 {
+            counts[ks.shard_of(format!("k:{i:012}").as_bytes())] += 1;
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "unbalanced shards: {counts:?}");
+        }
     }
 
     #[test]

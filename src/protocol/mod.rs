@@ -121,8 +121,10 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
     }
     let count = count as usize;
     // Record argument positions first; only split the buffer once the whole request is there.
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count.min(1024));
-    for _ in 0..count {
+    // Short commands (the common case) keep their positions on the stack.
+    let mut inline_spans = [(0usize, 0usize); 8];
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for i in 0..count {
         if pos >= data.len() {
             return Ok(Parsed::Incomplete);
         }
@@ -150,10 +152,20 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
         if data.len() < end + 2 {
             return Ok(Parsed::Incomplete);
         }
-        spans.push((start, end));
+        if count <= inline_spans.len() {
+            inline_spans[i] = (start, end);
+        } else {
+            if spans.is_empty() {
+                spans.reserve(count.min(1024));
+            }
+            spans.push((start, end));
+        }
         pos = end + 2;
     }
     let frame = buf.split_to(pos).freeze();
+    if count <= inline_spans.len() {
+        return Ok(Parsed::Command(inline_spans[..count].iter().map(|&(s, e)| frame.slice(s..e)).collect()));
+    }
     Ok(Parsed::Command(spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect()))
 }
 

@@ -62,13 +62,19 @@ struct Node {
 
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
 
+/// A link of level >= 1. It caches the score of the node it points to, so that a search
+/// descending the upper levels compares against the link it already loaded instead of
+/// fetching the next node (one cache miss per step instead of two, as in Redis's layout where
+/// the forward node's score is the only load). The member is fetched only on equal scores.
 #[derive(Clone, Copy, Debug)]
 struct Link {
     next: u32,
     span: u32,
+    /// Score of `next` (meaningless when `next` is NIL).
+    score: f64,
 }
 
-const EMPTY_LINK: Link = Link { next: NIL, span: 0 };
+const EMPTY_LINK: Link = Link { next: NIL, span: 0, score: 0.0 };
 
 #[derive(Clone, Copy, Debug)]
 struct Seeds {
@@ -364,8 +370,37 @@ impl SkipList {
         if i == 0 {
             self.nodes[x as usize].next = n;
         } else {
-            self.link_mut(x, i).next = n;
+            let score = if n == NIL { 0.0 } else { self.nodes[n as usize].score };
+            let l = self.link_mut(x, i);
+            l.next = n;
+            l.score = score;
         }
+    }
+
+    /// Next node of `x` at level `i` and its score (from the link cache above level 0).
+    #[inline]
+    fn nx_s(&self, x: u32, i: usize) -> (u32, f64) {
+        let node = &self.nodes[x as usize];
+        if i == 0 {
+            let n = node.next;
+            let s = if n == NIL { 0.0 } else { self.nodes[n as usize].score };
+            (n, s)
+        } else {
+            let l = &self.towers[node.tower as usize + i - 1];
+            (l.next, l.score)
+        }
+    }
+
+    /// (s, member(n)) < (score, m), with `s` the known score of `n`.
+    #[inline]
+    fn lt_with(&self, n: u32, s: f64, score: f64, m: &[u8]) -> bool {
+        s < score || (s == score && self.member(n) < m)
+    }
+
+    /// (s, member(n)) <= (score, m), with `s` the known score of `n`.
+    #[inline]
+    fn le_with(&self, n: u32, s: f64, score: f64, m: &[u8]) -> bool {
+        s < score || (s == score && self.member(n) <= m)
     }
 
     /// Member bytes of node `x`.
@@ -557,8 +592,8 @@ impl SkipList {
         let mut r = 0;
         for i in (0..self.level).rev() {
             loop {
-                let n = self.nx(x, i);
-                if n != NIL && self.lt_key(n, score, m) {
+                let (n, s) = self.nx_s(x, i);
+                if n != NIL && self.lt_with(n, s, score, m) {
                     r += self.sp(x, i);
                     x = n;
                 } else {
@@ -657,6 +692,12 @@ impl SkipList {
         };
         if in_place {
             self.nodes[idx as usize].score = new;
+            // Links into this node cache its score.
+            for (i, &u) in update.iter().enumerate().take(self.level).skip(1) {
+                if self.nx(u, i) == idx {
+                    self.link_mut(u, i).score = new;
+                }
+            }
             return old;
         }
         let h = self.unlink(idx, &update);
@@ -690,8 +731,8 @@ impl SkipList {
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let n = self.nx(x, i);
-                if n != NIL && self.le_key(n, score, m) {
+                let (n, s) = self.nx_s(x, i);
+                if n != NIL && self.le_with(n, s, score, m) {
                     t += self.sp(x, i);
                     x = n;
                     if x == idx {
@@ -738,8 +779,8 @@ impl SkipList {
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let n = self.nx(x, i);
-                if n != NIL && pred(self.nodes[n as usize].score, self.member(n)) {
+                let (n, s) = self.nx_s(x, i);
+                if n != NIL && pred(s, self.member(n)) {
                     t += self.sp(x, i);
                     x = n;
                 } else {
@@ -756,8 +797,8 @@ impl SkipList {
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let n = self.nx(x, i);
-                if n != NIL && pred(self.nodes[n as usize].score) {
+                let (n, s) = self.nx_s(x, i);
+                if n != NIL && pred(s) {
                     t += self.sp(x, i);
                     x = n;
                 } else {
@@ -993,6 +1034,7 @@ impl SkipList {
                     towers.push(Link {
                         next: remap(lk.next),
                         span: lk.span,
+                        score: lk.score,
                     });
                 }
                 t
@@ -1101,6 +1143,10 @@ impl SkipList {
                 let rn = rank[nx as usize];
                 if rn == usize::MAX || rn <= rx {
                     return Err(format!("level {i}: bad link {x}->{nx}"));
+                }
+                let cached = self.nx_s(x, i).1;
+                if cached.to_bits() != self.nodes[nx as usize].score.to_bits() {
+                    return Err(format!("level {i}: link {x}->{nx} caches score {cached}"));
                 }
                 if height[nx as usize] != i {
                     return Err(format!("level {i}: node {nx} not on level {}", i - 1));

@@ -9,7 +9,13 @@ use std::hint::black_box;
 fn parse(c: &mut Criterion) {
     let mut one = Vec::new();
     for i in 0..16 {
-        one.extend_from_slice(format!("*4\r\n$7\r\nZINCRBY\r\n$2\r\nlb\r\n$1\r\n7\r\n$14\r\nm:{:012}\r\n", i).as_bytes());
+        one.extend_from_slice(
+            format!(
+                "*4\r\n$7\r\nZINCRBY\r\n$2\r\nlb\r\n$1\r\n7\r\n$14\r\nm:{:012}\r\n",
+                i
+            )
+            .as_bytes(),
+        );
     }
     let limits = ParseLimits::default();
     let mut g = c.benchmark_group("parse");
@@ -39,7 +45,14 @@ fn parse(c: &mut Criterion) {
 }
 
 fn encode(c: &mut Criterion) {
-    let top: Vec<(Bytes, f64)> = (0..100).map(|i| (Bytes::from(format!("m:{:012}", i)), 1_000_000.0 - i as f64 * 1.5)).collect();
+    let top: Vec<(Bytes, f64)> = (0..100)
+        .map(|i| {
+            (
+                Bytes::from(format!("m:{:012}", i)),
+                1_000_000.0 - i as f64 * 1.5,
+            )
+        })
+        .collect();
     let reply = Reply::ScoredMembers(top);
     let mut g = c.benchmark_group("encode");
     let mut out = Vec::with_capacity(1 << 16);

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use podium::types::zset::{ScoreBound, ScoreRange, ZSet, ZsetLimits};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use podium::types::zset::{ScoreBound, ScoreRange, ZSet, ZsetLimits};
 
 struct Counting;
 static ALLOCATED: AtomicIsize = AtomicIsize::new(0);

@@ -39,7 +39,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: ptr was allocated by System with `layout`.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            ALLOCATED.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            ALLOCATED.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
         }
         p
     }
@@ -54,7 +57,11 @@ pub fn used_memory() -> usize {
 pub fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<usize>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<usize>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }

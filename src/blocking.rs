@@ -44,16 +44,34 @@ pub struct Blocked {
     pub rx: oneshot::Receiver<Reply>,
 }
 
+/// Waiters in arrival order, by (database, key).
+type WaitersByKey = HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>;
+
 #[derive(Default)]
 pub struct Registry {
-    by_key: Mutex<HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>>,
+    by_key: Mutex<WaitersByKey>,
 }
 
 impl Registry {
     /// Register a waiter on `keys` of `db`. Call while holding the keys' shard locks.
-    pub fn block(&self, guards: &Guards, client_id: u64, db: usize, keys: Vec<Bytes>, args: Vec<Bytes>, serve: ServeFn) -> Blocked {
+    pub fn block(
+        &self,
+        guards: &Guards,
+        client_id: u64,
+        db: usize,
+        keys: Vec<Bytes>,
+        args: Vec<Bytes>,
+        serve: ServeFn,
+    ) -> Blocked {
         let (tx, rx) = oneshot::channel();
-        let w = Arc::new(Waiter { client_id, db, keys, args, serve, tx: Mutex::new(Some(tx)) });
+        let w = Arc::new(Waiter {
+            client_id,
+            db,
+            keys,
+            args,
+            serve,
+            tx: Mutex::new(Some(tx)),
+        });
         let mut map = self.by_key.lock();
         for k in &w.keys {
             let q = map.entry((db, k.clone())).or_default();
@@ -65,7 +83,7 @@ impl Registry {
         Blocked { waiter: w, rx }
     }
 
-    fn unlink(map: &mut HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>, w: &Arc<Waiter>) {
+    fn unlink(map: &mut WaitersByKey, w: &Arc<Waiter>) {
         for k in &w.keys {
             let key = (w.db, k.clone());
             if let Some(q) = map.get_mut(&key) {
@@ -90,9 +108,18 @@ impl Registry {
     }
 
     /// Unblock a client with a given reply (CLIENT UNBLOCK). True if it was blocked.
-    pub fn unblock_client(&self, ks: &crate::keyspace::Keyspace, client_id: u64, reply: Reply) -> bool {
+    pub fn unblock_client(
+        &self,
+        ks: &crate::keyspace::Keyspace,
+        client_id: u64,
+        reply: Reply,
+    ) -> bool {
         let mut map = self.by_key.lock();
-        let found = map.values().flat_map(|q| q.iter()).find(|w| w.client_id == client_id).cloned();
+        let found = map
+            .values()
+            .flat_map(|q| q.iter())
+            .find(|w| w.client_id == client_id)
+            .cloned();
         let Some(w) = found else { return false };
         if let Some(tx) = w.take() {
             Self::unlink(&mut map, &w);
@@ -105,7 +132,12 @@ impl Registry {
 
     /// Keys of `db` that have waiters (SWAPDB and FLUSHALL wake them).
     pub fn keys_in_db(&self, db: usize) -> Vec<Bytes> {
-        self.by_key.lock().keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect()
+        self.by_key
+            .lock()
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 
     /// Serve waiters on every key the last command made ready. Runs under that command's locks.
@@ -119,7 +151,10 @@ impl Registry {
                 // between its element being popped and its reply being sent.
                 let mut map = self.by_key.lock();
                 loop {
-                    let Some(w) = map.get(&(db, key.clone())).and_then(|q| q.front().cloned()) else { break };
+                    let Some(w) = map.get(&(db, key.clone())).and_then(|q| q.front().cloned())
+                    else {
+                        break;
+                    };
                     let served = {
                         let mut h = guards.db(db);
                         (w.serve)(&mut h, &w, &key)

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 /// How a directive's value is checked and normalised.
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     /// A byte count with optional unit (k, kb, m, mb, g, gb); printed as plain bytes.
     Memory,
     Bool,
@@ -35,11 +38,25 @@ pub struct Param {
 }
 
 const fn p(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
-    Param { name, aliases: &[], kind, default, mutable: true, help }
+    Param {
+        name,
+        aliases: &[],
+        kind,
+        default,
+        mutable: true,
+        help,
+    }
 }
 
 const fn fixed(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
-    Param { name, aliases: &[], kind, default, mutable: false, help }
+    Param {
+        name,
+        aliases: &[],
+        kind,
+        default,
+        mutable: false,
+        help,
+    }
 }
 
 const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> Param {
@@ -47,88 +64,448 @@ const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> Param {
     prm
 }
 
-const INT: Kind = Kind::Int { min: 0, max: i64::MAX };
-const INT_ANY: Kind = Kind::Int { min: i64::MIN, max: i64::MAX };
+const INT: Kind = Kind::Int {
+    min: 0,
+    max: i64::MAX,
+};
+const INT_ANY: Kind = Kind::Int {
+    min: i64::MIN,
+    max: i64::MAX,
+};
 
 /// Every directive Podium accepts.
 pub static PARAMS: &[Param] = &[
-    fixed("port", Kind::Int { min: 0, max: 65535 }, "6379", "TCP port to listen on"),
-    fixed("bind", Kind::Words, "127.0.0.1 -::1", "addresses to listen on"),
-    fixed("databases", Kind::Int { min: 1, max: 1024 }, "16", "number of databases"),
-    fixed("shards-per-db", Kind::Int { min: 1, max: 1024 }, "16", "lock shards per database (Podium)"),
-    fixed("threads", Kind::Int { min: 0, max: 256 }, "0", "worker threads, 0 = one per core (Podium)"),
-    fixed("daemonize", Kind::Bool, "no", "accepted for compatibility; Podium stays in the foreground"),
-    fixed("supervised", Kind::Enum(&["no", "upstart", "systemd", "auto"]), "no", "accepted for compatibility"),
+    fixed(
+        "port",
+        Kind::Int { min: 0, max: 65535 },
+        "6379",
+        "TCP port to listen on",
+    ),
+    fixed(
+        "bind",
+        Kind::Words,
+        "127.0.0.1 -::1",
+        "addresses to listen on",
+    ),
+    fixed(
+        "databases",
+        Kind::Int { min: 1, max: 1024 },
+        "16",
+        "number of databases",
+    ),
+    fixed(
+        "shards-per-db",
+        Kind::Int { min: 1, max: 1024 },
+        "16",
+        "lock shards per database (Podium)",
+    ),
+    fixed(
+        "threads",
+        Kind::Int { min: 0, max: 256 },
+        "0",
+        "worker threads, 0 = one per core (Podium)",
+    ),
+    fixed(
+        "daemonize",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility; Podium stays in the foreground",
+    ),
+    fixed(
+        "supervised",
+        Kind::Enum(&["no", "upstart", "systemd", "auto"]),
+        "no",
+        "accepted for compatibility",
+    ),
     fixed("pidfile", Kind::Str, "", "file to write the process id to"),
-    p("protected-mode", Kind::Bool, "yes", "accepted for compatibility"),
+    p(
+        "protected-mode",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
     p("tcp-backlog", INT, "511", "listen backlog"),
-    p("timeout", INT, "0", "close idle clients after this many seconds (0 = never)"),
+    p(
+        "timeout",
+        INT,
+        "0",
+        "close idle clients after this many seconds (0 = never)",
+    ),
     p("tcp-keepalive", INT, "300", "TCP keepalive seconds"),
-    p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice", "log verbosity"),
-    fixed("logfile", Kind::Str, "", "log file (empty = standard output)"),
-    p("requirepass", Kind::Str, "", "password for AUTH (empty = none)"),
-    p("maxclients", Kind::Int { min: 1, max: i64::MAX }, "10000", "maximum connected clients"),
-    p("maxmemory", Kind::Memory, "0", "memory limit in bytes (0 = none)"),
+    p(
+        "loglevel",
+        Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
+        "notice",
+        "log verbosity",
+    ),
+    fixed(
+        "logfile",
+        Kind::Str,
+        "",
+        "log file (empty = standard output)",
+    ),
+    p(
+        "requirepass",
+        Kind::Str,
+        "",
+        "password for AUTH (empty = none)",
+    ),
+    p(
+        "maxclients",
+        Kind::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+        "10000",
+        "maximum connected clients",
+    ),
+    p(
+        "maxmemory",
+        Kind::Memory,
+        "0",
+        "memory limit in bytes (0 = none)",
+    ),
     p(
         "maxmemory-policy",
         Kind::Enum(&[
-            "noeviction", "volatile-lru", "allkeys-lru", "volatile-lfu", "allkeys-lfu", "volatile-random",
-            "allkeys-random", "volatile-ttl",
+            "noeviction",
+            "volatile-lru",
+            "allkeys-lru",
+            "volatile-lfu",
+            "allkeys-lfu",
+            "volatile-random",
+            "allkeys-random",
+            "volatile-ttl",
         ]),
         "noeviction",
         "what to do at maxmemory (Podium: noeviction)",
     ),
     p("maxmemory-samples", INT, "5", "accepted for compatibility"),
-    p("hz", Kind::Int { min: 1, max: 500 }, "10", "background task frequency (expiry reaper)"),
-    p("dynamic-hz", Kind::Bool, "yes", "accepted for compatibility"),
-    p("active-expire-effort", Kind::Int { min: 1, max: 10 }, "1", "reaper effort 1..10"),
-    p("proto-max-bulk-len", Kind::Memory, "536870912", "largest accepted bulk argument"),
-    p("client-query-buffer-limit", Kind::Memory, "1073741824", "largest query buffer per client"),
-    alias(p("zset-max-listpack-entries", INT, "128", "small sorted-set encoding: max members"), &["zset-max-ziplist-entries"]),
-    alias(p("zset-max-listpack-value", INT, "64", "small sorted-set encoding: max member bytes"), &["zset-max-ziplist-value"]),
-    alias(p("hash-max-listpack-entries", INT, "128", "small hash encoding: max fields"), &["hash-max-ziplist-entries"]),
-    alias(p("hash-max-listpack-value", INT, "64", "small hash encoding: max value bytes"), &["hash-max-ziplist-value"]),
-    p("set-max-intset-entries", INT, "512", "integer set encoding: max members"),
-    alias(p("list-max-listpack-size", INT_ANY, "-2", "accepted for compatibility"), &["list-max-ziplist-size"]),
-    p("list-compress-depth", INT, "0", "accepted for compatibility"),
-    p("dir", Kind::Str, ".", "working directory for the append-only files"),
-    p("dbfilename", Kind::Str, "dump.rdb", "accepted for compatibility (no RDB snapshots)"),
-    p("save", Kind::Words, "", "accepted for compatibility (no RDB snapshots)"),
-    p("appendonly", Kind::Bool, "no", "enable the append-only file"),
-    fixed("appendfilename", Kind::Str, "appendonly.aof", "base name of AOF files"),
-    fixed("appenddirname", Kind::Str, "appendonlydir", "directory holding the AOF files"),
-    p("appendfsync", Kind::Enum(&["always", "everysec", "no"]), "everysec", "fsync policy"),
-    p("no-appendfsync-on-rewrite", Kind::Bool, "no", "accepted for compatibility"),
-    p("auto-aof-rewrite-percentage", INT, "100", "rewrite when the AOF grew by this percent"),
-    p("auto-aof-rewrite-min-size", Kind::Memory, "67108864", "smallest AOF to rewrite automatically"),
-    p("aof-load-truncated", Kind::Bool, "yes", "load an AOF whose last command is truncated"),
-    p("aof-use-rdb-preamble", Kind::Bool, "no", "Podium writes plain RESP base files (no RDB preamble)"),
-    p("aof-timestamp-enabled", Kind::Bool, "no", "accepted for compatibility"),
-    p("aof-rewrite-incremental-fsync", Kind::Bool, "yes", "accepted for compatibility"),
-    p("lazyfree-lazy-eviction", Kind::Bool, "no", "accepted for compatibility"),
-    p("lazyfree-lazy-expire", Kind::Bool, "no", "accepted for compatibility"),
-    p("lazyfree-lazy-server-del", Kind::Bool, "no", "accepted for compatibility"),
-    p("lazyfree-lazy-user-del", Kind::Bool, "no", "accepted for compatibility"),
-    p("lazyfree-lazy-user-flush", Kind::Bool, "no", "accepted for compatibility"),
-    p("io-threads", Kind::Int { min: 1, max: 128 }, "1", "accepted for compatibility"),
-    alias(p("busy-reply-threshold", INT, "5000", "accepted for compatibility"), &["lua-time-limit"]),
-    p("slowlog-log-slower-than", INT_ANY, "10000", "accepted for compatibility"),
+    p(
+        "hz",
+        Kind::Int { min: 1, max: 500 },
+        "10",
+        "background task frequency (expiry reaper)",
+    ),
+    p(
+        "dynamic-hz",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "active-expire-effort",
+        Kind::Int { min: 1, max: 10 },
+        "1",
+        "reaper effort 1..10",
+    ),
+    p(
+        "proto-max-bulk-len",
+        Kind::Memory,
+        "536870912",
+        "largest accepted bulk argument",
+    ),
+    p(
+        "client-query-buffer-limit",
+        Kind::Memory,
+        "1073741824",
+        "largest query buffer per client",
+    ),
+    alias(
+        p(
+            "zset-max-listpack-entries",
+            INT,
+            "128",
+            "small sorted-set encoding: max members",
+        ),
+        &["zset-max-ziplist-entries"],
+    ),
+    alias(
+        p(
+            "zset-max-listpack-value",
+            INT,
+            "64",
+            "small sorted-set encoding: max member bytes",
+        ),
+        &["zset-max-ziplist-value"],
+    ),
+    alias(
+        p(
+            "hash-max-listpack-entries",
+            INT,
+            "128",
+            "small hash encoding: max fields",
+        ),
+        &["hash-max-ziplist-entries"],
+    ),
+    alias(
+        p(
+            "hash-max-listpack-value",
+            INT,
+            "64",
+            "small hash encoding: max value bytes",
+        ),
+        &["hash-max-ziplist-value"],
+    ),
+    p(
+        "set-max-intset-entries",
+        INT,
+        "512",
+        "integer set encoding: max members",
+    ),
+    alias(
+        p(
+            "list-max-listpack-size",
+            INT_ANY,
+            "-2",
+            "accepted for compatibility",
+        ),
+        &["list-max-ziplist-size"],
+    ),
+    p(
+        "list-compress-depth",
+        INT,
+        "0",
+        "accepted for compatibility",
+    ),
+    p(
+        "dir",
+        Kind::Str,
+        ".",
+        "working directory for the append-only files",
+    ),
+    p(
+        "dbfilename",
+        Kind::Str,
+        "dump.rdb",
+        "accepted for compatibility (no RDB snapshots)",
+    ),
+    p(
+        "save",
+        Kind::Words,
+        "",
+        "accepted for compatibility (no RDB snapshots)",
+    ),
+    p(
+        "appendonly",
+        Kind::Bool,
+        "no",
+        "enable the append-only file",
+    ),
+    fixed(
+        "appendfilename",
+        Kind::Str,
+        "appendonly.aof",
+        "base name of AOF files",
+    ),
+    fixed(
+        "appenddirname",
+        Kind::Str,
+        "appendonlydir",
+        "directory holding the AOF files",
+    ),
+    p(
+        "appendfsync",
+        Kind::Enum(&["always", "everysec", "no"]),
+        "everysec",
+        "fsync policy",
+    ),
+    p(
+        "no-appendfsync-on-rewrite",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "auto-aof-rewrite-percentage",
+        INT,
+        "100",
+        "rewrite when the AOF grew by this percent",
+    ),
+    p(
+        "auto-aof-rewrite-min-size",
+        Kind::Memory,
+        "67108864",
+        "smallest AOF to rewrite automatically",
+    ),
+    p(
+        "aof-load-truncated",
+        Kind::Bool,
+        "yes",
+        "load an AOF whose last command is truncated",
+    ),
+    p(
+        "aof-use-rdb-preamble",
+        Kind::Bool,
+        "no",
+        "Podium writes plain RESP base files (no RDB preamble)",
+    ),
+    p(
+        "aof-timestamp-enabled",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "aof-rewrite-incremental-fsync",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-eviction",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-expire",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-server-del",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-user-del",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-user-flush",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "io-threads",
+        Kind::Int { min: 1, max: 128 },
+        "1",
+        "accepted for compatibility",
+    ),
+    alias(
+        p(
+            "busy-reply-threshold",
+            INT,
+            "5000",
+            "accepted for compatibility",
+        ),
+        &["lua-time-limit"],
+    ),
+    p(
+        "slowlog-log-slower-than",
+        INT_ANY,
+        "10000",
+        "accepted for compatibility",
+    ),
     p("slowlog-max-len", INT, "128", "accepted for compatibility"),
-    p("latency-monitor-threshold", INT, "0", "accepted for compatibility"),
-    p("notify-keyspace-events", Kind::Str, "", "accepted for compatibility"),
-    alias(p("min-replicas-to-write", INT, "0", "accepted for compatibility"), &["min-slaves-to-write"]),
-    alias(p("min-replicas-max-lag", INT, "10", "accepted for compatibility"), &["min-slaves-max-lag"]),
-    alias(p("replica-serve-stale-data", Kind::Bool, "yes", "accepted for compatibility"), &["slave-serve-stale-data"]),
-    alias(p("replica-read-only", Kind::Bool, "yes", "accepted for compatibility"), &["slave-read-only"]),
-    p("rdb-key-save-delay", INT_ANY, "0", "accepted for compatibility"),
-    p("rdbcompression", Kind::Bool, "yes", "accepted for compatibility"),
-    p("rdbchecksum", Kind::Bool, "yes", "accepted for compatibility"),
-    p("stop-writes-on-bgsave-error", Kind::Bool, "yes", "accepted for compatibility"),
-    p("always-show-logo", Kind::Bool, "no", "accepted for compatibility"),
-    p("set-proc-title", Kind::Bool, "yes", "accepted for compatibility"),
-    p("activerehashing", Kind::Bool, "yes", "accepted for compatibility"),
-    p("client-output-buffer-limit", Kind::Words, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", "accepted for compatibility"),
-    p("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", "accepted for compatibility"),
+    p(
+        "latency-monitor-threshold",
+        INT,
+        "0",
+        "accepted for compatibility",
+    ),
+    p(
+        "notify-keyspace-events",
+        Kind::Str,
+        "",
+        "accepted for compatibility",
+    ),
+    alias(
+        p(
+            "min-replicas-to-write",
+            INT,
+            "0",
+            "accepted for compatibility",
+        ),
+        &["min-slaves-to-write"],
+    ),
+    alias(
+        p(
+            "min-replicas-max-lag",
+            INT,
+            "10",
+            "accepted for compatibility",
+        ),
+        &["min-slaves-max-lag"],
+    ),
+    alias(
+        p(
+            "replica-serve-stale-data",
+            Kind::Bool,
+            "yes",
+            "accepted for compatibility",
+        ),
+        &["slave-serve-stale-data"],
+    ),
+    alias(
+        p(
+            "replica-read-only",
+            Kind::Bool,
+            "yes",
+            "accepted for compatibility",
+        ),
+        &["slave-read-only"],
+    ),
+    p(
+        "rdb-key-save-delay",
+        INT_ANY,
+        "0",
+        "accepted for compatibility",
+    ),
+    p(
+        "rdbcompression",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "rdbchecksum",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "stop-writes-on-bgsave-error",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "always-show-logo",
+        Kind::Bool,
+        "no",
+        "accepted for compatibility",
+    ),
+    p(
+        "set-proc-title",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "activerehashing",
+        Kind::Bool,
+        "yes",
+        "accepted for compatibility",
+    ),
+    p(
+        "client-output-buffer-limit",
+        Kind::Words,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        "accepted for compatibility",
+    ),
+    p(
+        "enable-debug-command",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "accepted for compatibility",
+    ),
 ];
 
 /// Values read on hot paths, mirrored from the text table.
@@ -157,7 +534,9 @@ pub struct Config {
 
 fn find(name: &str) -> Option<usize> {
     let lname = name.to_ascii_lowercase();
-    PARAMS.iter().position(|p| p.name == lname || p.aliases.contains(&lname.as_str()))
+    PARAMS
+        .iter()
+        .position(|p| p.name == lname || p.aliases.contains(&lname.as_str()))
 }
 
 /// Parse a memory amount as Redis's memtoull: digits with an optional unit.
@@ -192,9 +571,13 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
     let v = &words[0];
     match prm.kind {
         Kind::Int { min, max } => {
-            let n: i64 = v.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            let n: i64 = v
+                .parse()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
             if n < min || n > max {
-                return Err(format!("argument must be between {min} and {max} inclusive"));
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
             }
             Ok(n.to_string())
         }
@@ -228,7 +611,10 @@ impl Default for Config {
 
 impl Config {
     pub fn new() -> Config {
-        let c = Config { values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()), hot: Hot::default() };
+        let c = Config {
+            values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()),
+            hot: Hot::default(),
+        };
         for i in 0..PARAMS.len() {
             c.refresh_hot(i);
         }
@@ -285,7 +671,9 @@ impl Config {
         let mut staged = Vec::new();
         for (name, value) in pairs {
             let Some(idx) = find(name) else {
-                return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
             };
             let prm = &PARAMS[idx];
             if !prm.mutable {
@@ -297,13 +685,16 @@ impl Config {
                 return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
             }
             let words: Vec<String> = match prm.kind {
-                Kind::Words => {
-                    split_args(value.as_bytes()).unwrap_or_default().into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect()
-                }
+                Kind::Words => split_args(value.as_bytes())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|w| String::from_utf8_lossy(&w).into_owned())
+                    .collect(),
                 _ => vec![value.clone()],
             };
-            let v = normalise(prm, &words)
-                .map_err(|e| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}"))?;
+            let v = normalise(prm, &words).map_err(|e| {
+                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
+            })?;
             staged.push((idx, v));
         }
         let mut names = Vec::new();
@@ -326,7 +717,9 @@ impl Config {
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, prm) in PARAMS.iter().enumerate() {
             for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
-                if patterns.iter().any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
+                if patterns
+                    .iter()
+                    .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
                     out.push((name.to_string(), vals[i].clone()));
@@ -339,7 +732,11 @@ impl Config {
     /// All parameters and values (for CONFIG REWRITE).
     pub fn all(&self) -> Vec<(&'static str, String)> {
         let vals = self.values.read();
-        PARAMS.iter().zip(vals.iter()).map(|(p, v)| (p.name, v.clone())).collect()
+        PARAMS
+            .iter()
+            .zip(vals.iter())
+            .map(|(p, v)| (p.name, v.clone()))
+            .collect()
     }
 
     pub fn zset_limits(&self) -> crate::types::zset::ZsetLimits {
@@ -358,16 +755,23 @@ impl Config {
             }
             let words = split_args(line.as_bytes())
                 .ok_or_else(|| format!("{origin}:{}: '{line}': unbalanced quotes", n + 1))?;
-            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
-            let Some((name, args)) = words.split_first() else { continue };
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, args)) = words.split_first() else {
+                continue;
+            };
             if name.eq_ignore_ascii_case("include") {
                 for f in args {
-                    let t = std::fs::read_to_string(f).map_err(|e| format!("{origin}:{}: include {f}: {e}", n + 1))?;
+                    let t = std::fs::read_to_string(f)
+                        .map_err(|e| format!("{origin}:{}: include {f}: {e}", n + 1))?;
                     self.load_text(&t, f)?;
                 }
                 continue;
             }
-            self.set_startup(name, args).map_err(|e| format!("{origin}:{}: '{line}': {e}", n + 1))?;
+            self.set_startup(name, args)
+                .map_err(|e| format!("{origin}:{}: '{line}': {e}", n + 1))?;
         }
         Ok(())
     }
@@ -380,10 +784,12 @@ impl Config {
             if !first.starts_with("--") {
                 let text = if first == "-" {
                     let mut s = String::new();
-                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                        .map_err(|e| e.to_string())?;
                     s
                 } else {
-                    std::fs::read_to_string(first).map_err(|e| format!("can't open config file '{first}': {e}"))?
+                    std::fs::read_to_string(first)
+                        .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
                 cfg.load_text(&text, first)?;
                 rest = &rest[1..];
@@ -393,7 +799,10 @@ impl Config {
         let mut i = 0;
         while i < rest.len() {
             let Some(name) = rest[i].strip_prefix("--") else {
-                return Err(format!("command line: unexpected argument '{}' (options are --name value)", rest[i]));
+                return Err(format!(
+                    "command line: unexpected argument '{}' (options are --name value)",
+                    rest[i]
+                ));
             };
             let mut vals = Vec::new();
             i += 1;
@@ -401,7 +810,8 @@ impl Config {
                 vals.push(rest[i].clone());
                 i += 1;
             }
-            cfg.set_startup(name, &vals).map_err(|e| format!("command line: '--{name} {}': {e}", vals.join(" ")))?;
+            cfg.set_startup(name, &vals)
+                .map_err(|e| format!("command line: '--{name} {}': {e}", vals.join(" ")))?;
         }
         Ok(cfg)
     }
@@ -416,28 +826,41 @@ mod tests {
         let c = Config::new();
         assert_eq!(c.get("port").as_deref(), Some("6379"));
         assert_eq!(c.get("zset-max-ziplist-entries").as_deref(), Some("128"));
-        c.set_runtime(&[("zset-max-ziplist-entries".into(), "0".into())]).unwrap();
+        c.set_runtime(&[("zset-max-ziplist-entries".into(), "0".into())])
+            .unwrap();
         assert_eq!(c.zset_limits().max_entries, 0);
     }
 
     #[test]
     fn runtime_errors() {
         let c = Config::new();
-        assert!(c.set_runtime(&[("nosuch".into(), "1".into())]).unwrap_err().contains("Unknown option"));
-        assert!(c.set_runtime(&[("maxmemory".into(), "lots".into())]).unwrap_err().contains("memory value"));
-        assert!(c.set_runtime(&[("port".into(), "1".into())]).unwrap_err().contains("immutable"));
-        c.set_runtime(&[("maxmemory".into(), "1mb".into())]).unwrap();
+        assert!(c
+            .set_runtime(&[("nosuch".into(), "1".into())])
+            .unwrap_err()
+            .contains("Unknown option"));
+        assert!(c
+            .set_runtime(&[("maxmemory".into(), "lots".into())])
+            .unwrap_err()
+            .contains("memory value"));
+        assert!(c
+            .set_runtime(&[("port".into(), "1".into())])
+            .unwrap_err()
+            .contains("immutable"));
+        c.set_runtime(&[("maxmemory".into(), "1mb".into())])
+            .unwrap();
         assert_eq!(c.get("maxmemory").as_deref(), Some("1048576"));
     }
 
     #[test]
     fn file_and_command_line() {
-        let c = Config::from_args(&["--port".into(), "7000".into(), "--save".into(), "".into()]).unwrap();
+        let c = Config::from_args(&["--port".into(), "7000".into(), "--save".into(), "".into()])
+            .unwrap();
         assert_eq!(c.get("port").as_deref(), Some("7000"));
         let c = Config::new();
         let err = c.load_text("port 1\n# x\nbogus 3\n", "f.conf").unwrap_err();
         assert!(err.starts_with("f.conf:3:"), "{err}");
-        c.load_text("appendonly yes\nsave 3600 1 300 100\n", "f").unwrap();
+        c.load_text("appendonly yes\nsave 3600 1 300 100\n", "f")
+            .unwrap();
         assert!(c.get_bool("appendonly"));
         assert_eq!(c.get("save").as_deref(), Some("3600 1 300 100"));
     }
@@ -454,11 +877,17 @@ mod shipped_conf {
         c.load_text(text, "conf/podium.conf").unwrap();
         for p in PARAMS {
             assert!(
-                text.lines().any(|l| l.split_whitespace().next() == Some(p.name)),
+                text.lines()
+                    .any(|l| l.split_whitespace().next() == Some(p.name)),
                 "conf/podium.conf does not document '{}'",
                 p.name
             );
-            assert_eq!(c.get(p.name).as_deref(), Some(p.default), "default of {} differs", p.name);
+            assert_eq!(
+                c.get(p.name).as_deref(),
+                Some(p.default),
+                "default of {} differs",
+                p.name
+            );
         }
     }
 }

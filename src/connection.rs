@@ -10,6 +10,7 @@
 use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
+use crate::net::ClientSocket;
 use crate::protocol::{parse_request, ParseLimits, Parsed, Reply, Resp};
 use crate::server::{unix_ms, Server};
 use bytes::{Bytes, BytesMut};
@@ -18,7 +19,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use crate::net::ClientSocket;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -56,7 +56,12 @@ impl ClientInfo {
     /// One CLIENT LIST line.
     pub fn describe(&self) -> String {
         let now = unix_ms();
-        let name = self.name.lock().as_ref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+        let name = self
+            .name
+            .lock()
+            .as_ref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
         let mut flags = String::new();
         if self.multi.load(Ordering::Relaxed) {
             flags.push('x');
@@ -187,8 +192,12 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
         }
     };
     if !admitted {
-        srv.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-        let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = sock
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
         return;
     }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
@@ -201,7 +210,11 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     srv.clients.lock().remove(&id);
 }
 
-async fn serve_client(srv: &Server, sock: &ClientSocket, client: &mut Client) -> std::io::Result<()> {
+async fn serve_client(
+    srv: &Server,
+    sock: &ClientSocket,
+    client: &mut Client,
+) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let info = client.info.clone();
@@ -214,10 +227,20 @@ async fn serve_client(srv: &Server, sock: &ClientSocket, client: &mut Client) ->
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
-        srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-        let limit = srv.config.hot.query_buffer_limit.load(Ordering::Relaxed).max(1024) as usize;
+        srv.stats
+            .net_input_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
+        let limit = srv
+            .config
+            .hot
+            .query_buffer_limit
+            .load(Ordering::Relaxed)
+            .max(1024) as usize;
         if buf.len() > limit {
-            tracing::warn!("closing client {}: query buffer over client-query-buffer-limit", client.id);
+            tracing::warn!(
+                "closing client {}: query buffer over client-query-buffer-limit",
+                client.id
+            );
             return Ok(());
         }
         let mut close = false;
@@ -237,7 +260,11 @@ async fn serve_client(srv: &Server, sock: &ClientSocket, client: &mut Client) ->
                 }
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
-            let Outcome { reply, block, close: quit } = dispatch_with(srv, client, args, &mut guards);
+            let Outcome {
+                reply,
+                block,
+                close: quit,
+            } = dispatch_with(srv, client, args, &mut guards);
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
@@ -285,7 +312,9 @@ async fn flush(srv: &Server, sock: &ClientSocket, out: &mut Vec<u8>) -> std::io:
     // Under appendfsync always, nothing is acknowledged before it is on disk.
     srv.aof.wait_durable(srv.aof.last_seq()).await;
     sock.write_all(out).await?;
-    srv.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    srv.stats
+        .net_output_bytes
+        .fetch_add(out.len() as u64, Ordering::Relaxed);
     out.clear();
     Ok(())
 }
@@ -302,8 +331,12 @@ async fn wait_blocked(
     info.blocked.store(true, Ordering::Relaxed);
     let crate::blocking::Blocked { waiter, mut rx } = blocked;
     let timeout = client.block_timeout_ms;
-    let deadline = (timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout));
-    let on_timeout = client.block_timeout_reply.take().unwrap_or(Reply::NullArray);
+    let deadline =
+        (timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout));
+    let on_timeout = client
+        .block_timeout_reply
+        .take()
+        .unwrap_or(Reply::NullArray);
     let result = loop {
         let sleep = async {
             match deadline {

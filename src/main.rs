@@ -8,7 +8,9 @@ static GLOBAL: podium::alloc::CountingAlloc = podium::alloc::CountingAlloc;
 /// A Redis-compatible sorted-set server for real-time leaderboards.
 #[derive(Parser)]
 #[command(version, about, long_about = None, disable_help_subcommand = true)]
-#[command(override_usage = "podium [config-file] [--port 6379] [--bind 127.0.0.1] [--appendonly yes] [--option value ...]")]
+#[command(
+    override_usage = "podium [config-file] [--port 6379] [--bind 127.0.0.1] [--appendonly yes] [--option value ...]"
+)]
 struct Cli {
     /// A redis.conf-syntax file, then any directive as `--name value`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

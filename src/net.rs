@@ -45,7 +45,11 @@ impl ClientSocket {
     }
 
     pub fn local_addr(&self) -> String {
-        self.fd.get_ref().local_addr().map(|a| a.to_string()).unwrap_or_default()
+        self.fd
+            .get_ref()
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
     }
 
     /// Wait for data and append it to `buf`. Ok(0) means the peer closed.
@@ -101,7 +105,6 @@ impl ClientSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     #[test]
     fn reads_into_spare_capacity() {
@@ -131,7 +134,11 @@ mod tests {
         let sock = ClientSocket::new(s).unwrap();
         let mut buf = BytesMut::new();
         while buf.len() < 50 {
-            let n = tokio::time::timeout(std::time::Duration::from_secs(5), sock.read_buf(&mut buf)).await.unwrap().unwrap();
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(5), sock.read_buf(&mut buf))
+                    .await
+                    .unwrap()
+                    .unwrap();
             assert!(n > 0);
         }
         assert_eq!(&buf[..], &(0..50u8).collect::<Vec<_>>()[..]);

@@ -69,7 +69,9 @@ impl Server {
     pub fn new(config: Config) -> Server {
         let dbs = config.get_i64("databases").max(1) as usize;
         let shards = config.get_i64("shards-per-db").max(1) as usize;
-        let run_id: String = (0..40).map(|_| format!("{:x}", rand::random::<u8>() % 16)).collect();
+        let run_id: String = (0..40)
+            .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+            .collect();
         Server {
             keyspace: Keyspace::new(dbs, shards),
             port: AtomicI64::new(config.get_i64("port")),
@@ -121,7 +123,12 @@ impl Server {
     /// the tick ran out of time while keys were still going stale faster than accepted; the
     /// caller then runs the next tick after a short pause instead of a full `1/hz` period.
     pub fn cron(&self, rng: &mut impl rand::Rng) -> bool {
-        let effort = self.config.hot.active_expire_effort.load(Ordering::Relaxed).clamp(1, 10) as usize;
+        let effort = self
+            .config
+            .hot
+            .active_expire_effort
+            .load(Ordering::Relaxed)
+            .clamp(1, 10) as usize;
         let hz = self.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
         // Redis: 20 keys per loop at effort 1, +25% per effort step; 25% of a tick's CPU at most;
         // keep sampling a shard while more than 10% (minus one per effort step) were stale.
@@ -162,9 +169,13 @@ impl Server {
                 graveyard.clear();
                 sampled_total += sampled;
                 expired_total += n;
-                self.stats.expired_keys.fetch_add(n as u64, Ordering::Relaxed);
+                self.stats
+                    .expired_keys
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 if start.elapsed() > budget {
-                    self.stats.expired_time_cap_reached.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .expired_time_cap_reached
+                        .fetch_add(1, Ordering::Relaxed);
                     // Resume here next time so every shard gets its turn.
                     self.expire_cursor.store(idx, Ordering::Relaxed);
                     capped = true;
@@ -175,10 +186,12 @@ impl Server {
                 }
             }
         }
-        if sampled_total > 0 {
-            let perc = (expired_total * 100 / sampled_total) as u64;
+        if let Some(perc) = (expired_total * 100).checked_div(sampled_total) {
+            let perc = perc as u64;
             let old = self.stats.expired_stale_perc.load(Ordering::Relaxed);
-            self.stats.expired_stale_perc.store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
+            self.stats
+                .expired_stale_perc
+                .store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
         }
         capped
     }
@@ -187,7 +200,9 @@ impl Server {
 /// Build the runtime and serve until shutdown.
 pub fn run(config: Config) -> Result<(), String> {
     let threads = match config.get_i64("threads") {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         n => n as usize,
     };
     // On one core a single-threaded scheduler avoids the work-stealing machinery entirely.
@@ -199,7 +214,9 @@ pub fn run(config: Config) -> Result<(), String> {
         b
     };
     builder.enable_all();
-    let rt = builder.build().map_err(|e| format!("can't start runtime: {e}"))?;
+    let rt = builder
+        .build()
+        .map_err(|e| format!("can't start runtime: {e}"))?;
     let result = rt.block_on(serve(Server::new(config).into_arc()));
     rt.shutdown_timeout(Duration::from_secs(2));
     result
@@ -213,8 +230,12 @@ fn init_logging(srv: &Server) {
         Some("nothing") => "error",
         _ => "info",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
 }
 
 /// Listen and serve on an existing runtime until shutdown.
@@ -226,7 +247,11 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     for addr in bind.split_whitespace() {
         let optional = addr.starts_with('-');
         let host = addr.trim_start_matches('-');
-        let sockaddr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        let sockaddr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
         match TcpListener::bind(&sockaddr).await {
             Ok(l) => listeners.push(l),
             Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
@@ -240,7 +265,10 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
         let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
     }
-    tracing::info!("Podium {} ready to accept connections on port {port}", env!("CARGO_PKG_VERSION"));
+    tracing::info!(
+        "Podium {} ready to accept connections on port {port}",
+        env!("CARGO_PKG_VERSION")
+    );
     for l in listeners {
         let srv = srv.clone();
         tokio::spawn(async move {
@@ -266,7 +294,11 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             let hz = cron_srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
             // With a backlog of stale keys, pause only as long as a tick may run (at most half of
             // one thread goes to the reaper); otherwise tick at `hz`.
-            let pause = if backlog { Duration::from_micros(1_000_000 / hz / 4) } else { Duration::from_millis(1000 / hz) };
+            let pause = if backlog {
+                Duration::from_micros(1_000_000 / hz / 4)
+            } else {
+                Duration::from_millis(1000 / hz)
+            };
             tokio::time::sleep(pause).await;
             let s = cron_srv.clone();
             // The reaper takes shard locks: run it off the async workers.
@@ -287,7 +319,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         }
     });
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
     tokio::select! {
         _ = srv.shutdown.notified() => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("Received SIGINT scheduling shutdown..."),

@@ -13,8 +13,17 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut args = vec!["--port".to_string(), port.to_string(), "--bind".into(), "127.0.0.1".into()];
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut args = vec![
+            "--port".to_string(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+        ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(env!("CARGO_BIN_EXE_podium"))
             .args(&args)
@@ -31,11 +40,17 @@ impl Server {
     }
 
     fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     fn client3(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port)).unwrap().get_connection().unwrap()
+        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     fn raw(&self) -> TcpStream {
@@ -90,8 +105,15 @@ fn ping_set_get_roundtrip() {
     assert_eq!(v, "v");
     let n: i64 = redis::cmd("INCRBY").arg("n").arg(41).query(&mut c).unwrap();
     assert_eq!(n, 41);
-    let f: String = redis::cmd("INCRBYFLOAT").arg("f").arg("1000.1").query(&mut c).unwrap();
-    assert_eq!(f, "1000.09999999999999998", "long double arithmetic as Redis on x86_64");
+    let f: String = redis::cmd("INCRBYFLOAT")
+        .arg("f")
+        .arg("1000.1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        f, "1000.09999999999999998",
+        "long double arithmetic as Redis on x86_64"
+    );
 }
 
 #[test]
@@ -100,7 +122,14 @@ fn pipeline_is_answered_in_order_in_one_write() {
     let mut s = srv.raw();
     let mut req = Vec::new();
     for i in 0..100 {
-        req.extend_from_slice(format!("*3\r\n$3\r\nSET\r\n$2\r\nk{}\r\n$1\r\n{}\r\n", i % 10, i % 10).as_bytes());
+        req.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n$2\r\nk{}\r\n$1\r\n{}\r\n",
+                i % 10,
+                i % 10
+            )
+            .as_bytes(),
+        );
         req.extend_from_slice(format!("*2\r\n$3\r\nGET\r\n$2\r\nk{}\r\n", i % 10).as_bytes());
     }
     s.write_all(&req).unwrap();
@@ -115,7 +144,8 @@ fn pipeline_is_answered_in_order_in_one_write() {
 fn inline_commands_work() {
     let srv = Server::start(&[]);
     let mut s = srv.raw();
-    s.write_all(b"SET greeting \"hello world\"\r\nGET greeting\r\n").unwrap();
+    s.write_all(b"SET greeting \"hello world\"\r\nGET greeting\r\n")
+        .unwrap();
     assert_eq!(read_some(&mut s, 22), b"+OK\r\n$11\r\nhello world\r\n");
 }
 
@@ -123,26 +153,54 @@ fn inline_commands_work() {
 fn protocol_errors_close_the_connection_and_server_keeps_serving() {
     let srv = Server::start(&[]);
     let cases: &[(&[u8], &str)] = &[
-        (b"*3000000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n"),
-        (b"*1\r\nfoo\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n"),
-        (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
-        (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
-        (b"set \"\"\"k\"\"\" v\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"),
+        (
+            b"*3000000000\r\n",
+            "-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\nfoo\r\n",
+            "-ERR Protocol error: expected '$', got 'f'\r\n",
+        ),
+        (
+            b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n",
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$2000000000\r\n",
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"set \"\"\"k\"\"\" v\r\n",
+            "-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
     ];
     for (input, want) in cases {
         let mut s = srv.raw();
         let got = exchange(&mut s, input);
-        assert_eq!(String::from_utf8_lossy(&got), *want, "input {:?}", String::from_utf8_lossy(input));
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            *want,
+            "input {:?}",
+            String::from_utf8_lossy(input)
+        );
     }
     // Binary garbage with no newline: closed once it passes the inline limit.
     let mut s = srv.raw();
-    let garbage: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8 | 1).filter(|b| *b != b'\n' && *b != b'*').collect();
+    let garbage: Vec<u8> = (0..70_000u32)
+        .map(|i| (i % 251) as u8 | 1)
+        .filter(|b| *b != b'\n' && *b != b'*')
+        .collect();
     let got = exchange(&mut s, &garbage);
-    assert!(String::from_utf8_lossy(&got).contains("Protocol error"), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        String::from_utf8_lossy(&got).contains("Protocol error"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
     // A huge declared bulk that never arrives, then disconnect mid-command.
     {
         let mut s = srv.raw();
-        s.write_all(b"*2\r\n$3\r\nGET\r\n$500000000\r\nabc").unwrap();
+        s.write_all(b"*2\r\n$3\r\nGET\r\n$500000000\r\nabc")
+            .unwrap();
     }
     // Other clients are unaffected.
     let mut c = srv.client();
@@ -164,7 +222,11 @@ fn resp3_hello_and_shapes() {
     let mut s = srv.raw();
     s.write_all(b"HELLO 3\r\n").unwrap();
     let hello = read_some(&mut s, 10);
-    assert!(hello.starts_with(b"%7\r\n"), "{:?}", String::from_utf8_lossy(&hello));
+    assert!(
+        hello.starts_with(b"%7\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&hello)
+    );
     let mut s = srv.raw();
     s.write_all(b"HELLO 3\r\n").unwrap();
     let mut buf = [0u8; 4096];
@@ -178,7 +240,10 @@ fn resp3_hello_and_shapes() {
     let v: redis::Value = redis::cmd("HELLO").arg(3).query(&mut c3).unwrap();
     assert!(matches!(v, redis::Value::Map(_)), "{v:?}");
     let mut raw = srv.raw();
-    assert_eq!(exchange_line(&mut raw, b"HELLO 4\r\n"), "-NOPROTO unsupported protocol version\r\n");
+    assert_eq!(
+        exchange_line(&mut raw, b"HELLO 4\r\n"),
+        "-NOPROTO unsupported protocol version\r\n"
+    );
 }
 
 fn exchange_line(s: &mut TcpStream, req: &[u8]) -> String {
@@ -196,12 +261,27 @@ fn errors_match_redis_texts() {
         exchange_line(&mut s, b"FOO a b\r\n"),
         "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"
     );
-    assert_eq!(exchange_line(&mut s, b"GET\r\n"), "-ERR wrong number of arguments for 'get' command\r\n");
-    assert_eq!(exchange_line(&mut s, b"CONFIG GET\r\n"), "-ERR wrong number of arguments for 'config|get' command\r\n");
-    assert_eq!(exchange_line(&mut s, b"SELECT 99\r\n"), "-ERR DB index is out of range\r\n");
-    assert_eq!(exchange_line(&mut s, b"SET a b c\r\n"), "-ERR syntax error\r\n");
+    assert_eq!(
+        exchange_line(&mut s, b"GET\r\n"),
+        "-ERR wrong number of arguments for 'get' command\r\n"
+    );
+    assert_eq!(
+        exchange_line(&mut s, b"CONFIG GET\r\n"),
+        "-ERR wrong number of arguments for 'config|get' command\r\n"
+    );
+    assert_eq!(
+        exchange_line(&mut s, b"SELECT 99\r\n"),
+        "-ERR DB index is out of range\r\n"
+    );
+    assert_eq!(
+        exchange_line(&mut s, b"SET a b c\r\n"),
+        "-ERR syntax error\r\n"
+    );
     assert_eq!(exchange_line(&mut s, b"SET n x\r\n"), "+OK\r\n");
-    assert_eq!(exchange_line(&mut s, b"INCR n\r\n"), "-ERR value is not an integer or out of range\r\n");
+    assert_eq!(
+        exchange_line(&mut s, b"INCR n\r\n"),
+        "-ERR value is not an integer or out of range\r\n"
+    );
 }
 
 #[test]
@@ -227,17 +307,35 @@ fn info_reports_real_memory_and_keyspace() {
     let mut c = srv.client();
     let used = |c: &mut redis::Connection| -> u64 {
         let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
-        info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     };
     let before = used(&mut c);
     let big = "x".repeat(1 << 20);
     for i in 0..8 {
-        let _: () = redis::cmd("SET").arg(format!("big{i}")).arg(&big).query(&mut c).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("big{i}"))
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
     }
     let after = used(&mut c);
-    assert!(after >= before + 8 * (1 << 20), "used_memory {before} -> {after}");
+    assert!(
+        after >= before + 8 * (1 << 20),
+        "used_memory {before} -> {after}"
+    );
     let info: String = redis::cmd("INFO").query(&mut c).unwrap();
-    for field in ["redis_version:", "role:master", "used_cpu_user:", "db0:keys=8,expires=0", "total_commands_processed:"] {
+    for field in [
+        "redis_version:",
+        "role:master",
+        "used_cpu_user:",
+        "db0:keys=8,expires=0",
+        "total_commands_processed:",
+    ] {
         assert!(info.contains(field), "INFO lacks {field}");
     }
 }
@@ -247,10 +345,16 @@ fn config_file_errors_name_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.conf");
     std::fs::write(&path, "port 7000\n# comment\nnosuchdirective 1\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_podium")).arg(&path).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(":3:") && err.contains("nosuchdirective"), "{err}");
+    assert!(
+        err.contains(":3:") && err.contains("nosuchdirective"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -258,7 +362,11 @@ fn shipped_config_starts() {
     let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/podium.conf");
     let srv = Server::start(&[]);
     drop(srv);
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
         .args([conf, "--port", &port.to_string()])
         .stdout(Stdio::null())
@@ -267,12 +375,25 @@ fn shipped_config_starts() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "podium with conf/podium.conf did not start");
+        assert!(
+            Instant::now() < deadline,
+            "podium with conf/podium.conf did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
-    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("zset-max-ziplist-entries").query(&mut c).unwrap();
-    assert_eq!(v, vec!["zset-max-ziplist-entries".to_string(), "128".to_string()]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("zset-max-ziplist-entries")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        v,
+        vec!["zset-max-ziplist-entries".to_string(), "128".to_string()]
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -283,18 +404,39 @@ fn transactions_and_watch() {
     let mut c = srv.client();
     let mut other = srv.client();
     let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("w").arg("changed").query(&mut other).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("w")
+        .arg("changed")
+        .query(&mut other)
+        .unwrap();
     let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("w").arg("mine").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("w")
+        .arg("mine")
+        .query(&mut c)
+        .unwrap();
     let r: redis::Value = redis::cmd("EXEC").query(&mut c).unwrap();
-    assert_eq!(r, redis::Value::Nil, "EXEC after a WATCHed key changed must abort");
-    let (a, b): (i64, i64) = redis::pipe().atomic().incr("ctr", 1).incr("ctr", 2).query(&mut c).unwrap();
+    assert_eq!(
+        r,
+        redis::Value::Nil,
+        "EXEC after a WATCHed key changed must abort"
+    );
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .incr("ctr", 1)
+        .incr("ctr", 2)
+        .query(&mut c)
+        .unwrap();
     assert_eq!((a, b), (1, 3));
     // A queueing error aborts the whole transaction.
     let mut s = srv.raw();
-    s.write_all(b"MULTI\r\nSET x 1\r\nNOSUCH\r\nEXEC\r\nGET x\r\n").unwrap();
+    s.write_all(b"MULTI\r\nSET x 1\r\nNOSUCH\r\nEXEC\r\nGET x\r\n")
+        .unwrap();
     let got = String::from_utf8_lossy(&read_some(&mut s, 100)).into_owned();
-    assert!(got.contains("-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"), "{got}");
+    assert!(
+        got.contains("-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n"),
+        "{got}"
+    );
 }
 
 #[test]
@@ -308,7 +450,10 @@ fn shutdown_stops_the_server() {
             assert!(status.success());
             break;
         }
-        assert!(Instant::now() < deadline, "server did not exit after SHUTDOWN");
+        assert!(
+            Instant::now() < deadline,
+            "server did not exit after SHUTDOWN"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -320,10 +465,19 @@ fn many_clients_in_parallel() {
     let handles: Vec<_> = (0..8)
         .map(|t| {
             std::thread::spawn(move || {
-                let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+                let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
                 for i in 0..500 {
                     let _: i64 = redis::cmd("INCR").arg("shared").query(&mut c).unwrap();
-                    let _: () = redis::cmd("MSET").arg(format!("a{t}")).arg(i).arg(format!("b{t}")).arg(i).query(&mut c).unwrap();
+                    let _: () = redis::cmd("MSET")
+                        .arg(format!("a{t}"))
+                        .arg(i)
+                        .arg(format!("b{t}"))
+                        .arg(i)
+                        .query(&mut c)
+                        .unwrap();
                 }
             })
         })

@@ -1,9 +1,9 @@
 //! Bytes per member of a 1M-member skiplist-encoded set, counted by a
 //! GlobalAlloc wrapper around System. Release only (too slow in debug).
 
+use podium::types::zset::{ZSet, ZsetLimits};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use podium::types::zset::{ZSet, ZsetLimits};
 
 struct Counting;
 static ALLOCATED: AtomicIsize = AtomicIsize::new(0);

@@ -1,8 +1,10 @@
 //! Property tests: random operation sequences against a simple sorted-Vec model,
 //! for both encodings and across the listpack -> skiplist conversion.
 
+use podium::types::zset::{
+    InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits,
+};
 use proptest::prelude::*;
-use podium::types::zset::{InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits};
 
 type Model = Vec<(Vec<u8>, f64)>; // sorted by (score, member)
 

@@ -13,18 +13,60 @@ use rand::Rng;
 
 pub static COMMANDS: &[Spec] = &[
     Spec::new("del", -2, WRITE, Keys::Range(1, -1, 1), del, "generic"),
-    Spec::new("unlink", -2, WRITE | FAST, Keys::Range(1, -1, 1), del, "generic"),
-    Spec::new("exists", -2, READONLY | FAST, Keys::Range(1, -1, 1), exists, "generic"),
-    Spec::new("touch", -2, READONLY | FAST, Keys::Range(1, -1, 1), exists, "generic"),
-    Spec::new("type", 2, READONLY | FAST, Keys::Range(1, 1, 1), type_cmd, "generic"),
+    Spec::new(
+        "unlink",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, -1, 1),
+        del,
+        "generic",
+    ),
+    Spec::new(
+        "exists",
+        -2,
+        READONLY | FAST,
+        Keys::Range(1, -1, 1),
+        exists,
+        "generic",
+    ),
+    Spec::new(
+        "touch",
+        -2,
+        READONLY | FAST,
+        Keys::Range(1, -1, 1),
+        exists,
+        "generic",
+    ),
+    Spec::new(
+        "type",
+        2,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        type_cmd,
+        "generic",
+    ),
     Spec::new("keys", 2, READONLY, Keys::Db, keys, "generic"),
     Spec::new("scan", -2, READONLY, Keys::Db, scan, "generic"),
     Spec::new("randomkey", 1, READONLY, Keys::Db, randomkey, "generic"),
     Spec::new("rename", 3, WRITE, Keys::Range(1, 2, 1), rename, "generic"),
-    Spec::new("renamenx", 3, WRITE | FAST, Keys::Range(1, 2, 1), rename, "generic"),
+    Spec::new(
+        "renamenx",
+        3,
+        WRITE | FAST,
+        Keys::Range(1, 2, 1),
+        rename,
+        "generic",
+    ),
     Spec::new("copy", -3, WRITE | DENYOOM, Keys::All, copy, "generic"),
     Spec::new("move", 3, WRITE | FAST, Keys::All, move_cmd, "generic"),
-    Spec::new("object", -2, READONLY, Keys::Custom(object_keys), object, "generic"),
+    Spec::new(
+        "object",
+        -2,
+        READONLY,
+        Keys::Custom(object_keys),
+        object,
+        "generic",
+    ),
 ];
 
 fn object_keys(a: &[Bytes]) -> Vec<usize> {
@@ -63,7 +105,12 @@ fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn type_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Status(ctx.db().value(&a[1]).map(|v| v.type_name()).unwrap_or("none"))
+    Reply::Status(
+        ctx.db()
+            .value(&a[1])
+            .map(|v| v.type_name())
+            .unwrap_or("none"),
+    )
 }
 
 fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
@@ -86,7 +133,10 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// Parse a SCAN cursor: an unsigned 64-bit decimal.
 pub fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
-    std::str::from_utf8(a).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| Reply::error("ERR invalid cursor"))
+    std::str::from_utf8(a)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| Reply::error("ERR invalid cursor"))
 }
 
 /// Options shared by SCAN, HSCAN, SSCAN, ZSCAN: (MATCH pattern, COUNT, TYPE).
@@ -97,7 +147,11 @@ pub struct ScanOpts {
 }
 
 pub fn parse_scan_opts(a: &[Bytes], allow_type: bool) -> Result<ScanOpts, Reply> {
-    let mut o = ScanOpts { pattern: None, count: 10, type_name: None };
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
     let mut i = 0;
     while i < a.len() {
         if i + 1 >= a.len() {
@@ -110,7 +164,11 @@ pub fn parse_scan_opts(a: &[Bytes], allow_type: bool) -> Result<ScanOpts, Reply>
             }
             o.count = n as usize;
         } else if eq(&a[i], "match") {
-            o.pattern = if &a[i + 1][..] == b"*" { None } else { Some(a[i + 1].clone()) };
+            o.pattern = if &a[i + 1][..] == b"*" {
+                None
+            } else {
+                Some(a[i + 1].clone())
+            };
         } else if allow_type && eq(&a[i], "type") {
             o.type_name = Some(String::from_utf8_lossy(&a[i + 1]).to_ascii_lowercase());
         } else {
@@ -123,7 +181,10 @@ pub fn parse_scan_opts(a: &[Bytes], allow_type: bool) -> Result<ScanOpts, Reply>
 
 /// SCAN reply: [cursor, [elements]].
 pub fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
-    Reply::Array(vec![Reply::bulk(cursor.to_string().into_bytes()), Reply::Array(items)])
+    Reply::Array(vec![
+        Reply::bulk(cursor.to_string().into_bytes()),
+        Reply::Array(items),
+    ])
 }
 
 fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
@@ -197,7 +258,9 @@ fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
             pick -= sizes[sid];
             sid += 1;
         }
-        let Some(k) = ctx.db().shard_at(sid).random_key(&mut rng) else { continue };
+        let Some(k) = ctx.db().shard_at(sid).random_key(&mut rng) else {
+            continue;
+        };
         if ctx.db().exists(&k) {
             return Reply::Bulk(k);
         }
@@ -217,7 +280,9 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if nx && ctx.db().exists(dst) {
         return Reply::Int(0);
     }
-    let Some(entry) = ctx.db().remove(src) else { return Reply::error("ERR no such key") };
+    let Some(entry) = ctx.db().remove(src) else {
+        return Reply::error("ERR no such key");
+    };
     let expire = entry.expire_at;
     ctx.db().insert(dst, entry.value);
     if expire != NO_EXPIRE {
@@ -243,7 +308,9 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             replace = true;
             i += 1;
         } else if eq(&a[i], "db") && i + 1 < a.len() {
-            let Ok(d) = int(&a[i + 1]) else { return Reply::error(NOT_INT) };
+            let Ok(d) = int(&a[i + 1]) else {
+                return Reply::error(NOT_INT);
+            };
             if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
                 return Reply::error("ERR DB index is out of range");
             }
@@ -257,7 +324,9 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::error("ERR source and destination objects are the same");
     }
     let mut db = ctx.db();
-    let Some(e) = db.get(src) else { return Reply::Int(0) };
+    let Some(e) = db.get(src) else {
+        return Reply::Int(0);
+    };
     let (value, expire) = (e.value.clone(), e.expire_at);
     let mut dest = ctx.db_at(target_db);
     if dest.exists(dst) {
@@ -277,7 +346,9 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let key = &a[1];
-    let Ok(d) = int(&a[2]) else { return Reply::error(NOT_INT) };
+    let Ok(d) = int(&a[2]) else {
+        return Reply::error(NOT_INT);
+    };
     if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
         return Reply::error("ERR DB index is out of range");
     }
@@ -288,7 +359,9 @@ fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if !ctx.db().exists(key) || ctx.db_at(d).exists(key) {
         return Reply::Int(0);
     }
-    let Some(e) = ctx.db().remove(key) else { return Reply::Int(0) };
+    let Some(e) = ctx.db().remove(key) else {
+        return Reply::Int(0);
+    };
     let mut dest = ctx.db_at(d);
     dest.insert(key, e.value);
     if e.expire_at != NO_EXPIRE {
@@ -323,20 +396,32 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if sub == "help" {
         return Reply::Array(
-            ["OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ENCODING <key>", "FREQ <key>", "IDLETIME <key>", "REFCOUNT <key>", "HELP"]
-                .iter()
-                .map(|s| Reply::StatusOwned(s.to_string()))
-                .collect(),
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "FREQ <key>",
+                "IDLETIME <key>",
+                "REFCOUNT <key>",
+                "HELP",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
         );
     }
     if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
-        return Reply::error(format!("ERR unknown subcommand '{}'. Try OBJECT HELP.", String::from_utf8_lossy(&a[1])));
+        return Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&a[1])
+        ));
     }
     if a.len() != 3 {
         return super::wrong_arity(&format!("object|{sub}"));
     }
     let mut db = ctx.db();
-    let Some(v) = db.value(&a[2]) else { return Reply::Null };
+    let Some(v) = db.value(&a[2]) else {
+        return Reply::Null;
+    };
     match sub.as_str() {
         "encoding" => Reply::bulk_slice(encoding_name(v).as_bytes()),
         "refcount" => Reply::Int(1),
@@ -344,4 +429,3 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         _ => Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
     }
 }
-

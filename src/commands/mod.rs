@@ -79,8 +79,22 @@ pub struct Spec {
 }
 
 impl Spec {
-    pub const fn new(name: &'static str, arity: i32, flags: u32, keys: Keys, handler: Handler, group: &'static str) -> Spec {
-        Spec { name, arity, flags, keys, handler, group }
+    pub const fn new(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: Keys,
+        handler: Handler,
+        group: &'static str,
+    ) -> Spec {
+        Spec {
+            name,
+            arity,
+            flags,
+            keys,
+            handler,
+            group,
+        }
     }
 
     pub fn is_write(&self) -> bool {
@@ -222,7 +236,10 @@ pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
 /// Redis's text for an unknown command.
 pub fn unknown_command(args: &[Bytes]) -> Reply {
     let name = String::from_utf8_lossy(&args[0]);
-    let mut s = format!("ERR unknown command '{}', with args beginning with: ", trunc(&name, 128));
+    let mut s = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        trunc(&name, 128)
+    );
     for a in args.iter().skip(1) {
         let a = String::from_utf8_lossy(a);
         s.push_str(&format!("'{}' ", trunc(&a, 128)));
@@ -241,7 +258,9 @@ fn trunc(s: &str, n: usize) -> &str {
 }
 
 pub fn wrong_arity(name: &str) -> Reply {
-    Reply::Error(format!("ERR wrong number of arguments for '{name}' command"))
+    Reply::Error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
 }
 
 pub fn arity_ok(arity: i32, n: usize) -> bool {
@@ -263,8 +282,17 @@ pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome 
 }
 
 /// [`dispatch`] reusing a connection's lock bookkeeping (saves allocations per command).
-pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>, g: &mut Guards<'a>) -> Outcome {
-    let done = |reply| Outcome { reply, block: None, close: false };
+pub fn dispatch_with<'a>(
+    srv: &'a Server,
+    client: &mut Client,
+    args: Vec<Bytes>,
+    g: &mut Guards<'a>,
+) -> Outcome {
+    let done = |reply| Outcome {
+        reply,
+        block: None,
+        close: false,
+    };
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;
@@ -280,7 +308,10 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(wrong_arity(spec.name));
     }
-    if !client.authenticated && spec.flags & flags::NO_AUTH == 0 && srv.config.hot.requirepass_set.load(Ordering::Relaxed) {
+    if !client.authenticated
+        && spec.flags & flags::NO_AUTH == 0
+        && srv.config.hot.requirepass_set.load(Ordering::Relaxed)
+    {
         if client.multi.is_some() {
             client.multi_abort = true;
         }
@@ -288,7 +319,12 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
     }
     let now = crate::server::unix_ms();
     client.info.set_last_cmd(spec.name, now);
-    if client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+    if client.multi.is_some()
+        && !matches!(
+            spec.name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        )
+    {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
             return done(Reply::error("ERR Command not allowed inside a transaction"));
@@ -308,19 +344,27 @@ pub fn dispatch_with<'a>(srv: &'a Server, client: &mut Client, args: Vec<Bytes>,
     }
     match spec.name {
         "exec" => return done(tx::exec(srv, client)),
-        "multi" | "discard" | "watch" | "unwatch" => return done(tx::control(srv, client, spec.name, &args)),
+        "multi" | "discard" | "watch" | "unwatch" => {
+            return done(tx::control(srv, client, spec.name, &args))
+        }
         _ => {}
     }
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
-    Outcome { reply, block, close }
+    Outcome {
+        reply,
+        block,
+        close,
+    }
 }
 
 fn oom_check(srv: &Server, spec: &Spec) -> Option<Reply> {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     if max > 0 && spec.flags & flags::DENYOOM != 0 && crate::alloc::used_memory() as i64 > max {
-        return Some(Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+        return Some(Reply::error(
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ));
     }
     None
 }
@@ -351,13 +395,28 @@ pub fn run_locked<'a>(
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
     let db_before = client.db;
-    let mut ctx =
-        Ctx { srv, client, g, dirty: 0, propagate: None, block: None, in_exec, close_after_reply: false };
+    let mut ctx = Ctx {
+        srv,
+        client,
+        g,
+        dirty: 0,
+        propagate: None,
+        block: None,
+        in_exec,
+        close_after_reply: false,
+    };
     let started = std::time::Instant::now();
     let reply = (spec.handler)(&mut ctx, args);
-    spec.usec.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    spec.usec
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     spec.calls.fetch_add(1, Ordering::Relaxed);
-    let Ctx { dirty, propagate, block, close_after_reply, .. } = ctx;
+    let Ctx {
+        dirty,
+        propagate,
+        block,
+        close_after_reply,
+        ..
+    } = ctx;
     if reply.is_error() {
         spec.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -368,7 +427,9 @@ pub fn run_locked<'a>(
         srv.propagate(*db, vec![Bytes::from_static(b"DEL"), key.clone()]);
     }
     if !expired.is_empty() {
-        srv.stats.expired_keys.fetch_add(expired.len() as u64, Ordering::Relaxed);
+        srv.stats
+            .expired_keys
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
     }
     if dirty > 0 {
         srv.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
@@ -381,8 +442,12 @@ pub fn run_locked<'a>(
             None => srv.propagate(db_before, args.to_vec()),
         }
     }
-    srv.stats.keyspace_hits.fetch_add(std::mem::take(&mut g.hits), Ordering::Relaxed);
-    srv.stats.keyspace_misses.fetch_add(std::mem::take(&mut g.misses), Ordering::Relaxed);
+    srv.stats
+        .keyspace_hits
+        .fetch_add(std::mem::take(&mut g.hits), Ordering::Relaxed);
+    srv.stats
+        .keyspace_misses
+        .fetch_add(std::mem::take(&mut g.misses), Ordering::Relaxed);
     // Inside EXEC, blocked clients are served once the whole transaction has run.
     if !in_exec && !g.ready.is_empty() {
         for (db, cmd) in srv.blocking.serve_ready(g) {
@@ -390,7 +455,9 @@ pub fn run_locked<'a>(
         }
     }
     let blocked = block.map(|b| {
-        let blocked = srv.blocking.block(g, client.id, client.db, b.keys, args.to_vec(), b.serve);
+        let blocked = srv
+            .blocking
+            .block(g, client.id, client.db, b.keys, args.to_vec(), b.serve);
         client.block_timeout_ms = b.timeout_ms;
         client.block_timeout_reply = Some(b.on_timeout);
         blocked
@@ -422,7 +489,9 @@ pub mod args {
     pub fn positive(a: &[u8], what: &str) -> Result<i64, Reply> {
         let v = int(a)?;
         if v < 0 {
-            return Err(Reply::error(format!("ERR {what} is out of range, must be positive")));
+            return Err(Reply::error(format!(
+                "ERR {what} is out of range, must be positive"
+            )));
         }
         Ok(v)
     }

@@ -16,29 +16,141 @@ pub const REDIS_VERSION: &str = "7.0.15";
 pub static COMMANDS: &[Spec] = &[
     Spec::new("ping", -1, FAST | STALE, Keys::None, ping, "connection"),
     Spec::new("echo", 2, FAST, Keys::None, echo, "connection"),
-    Spec::new("hello", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING, Keys::None, hello, "connection"),
-    Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, quit, "connection"),
-    Spec::new("select", 2, FAST | LOADING | STALE, Keys::None, select, "connection"),
-    Spec::new("auth", -2, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING, Keys::None, auth, "connection"),
-    Spec::new("reset", 1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING, Keys::None, reset, "connection"),
-    Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, client, "connection"),
-    Spec::new("command", -1, LOADING | STALE, Keys::None, command, "server"),
+    Spec::new(
+        "hello",
+        -1,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        Keys::None,
+        hello,
+        "connection",
+    ),
+    Spec::new(
+        "quit",
+        -1,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY,
+        Keys::None,
+        quit,
+        "connection",
+    ),
+    Spec::new(
+        "select",
+        2,
+        FAST | LOADING | STALE,
+        Keys::None,
+        select,
+        "connection",
+    ),
+    Spec::new(
+        "auth",
+        -2,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        Keys::None,
+        auth,
+        "connection",
+    ),
+    Spec::new(
+        "reset",
+        1,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        Keys::None,
+        reset,
+        "connection",
+    ),
+    Spec::new(
+        "client",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        Keys::None,
+        client,
+        "connection",
+    ),
+    Spec::new(
+        "command",
+        -1,
+        LOADING | STALE,
+        Keys::None,
+        command,
+        "server",
+    ),
     Spec::new("info", -1, LOADING | STALE, Keys::None, info, "server"),
-    Spec::new("config", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, config, "server"),
+    Spec::new(
+        "config",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        Keys::None,
+        config,
+        "server",
+    ),
     Spec::new("dbsize", 1, READONLY | FAST, Keys::Db, dbsize, "server"),
     Spec::new("flushdb", -1, WRITE, Keys::Db, flushdb, "server"),
     Spec::new("flushall", -1, WRITE, Keys::All, flushall, "server"),
     Spec::new("swapdb", 3, WRITE | FAST, Keys::All, swapdb, "server"),
-    Spec::new("time", 1, FAST | LOADING | STALE, Keys::None, time, "server"),
-    Spec::new("lastsave", 1, FAST | LOADING | STALE, Keys::None, lastsave, "server"),
-    Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI, Keys::None, shutdown, "server"),
+    Spec::new(
+        "time",
+        1,
+        FAST | LOADING | STALE,
+        Keys::None,
+        time,
+        "server",
+    ),
+    Spec::new(
+        "lastsave",
+        1,
+        FAST | LOADING | STALE,
+        Keys::None,
+        lastsave,
+        "server",
+    ),
+    Spec::new(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
+        Keys::None,
+        shutdown,
+        "server",
+    ),
     Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
-    Spec::new("bgrewriteaof", 1, ADMIN | NOSCRIPT, Keys::None, bgrewriteaof, "server"),
-    Spec::new("save", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, save, "server"),
+    Spec::new(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT,
+        Keys::None,
+        bgrewriteaof,
+        "server",
+    ),
+    Spec::new(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_MULTI,
+        Keys::None,
+        save,
+        "server",
+    ),
     Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, save, "server"),
-    Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
-    Spec::new("readwrite", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
-    Spec::new("memory", -2, READONLY, Keys::Custom(memory_keys), memory, "server"),
+    Spec::new(
+        "readonly",
+        1,
+        FAST | LOADING | STALE,
+        Keys::None,
+        ok,
+        "cluster",
+    ),
+    Spec::new(
+        "readwrite",
+        1,
+        FAST | LOADING | STALE,
+        Keys::None,
+        ok,
+        "cluster",
+    ),
+    Spec::new(
+        "memory",
+        -2,
+        READONLY,
+        Keys::Custom(memory_keys),
+        memory,
+        "server",
+    ),
 ];
 
 fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
@@ -66,7 +178,9 @@ fn quit(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
 }
 
 fn select(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Ok(n) = int(&a[1]) else { return Reply::error(NOT_INT) };
+    let Ok(n) = int(&a[1]) else {
+        return Reply::error(NOT_INT);
+    };
     if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
         return Reply::error("ERR DB index is out of range");
     }
@@ -78,7 +192,9 @@ fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(),
     let required = ctx.srv.config.get("requirepass").unwrap_or_default();
     if let Some(u) = user {
         if u != b"default" {
-            return Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."));
+            return Err(Reply::error(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ));
         }
     }
     if required.is_empty() {
@@ -94,7 +210,9 @@ fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(),
         ctx.client.authenticated = true;
         Ok(())
     } else {
-        Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."))
+        Err(Reply::error(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ))
     }
 }
 
@@ -117,7 +235,9 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         match int(&a[1]) {
             Ok(v) if v == 2 || v == 3 => resp = Some(v),
             Ok(_) => return Reply::error("NOPROTO unsupported protocol version"),
-            Err(_) => return Reply::error("ERR Protocol version is not an integer or out of range"),
+            Err(_) => {
+                return Reply::error("ERR Protocol version is not an integer or out of range")
+            }
         }
         i = 2;
     }
@@ -135,7 +255,10 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             setname = Some(a[i + 1].clone());
             i += 2;
         } else {
-            return Reply::error(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&a[i])));
+            return Reply::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&a[i])
+            ));
         }
     }
     if !ctx.client.authenticated && ctx.srv.config.hot.requirepass_set.load(Ordering::Relaxed) {
@@ -151,7 +274,10 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let proto = if ctx.client.resp == Resp::V3 { 3 } else { 2 };
     Reply::Map(vec![
         (Reply::bulk_slice(b"server"), Reply::bulk_slice(b"redis")),
-        (Reply::bulk_slice(b"version"), Reply::bulk_slice(REDIS_VERSION.as_bytes())),
+        (
+            Reply::bulk_slice(b"version"),
+            Reply::bulk_slice(REDIS_VERSION.as_bytes()),
+        ),
         (Reply::bulk_slice(b"proto"), Reply::Int(proto)),
         (Reply::bulk_slice(b"id"), Reply::Int(ctx.client.id as i64)),
         (Reply::bulk_slice(b"mode"), Reply::bulk_slice(b"standalone")),
@@ -177,7 +303,9 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
 
 fn valid_client_name(n: &[u8]) -> Result<(), Reply> {
     if n.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Err(Reply::error("ERR Client names cannot contain spaces, newlines or special characters."));
+        return Err(Reply::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
     }
     Ok(())
 }
@@ -196,18 +324,28 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             if let Err(e) = valid_client_name(&a[2]) {
                 return e;
             }
-            *ctx.client.info.name.lock() = if a[2].is_empty() { None } else { Some(a[2].clone()) };
+            *ctx.client.info.name.lock() = if a[2].is_empty() {
+                None
+            } else {
+                Some(a[2].clone())
+            };
             Reply::Ok
         }
         "setinfo" if argc == 4 => {
             if eq(&a[2], "lib-name") || eq(&a[2], "lib-ver") {
-                *ctx.client.info.lib_name.lock() = Some(String::from_utf8_lossy(&a[3]).into_owned());
+                *ctx.client.info.lib_name.lock() =
+                    Some(String::from_utf8_lossy(&a[3]).into_owned());
                 Reply::Ok
             } else {
-                Reply::error(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&a[2])))
+                Reply::error(format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&a[2])
+                ))
             }
         }
-        "info" if argc == 2 => Reply::Verbatim("txt", Bytes::from(ctx.client.info.describe() + "\n")),
+        "info" if argc == 2 => {
+            Reply::Verbatim("txt", Bytes::from(ctx.client.info.describe() + "\n"))
+        }
         "list" => {
             let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
             let mut ids: Option<Vec<u64>> = None;
@@ -215,7 +353,10 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             while i < argc {
                 if eq(&a[i], "type") && i + 1 < argc {
                     let t = String::from_utf8_lossy(&a[i + 1]).to_ascii_lowercase();
-                    if !matches!(t.as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                    if !matches!(
+                        t.as_str(),
+                        "normal" | "master" | "replica" | "slave" | "pubsub"
+                    ) {
                         return Reply::error(format!("ERR Unknown client type '{t}'"));
                     }
                     if t != "normal" {
@@ -274,7 +415,9 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
         }
         "unblock" if argc == 3 || argc == 4 => {
-            let Ok(id) = int(&a[2]) else { return Reply::error(NOT_INT) };
+            let Ok(id) = int(&a[2]) else {
+                return Reply::error(NOT_INT);
+            };
             let with_error = if argc == 4 {
                 if eq(&a[3], "error") {
                     true
@@ -291,23 +434,39 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             } else {
                 Reply::NullArray
             };
-            Reply::Int(ctx.srv.blocking.unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64)
+            Reply::Int(
+                ctx.srv
+                    .blocking
+                    .unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64,
+            )
         }
         "pause" | "unpause" | "tracking" | "caching" | "getredir" | "trackinginfo" => {
-            Reply::error(format!("ERR CLIENT {} is not available in Podium", sub.to_ascii_uppercase()))
+            Reply::error(format!(
+                "ERR CLIENT {} is not available in Podium",
+                sub.to_ascii_uppercase()
+            ))
         }
         "help" => Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GETNAME", "ID", "INFO", "KILL <ip:port>|<option> <value> [...]", "LIST [TYPE <type>] [ID <id> [...]]",
-                "NO-EVICT (ON|OFF)", "REPLY (ON|OFF|SKIP)", "SETNAME <name>", "SETINFO <option> <value>",
-                "UNBLOCK <clientid> [TIMEOUT|ERROR]", "HELP",
+                "GETNAME",
+                "ID",
+                "INFO",
+                "KILL <ip:port>|<option> <value> [...]",
+                "LIST [TYPE <type>] [ID <id> [...]]",
+                "NO-EVICT (ON|OFF)",
+                "REPLY (ON|OFF|SKIP)",
+                "SETNAME <name>",
+                "SETINFO <option> <value>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "HELP",
             ]
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo" | "no-touch" => arity_err(),
+        "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
+        | "no-touch" => arity_err(),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])
@@ -327,7 +486,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             None => Reply::error("ERR No such client"),
         };
     }
-    if a.len() % 2 != 0 {
+    if !a.len().is_multiple_of(2) {
         return Reply::error(SYNTAX);
     }
     let mut skipme = true;
@@ -366,7 +525,9 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "laddr" => &c.laddr == v,
             "user" => v == "default",
             "type" => v.eq_ignore_ascii_case("normal"),
-            "maxage" => v.parse::<i64>().is_ok_and(|m| (now - c.created_ms) / 1000 >= m),
+            "maxage" => v
+                .parse::<i64>()
+                .is_ok_and(|m| (now - c.created_ms) / 1000 >= m),
             _ => false,
         });
         if hit {
@@ -393,7 +554,11 @@ fn spec_flags(spec: &Spec) -> Vec<Reply> {
         (ALLOW_BUSY, "allow_busy"),
         (MOVABLE_KEYS, "movablekeys"),
     ];
-    names.iter().filter(|(f, _)| spec.flags & f != 0).map(|(_, n)| Reply::Status(n)).collect()
+    names
+        .iter()
+        .filter(|(f, _)| spec.flags & f != 0)
+        .map(|(_, n)| Reply::Status(n))
+        .collect()
 }
 
 fn command_info(spec: &Spec) -> Reply {
@@ -437,7 +602,12 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error(SYNTAX);
             }
             names.sort();
-            Reply::Array(names.into_iter().map(|n| Reply::bulk_slice(n.as_bytes())).collect())
+            Reply::Array(
+                names
+                    .into_iter()
+                    .map(|n| Reply::bulk_slice(n.as_bytes()))
+                    .collect(),
+            )
         }
         "info" => {
             if a.len() == 2 {
@@ -461,7 +631,10 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 v.sort();
                 v
             } else {
-                a[2..].iter().filter_map(|n| super::lookup(n).map(|c| c.name)).collect()
+                a[2..]
+                    .iter()
+                    .filter_map(|n| super::lookup(n).map(|c| c.name))
+                    .collect()
             };
             Reply::Map(
                 names
@@ -471,9 +644,17 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         (
                             Reply::bulk_slice(n.as_bytes()),
                             Reply::Map(vec![
-                                (Reply::bulk_slice(b"summary"), Reply::bulk_slice(format!("The {} command", n.to_uppercase()).as_bytes())),
+                                (
+                                    Reply::bulk_slice(b"summary"),
+                                    Reply::bulk_slice(
+                                        format!("The {} command", n.to_uppercase()).as_bytes(),
+                                    ),
+                                ),
                                 (Reply::bulk_slice(b"since"), Reply::bulk_slice(b"1.0.0")),
-                                (Reply::bulk_slice(b"group"), Reply::bulk_slice(c.group.as_bytes())),
+                                (
+                                    Reply::bulk_slice(b"group"),
+                                    Reply::bulk_slice(c.group.as_bytes()),
+                                ),
                             ]),
                         )
                     })
@@ -491,18 +672,33 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             if pos.is_empty() {
                 return Reply::error("ERR The command has no key arguments");
             }
-            Reply::Array(pos.into_iter().map(|i| Reply::Bulk(a[2 + i].clone())).collect())
+            Reply::Array(
+                pos.into_iter()
+                    .map(|i| Reply::Bulk(a[2 + i].clone()))
+                    .collect(),
+            )
         }
         "help" => Reply::Array(
-            ["COMMAND <subcommand>", "COUNT", "DOCS [<command-name> ...]", "GETKEYS <full-command>", "INFO [<command-name> ...]", "LIST [FILTERBY (MODULE|ACLCAT|PATTERN) <filter>]", "HELP"]
-                .iter()
-                .map(|s| Reply::StatusOwned(s.to_string()))
-                .collect(),
+            [
+                "COMMAND <subcommand>",
+                "COUNT",
+                "DOCS [<command-name> ...]",
+                "GETKEYS <full-command>",
+                "INFO [<command-name> ...]",
+                "LIST [FILTERBY (MODULE|ACLCAT|PATTERN) <filter>]",
+                "HELP",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
         ),
         "count" | "getkeys" => wrong_arity(&format!("command|{sub}")),
         _ => {
             let _ = ctx;
-            Reply::error(format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&a[1])))
+            Reply::error(format!(
+                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(&a[1])
+            ))
         }
     }
 }
@@ -518,8 +714,31 @@ fn cpu_times() -> (f64, f64) {
 
 /// The INFO text for the requested sections.
 pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
-    let all_sections = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "commandstats", "keyspace"];
-    let default = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "keyspace"];
+    let all_sections = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "errorstats",
+        "commandstats",
+        "keyspace",
+    ];
+    let default = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "errorstats",
+        "keyspace",
+    ];
     let mut want: Vec<&str> = Vec::new();
     if sections.is_empty() {
         want.extend(default);
@@ -567,17 +786,31 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("process_id", std::process::id().to_string());
                 kv("run_id", srv.run_id.clone());
                 kv("tcp_port", srv.port.load(Ordering::Relaxed).to_string());
-                kv("server_time_usec", (crate::server::unix_ms() * 1000).to_string());
+                kv(
+                    "server_time_usec",
+                    (crate::server::unix_ms() * 1000).to_string(),
+                );
                 kv("uptime_in_seconds", up.to_string());
                 kv("uptime_in_days", (up / 86400).to_string());
                 kv("hz", srv.config.hot.hz.load(Ordering::Relaxed).to_string());
-                kv("configured_hz", srv.config.hot.hz.load(Ordering::Relaxed).to_string());
-                kv("executable", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
+                kv(
+                    "configured_hz",
+                    srv.config.hot.hz.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "executable",
+                    std::env::current_exe()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
                 kv("config_file", String::new());
             }
             "clients" => {
                 let clients = srv.clients.lock();
-                let blocked = clients.values().filter(|c| c.blocked.load(Ordering::Relaxed)).count();
+                let blocked = clients
+                    .values()
+                    .filter(|c| c.blocked.load(Ordering::Relaxed))
+                    .count();
                 kv("connected_clients", clients.len().to_string());
                 kv("cluster_connections", "0".into());
                 kv("maxclients", srv.config.get_i64("maxclients").to_string());
@@ -596,10 +829,29 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("used_memory_rss_human", human(rss));
                 kv("used_memory_peak", used.to_string());
                 kv("used_memory_dataset", used.to_string());
-                kv("maxmemory", srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string());
-                kv("maxmemory_human", human(srv.config.hot.maxmemory.load(Ordering::Relaxed).max(0) as usize));
-                kv("maxmemory_policy", srv.config.get("maxmemory-policy").unwrap_or_default());
-                kv("mem_fragmentation_ratio", format!("{:.2}", if used > 0 { rss as f64 / used as f64 } else { 0.0 }));
+                kv(
+                    "maxmemory",
+                    srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "maxmemory_human",
+                    human(srv.config.hot.maxmemory.load(Ordering::Relaxed).max(0) as usize),
+                );
+                kv(
+                    "maxmemory_policy",
+                    srv.config.get("maxmemory-policy").unwrap_or_default(),
+                );
+                kv(
+                    "mem_fragmentation_ratio",
+                    format!(
+                        "{:.2}",
+                        if used > 0 {
+                            rss as f64 / used as f64
+                        } else {
+                            0.0
+                        }
+                    ),
+                );
                 kv("mem_allocator", "libc".into());
                 kv("lazyfree_pending_objects", "0".into());
             }
@@ -609,28 +861,69 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 }
             }
             "stats" => {
-                kv("total_connections_received", st.connections.load(Ordering::Relaxed).to_string());
-                kv("total_commands_processed", st.commands.load(Ordering::Relaxed).to_string());
+                kv(
+                    "total_connections_received",
+                    st.connections.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "total_commands_processed",
+                    st.commands.load(Ordering::Relaxed).to_string(),
+                );
                 kv("instantaneous_ops_per_sec", "0".into());
-                kv("total_net_input_bytes", st.net_input_bytes.load(Ordering::Relaxed).to_string());
-                kv("total_net_output_bytes", st.net_output_bytes.load(Ordering::Relaxed).to_string());
-                kv("rejected_connections", st.rejected_connections.load(Ordering::Relaxed).to_string());
-                kv("expired_keys", st.expired_keys.load(Ordering::Relaxed).to_string());
-                kv("expired_stale_perc", format!("{:.2}", st.expired_stale_perc.load(Ordering::Relaxed) as f64));
-                kv("expired_time_cap_reached_count", st.expired_time_cap_reached.load(Ordering::Relaxed).to_string());
+                kv(
+                    "total_net_input_bytes",
+                    st.net_input_bytes.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "total_net_output_bytes",
+                    st.net_output_bytes.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "rejected_connections",
+                    st.rejected_connections.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "expired_keys",
+                    st.expired_keys.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "expired_stale_perc",
+                    format!(
+                        "{:.2}",
+                        st.expired_stale_perc.load(Ordering::Relaxed) as f64
+                    ),
+                );
+                kv(
+                    "expired_time_cap_reached_count",
+                    st.expired_time_cap_reached
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
                 kv("evicted_keys", "0".into());
-                kv("keyspace_hits", st.keyspace_hits.load(Ordering::Relaxed).to_string());
-                kv("keyspace_misses", st.keyspace_misses.load(Ordering::Relaxed).to_string());
+                kv(
+                    "keyspace_hits",
+                    st.keyspace_hits.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "keyspace_misses",
+                    st.keyspace_misses.load(Ordering::Relaxed).to_string(),
+                );
                 kv("pubsub_channels", "0".into());
                 kv("pubsub_patterns", "0".into());
-                kv("total_error_replies", st.error_replies.load(Ordering::Relaxed).to_string());
+                kv(
+                    "total_error_replies",
+                    st.error_replies.load(Ordering::Relaxed).to_string(),
+                );
             }
             "replication" => {
                 kv("role", "master".into());
                 kv("connected_slaves", "0".into());
                 kv("master_failover_state", "no-failover".into());
                 kv("master_replid", srv.run_id.clone());
-                kv("master_replid2", "0000000000000000000000000000000000000000".into());
+                kv(
+                    "master_replid2",
+                    "0000000000000000000000000000000000000000".into(),
+                );
                 kv("master_repl_offset", "0".into());
                 kv("second_repl_offset", "-1".into());
                 kv("repl_backlog_active", "0".into());
@@ -643,7 +936,12 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("used_cpu_user_children", "0.000000".into());
             }
             "commandstats" => {
-                let mut cmds: Vec<_> = table().values().filter(|c| c.calls.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed) > 0).collect();
+                let mut cmds: Vec<_> = table()
+                    .values()
+                    .filter(|c| {
+                        c.calls.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed) > 0
+                    })
+                    .collect();
                 cmds.sort_by_key(|c| c.name);
                 for c in cmds {
                     let calls = c.calls.load(Ordering::Relaxed);
@@ -663,7 +961,10 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 for db in 0..srv.keyspace.num_dbs() {
                     let (keys, vol) = srv.keyspace.db_sizes(db);
                     if keys > 0 {
-                        kv(&format!("db{db}"), format!("keys={keys},expires={vol},avg_ttl=0"));
+                        kv(
+                            &format!("db{db}"),
+                            format!("keys={keys},expires={vol},avg_ttl=0"),
+                        );
                     }
                 }
             }
@@ -687,7 +988,10 @@ fn human(n: usize) -> String {
 }
 
 fn info(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sections: Vec<String> = a[1..].iter().map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    let sections: Vec<String> = a[1..]
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
     Reply::Verbatim("txt", Bytes::from(info_text(ctx.srv, &sections)))
 }
 
@@ -705,10 +1009,15 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        "set" if a.len() >= 4 && a.len() % 2 == 0 => {
+        "set" if a.len() >= 4 && a.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> = a[2..]
                 .chunks(2)
-                .map(|p| (String::from_utf8_lossy(&p[0]).into_owned(), String::from_utf8_lossy(&p[1]).into_owned()))
+                .map(|p| {
+                    (
+                        String::from_utf8_lossy(&p[0]).into_owned(),
+                        String::from_utf8_lossy(&p[1]).into_owned(),
+                    )
+                })
                 .collect();
             let was_aof = ctx.srv.config.get_bool("appendonly");
             match ctx.srv.config.set_runtime(&pairs) {
@@ -717,7 +1026,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         let now = ctx.srv.config.get_bool("appendonly");
                         if now != was_aof {
                             if let Err(e) = crate::persistence::set_appendonly(ctx.srv, now) {
-                                let _ = ctx.srv.config.set_runtime(&[("appendonly".into(), if was_aof { "yes" } else { "no" }.into())]);
+                                let _ = ctx.srv.config.set_runtime(&[(
+                                    "appendonly".into(),
+                                    if was_aof { "yes" } else { "no" }.into(),
+                                )]);
                                 return Reply::error(format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
                             }
                         }
@@ -729,7 +1041,18 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         "resetstat" if a.len() == 2 => {
             let st = &ctx.srv.stats;
-            for c in [&st.commands, &st.connections, &st.rejected_connections, &st.error_replies, &st.expired_keys, &st.expired_time_cap_reached, &st.keyspace_hits, &st.keyspace_misses, &st.net_input_bytes, &st.net_output_bytes] {
+            for c in [
+                &st.commands,
+                &st.connections,
+                &st.rejected_connections,
+                &st.error_replies,
+                &st.expired_keys,
+                &st.expired_time_cap_reached,
+                &st.keyspace_hits,
+                &st.keyspace_misses,
+                &st.net_input_bytes,
+                &st.net_output_bytes,
+            ] {
                 c.store(0, Ordering::Relaxed);
             }
             for c in table().values() {
@@ -740,15 +1063,27 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Ok
         }
-        "rewrite" if a.len() == 2 => Reply::error("ERR The server is running without a config file"),
+        "rewrite" if a.len() == 2 => {
+            Reply::error("ERR The server is running without a config file")
+        }
         "help" => Reply::Array(
-            ["CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET <pattern>", "SET <directive> <value>", "RESETSTAT", "REWRITE", "HELP"]
-                .iter()
-                .map(|s| Reply::StatusOwned(s.to_string()))
-                .collect(),
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "SET <directive> <value>",
+                "RESETSTAT",
+                "REWRITE",
+                "HELP",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
         ),
         "get" | "set" | "resetstat" | "rewrite" => wrong_arity(&format!("config|{sub}")),
-        _ => Reply::error(format!("ERR unknown subcommand '{}'. Try CONFIG HELP.", String::from_utf8_lossy(&a[1]))),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
     }
 }
 
@@ -769,7 +1104,12 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
     let mut removed = 0;
     let mut h = ctx.db_at(db);
     h.for_each_shard(|_, sh| {
-        let keys: Vec<Bytes> = sh.watched.keys().filter(|k| sh.raw_get(k).is_some()).cloned().collect();
+        let keys: Vec<Bytes> = sh
+            .watched
+            .keys()
+            .filter(|k| sh.raw_get(k).is_some())
+            .cloned()
+            .collect();
         for k in keys {
             sh.touch_watched(&k);
         }
@@ -800,8 +1140,12 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Ok(x) = int(&a[1]) else { return Reply::error("ERR invalid first DB index") };
-    let Ok(y) = int(&a[2]) else { return Reply::error("ERR invalid second DB index") };
+    let Ok(x) = int(&a[1]) else {
+        return Reply::error("ERR invalid first DB index");
+    };
+    let Ok(y) = int(&a[2]) else {
+        return Reply::error("ERR invalid second DB index");
+    };
     let n = ctx.srv.keyspace.num_dbs() as i64;
     if x < 0 || x >= n || y < 0 || y >= n {
         return Reply::error("ERR DB index is out of range");
@@ -835,7 +1179,9 @@ fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn time(_: &mut Ctx, _: &[Bytes]) -> Reply {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     Reply::Array(vec![
         Reply::bulk(d.as_secs().to_string().into_bytes()),
         Reply::bulk(d.subsec_micros().to_string().into_bytes()),
@@ -848,7 +1194,9 @@ fn lastsave(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
 
 fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     for w in &a[1..] {
-        let ok = ["nosave", "save", "now", "force", "abort"].iter().any(|o| eq(w, o));
+        let ok = ["nosave", "save", "now", "force", "abort"]
+            .iter()
+            .any(|o| eq(w, o));
         if !ok {
             return Reply::error(SYNTAX);
         }
@@ -876,7 +1224,10 @@ fn function(_: &mut Ctx, a: &[Bytes]) -> Reply {
             (Reply::bulk_slice(b"running_script"), Reply::Null),
             (Reply::bulk_slice(b"engines"), Reply::Map(vec![])),
         ]),
-        _ => Reply::error(format!("ERR unknown subcommand '{}'. Try FUNCTION HELP.", String::from_utf8_lossy(&a[1]))),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
     }
 }
 
@@ -887,7 +1238,9 @@ fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
 fn save(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     // Podium persists with the AOF only; SAVE/BGSAVE record the time so tools that poll
     // LASTSAVE proceed, and say what happened.
-    ctx.srv.lastsave.store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+    ctx.srv
+        .lastsave
+        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
     if eq(&a[0], "bgsave") {
         Reply::Status("Background saving started")
     } else {
@@ -911,10 +1264,15 @@ fn memory(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let mut h = ctx.db();
             match h.value(&key) {
                 None => Reply::Null,
-                Some(v) => Reply::Int((crate::commands::keys::value_heap_bytes(v) + key.len() + 64) as i64),
+                Some(v) => {
+                    Reply::Int((crate::commands::keys::value_heap_bytes(v) + key.len() + 64) as i64)
+                }
             }
         }
         "stats" | "doctor" | "malloc-stats" | "purge" => Reply::Ok,
-        _ => Reply::error(format!("ERR unknown subcommand '{}'. Try MEMORY HELP.", String::from_utf8_lossy(&a[1]))),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
     }
 }

@@ -17,31 +17,206 @@ use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("get", 2, READONLY | FAST, Keys::Range(1, 1, 1), get, "string"),
-    Spec::new("set", -3, WRITE | DENYOOM, Keys::Range(1, 1, 1), set, "string"),
-    Spec::new("setex", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setex, "string"),
-    Spec::new("psetex", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setex, "string"),
-    Spec::new("setnx", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), setnx, "string"),
-    Spec::new("getset", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), getset, "string"),
-    Spec::new("getdel", 2, WRITE | FAST, Keys::Range(1, 1, 1), getdel, "string"),
-    Spec::new("getex", -2, WRITE | FAST, Keys::Range(1, 1, 1), getex, "string"),
-    Spec::new("mget", -2, READONLY | FAST, Keys::Range(1, -1, 1), mget, "string"),
-    Spec::new("mset", -3, WRITE | DENYOOM, Keys::Range(1, -1, 2), mset, "string"),
-    Spec::new("msetnx", -3, WRITE | DENYOOM, Keys::Range(1, -1, 2), mset, "string"),
-    Spec::new("append", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), append, "string"),
-    Spec::new("strlen", 2, READONLY | FAST, Keys::Range(1, 1, 1), strlen, "string"),
-    Spec::new("getrange", 4, READONLY, Keys::Range(1, 1, 1), getrange, "string"),
-    Spec::new("substr", 4, READONLY, Keys::Range(1, 1, 1), getrange, "string"),
-    Spec::new("setrange", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setrange, "string"),
-    Spec::new("incr", 2, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
-    Spec::new("decr", 2, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
-    Spec::new("incrby", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
-    Spec::new("decrby", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incr, "string"),
-    Spec::new("incrbyfloat", 3, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), incrbyfloat, "string"),
-    Spec::new("setbit", 4, WRITE | DENYOOM, Keys::Range(1, 1, 1), setbit, "bitmap"),
-    Spec::new("getbit", 3, READONLY | FAST, Keys::Range(1, 1, 1), getbit, "bitmap"),
-    Spec::new("bitcount", -2, READONLY, Keys::Range(1, 1, 1), bitcount, "bitmap"),
-    Spec::new("bitpos", -3, READONLY, Keys::Range(1, 1, 1), bitpos, "bitmap"),
+    Spec::new(
+        "get",
+        2,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        get,
+        "string",
+    ),
+    Spec::new(
+        "set",
+        -3,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        set,
+        "string",
+    ),
+    Spec::new(
+        "setex",
+        4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        setex,
+        "string",
+    ),
+    Spec::new(
+        "psetex",
+        4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        setex,
+        "string",
+    ),
+    Spec::new(
+        "setnx",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        setnx,
+        "string",
+    ),
+    Spec::new(
+        "getset",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        getset,
+        "string",
+    ),
+    Spec::new(
+        "getdel",
+        2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        getdel,
+        "string",
+    ),
+    Spec::new(
+        "getex",
+        -2,
+        WRITE | FAST,
+        Keys::Range(1, 1, 1),
+        getex,
+        "string",
+    ),
+    Spec::new(
+        "mget",
+        -2,
+        READONLY | FAST,
+        Keys::Range(1, -1, 1),
+        mget,
+        "string",
+    ),
+    Spec::new(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        Keys::Range(1, -1, 2),
+        mset,
+        "string",
+    ),
+    Spec::new(
+        "msetnx",
+        -3,
+        WRITE | DENYOOM,
+        Keys::Range(1, -1, 2),
+        mset,
+        "string",
+    ),
+    Spec::new(
+        "append",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        append,
+        "string",
+    ),
+    Spec::new(
+        "strlen",
+        2,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        strlen,
+        "string",
+    ),
+    Spec::new(
+        "getrange",
+        4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        getrange,
+        "string",
+    ),
+    Spec::new(
+        "substr",
+        4,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        getrange,
+        "string",
+    ),
+    Spec::new(
+        "setrange",
+        4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        setrange,
+        "string",
+    ),
+    Spec::new(
+        "incr",
+        2,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        incr,
+        "string",
+    ),
+    Spec::new(
+        "decr",
+        2,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        incr,
+        "string",
+    ),
+    Spec::new(
+        "incrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        incr,
+        "string",
+    ),
+    Spec::new(
+        "decrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        incr,
+        "string",
+    ),
+    Spec::new(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        Keys::Range(1, 1, 1),
+        incrbyfloat,
+        "string",
+    ),
+    Spec::new(
+        "setbit",
+        4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        setbit,
+        "bitmap",
+    ),
+    Spec::new(
+        "getbit",
+        3,
+        READONLY | FAST,
+        Keys::Range(1, 1, 1),
+        getbit,
+        "bitmap",
+    ),
+    Spec::new(
+        "bitcount",
+        -2,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        bitcount,
+        "bitmap",
+    ),
+    Spec::new(
+        "bitpos",
+        -3,
+        READONLY,
+        Keys::Range(1, 1, 1),
+        bitpos,
+        "bitmap",
+    ),
     Spec::new("lcs", -3, READONLY, Keys::Range(1, 2, 1), lcs, "string"),
 ];
 
@@ -56,7 +231,11 @@ fn read_str(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
 }
 
 fn max_len(ctx: &Ctx) -> i64 {
-    ctx.srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed)
+    ctx.srv
+        .config
+        .hot
+        .proto_max_bulk_len
+        .load(Ordering::Relaxed)
 }
 
 fn too_big() -> Reply {
@@ -155,7 +334,10 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             want_get = true;
         } else if eq(o, "keepttl") && ttl == Ttl::Clear {
             ttl = Ttl::Keep;
-        } else if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat")) && ttl == Ttl::Clear && i + 1 < a.len() {
+        } else if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat"))
+            && ttl == Ttl::Clear
+            && i + 1 < a.len()
+        {
             ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "set")));
             i += 1;
         } else {
@@ -197,7 +379,11 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let cmd = if eq(&a[0], "setex") { "setex" } else { "psetex" };
+    let cmd = if eq(&a[0], "setex") {
+        "setex"
+    } else {
+        "psetex"
+    };
     let unit: &[u8] = if cmd == "setex" { b"ex" } else { b"px" };
     let at = crate::try_reply!(expire_at(ctx, unit, &a[2], cmd));
     store(ctx, &a[1], a[3].clone(), Ttl::At(at));
@@ -241,7 +427,10 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut i = 2;
     while i < a.len() {
         let o = &a[i];
-        if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat")) && ttl == Ttl::Unchanged && i + 1 < a.len() {
+        if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat"))
+            && ttl == Ttl::Unchanged
+            && i + 1 < a.len()
+        {
             ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "getex")));
             i += 2;
         } else if eq(o, "persist") && ttl == Ttl::Unchanged {
@@ -251,7 +440,9 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Reply::error(SYNTAX);
         }
     }
-    let Some(v) = crate::try_reply!(read_str(ctx, key)) else { return Reply::Null };
+    let Some(v) = crate::try_reply!(read_str(ctx, key)) else {
+        return Reply::Null;
+    };
     match ttl {
         Ttl::At(ms) => {
             if ms <= ctx.now_ms() {
@@ -259,17 +450,19 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
             } else {
                 ctx.db().set_expire(key, ms);
-                ctx.propagate_as(vec![vec![Bytes::from_static(b"PEXPIREAT"), key.clone(), Bytes::from(ms.to_string())]]);
+                ctx.propagate_as(vec![vec![
+                    Bytes::from_static(b"PEXPIREAT"),
+                    key.clone(),
+                    Bytes::from(ms.to_string()),
+                ]]);
             }
             ctx.db().modified(key);
             ctx.dirty += 1;
         }
-        Ttl::Persist => {
-            if ctx.db().persist(key) {
-                ctx.propagate_as(vec![vec![Bytes::from_static(b"PERSIST"), key.clone()]]);
-                ctx.db().modified(key);
-                ctx.dirty += 1;
-            }
+        Ttl::Persist if ctx.db().persist(key) => {
+            ctx.propagate_as(vec![vec![Bytes::from_static(b"PERSIST"), key.clone()]]);
+            ctx.db().modified(key);
+            ctx.dirty += 1;
         }
         _ => {}
     }
@@ -291,7 +484,7 @@ fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let nx = eq(&a[0], "msetnx");
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return wrong_arity(if nx { "msetnx" } else { "mset" });
     }
     if nx && a[1..].chunks(2).any(|p| ctx.db().exists(&p[0])) {
@@ -340,8 +533,12 @@ fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let (Ok(mut start), Ok(mut end)) = (int(&a[2]), int(&a[3])) else { return Reply::error(NOT_INT) };
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::bulk_slice(b"") };
+    let (Ok(mut start), Ok(mut end)) = (int(&a[2]), int(&a[3])) else {
+        return Reply::error(NOT_INT);
+    };
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
+        return Reply::bulk_slice(b"");
+    };
     let len = s.len() as i64;
     if start < 0 && end < 0 && start > end {
         return Reply::bulk_slice(b"");
@@ -364,7 +561,9 @@ fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Ok(offset) = int(&a[2]) else { return Reply::error(NOT_INT) };
+    let Ok(offset) = int(&a[2]) else {
+        return Reply::error(NOT_INT);
+    };
     if offset < 0 {
         return Reply::error("ERR offset is out of range");
     }
@@ -379,7 +578,10 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if patch.is_empty() {
         return Reply::Int(cur.unwrap_or(0) as i64);
     }
-    if offset.checked_add(patch.len() as i64).is_none_or(|end| end > max) {
+    if offset
+        .checked_add(patch.len() as i64)
+        .is_none_or(|end| end > max)
+    {
         return too_big();
     }
     let off = offset as usize;
@@ -442,7 +644,9 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Some(incr) = LongDouble::parse(&a[2]) else { return Reply::error(NOT_FLOAT) };
+    let Some(incr) = LongDouble::parse(&a[2]) else {
+        return Reply::error(NOT_FLOAT);
+    };
     let mut db = ctx.db();
     let cur = match db.value(&a[1]) {
         None => LongDouble::from_i64(0),
@@ -456,7 +660,9 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if !new.is_finite() {
         return Reply::error("ERR increment would produce NaN or Infinity");
     }
-    let Some(text) = new.format_human() else { return Reply::error(NOT_FLOAT) };
+    let Some(text) = new.format_human() else {
+        return Reply::error(NOT_FLOAT);
+    };
     let text = Bytes::from(text);
     match db.value(&a[1]) {
         Some(Value::Str(s)) => *s = text.clone(),
@@ -515,7 +721,9 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn getbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let max = max_len(ctx);
     let off = crate::try_reply!(bit_offset(&a[2], max));
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::Int(0) };
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
+        return Reply::Int(0);
+    };
     let byte = (off >> 3) as usize;
     if byte >= s.len() {
         return Reply::Int(0);
@@ -556,7 +764,9 @@ fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match a.len() {
         2 => {}
         4 | 5 => {
-            let (Ok(s), Ok(e)) = (int(&a[2]), int(&a[3])) else { return Reply::error(NOT_INT) };
+            let (Ok(s), Ok(e)) = (int(&a[2]), int(&a[3])) else {
+                return Reply::error(NOT_INT);
+            };
             if a.len() == 5 {
                 if eq(&a[4], "bit") {
                     bits = true;
@@ -568,8 +778,14 @@ fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         _ => return Reply::error(SYNTAX),
     }
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else { return Reply::Int(0) };
-    let units = if bits { s.len() as i64 * 8 } else { s.len() as i64 };
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
+        return Reply::Int(0);
+    };
+    let units = if bits {
+        s.len() as i64 * 8
+    } else {
+        s.len() as i64
+    };
     let (start, end) = match range {
         None => (0, units - 1),
         Some((x, y)) => match bit_range(x, y, units) {
@@ -583,7 +799,10 @@ fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let n: u64 = if bits {
         (start..=end).map(|i| bit_at(&s, i) as u64).sum()
     } else {
-        s[start as usize..=end as usize].iter().map(|b| b.count_ones() as u64).sum()
+        s[start as usize..=end as usize]
+            .iter()
+            .map(|b| b.count_ones() as u64)
+            .sum()
     };
     Reply::Int(n as i64)
 }
@@ -617,8 +836,14 @@ fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(s) => s,
         None => return Reply::Int(if bit == 1 { -1 } else { 0 }),
     };
-    let units = if bits { s.len() as i64 * 8 } else { s.len() as i64 };
-    let Some((st, en)) = bit_range(start, end, units) else { return Reply::Int(-1) };
+    let units = if bits {
+        s.len() as i64 * 8
+    } else {
+        s.len() as i64
+    };
+    let Some((st, en)) = bit_range(start, end, units) else {
+        return Reply::Int(-1);
+    };
     let (first_bit, last_bit) = if bits { (st, en) } else { (st * 8, en * 8 + 7) };
     for i in first_bit..=last_bit {
         if bit_at(&s, i) == bit {
@@ -664,7 +889,9 @@ fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     let (n, m) = (x.len(), y.len());
     if (n as u64 + 1) * (m as u64 + 1) > (1u64 << 32) {
-        return Reply::error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+        return Reply::error(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        );
     }
     // dp[i][j] = LCS length of x[..i], y[..j]
     let w = m + 1;

@@ -23,11 +23,46 @@ fn placeholder(_: &mut super::Ctx, _: &[Bytes]) -> Reply {
 }
 
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, Keys::None, placeholder, "transactions"),
-    Spec::new("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, Keys::None, placeholder, "transactions"),
-    Spec::new("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, Keys::None, placeholder, "transactions"),
-    Spec::new("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, Keys::Range(1, -1, 1), placeholder, "transactions"),
-    Spec::new("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, Keys::None, placeholder, "transactions"),
+    Spec::new(
+        "multi",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        Keys::None,
+        placeholder,
+        "transactions",
+    ),
+    Spec::new(
+        "exec",
+        1,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+        Keys::None,
+        placeholder,
+        "transactions",
+    ),
+    Spec::new(
+        "discard",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        Keys::None,
+        placeholder,
+        "transactions",
+    ),
+    Spec::new(
+        "watch",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        Keys::Range(1, -1, 1),
+        placeholder,
+        "transactions",
+    ),
+    Spec::new(
+        "unwatch",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        Keys::None,
+        placeholder,
+        "transactions",
+    ),
 ];
 
 const SKIP_SLOWLOG: u32 = 0;
@@ -77,16 +112,26 @@ fn watch(srv: &Server, client: &mut Client, keys: &[Bytes]) {
     g.now_ms = crate::server::unix_ms();
     g.lock_keys(client.db, keys.iter().map(|k| &k[..]));
     for key in keys {
-        if client.watched.iter().any(|(d, k)| *d == client.db && k == key) {
+        if client
+            .watched
+            .iter()
+            .any(|(d, k)| *d == client.db && k == key)
+        {
             continue;
         }
         let sid = srv.keyspace.shard_of(key);
         let now = g.now_ms;
         let shard = g.shard_mut(client.db, sid);
         let stale = shard.is_expired(key, now);
-        shard.watched.entry(key.clone()).or_default().push(client.watch_flag.clone());
+        shard
+            .watched
+            .entry(key.clone())
+            .or_default()
+            .push(client.watch_flag.clone());
         client.watched.push((client.db, key.clone()));
-        client.watched_expiry.push((client.db, key.clone(), if stale { 1 } else { 0 }));
+        client
+            .watched_expiry
+            .push((client.db, key.clone(), if stale { 1 } else { 0 }));
     }
 }
 
@@ -138,7 +183,9 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         return Reply::NullArray;
     }
     let mut replies = Vec::with_capacity(queue.len());
-    let any_write = queue.iter().any(|a| lookup(&a[0]).is_some_and(|c| c.is_write()));
+    let any_write = queue
+        .iter()
+        .any(|a| lookup(&a[0]).is_some_and(|c| c.is_write()));
     let start_db = client.db;
     if any_write {
         srv.propagate(start_db, vec![Bytes::from_static(b"MULTI")]);

@@ -48,7 +48,10 @@ impl<'a> Guards<'a> {
 
     /// Lock the shards that `keys` of database `db` live in (plus any already held).
     pub fn lock_keys<'k>(&mut self, db: usize, keys: impl IntoIterator<Item = &'k [u8]>) {
-        let mut want: Vec<(u32, u32)> = keys.into_iter().map(|k| (db as u32, self.ks.shard_of(k) as u32)).collect();
+        let mut want: Vec<(u32, u32)> = keys
+            .into_iter()
+            .map(|k| (db as u32, self.ks.shard_of(k) as u32))
+            .collect();
         self.lock_set(&mut want);
     }
 
@@ -65,26 +68,35 @@ impl<'a> Guards<'a> {
 
     /// Lock every shard of database `db`.
     pub fn lock_db(&mut self, db: usize) {
-        let mut want: Vec<(u32, u32)> = (0..self.ks.shards_per_db()).map(|s| (db as u32, s as u32)).collect();
+        let mut want: Vec<(u32, u32)> = (0..self.ks.shards_per_db())
+            .map(|s| (db as u32, s as u32))
+            .collect();
         self.lock_set(&mut want);
     }
 
     /// Lock every shard of every database.
     pub fn lock_all(&mut self) {
         let per = self.ks.shards_per_db();
-        let mut want: Vec<(u32, u32)> =
-            (0..self.ks.num_dbs()).flat_map(|d| (0..per).map(move |s| (d as u32, s as u32))).collect();
+        let mut want: Vec<(u32, u32)> = (0..self.ks.num_dbs())
+            .flat_map(|d| (0..per).map(move |s| (d as u32, s as u32)))
+            .collect();
         self.lock_set(&mut want);
     }
 
     fn lock_set(&mut self, want: &mut Vec<(u32, u32)>) {
         want.sort_unstable();
         want.dedup();
-        want.retain(|w| self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(w)).is_err());
+        want.retain(|w| {
+            self.held
+                .binary_search_by(|(d, s, _)| (*d, *s).cmp(w))
+                .is_err()
+        });
         if want.is_empty() {
             return;
         }
-        if self.held.is_empty() || self.held.last().map(|(d, s, _)| (*d, *s)) < want.first().copied() {
+        if self.held.is_empty()
+            || self.held.last().map(|(d, s, _)| (*d, *s)) < want.first().copied()
+        {
             for &(d, s) in want.iter() {
                 let g = self.ks.dbs[d as usize].shards[s as usize].lock();
                 self.held.push((d, s, g));
@@ -320,7 +332,9 @@ mod tests {
         if let Some(Value::Str(v)) = db.value(b"live") {
             *v = Bytes::from_static(b"changed");
         }
-        assert!(matches!(db.get(b"live").map(|e| &e.value), Some(Value::Str(v)) if &v[..] == b"changed"));
+        assert!(
+            matches!(db.get(b"live").map(|e| &e.value), Some(Value::Str(v)) if &v[..] == b"changed")
+        );
         assert!(db.read(b"old").is_none());
         assert!(db.get(b"later").is_some());
         assert!(db.read(b"absent").is_none());

@@ -114,7 +114,15 @@ impl Shard {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.map.insert(key, Entry { value, expire_at: NO_EXPIRE, slot, vol: 0 });
+        self.map.insert(
+            key,
+            Entry {
+                value,
+                expire_at: NO_EXPIRE,
+                slot,
+                vol: 0,
+            },
+        );
     }
 
     /// Remove a key, returning its entry.
@@ -151,7 +159,9 @@ impl Shard {
 
     /// Set an absolute expiry on an existing key. Returns false if the key is absent.
     pub fn set_expire(&mut self, key: &[u8], at_ms: i64) -> bool {
-        let Some((k, e)) = self.map.get_key_value_mut(key) else { return false };
+        let Some((k, e)) = self.map.get_key_value_mut(key) else {
+            return false;
+        };
         if e.expire_at == NO_EXPIRE {
             e.vol = self.volatile.len() as u32;
             self.volatile.push(k.clone());
@@ -162,7 +172,9 @@ impl Shard {
 
     /// Remove the TTL. Returns true if there was one.
     pub fn clear_expire(&mut self, key: &[u8]) -> bool {
-        let Some(e) = self.map.get_mut(key) else { return false };
+        let Some(e) = self.map.get_mut(key) else {
+            return false;
+        };
         if e.expire_at == NO_EXPIRE {
             return false;
         }
@@ -202,7 +214,12 @@ impl Shard {
 
     /// Walk keys from slot `cursor`, calling `f` for each live key, until `count` slots were
     /// visited. Returns the next cursor, or 0 at the end.
-    pub fn scan_slots(&self, cursor: usize, count: usize, mut f: impl FnMut(&Bytes, &Entry)) -> usize {
+    pub fn scan_slots(
+        &self,
+        cursor: usize,
+        count: usize,
+        mut f: impl FnMut(&Bytes, &Entry),
+    ) -> usize {
         let mut i = cursor;
         let mut visited = 0;
         while i < self.slots.len() && visited < count {
@@ -285,7 +302,8 @@ impl Shard {
         if self.slots.capacity() > 64 && self.slots.capacity() / 8 > self.slots.len() {
             self.slots.shrink_to_fit();
         }
-        if self.free_slots.capacity() > 64 && self.free_slots.capacity() / 8 > self.free_slots.len() {
+        if self.free_slots.capacity() > 64 && self.free_slots.capacity() / 8 > self.free_slots.len()
+        {
             self.free_slots.shrink_to_fit();
         }
     }
@@ -317,7 +335,9 @@ impl Keyspace {
     pub fn new(databases: usize, shards_per_db: usize) -> Keyspace {
         let shards = shards_per_db.next_power_of_two().max(1);
         let dbs = (0..databases.max(1))
-            .map(|_| Db { shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect() })
+            .map(|_| Db {
+                shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+            })
             .collect();
         Keyspace {
             dbs,
@@ -378,7 +398,11 @@ impl Keyspace {
 
     /// Total expired-key deletions so far.
     pub fn expired_total(&self) -> u64 {
-        self.dbs.iter().flat_map(|d| d.shards.iter()).map(|s| s.lock().expired_total).sum()
+        self.dbs
+            .iter()
+            .flat_map(|d| d.shards.iter())
+            .map(|s| s.lock().expired_total)
+            .sum()
     }
 }
 
@@ -420,7 +444,10 @@ mod tests {
             counts[ks.shard_of(format!("k:{i:012}").as_bytes())] += 1;
         }
         for c in counts {
-            assert!((9_000..11_000).contains(&c), "unbalanced shards: {counts:?}");
+            assert!(
+                (9_000..11_000).contains(&c),
+                "unbalanced shards: {counts:?}"
+            );
         }
     }
 
@@ -446,4 +473,3 @@ mod tests {
         assert_eq!(sh.len(), 1);
     }
 }
-

@@ -391,7 +391,8 @@ pub(crate) fn serialize_shard(
             Value::Hash(h) => batched(
                 b"HSET",
                 key,
-                h.iter().map(|(f, v)| vec![Cow::Borrowed(f), Cow::Borrowed(v)]),
+                h.iter()
+                    .map(|(f, v)| vec![Cow::Borrowed(f), Cow::Borrowed(v)]),
                 buf,
                 w,
             )?,

@@ -34,7 +34,10 @@ pub struct ParseLimits {
 
 impl Default for ParseLimits {
     fn default() -> Self {
-        ParseLimits { max_bulk_len: 512 * 1024 * 1024, authenticated: true }
+        ParseLimits {
+            max_bulk_len: 512 * 1024 * 1024,
+            authenticated: true,
+        }
     }
 }
 
@@ -73,7 +76,11 @@ fn parse_header_int(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
-    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    let (neg, digits) = if s[0] == b'-' {
+        (true, &s[1..])
+    } else {
+        (false, s)
+    };
     if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
         return None;
     }
@@ -103,16 +110,24 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
     let data = &buf[..];
     let Some(eol) = find_crlf(data, 1) else {
         if data.len() > INLINE_MAX {
-            return Err(ProtocolError("Protocol error: too big mbulk count string".into()));
+            return Err(ProtocolError(
+                "Protocol error: too big mbulk count string".into(),
+            ));
         }
         return Ok(Parsed::Incomplete);
     };
     let count = match parse_header_int(&data[1..eol]) {
         Some(n) if n <= i64::from(i32::MAX) => n,
-        _ => return Err(ProtocolError("Protocol error: invalid multibulk length".into())),
+        _ => {
+            return Err(ProtocolError(
+                "Protocol error: invalid multibulk length".into(),
+            ))
+        }
     };
     if !limits.authenticated && count > 10 {
-        return Err(ProtocolError("Protocol error: unauthenticated multibulk length".into()));
+        return Err(ProtocolError(
+            "Protocol error: unauthenticated multibulk length".into(),
+        ));
     }
     let mut pos = eol + 2;
     if count <= 0 {
@@ -136,7 +151,9 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
         }
         let Some(eol) = find_crlf(data, pos + 1) else {
             if data.len() - pos > INLINE_MAX {
-                return Err(ProtocolError("Protocol error: too big bulk count string".into()));
+                return Err(ProtocolError(
+                    "Protocol error: too big bulk count string".into(),
+                ));
             }
             return Ok(Parsed::Incomplete);
         };
@@ -145,7 +162,9 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
             _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
         };
         if !limits.authenticated && len > 16384 {
-            return Err(ProtocolError("Protocol error: unauthenticated bulk length".into()));
+            return Err(ProtocolError(
+                "Protocol error: unauthenticated bulk length".into(),
+            ));
         }
         let start = eol + 2;
         let end = start + len;
@@ -164,15 +183,24 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
     }
     let frame = buf.split_to(pos).freeze();
     if count <= inline_spans.len() {
-        return Ok(Parsed::Command(inline_spans[..count].iter().map(|&(s, e)| frame.slice(s..e)).collect()));
+        return Ok(Parsed::Command(
+            inline_spans[..count]
+                .iter()
+                .map(|&(s, e)| frame.slice(s..e))
+                .collect(),
+        ));
     }
-    Ok(Parsed::Command(spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect()))
+    Ok(Parsed::Command(
+        spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect(),
+    ))
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > INLINE_MAX {
-            return Err(ProtocolError("Protocol error: too big inline request".into()));
+            return Err(ProtocolError(
+                "Protocol error: too big inline request".into(),
+            ));
         }
         return Ok(Parsed::Incomplete);
     };
@@ -184,7 +212,9 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {
     match split_args(line) {
         Some(args) if args.is_empty() => Ok(Parsed::Empty),
         Some(args) => Ok(Parsed::Command(args.into_iter().map(Bytes::from).collect())),
-        None => Err(ProtocolError("Protocol error: unbalanced quotes in request".into())),
+        None => Err(ProtocolError(
+            "Protocol error: unbalanced quotes in request".into(),
+        )),
     }
 }
 
@@ -293,13 +323,24 @@ mod tests {
     }
 
     fn cmd(words: &[&str]) -> Parsed {
-        Parsed::Command(words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect())
+        Parsed::Command(
+            words
+                .iter()
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect(),
+        )
     }
 
     #[test]
     fn multibulk_complete_and_partial() {
-        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap(), cmd(&["GET", "k"]));
-        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r").unwrap(), Parsed::Incomplete);
+        assert_eq!(
+            parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap(),
+            cmd(&["GET", "k"])
+        );
+        assert_eq!(
+            parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r").unwrap(),
+            Parsed::Incomplete
+        );
         assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n").unwrap(), Parsed::Incomplete);
         assert_eq!(parse(b"*2\r").unwrap(), Parsed::Incomplete);
     }
@@ -316,12 +357,21 @@ mod tests {
     #[test]
     fn multibulk_errors_match_redis() {
         let e = |i: &[u8]| parse(i).unwrap_err().0;
-        assert_eq!(e(b"*3000000000\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(
+            e(b"*3000000000\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
         assert_eq!(e(b"*x\r\n"), "Protocol error: invalid multibulk length");
         assert_eq!(e(b"*1\r\nfoo\r\n"), "Protocol error: expected '$', got 'f'");
         assert_eq!(e(b"*1\r\n$-10\r\n"), "Protocol error: invalid bulk length");
-        assert_eq!(e(b"*1\r\n$blabla\r\n"), "Protocol error: invalid bulk length");
-        assert_eq!(e(b"*1\r\n$2000000000\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(
+            e(b"*1\r\n$blabla\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            e(b"*1\r\n$2000000000\r\n"),
+            "Protocol error: invalid bulk length"
+        );
         let mut big = b"*".to_vec();
         big.extend(std::iter::repeat_n(b'1', INLINE_MAX + 1));
         assert_eq!(e(&big), "Protocol error: too big mbulk count string");
@@ -337,20 +387,32 @@ mod tests {
     #[test]
     fn inline_commands_and_quotes() {
         assert_eq!(parse(b"set a b\r\n").unwrap(), cmd(&["set", "a", "b"]));
-        assert_eq!(parse(b"set \"a b\" 'c d'\n").unwrap(), cmd(&["set", "a b", "c d"]));
-        assert_eq!(parse(b"echo \"\\x41\\n\"\n").unwrap(), cmd(&["echo", "A\n"]));
+        assert_eq!(
+            parse(b"set \"a b\" 'c d'\n").unwrap(),
+            cmd(&["set", "a b", "c d"])
+        );
+        assert_eq!(
+            parse(b"echo \"\\x41\\n\"\n").unwrap(),
+            cmd(&["echo", "A\n"])
+        );
         assert_eq!(
             parse(b"set \"\"\"test-key\"\"\" v\r\n").unwrap_err().0,
             "Protocol error: unbalanced quotes in request"
         );
         assert_eq!(parse(b"set a").unwrap(), Parsed::Incomplete);
         let big = vec![b'A'; INLINE_MAX + 1];
-        assert_eq!(parse(&big).unwrap_err().0, "Protocol error: too big inline request");
+        assert_eq!(
+            parse(&big).unwrap_err().0,
+            "Protocol error: too big inline request"
+        );
     }
 
     #[test]
     fn unauthenticated_limits() {
-        let l = ParseLimits { authenticated: false, ..ParseLimits::default() };
+        let l = ParseLimits {
+            authenticated: false,
+            ..ParseLimits::default()
+        };
         let mut b = BytesMut::from(&b"*11\r\n"[..]);
         assert!(parse_request(&mut b, &l).is_err());
         let mut b = BytesMut::from(&b"*1\r\n$20000\r\n"[..]);

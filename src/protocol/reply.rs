@@ -80,7 +80,10 @@ impl Reply {
             Reply::Error(e) => {
                 // Error texts must stay on one line.
                 out.push(b'-');
-                out.extend(e.bytes().map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
+                out.extend(
+                    e.bytes()
+                        .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
+                );
                 out.extend_from_slice(b"\r\n");
             }
             Reply::Int(i) => {
@@ -140,7 +143,12 @@ impl Reply {
                 }
                 Resp::V2 => bulk(out, text),
             },
-            Reply::ScoredMembers(items) => encode_scored(items.iter().map(|(m, s)| (&m[..], *s)), items.len(), resp, out),
+            Reply::ScoredMembers(items) => encode_scored(
+                items.iter().map(|(m, s)| (&m[..], *s)),
+                items.len(),
+                resp,
+                out,
+            ),
             Reply::Raw(b) => out.extend_from_slice(b),
             Reply::NoReply => {}
         }
@@ -240,7 +248,10 @@ mod tests {
         assert_eq!(both(Reply::Null), ("$-1\r\n".into(), "_\r\n".into()));
         assert_eq!(both(Reply::NullArray), ("*-1\r\n".into(), "_\r\n".into()));
         assert_eq!(both(Reply::Bool(true)), (":1\r\n".into(), "#t\r\n".into()));
-        assert_eq!(both(Reply::Double(1.5)), ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into()));
+        assert_eq!(
+            both(Reply::Double(1.5)),
+            ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into())
+        );
         assert_eq!(both(Reply::Double(f64::INFINITY)).1, ",inf\r\n");
         assert_eq!(both(Reply::error("ERR x\r\ny")).0, "-ERR x  y\r\n");
     }
@@ -248,9 +259,21 @@ mod tests {
     #[test]
     fn aggregates() {
         let m = Reply::Map(vec![(Reply::bulk_slice(b"a"), Reply::Int(1))]);
-        assert_eq!(both(m), ("*2\r\n$1\r\na\r\n:1\r\n".into(), "%1\r\n$1\r\na\r\n:1\r\n".into()));
+        assert_eq!(
+            both(m),
+            (
+                "*2\r\n$1\r\na\r\n:1\r\n".into(),
+                "%1\r\n$1\r\na\r\n:1\r\n".into()
+            )
+        );
         let s = Reply::ScoredMembers(vec![(Bytes::from_static(b"m"), 2.0)]);
-        assert_eq!(both(s), ("*2\r\n$1\r\nm\r\n$1\r\n2\r\n".into(), "*1\r\n*2\r\n$1\r\nm\r\n,2\r\n".into()));
+        assert_eq!(
+            both(s),
+            (
+                "*2\r\n$1\r\nm\r\n$1\r\n2\r\n".into(),
+                "*1\r\n*2\r\n$1\r\nm\r\n,2\r\n".into()
+            )
+        );
         let v = Reply::Verbatim("txt", Bytes::from_static(b"hi"));
         assert_eq!(both(v), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));
     }

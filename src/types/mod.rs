@@ -2,8 +2,8 @@
 
 pub mod hash;
 pub mod list;
-pub mod skiplist;
 pub mod set;
+pub mod skiplist;
 pub mod zset;
 
 use bytes::Bytes;

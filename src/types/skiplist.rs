@@ -74,7 +74,11 @@ struct Link {
     score: f64,
 }
 
-const EMPTY_LINK: Link = Link { next: NIL, span: 0, score: 0.0 };
+const EMPTY_LINK: Link = Link {
+    next: NIL,
+    span: 0,
+    score: 0.0,
+};
 
 #[derive(Clone, Copy, Debug)]
 struct Seeds {
@@ -370,7 +374,11 @@ impl SkipList {
         if i == 0 {
             self.nodes[x as usize].next = n;
         } else {
-            let score = if n == NIL { 0.0 } else { self.nodes[n as usize].score };
+            let score = if n == NIL {
+                0.0
+            } else {
+                self.nodes[n as usize].score
+            };
             let l = self.link_mut(x, i);
             l.next = n;
             l.score = score;
@@ -383,7 +391,11 @@ impl SkipList {
         let node = &self.nodes[x as usize];
         if i == 0 {
             let n = node.next;
-            let s = if n == NIL { 0.0 } else { self.nodes[n as usize].score };
+            let s = if n == NIL {
+                0.0
+            } else {
+                self.nodes[n as usize].score
+            };
             (n, s)
         } else {
             let l = &self.towers[node.tower as usize + i - 1];

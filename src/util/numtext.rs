@@ -585,7 +585,11 @@ fn f64_from_rounded(neg: bool, r: Rounded) -> f64 {
             }
         }
     };
-    if neg { -mag } else { mag }
+    if neg {
+        -mag
+    } else {
+        mag
+    }
 }
 
 /// Redis `getDoubleFromObject` / `string2d`: what glibc strtod accepts consuming the whole
@@ -1072,7 +1076,11 @@ impl LongDouble {
             }
             Class::Nan => {
                 let nan = f64::from_bits(0x7ff8_0000_0000_0000 | ((self.mant << 2) >> 13));
-                if self.sign { -nan } else { nan }
+                if self.sign {
+                    -nan
+                } else {
+                    nan
+                }
             }
             Class::Finite(m, q) => {
                 f64_from_rounded(self.sign, round_to(u128::from(m), q, false, &F64_FORMAT))
@@ -1658,12 +1666,10 @@ mod tests {
             let y = LongDouble::parse(b.as_bytes()).unwrap();
             assert_eq!(x.add(y).to_parts(), *want, "{a} + {b}");
         }
-        assert!(
-            LongDouble::parse(b"inf")
-                .unwrap()
-                .add(LongDouble::parse(b"-inf").unwrap())
-                .is_nan()
-        );
+        assert!(LongDouble::parse(b"inf")
+            .unwrap()
+            .add(LongDouble::parse(b"-inf").unwrap())
+            .is_nan());
         assert_eq!(
             s(LongDouble::from_parts(true, 32767, 0xc000000000000000)
                 .format_human()

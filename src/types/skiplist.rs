@@ -62,22 +62,22 @@ struct Node {
 
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
 
-/// A link of level >= 1. It caches the score of the node it points to, so that a search
-/// descending the upper levels compares against the link it already loaded instead of
-/// fetching the next node (one cache miss per step instead of two, as in Redis's layout where
-/// the forward node's score is the only load). The member is fetched only on equal scores.
+/// A link of level >= 1. Besides the next node it records that node's tower, so a search on
+/// the upper levels moves from tower to tower without loading the node it stands on: each
+/// step loads the next node (for its score) and the next tower, two independent loads that
+/// the CPU overlaps (the tower is also prefetched), instead of node-then-tower in sequence.
 #[derive(Clone, Copy, Debug)]
 struct Link {
     next: u32,
     span: u32,
-    /// Score of `next` (meaningless when `next` is NIL).
-    score: f64,
+    /// Tower of `next` (NIL when `next` is NIL; `next` is never a height-1 node here).
+    next_tower: u32,
 }
 
 const EMPTY_LINK: Link = Link {
     next: NIL,
     span: 0,
-    score: 0.0,
+    next_tower: NIL,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -251,6 +251,21 @@ impl<T, const SHIFT: usize> std::ops::IndexMut<usize> for Arena<T, SHIFT> {
     }
 }
 
+/// Hint the CPU to start loading `x` (a link the next search step will probably read).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only hints the cache; the address comes from a live reference, and
+    // prefetching never faults or changes memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (x as *const T).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// 2048 nodes (64 KiB) per chunk.
 type NodeArena = Arena<Node, 11>;
 /// 8192 links (64 KiB) per chunk.
@@ -374,32 +389,43 @@ impl SkipList {
         if i == 0 {
             self.nodes[x as usize].next = n;
         } else {
-            let score = if n == NIL {
-                0.0
+            let tower = if n == NIL {
+                NIL
             } else {
-                self.nodes[n as usize].score
+                self.nodes[n as usize].tower
             };
             let l = self.link_mut(x, i);
             l.next = n;
-            l.score = score;
+            l.next_tower = tower;
         }
     }
 
-    /// Next node of `x` at level `i` and its score (from the link cache above level 0).
+    /// One step from node `x` (whose tower is `xt`) at level `i`: the next node, its score,
+    /// the span, and the next node's tower. Above level 0 the node `x` itself is not loaded.
     #[inline]
-    fn nx_s(&self, x: u32, i: usize) -> (u32, f64) {
-        let node = &self.nodes[x as usize];
+    fn step(&self, x: u32, xt: u32, i: usize) -> (u32, f64, usize, u32) {
         if i == 0 {
-            let n = node.next;
+            let n = self.nodes[x as usize].next;
             let s = if n == NIL {
                 0.0
             } else {
                 self.nodes[n as usize].score
             };
-            (n, s)
+            (n, s, 1, NIL)
         } else {
-            let l = &self.towers[node.tower as usize + i - 1];
-            (l.next, l.score)
+            let l = self.towers[xt as usize + i - 1];
+            if l.next == NIL {
+                return (NIL, 0.0, l.span as usize, NIL);
+            }
+            if i > 1 {
+                prefetch(&self.towers[l.next_tower as usize + i - 2]);
+            }
+            (
+                l.next,
+                self.nodes[l.next as usize].score,
+                l.span as usize,
+                l.next_tower,
+            )
         }
     }
 
@@ -601,13 +627,15 @@ impl SkipList {
         rank: &mut [usize; MAX_LEVEL],
     ) {
         let mut x = HEAD;
+        let mut xt = self.nodes[HEAD as usize].tower;
         let mut r = 0;
         for i in (0..self.level).rev() {
             loop {
-                let (n, s) = self.nx_s(x, i);
+                let (n, s, span, nt) = self.step(x, xt, i);
                 if n != NIL && self.lt_with(n, s, score, m) {
-                    r += self.sp(x, i);
+                    r += span;
                     x = n;
+                    xt = nt;
                 } else {
                     break;
                 }
@@ -704,12 +732,6 @@ impl SkipList {
         };
         if in_place {
             self.nodes[idx as usize].score = new;
-            // Links into this node cache its score.
-            for (i, &u) in update.iter().enumerate().take(self.level).skip(1) {
-                if self.nx(u, i) == idx {
-                    self.link_mut(u, i).score = new;
-                }
-            }
             return old;
         }
         let h = self.unlink(idx, &update);
@@ -740,13 +762,15 @@ impl SkipList {
         let score = self.nodes[idx as usize].score;
         let m = self.member(idx);
         let mut x = HEAD;
+        let mut xt = self.nodes[HEAD as usize].tower;
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let (n, s) = self.nx_s(x, i);
+                let (n, s, span, nt) = self.step(x, xt, i);
                 if n != NIL && self.le_with(n, s, score, m) {
-                    t += self.sp(x, i);
+                    t += span;
                     x = n;
+                    xt = nt;
                     if x == idx {
                         return t - 1;
                     }
@@ -788,13 +812,15 @@ impl SkipList {
     /// skip-list descent. `pred` must be monotone (true then false) along the order.
     pub fn count_while(&self, mut pred: impl FnMut(f64, &[u8]) -> bool) -> usize {
         let mut x = HEAD;
+        let mut xt = self.nodes[HEAD as usize].tower;
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let (n, s) = self.nx_s(x, i);
+                let (n, s, span, nt) = self.step(x, xt, i);
                 if n != NIL && pred(s, self.member(n)) {
-                    t += self.sp(x, i);
+                    t += span;
                     x = n;
+                    xt = nt;
                 } else {
                     break;
                 }
@@ -806,13 +832,15 @@ impl SkipList {
     /// Like `count_while` but the predicate sees only the score (no member fetch).
     pub fn count_while_score(&self, mut pred: impl FnMut(f64) -> bool) -> usize {
         let mut x = HEAD;
+        let mut xt = self.nodes[HEAD as usize].tower;
         let mut t = 0;
         for i in (0..self.level).rev() {
             loop {
-                let (n, s) = self.nx_s(x, i);
+                let (n, s, span, nt) = self.step(x, xt, i);
                 if n != NIL && pred(s) {
-                    t += self.sp(x, i);
+                    t += span;
                     x = n;
+                    xt = nt;
                 } else {
                     break;
                 }
@@ -1046,7 +1074,7 @@ impl SkipList {
                     towers.push(Link {
                         next: remap(lk.next),
                         span: lk.span,
-                        score: lk.score,
+                        next_tower: NIL,
                     });
                 }
                 t
@@ -1076,6 +1104,19 @@ impl SkipList {
         self.nodes = nodes;
         self.towers = towers;
         self.longs = longs;
+        // Towers moved: refresh every link's record of its next node's tower.
+        for i in 1..self.level {
+            let mut x = HEAD;
+            loop {
+                let t = self.nodes[x as usize].tower as usize + i - 1;
+                let n = self.towers[t].next;
+                if n == NIL {
+                    break;
+                }
+                self.towers[t].next_tower = self.nodes[n as usize].tower;
+                x = n;
+            }
+        }
         self.free_longs = Vec::new();
         self.free_node = NIL;
         self.free_towers = [NIL; MAX_LEVEL + 1];
@@ -1156,9 +1197,9 @@ impl SkipList {
                 if rn == usize::MAX || rn <= rx {
                     return Err(format!("level {i}: bad link {x}->{nx}"));
                 }
-                let cached = self.nx_s(x, i).1;
-                if cached.to_bits() != self.nodes[nx as usize].score.to_bits() {
-                    return Err(format!("level {i}: link {x}->{nx} caches score {cached}"));
+                let t = self.nodes[x as usize].tower as usize + i - 1;
+                if self.towers[t].next_tower != self.nodes[nx as usize].tower {
+                    return Err(format!("level {i}: link {x}->{nx} records the wrong tower"));
                 }
                 if height[nx as usize] != i {
                     return Err(format!("level {i}: node {nx} not on level {}", i - 1));

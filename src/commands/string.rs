@@ -345,14 +345,19 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         i += 1;
     }
-    let (old, exists) = match read_str(ctx, key) {
-        Ok(v) => {
-            let e = v.is_some();
-            (v, e)
+        // Only SET ... GET needs the old value (and its type); NX/XX only need existence.
+    let (old, exists) = if want_get {
+        match read_str(ctx, key) {
+            Ok(v) => {
+                let e = v.is_some();
+                (v, e)
+            }
+            Err(e) => return e,
         }
-        Err(e) if want_get => return e,
-        // SET overwrites a value of any type.
-        Err(_) => (None, true),
+    } else if cond != Cond::None {
+        (None, ctx.db().exists(key))
+    } else {
+        (None, false)
     };
     let go = match cond {
         Cond::None => true,

@@ -199,6 +199,12 @@ impl Aof {
         }
     }
 
+        /// True while commands are being logged (callers skip building log entries otherwise).
+    #[inline]
+    pub fn is_enabled(&self) -> bool {
+        self.inner.enabled.load(Ordering::Acquire)
+    }
+
     /// Sequence number of the last fed command.
     pub fn last_seq(&self) -> u64 {
         self.inner.fed.load(Ordering::Acquire)

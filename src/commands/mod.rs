@@ -431,7 +431,7 @@ pub fn run_locked<'a>(
             .expired_keys
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
     }
-        if dirty > 0 {
+    if dirty > 0 {
         srv.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
     }
     if dirty > 0 && srv.aof.is_enabled() {

@@ -345,7 +345,7 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         i += 1;
     }
-        // Only SET ... GET needs the old value (and its type); NX/XX only need existence.
+    // Only SET ... GET needs the old value (and its type); NX/XX only need existence.
     let (old, exists) = if want_get {
         match read_str(ctx, key) {
             Ok(v) => {

@@ -199,7 +199,7 @@ impl Aof {
         }
     }
 
-        /// True while commands are being logged (callers skip building log entries otherwise).
+    /// True while commands are being logged (callers skip building log entries otherwise).
     #[inline]
     pub fn is_enabled(&self) -> bool {
         self.inner.enabled.load(Ordering::Acquire)

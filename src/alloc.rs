@@ -76,6 +76,14 @@ pub fn tune_malloc() {
     }
 }
 
+/// Return free heap memory to the OS (glibc `malloc_trim`).
+pub fn trim() {
+    // SAFETY: malloc_trim only releases free memory held by the allocator; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -309,6 +309,11 @@ pub(crate) fn rand_count(a: &[u8]) -> Result<i64, Reply> {
     if v == i64::MIN {
         return Err(Reply::error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
     }
+    // A negative count asks for that many (repeated) picks, built in memory: refuse counts no
+    // client could want rather than allocate without bound (as ZRANDMEMBER does).
+    if v < -(1 << 24) {
+        return Err(Reply::error("ERR value is out of range"));
+    }
     Ok(v)
 }
 

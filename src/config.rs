@@ -124,7 +124,12 @@ pub static PARAMS: &[Param] = &[
         "yes",
         "accepted for compatibility",
     ),
-    p("tcp-backlog", INT, "511", "listen backlog"),
+    p(
+        "tcp-backlog",
+        INT,
+        "511",
+        "accepted for compatibility (the listen backlog is the OS default)",
+    ),
     p(
         "timeout",
         INT,

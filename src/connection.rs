@@ -160,6 +160,7 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
             return;
         }
     };
+    sock.set_keepalive(srv.config.get_i64("tcp-keepalive"));
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
@@ -220,9 +221,22 @@ async fn serve_client(
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     loop {
+        // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
+        let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
+        let idle = async {
+            if idle_limit > 0 && client.multi.is_none() {
+                tokio::time::sleep(Duration::from_secs(idle_limit as u64)).await
+            } else {
+                std::future::pending::<()>().await
+            }
+        };
         let n = tokio::select! {
             r = sock.read_buf(&mut buf) => r?,
             _ = info.kill.notified() => return Ok(()),
+            _ = idle => {
+                tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
+                return Ok(());
+            }
         };
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());

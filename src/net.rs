@@ -44,6 +44,42 @@ impl ClientSocket {
         Ok(ClientSocket { fd })
     }
 
+    /// Enable TCP keepalive probes after `secs` idle seconds (`tcp-keepalive`; 0 = off).
+    pub fn set_keepalive(&self, secs: i64) {
+        if secs <= 0 {
+            return;
+        }
+        let fd = self.fd.get_ref().as_raw_fd();
+        let on: libc::c_int = 1;
+        let idle: libc::c_int = secs.min(i64::from(i32::MAX)) as libc::c_int;
+        let intvl: libc::c_int = (idle / 3).max(1);
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: setsockopt reads `size` bytes from pointers to live c_ints on an open socket.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_KEEPALIVE,
+                (&on as *const libc::c_int).cast(),
+                size,
+            );
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_KEEPIDLE,
+                (&idle as *const libc::c_int).cast(),
+                size,
+            );
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_KEEPINTVL,
+                (&intvl as *const libc::c_int).cast(),
+                size,
+            );
+        }
+    }
+
     pub fn local_addr(&self) -> String {
         self.fd
             .get_ref()
@@ -117,6 +153,29 @@ mod tests {
         let n = read_spare(b.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(n, 5);
         assert_eq!(&buf[..], b">hello");
+    }
+
+    #[tokio::test]
+    async fn keepalive_is_enabled_on_request() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let sock = ClientSocket::new(s).unwrap();
+        sock.set_keepalive(300);
+        let fd = sock.fd.get_ref().as_raw_fd();
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`.
+        unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_KEEPALIVE,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            );
+        }
+        assert_eq!(v, 1);
     }
 
     #[tokio::test]

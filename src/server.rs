@@ -245,10 +245,28 @@ fn init_logging(srv: &Server) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    // `logfile` as in redis.conf: empty means standard output.
+    let logfile = srv.config.get("logfile").unwrap_or_default();
+    if !logfile.is_empty() {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&logfile)
+        {
+            Ok(f) => {
+                let _ = builder
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(f))
+                    .try_init();
+                return;
+            }
+            Err(e) => eprintln!("podium: can't open logfile {logfile}: {e}; logging to stdout"),
+        }
+    }
+    let _ = builder.try_init();
 }
 
 /// Listen and serve on an existing runtime until shutdown.

@@ -489,3 +489,34 @@ fn many_clients_in_parallel() {
     let n: i64 = redis::cmd("GET").arg("shared").query(&mut c).unwrap();
     assert_eq!(n, 4000);
 }
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let srv = Server::start(&["--timeout", "1"]);
+    let mut idle = srv.raw();
+    let mut busy = srv.client();
+    // The busy client talks every 300 ms, the idle one never does.
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(300));
+        let pong: String = redis::cmd("PING").query(&mut busy).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+    // The idle connection was closed by the server: a read sees EOF.
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        idle.read(&mut buf).unwrap_or(0),
+        0,
+        "idle client still open"
+    );
+}
+
+#[test]
+fn logfile_receives_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("podium.log");
+    let srv = Server::start(&["--logfile", log.to_str().unwrap()]);
+    let mut c = srv.client();
+    let _: String = redis::cmd("PING").query(&mut c).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("ready to accept connections"), "{text}");
+}

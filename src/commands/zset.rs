@@ -1390,12 +1390,15 @@ fn parse_mpop(args: &[Bytes], numkeys_idx: usize) -> Result<MpopArgs, Reply> {
     })
 }
 
-fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let p = try_reply!(parse_mpop(args, 1));
-    let keys = &args[p.first_key..p.first_key + p.numkeys];
+/// ZMPOP/BZMPOP: pop from the first of `keys` that holds a sorted set (None if none does).
+fn mpop_first_nonempty(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    p: &MpopArgs,
+) -> Result<Option<Reply>, Reply> {
     let mut db = ctx.db();
     for k in keys {
-        if try_reply!(as_zset(db.value(k))).is_none() {
+        if as_zset(db.value(k))?.is_none() {
             continue;
         }
         let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
@@ -1405,6 +1408,15 @@ fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             k.clone(),
             Bytes::from(p.count.to_string()),
         ]]);
+        return Ok(Some(reply));
+    }
+    Ok(None)
+}
+
+fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let p = try_reply!(parse_mpop(args, 1));
+    let keys = &args[p.first_key..p.first_key + p.numkeys];
+    if let Some(reply) = try_reply!(mpop_first_nonempty(ctx, keys, &p)) {
         return reply;
     }
     Reply::NullArray
@@ -1471,18 +1483,7 @@ fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let timeout = try_reply!(parse_timeout(&args[1], now));
     let p = try_reply!(parse_mpop(args, 2));
     let keys = &args[p.first_key..p.first_key + p.numkeys];
-    let mut db = ctx.db();
-    for k in keys {
-        if try_reply!(as_zset(db.value(k))).is_none() {
-            continue;
-        }
-        let (reply, n) = pop_from(&mut db, k, p.count, p.max, PopShape::KeyNested);
-        ctx.dirty += n as u64;
-        ctx.propagate_as(vec![vec![
-            pop_name(p.max),
-            k.clone(),
-            Bytes::from(p.count.to_string()),
-        ]]);
+    if let Some(reply) = try_reply!(mpop_first_nonempty(ctx, keys, &p)) {
         return reply;
     }
     if ctx.in_exec {

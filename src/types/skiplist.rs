@@ -626,13 +626,31 @@ impl SkipList {
         update: &mut [u32; MAX_LEVEL],
         rank: &mut [usize; MAX_LEVEL],
     ) {
+        self.descend(
+            |n, s| self.lt_with(n, s, score, m),
+            |i, x, r| {
+                update[i] = x;
+                rank[i] = r;
+            },
+        );
+    }
+
+    /// The skip-list descent shared by searches and counts: from the top level down, move right
+    /// while `go_right(next, next_score)` holds, then call `level_done(level, node, rank)`.
+    /// Returns the 1-based rank of the last node reached (0 = header).
+    #[inline]
+    fn descend(
+        &self,
+        mut go_right: impl FnMut(u32, f64) -> bool,
+        mut level_done: impl FnMut(usize, u32, usize),
+    ) -> usize {
         let mut x = HEAD;
         let mut xt = self.nodes[HEAD as usize].tower;
         let mut r = 0;
         for i in (0..self.level).rev() {
             loop {
                 let (n, s, span, nt) = self.step(x, xt, i);
-                if n != NIL && self.lt_with(n, s, score, m) {
+                if n != NIL && go_right(n, s) {
                     r += span;
                     x = n;
                     xt = nt;
@@ -640,9 +658,9 @@ impl SkipList {
                     break;
                 }
             }
-            update[i] = x;
-            rank[i] = r;
+            level_done(i, x, r);
         }
+        r
     }
 
     /// Search path for the node itself (it must be linked).
@@ -811,42 +829,12 @@ impl SkipList {
     /// Number of leading elements (in order) for which `pred` holds, found by a
     /// skip-list descent. `pred` must be monotone (true then false) along the order.
     pub fn count_while(&self, mut pred: impl FnMut(f64, &[u8]) -> bool) -> usize {
-        let mut x = HEAD;
-        let mut xt = self.nodes[HEAD as usize].tower;
-        let mut t = 0;
-        for i in (0..self.level).rev() {
-            loop {
-                let (n, s, span, nt) = self.step(x, xt, i);
-                if n != NIL && pred(s, self.member(n)) {
-                    t += span;
-                    x = n;
-                    xt = nt;
-                } else {
-                    break;
-                }
-            }
-        }
-        t
+        self.descend(|n, s| pred(s, self.member(n)), |_, _, _| {})
     }
 
     /// Like `count_while` but the predicate sees only the score (no member fetch).
     pub fn count_while_score(&self, mut pred: impl FnMut(f64) -> bool) -> usize {
-        let mut x = HEAD;
-        let mut xt = self.nodes[HEAD as usize].tower;
-        let mut t = 0;
-        for i in (0..self.level).rev() {
-            loop {
-                let (n, s, span, nt) = self.step(x, xt, i);
-                if n != NIL && pred(s) {
-                    t += span;
-                    x = n;
-                    xt = nt;
-                } else {
-                    break;
-                }
-            }
-        }
-        t
+        self.descend(|_, s| pred(s), |_, _, _| {})
     }
 
     /// Visit forward ranks a..=b (clamped), ascending or, if `descending`, b down to a.

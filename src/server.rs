@@ -226,11 +226,15 @@ pub fn run(config: Config) -> Result<(), String> {
         b.worker_threads(threads);
         b
     };
-    builder.enable_all();
+    let server = Server::new(config).into_arc();
+    let aof = server.aof.clone();
+    builder
+        .enable_all()
+        .on_thread_park(move || aof.executor_idle());
     let rt = builder
         .build()
         .map_err(|e| format!("can't start runtime: {e}"))?;
-    let result = rt.block_on(serve(Server::new(config).into_arc()));
+    let result = rt.block_on(serve(server));
     rt.shutdown_timeout(Duration::from_secs(2));
     result
 }
@@ -292,6 +296,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     if listeners.is_empty() {
         return Err("no address to listen on".into());
     }
+    tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     crate::persistence::startup(&srv)?;
     if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
         let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));

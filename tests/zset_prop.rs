@@ -94,6 +94,12 @@ fn score() -> impl Strategy<Value = f64> {
         1 => Just(f64::NEG_INFINITY),
         1 => Just(-0.0),
         1 => Just(0.5),
+        // Distinct scores that share the skip list's 32-bit score hint (only the low bits of
+        // the mantissa differ), so descents must fall back to exact comparisons.
+        2 => (0u64..4, any::<bool>()).prop_map(|(k, neg)| {
+            let v = f64::from_bits(2.0f64.to_bits() + k);
+            if neg { -v } else { v }
+        }),
     ]
 }
 

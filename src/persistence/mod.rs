@@ -9,8 +9,12 @@
 //! buffer and bumps a sequence number. Getting the buffer to disk depends on `appendfsync`:
 //! - `always`: a writer thread takes everything buffered, writes it, fdatasyncs, and publishes
 //!   the sequence number it covered; every connection awaits ([`Aof::wait_durable`]) a sequence
-//!   at least as high as the last fed command before it sends its replies. Clients that wrote
-//!   during the same fsync share the next one (group commit).
+//!   at least as high as the last fed command before it sends its replies. A group commit
+//!   starts when the executor runs out of ready work ([`Aof::executor_idle`], tokio's
+//!   `on_thread_park`, Redis's `beforeSleep`), so one fsync covers every client that was ready,
+//!   or after 500 us when the executor never idles; clients that write during an fsync share
+//!   the next one. One runtime task ([`relay_durable`]) wakes the waiting connections, so the
+//!   writer crosses threads once per fsync, not once per client.
 //! - `everysec` / `no`: replies do not wait. The writer thread hands the buffer to the kernel
 //!   every 2 ms (one write(2) for everything fed meanwhile) and fsyncs once a second
 //!   (`everysec`) or never (`no`). Command execution never waits for the disk. Unlike Redis,
@@ -95,6 +99,10 @@ pub(crate) struct Inner {
     /// Sequence up to which the log is fsynced.
     pub synced: AtomicU64,
     pub durable: tokio::sync::Notify,
+    /// The writer's one wake-up per fsync for the runtime: a single task (`relay_durable`)
+    /// waits on it and wakes the connections waiting in `durable` from inside the runtime.
+    /// Waking each of them from the writer thread would cost an eventfd write(2) apiece.
+    pub synced_signal: tokio::sync::Notify,
     pub mode: AtomicU8,
     /// Lock order: `out` before `feed`; neither is held while taking a shard lock.
     pub out: Mutex<Option<Out>>,
@@ -107,6 +115,9 @@ pub(crate) struct Inner {
     pub dirty_base: AtomicU64,
     pub writer_started: AtomicBool,
     pub last_fsync_ms: AtomicI64,
+    /// `always`: the executor went idle with commands not yet fsynced (see
+    /// [`Aof::executor_idle`]); the writer starts the next group commit.
+    pub kick: AtomicBool,
 }
 
 impl Default for Inner {
@@ -119,6 +130,7 @@ impl Default for Inner {
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             durable: tokio::sync::Notify::new(),
+            synced_signal: tokio::sync::Notify::new(),
             mode: AtomicU8::new(FSYNC_EVERYSEC),
             out: Mutex::new(None),
             state: Mutex::new(State {
@@ -133,12 +145,22 @@ impl Default for Inner {
             dirty_base: AtomicU64::new(0),
             writer_started: AtomicBool::new(false),
             last_fsync_ms: AtomicI64::new(0),
+            kick: AtomicBool::new(false),
         }
     }
 }
 
+/// Runs on the runtime for the server's lifetime: passes each fsync's completion on to the
+/// connections waiting for it (see `Inner::synced_signal`).
+pub async fn relay_durable(aof: Aof) {
+    loop {
+        aof.inner.synced_signal.notified().await;
+        aof.inner.durable.notify_waiters();
+    }
+}
+
 /// The AOF as the rest of the server sees it.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Aof {
     pub(crate) inner: Arc<Inner>,
 }
@@ -193,10 +215,27 @@ impl Aof {
         encode_command(&mut f.buf, &argv);
         f.seq += 1;
         inner.fed.store(f.seq, Ordering::Release);
-        drop(f);
-        if inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS {
-            inner.wake.notify_one();
+    }
+
+    /// Called by the runtime each time an executor thread runs out of ready work (tokio's
+    /// `on_thread_park`, the equivalent of Redis's `beforeSleep`). Under `always` this is when
+    /// a group commit starts: every command of every client that was ready has been executed
+    /// and fed, so one fsync covers them all, instead of the first command's fsync going out
+    /// alone while the rest wait for the next one. (The writer also starts on its own when
+    /// commands have waited `GROUP_WAIT`, for executors that never go idle.)
+    pub fn executor_idle(&self) {
+        let inner = &*self.inner;
+        if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS
+            || !inner.enabled.load(Ordering::Relaxed)
+            || inner.fed.load(Ordering::Acquire) <= inner.synced.load(Ordering::Acquire)
+        {
+            return;
         }
+        inner.kick.store(true, Ordering::Release);
+        // Taking the mutex orders this wake-up after the writer's check of `kick` (parking_lot
+        // makes no system call when the writer is not waiting).
+        drop(inner.feed.lock());
+        inner.wake.notify_one();
     }
 
     /// True while commands are being logged (callers skip building log entries otherwise).
@@ -230,7 +269,8 @@ impl Aof {
             {
                 return;
             }
-            inner.wake.notify_one();
+            // The writer is started by `executor_idle` once this thread has nothing else to
+            // run, or by its own timer.
             notified.await;
         }
     }
@@ -246,7 +286,7 @@ impl Inner {
         self.written.fetch_max(written, Ordering::AcqRel);
         if let Some(s) = synced {
             self.synced.fetch_max(s, Ordering::AcqRel);
-            self.durable.notify_waiters();
+            self.synced_signal.notify_one();
         }
     }
 
@@ -343,11 +383,16 @@ impl Inner {
 /// checks the automatic rewrite conditions.
 /// How often the writer hands buffered commands to the kernel under everysec / no.
 const POLL: Duration = Duration::from_millis(2);
+/// `always`: the longest a fed command waits for its group commit to start when no executor
+/// goes idle (a server kept busy by other clients).
+const GROUP_WAIT: Duration = Duration::from_micros(500);
 
 fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
     let tick = Duration::from_millis(100);
     let mut next_tick = Instant::now() + tick;
     let mut last_sync = Instant::now();
+    // always: when the writer first saw commands waiting for an fsync that nobody kicked.
+    let mut waiting_since: Option<Instant> = None;
     loop {
         let work = {
             let mut f = inner.feed.lock();
@@ -355,21 +400,31 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
                 let always = inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS;
                 let pending = !f.buf.is_empty() || inner.synced.load(Ordering::Acquire) < f.seq;
                 let enabled = inner.enabled.load(Ordering::Acquire);
-                if enabled && ((always && pending) || (!always && !f.buf.is_empty())) {
+                let now = Instant::now();
+                if enabled && always && pending {
+                    let since = *waiting_since.get_or_insert(now);
+                    if inner.kick.swap(false, Ordering::AcqRel) || now - since >= GROUP_WAIT {
+                        waiting_since = None;
+                        break true;
+                    }
+                } else {
+                    waiting_since = None;
+                }
+                if enabled && !always && !f.buf.is_empty() {
                     break true;
                 }
-                let now = Instant::now();
                 if now >= next_tick {
                     break false;
                 }
                 // everysec / no: poll the buffer every 2 ms (batching many commands per write(2)
-                // and costing the command path nothing); always: woken by every feed.
-                let wait = if enabled && !always {
-                    POLL.min(next_tick - now)
-                } else {
-                    next_tick - now
+                // and costing the command path nothing); always: woken by `executor_idle`, or
+                // after GROUP_WAIT at the latest.
+                let wait = match waiting_since {
+                    Some(since) => (since + GROUP_WAIT).saturating_duration_since(now),
+                    None if enabled && !always => POLL,
+                    None => next_tick - now,
                 };
-                inner.wake.wait_for(&mut f, wait);
+                inner.wake.wait_for(&mut f, wait.min(next_tick - now));
             }
         };
         if work {

@@ -54,6 +54,14 @@ pub enum ScoreBound {
     Exclusive(f64),
 }
 
+impl ScoreBound {
+    pub fn value(self) -> f64 {
+        match self {
+            ScoreBound::Inclusive(v) | ScoreBound::Exclusive(v) => v,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct ScoreRange {
     pub min: ScoreBound,
@@ -498,10 +506,11 @@ impl ZSet {
         }
     }
 
-    fn count_while_score(&self, mut pred: impl FnMut(f64) -> bool) -> usize {
+    /// `pred` holds below `bound` and fails above it.
+    fn count_while_score(&self, bound: f64, mut pred: impl FnMut(f64) -> bool) -> usize {
         match &self.enc {
             Enc::Small(s) => s.count_while(|sc, _| pred(sc)),
-            Enc::Large(l) => l.count_while_score(pred),
+            Enc::Large(l) => l.count_while_score(bound, pred),
         }
     }
 
@@ -510,8 +519,8 @@ impl ZSet {
         if range.is_empty() || self.is_empty() {
             return 0..0;
         }
-        let lo = self.count_while_score(|s| !range.gte_min(s));
-        let hi = self.count_while_score(|s| range.lte_max(s));
+        let lo = self.count_while_score(range.min.value(), |s| !range.gte_min(s));
+        let hi = self.count_while_score(range.max.value(), |s| range.lte_max(s));
         lo..hi.max(lo)
     }
 

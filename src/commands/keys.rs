@@ -124,7 +124,7 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 continue;
             }
             if all || glob_match(pat, k, false) {
-                out.push(Reply::Bulk(k.clone()));
+                out.push(Reply::Bulk(k.to_bytes()));
             }
         }
     });
@@ -207,7 +207,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let before = found.len();
         let next_pos = sh.scan_slots(pos, budget, |k, e| {
             if e.expire_at != NO_EXPIRE && e.expire_at <= now {
-                expired.push(k.clone());
+                expired.push(k.to_bytes());
                 return;
             }
             if let Some(t) = &opts.type_name {
@@ -220,7 +220,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     return;
                 }
             }
-            found.push(k.clone());
+            found.push(k.to_bytes());
         });
         let visited = (found.len() - before).max(1);
         if next_pos != 0 {

@@ -243,10 +243,10 @@ fn too_big() -> Reply {
 }
 
 fn get(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match read_str(ctx, &a[1]) {
-        Ok(Some(v)) => Reply::Bulk(v),
-        Ok(None) => Reply::Null,
-        Err(e) => e,
+    match ctx.db().read(&a[1]) {
+        None => Reply::Null,
+        Some(Value::Str(s)) => Reply::bulk_of(s),
+        Some(_) => Reply::error(WRONGTYPE),
     }
 }
 
@@ -480,7 +480,7 @@ fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         a[1..]
             .iter()
             .map(|k| match db.read(k) {
-                Some(Value::Str(s)) => Reply::Bulk(s.clone()),
+                Some(Value::Str(s)) => Reply::bulk_of(s),
                 _ => Reply::Null,
             })
             .collect(),

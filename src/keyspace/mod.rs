@@ -19,8 +19,10 @@
 //! (see [`Shard::active_expire`], driven by the server's cron).
 
 pub mod guards;
+pub mod key;
 
 pub use guards::{DbHandle, Guards};
+pub use key::Key;
 
 use crate::types::Value;
 use bytes::Bytes;
@@ -55,12 +57,12 @@ pub type WatchFlag = Arc<AtomicBool>;
 /// One shard of one database.
 #[derive(Default)]
 pub struct Shard {
-    map: HashMap<Bytes, Entry>,
+    map: HashMap<Key, Entry>,
     /// SCAN order: `slots[i]` is the key at position i, or None if free.
-    slots: Vec<Option<Bytes>>,
+    slots: Vec<Option<Key>>,
     free_slots: Vec<u32>,
     /// Keys that carry a TTL, for random sampling by the reaper.
-    volatile: Vec<Bytes>,
+    volatile: Vec<Key>,
     /// WATCH registrations by key.
     pub watched: HashMap<Bytes, Vec<WatchFlag>>,
     /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
@@ -103,7 +105,7 @@ impl Shard {
             }
             return;
         }
-        let key = Bytes::copy_from_slice(key);
+        let key = Key::new(key);
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(key.clone());
@@ -218,7 +220,7 @@ impl Shard {
         &self,
         cursor: usize,
         count: usize,
-        mut f: impl FnMut(&Bytes, &Entry),
+        mut f: impl FnMut(&Key, &Entry),
     ) -> usize {
         let mut i = cursor;
         let mut visited = 0;
@@ -238,7 +240,7 @@ impl Shard {
         }
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+    pub fn keys(&self) -> impl Iterator<Item = (&Key, &Entry)> {
         self.map.iter()
     }
 
@@ -252,10 +254,10 @@ impl Shard {
         for _ in 0..64 {
             let i = rng.gen_range(0..self.slots.len());
             if let Some(k) = &self.slots[i] {
-                return Some(k.clone());
+                return Some(k.to_bytes());
             }
         }
-        self.slots.iter().flatten().next().cloned()
+        self.slots.iter().flatten().next().map(Key::to_bytes)
     }
 
     /// One pass of active expiry over this shard: sample up to `sample` keys that carry a TTL and
@@ -283,7 +285,7 @@ impl Shard {
                 }
                 self.touch_watched(&key);
                 self.expired_total += 1;
-                expired.push(key);
+                expired.push(key.to_bytes());
             }
         }
         n

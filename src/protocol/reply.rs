@@ -28,6 +28,8 @@ pub enum Reply {
     Error(String),
     Int(i64),
     Bulk(Bytes),
+    /// A short bulk string copied into the reply (see [`Reply::bulk_of`]).
+    BulkShort(ShortBulk),
     /// RESP2 `$-1`, RESP3 `_`.
     Null,
     /// RESP2 `*-1`, RESP3 `_`.
@@ -54,7 +56,50 @@ pub enum Reply {
     NoReply,
 }
 
+/// Longest bulk string [`Reply::bulk_of`] copies inline.
+pub const SHORT_BULK_MAX: usize = 38;
+
+/// Up to [`SHORT_BULK_MAX`] bytes held inside the reply value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShortBulk {
+    len: u8,
+    buf: [u8; SHORT_BULK_MAX],
+}
+
+impl ShortBulk {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
 impl Reply {
+    /// A bulk reply of a stored value. Short values are copied into the reply instead of
+    /// sharing the stored `Bytes`: cloning a `Bytes` writes its reference count (and the first
+    /// clone of a vector-backed one allocates a shared header), a store into the stored value's
+    /// cache line that GET of a large keyspace would otherwise pay for every time.
+    #[inline]
+    pub fn bulk_of(b: &Bytes) -> Reply {
+        if b.len() <= SHORT_BULK_MAX {
+            let mut buf = [0u8; SHORT_BULK_MAX];
+            buf[..b.len()].copy_from_slice(b);
+            Reply::BulkShort(ShortBulk {
+                len: b.len() as u8,
+                buf,
+            })
+        } else {
+            Reply::Bulk(b.clone())
+        }
+    }
+
+    /// The bytes of a bulk reply (either form).
+    pub fn bulk_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Reply::Bulk(b) => Some(b),
+            Reply::BulkShort(b) => Some(b.as_bytes()),
+            _ => None,
+        }
+    }
+
     pub fn error(msg: impl Into<String>) -> Reply {
         Reply::Error(msg.into())
     }
@@ -92,6 +137,7 @@ impl Reply {
                 out.extend_from_slice(b"\r\n");
             }
             Reply::Bulk(b) => bulk(out, b),
+            Reply::BulkShort(b) => bulk(out, b.as_bytes()),
             Reply::Null => match resp {
                 Resp::V2 => out.extend_from_slice(b"$-1\r\n"),
                 Resp::V3 => out.extend_from_slice(b"_\r\n"),

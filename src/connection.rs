@@ -218,6 +218,8 @@ async fn serve_client(
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    // Requests parsed from the buffer and not yet run (see the loop below).
+    let mut pending: std::collections::VecDeque<Vec<Bytes>> = std::collections::VecDeque::new();
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     loop {
@@ -258,20 +260,42 @@ async fn serve_client(
             return Ok(());
         }
         let mut close = false;
+        let mut proto_err = None;
         loop {
-            let limits = ParseLimits {
-                max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
-                authenticated: client.authenticated,
-            };
-            let args = match parse_request(&mut buf, &limits) {
-                Ok(Parsed::Command(args)) => args,
-                Ok(Parsed::Empty) => continue,
-                Ok(Parsed::Incomplete) => break,
-                Err(e) => {
+            if pending.is_empty() && proto_err.is_none() {
+                // Parse every complete request of the read up front (one at a time before
+                // AUTH: the parse limits depend on it), so a batch can be looked at as a whole
+                // before it runs in order.
+                let limits = ParseLimits {
+                    max_bulk_len: srv.config.hot.proto_max_bulk_len.load(Ordering::Relaxed),
+                    authenticated: client.authenticated,
+                };
+                loop {
+                    match parse_request(&mut buf, &limits) {
+                        Ok(Parsed::Command(args)) => {
+                            pending.push_back(args);
+                            if !client.authenticated || pending.len() >= MAX_BATCH {
+                                break;
+                            }
+                        }
+                        Ok(Parsed::Empty) => {}
+                        Ok(Parsed::Incomplete) => break,
+                        Err(e) => {
+                            proto_err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                if pending.len() > 1 && client.multi.is_none() {
+                    crate::commands::zset::warm_batch(srv, client.db, pending.make_contiguous());
+                }
+            }
+            let Some(args) = pending.pop_front() else {
+                if let Some(e) = proto_err.take() {
                     Reply::Error(format!("ERR {}", e.0)).encode(client.resp, &mut out);
                     close = true;
-                    break;
                 }
+                break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
             let Outcome {
@@ -318,6 +342,10 @@ fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
         ReplyMode::SkipNext => client.reply_mode = ReplyMode::Skip,
     }
 }
+
+/// Most requests parsed ahead of running them (a pipelined read holds at most this many at
+/// once; the rest stay in the read buffer).
+const MAX_BATCH: usize = 256;
 
 async fn flush(srv: &Server, sock: &ClientSocket, out: &mut Vec<u8>) -> std::io::Result<()> {
     if out.is_empty() {

@@ -1047,3 +1047,86 @@ fn negative_zero_follows_encoding() {
     assert_eq!(q(&mut c, &["zunionstore", "u", "1", "z"]), i(1));
     assert_eq!(q(&mut c, &["zscore", "u", "b"]), b("0"));
 }
+
+/// A pipelined batch of ZADD/ZINCRBY/ZREVRANK on a set large enough for the server to warm the
+/// skip list before running the batch (`warm_batch`) answers exactly as the same requests sent
+/// one at a time to an identical set.
+#[test]
+fn pipelined_batch_on_a_large_set_matches_one_at_a_time() {
+    let s = Server::start(&[]);
+    let mut con = s.con();
+    let n = 70_000;
+    for key in ["piped", "single"] {
+        for start in (0..n).step_by(1000) {
+            let mut cmd = redis::cmd("ZADD");
+            cmd.arg(key);
+            for i in start..start + 1000 {
+                cmd.arg((i * 7919) % 100_003).arg(format!("m:{i:06}"));
+            }
+            let _: i64 = cmd.query(&mut con).unwrap();
+        }
+    }
+    let ops: Vec<Vec<String>> = (0..600)
+        .map(|j: i64| {
+            let m = format!("m:{:06}", (j * 104_729) % (n + 50));
+            match j % 4 {
+                0 => vec![
+                    "ZADD".into(),
+                    "K".into(),
+                    ((j * 31) % 100_000).to_string(),
+                    m,
+                ],
+                1 => vec!["ZINCRBY".into(), "K".into(), "-2.5".into(), m],
+                2 => vec!["ZREVRANK".into(), "K".into(), m],
+                _ => vec!["ZRANK".into(), "K".into(), m, "WITHSCORE".into()],
+            }
+        })
+        .collect();
+    let with_key = |op: &Vec<String>, key: &str| {
+        let mut c = redis::cmd(&op[0]);
+        c.arg(key);
+        for a in &op[2..] {
+            c.arg(a);
+        }
+        c
+    };
+    let mut piped = Vec::new();
+    for chunk in ops.chunks(100) {
+        let mut p = redis::pipe();
+        for op in chunk {
+            p.add_command(with_key(op, "piped"));
+        }
+        let replies: Vec<Value> = p.query(&mut con).unwrap();
+        piped.extend(replies);
+    }
+    let single: Vec<Value> = ops
+        .iter()
+        .map(|op| with_key(op, "single").query(&mut con).unwrap())
+        .collect();
+    assert_eq!(piped, single);
+    let all = |con: &mut Connection, key: &str| -> Value {
+        q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"])
+    };
+    assert_eq!(all(&mut con, "piped"), all(&mut con, "single"));
+    // Batches mixing in requests of one argument (PING, MULTI, EXEC) around the warmed kinds.
+    let mut p = redis::pipe();
+    p.cmd("PING")
+        .cmd("ZADD")
+        .arg("piped")
+        .arg(5)
+        .arg("m:000001")
+        .cmd("MULTI")
+        .cmd("ZREVRANK")
+        .arg("piped")
+        .arg("m:000001")
+        .cmd("EXEC")
+        .cmd("ZINCRBY")
+        .arg("piped")
+        .arg(1)
+        .arg("m:000001")
+        .cmd("PING");
+    let replies: Vec<Value> = p.query(&mut con).unwrap();
+    assert_eq!(replies.len(), 7);
+    assert_eq!(replies[5], b("6"));
+    assert_eq!(q(&mut con, &["ZSCORE", "piped", "m:000001"]), b("6"));
+}

@@ -26,6 +26,59 @@ use rand::Rng;
 
 const G: &str = "sorted-set";
 
+/// Before a pipelined batch of requests runs: if several of them are ZADD (one member),
+/// ZINCRBY, ZRANK or ZREVRANK on the same large sorted set, warm the cache for the skip-list
+/// searches they will make (the old and new positions of each member), all at once, so their
+/// cache misses overlap (see `SkipList::warm`). Only reads; the requests then run in order
+/// as usual. Looks at the key of the first such request; others are left alone.
+pub fn warm_batch(srv: &crate::server::Server, db: usize, batch: &[Vec<Bytes>]) {
+    let kind = |a: &[Bytes]| -> u8 {
+        match a.len() {
+            4 if eq(&a[0], "zadd") => 1,
+            4 if eq(&a[0], "zincrby") => 2,
+            3 | 4 if eq(&a[0], "zrevrank") || eq(&a[0], "zrank") => 3,
+            _ => 0,
+        }
+    };
+    let Some(first) = batch.iter().find(|a| kind(a) != 0) else {
+        return;
+    };
+    let key = &first[1][..];
+    let mut g = crate::keyspace::Guards::new(&srv.keyspace);
+    g.lock_one(db, key);
+    let shard = srv.keyspace.shard_of(key);
+    let Some(Value::ZSet(z)) = g.shard_mut(db, shard).raw_get(key).map(|e| &e.value) else {
+        return;
+    };
+    if z.len() < ZSet::WARM_MIN_LEN {
+        return;
+    }
+    let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<f64>().ok();
+    let mut scores = Vec::with_capacity(batch.len() * 2);
+    for a in batch {
+        let k = kind(a);
+        if k == 0 || &a[1][..] != key {
+            continue;
+        }
+        let member = if k == 3 { &a[2] } else { &a[3] };
+        let old = z.score(member);
+        if let Some(o) = old {
+            scores.push(o);
+        }
+        let new = match k {
+            1 => num(&a[2]),
+            2 => num(&a[2]).map(|d| old.unwrap_or(0.0) + d),
+            _ => None,
+        };
+        if let Some(n) = new.filter(|n| !n.is_nan()) {
+            scores.push(n);
+        }
+    }
+    if scores.len() > 1 {
+        z.warm(&scores);
+    }
+}
+
 pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "zadd",

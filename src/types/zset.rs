@@ -365,6 +365,19 @@ impl ZSet {
         }
     }
 
+    /// Sets smaller than this are not worth warming (see [`ZSet::warm`]): they stay in cache.
+    pub const WARM_MIN_LEN: usize = 1 << 16;
+
+    /// Warm the cache for searches toward `scores` (see `SkipList::warm`); a no-op for sets
+    /// under [`Self::WARM_MIN_LEN`] members or in the compact encoding.
+    pub fn warm(&self, scores: &[f64]) {
+        if let Enc::Large(l) = &self.enc {
+            if l.len() >= Self::WARM_MIN_LEN {
+                l.warm(scores);
+            }
+        }
+    }
+
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.enc {
             Enc::Small(s) => s.find(member).map(|e| e.3),

@@ -340,6 +340,12 @@ pub static PARAMS: &[Param] = &[
         "load an AOF whose last command is truncated",
     ),
     p(
+        "aof-max-size",
+        Kind::Memory,
+        "0",
+        "fail AOF writes that would grow the file past this many bytes with ENOSPC (0: no limit; for testing disk-full handling, as Redis's hidden aof-max-size)",
+    ),
+    p(
         "aof-use-rdb-preamble",
         Kind::Bool,
         "no",

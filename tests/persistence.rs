@@ -1016,3 +1016,84 @@ fn sigkill_under_everysec_loses_at_most_the_last_moments() {
         srv.stop();
     }
 }
+
+/// A disk that fills up under `everysec`: the AOF write fails with ENOSPC (simulated with
+/// `aof-max-size`, as Redis's own tests do), write commands and PING are refused with Redis's
+/// `-MISCONF` text while reads go on, INFO says `aof_last_write_status:err`; once writing works
+/// again the buffered commands reach the file exactly once and writes are accepted.
+#[test]
+fn disk_full_under_everysec_refuses_writes_until_the_aof_can_be_written() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "everysec"]).unwrap();
+    let mut c = srv.client();
+    let _: () = redis::cmd("SET").arg("k1").arg("v1").query(&mut c).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-max-size")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    // Acknowledged (everysec does not wait for the disk), then fails to reach the file.
+    let _: () = redis::cmd("SET").arg("k2").arg("v2").query(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut accepted_probes = 0;
+    let err = loop {
+        match redis::cmd("SET").arg("probe").arg("x").query::<()>(&mut c) {
+            Err(e) => break e.to_string(),
+            Ok(()) => {
+                accepted_probes += 1;
+                assert!(Instant::now() < deadline, "writes were never refused");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    assert!(
+        err.contains("MISCONF")
+            && err.contains("Errors writing to the AOF file: No space left on device"),
+        "{err}"
+    );
+    let ping = redis::cmd("PING")
+        .query::<String>(&mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(ping.contains("MISCONF"), "{ping}");
+    let v: String = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
+    assert_eq!(v, "v1");
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "err");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-max-size")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while redis::cmd("SET")
+        .arg("k3")
+        .arg("v3")
+        .query::<()>(&mut c)
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "writes stayed refused");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+    drop(c);
+    srv.stop();
+    let log = std::fs::read(incr_file(&dir)).unwrap();
+    let count = |needle: &[u8]| log.windows(needle.len()).filter(|w| *w == needle).count();
+    assert_eq!(count(b"$2\r\nk2\r\n"), 1, "k2 logged exactly once");
+    // Probes acknowledged before the failure was seen are logged; the refused one is not.
+    assert_eq!(
+        count(b"$5\r\nprobe\r\n"),
+        accepted_probes,
+        "refused writes are not logged"
+    );
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    for (k, v) in [("k1", "v1"), ("k2", "v2"), ("k3", "v3")] {
+        let got: String = redis::cmd("GET").arg(k).query(&mut c).unwrap();
+        assert_eq!(got, v);
+    }
+}

@@ -329,7 +329,7 @@ pub fn dispatch_with<'a>(
             client.multi_abort = true;
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
-        if let Some(err) = oom_check(srv, spec) {
+        if let Some(err) = write_refusal(srv, spec) {
             client.multi_abort = true;
             return done(err);
         }
@@ -338,7 +338,7 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::Status("QUEUED"));
     }
-    if let Some(err) = oom_check(srv, spec) {
+    if let Some(err) = write_refusal(srv, spec) {
         spec.rejected.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
@@ -359,7 +359,16 @@ pub fn dispatch_with<'a>(
     }
 }
 
-fn oom_check(srv: &Server, spec: &Spec) -> Option<Reply> {
+/// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF
+/// cannot be written, `-OOM` for memory-growing commands over `maxmemory`.
+fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
+    if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
+        if let Some(e) = srv.aof.write_error() {
+            return Some(Reply::error(format!(
+                "MISCONF Errors writing to the AOF file: {e}"
+            )));
+        }
+    }
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     if max > 0 && spec.flags & flags::DENYOOM != 0 && crate::alloc::used_memory() as i64 > max {
         return Some(Reply::error(

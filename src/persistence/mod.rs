@@ -110,6 +110,10 @@ pub(crate) struct Inner {
     pub rewriting: AtomicBool,
     pub loading: AtomicBool,
     pub last_write_ok: AtomicBool,
+    /// errno of the last failed write or fsync (meaningful while `last_write_ok` is false).
+    pub last_write_errno: std::sync::atomic::AtomicI32,
+    /// `aof-max-size` (0: none), refreshed by the writer thread from the config.
+    pub max_size: AtomicU64,
     pub fsync_in_progress: AtomicBool,
     /// `dirty` counter value at the last save/load (rdb_changes_since_last_save).
     pub dirty_base: AtomicU64,
@@ -141,12 +145,27 @@ impl Default for Inner {
             rewriting: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             last_write_ok: AtomicBool::new(true),
+            last_write_errno: std::sync::atomic::AtomicI32::new(0),
+            max_size: AtomicU64::new(0),
             fsync_in_progress: AtomicBool::new(false),
             dirty_base: AtomicU64::new(0),
             writer_started: AtomicBool::new(false),
             last_fsync_ms: AtomicI64::new(0),
             kick: AtomicBool::new(false),
         }
+    }
+}
+
+/// The C library's text for `errno` ("No space left on device"), as Redis prints it.
+fn strerror(errno: i32) -> String {
+    // SAFETY: strerror returns a pointer to a NUL-terminated string that stays valid until the
+    // next strerror call on this thread; it is copied out at once.
+    unsafe {
+        let p = libc::strerror(errno);
+        if p.is_null() {
+            return format!("error {errno}");
+        }
+        std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
 
@@ -275,6 +294,16 @@ impl Aof {
         }
     }
 
+    /// While writing the AOF fails (disk full, I/O error): the error's text, for the
+    /// `-MISCONF` refusal of write commands (as Redis refuses them until a write succeeds).
+    pub fn write_error(&self) -> Option<String> {
+        let inner = &*self.inner;
+        if inner.last_write_ok.load(Ordering::Acquire) || !inner.enabled.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(strerror(inner.last_write_errno.load(Ordering::Relaxed)))
+    }
+
     /// True while the AOF is being loaded.
     pub fn loading(&self) -> bool {
         self.inner.loading.load(Ordering::Relaxed)
@@ -291,8 +320,10 @@ impl Inner {
     }
 
     fn write_failed(&self, e: &std::io::Error) {
-        if self.last_write_ok.swap(false, Ordering::Relaxed) {
-            tracing::warn!("Error writing to the AOF file: {e}");
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        self.last_write_errno.store(errno, Ordering::Relaxed);
+        if self.last_write_ok.swap(false, Ordering::Release) {
+            tracing::warn!("Error writing to the AOF file: {}", strerror(errno));
         }
         if self.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS {
             tracing::warn!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
@@ -314,7 +345,18 @@ impl Inner {
             return true;
         };
         if !buf.is_empty() {
-            if let Err(e) = (&*o.file).write_all(&buf) {
+            let max = self.max_size.load(Ordering::Relaxed);
+            let r = if max > 0 && o.size + buf.len() as u64 > max {
+                Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+            } else {
+                (&*o.file).write_all(&buf)
+            };
+            if let Err(e) = r {
+                // A partial write is cut off again (as Redis does), so the retry does not
+                // log those commands twice.
+                if let Err(t) = o.file.set_len(o.size) {
+                    tracing::warn!("Could not remove a partial AOF write: {t}");
+                }
                 // Put the data back in front of whatever was fed meanwhile.
                 let mut f = self.feed.lock();
                 let mut back = buf;
@@ -428,13 +470,27 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
             }
         };
         if work {
-            inner.write_pending(inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS);
+            if !inner.write_pending(inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS) {
+                // The data stays buffered; retry at the pace of Redis's serverCron rather than
+                // spinning, picking up a changed aof-max-size.
+                std::thread::sleep(tick);
+                if let Some(srv) = srv.upgrade() {
+                    inner.max_size.store(
+                        srv.config.get_i64("aof-max-size").max(0) as u64,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
             continue;
         }
         next_tick = Instant::now() + tick;
         let Some(srv) = srv.upgrade() else { return };
         let mode = fsync_mode(srv.config.get("appendfsync"));
         inner.mode.store(mode, Ordering::Relaxed);
+        inner.max_size.store(
+            srv.config.get_i64("aof-max-size").max(0) as u64,
+            Ordering::Relaxed,
+        );
         if !inner.enabled.load(Ordering::Acquire) {
             continue;
         }

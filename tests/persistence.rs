@@ -1097,3 +1097,68 @@ fn disk_full_under_everysec_refuses_writes_until_the_aof_can_be_written() {
         assert_eq!(got, v);
     }
 }
+
+/// A single-file AOF as Redis 6 wrote it (`<dir>/appendonly.aof`, no `appendonlydir`) is
+/// upgraded on the first start, as Redis 7 does: it becomes the base of a new manifest, its
+/// data loads, and later writes and restarts go through the multi-part layout. One that starts
+/// with an RDB preamble is refused with an error naming it.
+#[test]
+fn single_file_aof_from_redis_6_is_upgraded() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut old = Vec::new();
+    for cmd in [
+        &["SELECT", "0"][..],
+        &["SET", "a", "1"],
+        &["ZADD", "z", "1.5", "m"],
+        &["SELECT", "3"],
+        &["SET", "b", "2"],
+    ] {
+        old.extend(resp(cmd));
+    }
+    std::fs::write(dir.join("appendonly.aof"), &old).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let a: String = redis::cmd("GET").arg("a").query(&mut c).unwrap();
+    assert_eq!(a, "1");
+    let z: f64 = redis::cmd("ZSCORE")
+        .arg("z")
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(z, 1.5);
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    let b: String = redis::cmd("GET").arg("b").query(&mut c).unwrap();
+    assert_eq!(b, "2");
+    let _: () = redis::cmd("SET").arg("c").arg("3").query(&mut c).unwrap();
+    drop(c);
+    srv.stop();
+    assert!(!dir.join("appendonly.aof").exists(), "the old file moved");
+    assert_eq!(
+        std::fs::read(aof_dir(&dir).join("appendonly.aof")).unwrap(),
+        old,
+        "the old file is the base, unchanged"
+    );
+    let manifest = std::fs::read_to_string(aof_dir(&dir).join("appendonly.aof.manifest")).unwrap();
+    assert!(
+        manifest.contains("file appendonly.aof seq 1 type b"),
+        "{manifest}"
+    );
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.client();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    let got: (String, String) = redis::cmd("MGET").arg("b").arg("c").query(&mut c).unwrap();
+    assert_eq!(got, ("2".to_string(), "3".to_string()));
+    drop(c);
+    srv.stop();
+
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("appendonly.aof"), b"REDIS0009\xfa\x09redis-ver").unwrap();
+    let err = start(&dir, &["--appendonly", "yes"])
+        .err()
+        .expect("refused");
+    assert!(err.contains("RDB preamble"), "{err}");
+}

@@ -571,6 +571,7 @@ pub fn startup(srv: &Server) -> Result<(), String> {
     rewrite::remove_temp_files(&dir);
     let m = match manifest::read(&dir, &filename)? {
         Some(m) => m,
+        None if legacy_aof(srv, &filename).is_some() => upgrade_legacy_aof(srv, &dir, &filename)?,
         None => {
             // First start with the AOF on: an empty base and an empty incremental file.
             let m = manifest::Manifest {
@@ -682,6 +683,65 @@ pub fn startup(srv: &Server) -> Result<(), String> {
     }
     inner.enabled.store(true, Ordering::SeqCst);
     Ok(())
+}
+
+/// A Redis 6-style single-file AOF, `<dir>/<appendfilename>`, if there is one.
+fn legacy_aof(srv: &Server, filename: &str) -> Option<PathBuf> {
+    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
+    let p = std::path::Path::new(&dir).join(filename);
+    p.is_file().then_some(p)
+}
+
+/// Upgrade a single-file AOF (Redis before 7.0) to the multi-part layout, as Redis 7 does on
+/// its first start: the old file moves into the AOF directory unchanged and becomes the base
+/// of a new manifest, followed by an empty incremental file. A file that starts with an RDB
+/// preamble is refused: Podium reads only RESP commands.
+fn upgrade_legacy_aof(
+    srv: &Server,
+    aofdir: &std::path::Path,
+    filename: &str,
+) -> Result<manifest::Manifest, String> {
+    let Some(old) = legacy_aof(srv, filename) else {
+        return Err("no single-file AOF to upgrade".into());
+    };
+    let mut head = [0u8; 5];
+    let n = std::io::Read::read(
+        &mut File::open(&old).map_err(|e| format!("Can't open {}: {e}", old.display()))?,
+        &mut head,
+    )
+    .unwrap_or(0);
+    if &head[..n] == b"REDIS" {
+        return Err(format!(
+            "The AOF file {} starts with an RDB preamble, which Podium cannot load: rewrite it \
+             with aof-use-rdb-preamble no first",
+            old.display()
+        ));
+    }
+    let io = |e: std::io::Error| format!("Can't upgrade the AOF {}: {e}", old.display());
+    let m = manifest::Manifest {
+        base: Some(manifest::Part {
+            name: filename.to_string(),
+            seq: 1,
+        }),
+        incrs: vec![manifest::Part {
+            name: manifest::incr_name(filename, 1),
+            seq: 1,
+        }],
+    };
+    File::create(aofdir.join(manifest::incr_name(filename, 1)))
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    // Manifest first: a crash before the rename leaves a manifest naming a missing base, which
+    // refuses to start (naming the file), never an empty AOF that ignores the old one.
+    manifest::write(aofdir, filename, &m).map_err(io)?;
+    std::fs::rename(&old, aofdir.join(filename)).map_err(io)?;
+    manifest::sync_dir(aofdir).map_err(io)?;
+    tracing::info!(
+        "Successfully migrated an old-style AOF {} into the AOF directory {}",
+        old.display(),
+        aofdir.display()
+    );
+    Ok(m)
 }
 
 /// Flush and fsync before exit (SHUTDOWN, SIGTERM).

@@ -298,6 +298,18 @@ async fn serve_client(
                 break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
+            if srv.aof.loading() {
+                if let Some(spec) = crate::commands::lookup(&args[0]) {
+                    if spec.flags & crate::commands::flags::LOADING == 0 {
+                        if client.multi.is_some() {
+                            client.multi_abort = true;
+                        }
+                        let e = Reply::error("LOADING Redis is loading the dataset in memory");
+                        emit(client, &e, &mut out);
+                        continue;
+                    }
+                }
+            }
             let Outcome {
                 reply,
                 block,

@@ -297,14 +297,11 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         return Err("no address to listen on".into());
     }
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
-    crate::persistence::startup(&srv)?;
-    if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
-        let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
+    // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
+    // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
+    if srv.config.get_bool("appendonly") {
+        srv.aof.inner.loading.store(true, Ordering::SeqCst);
     }
-    tracing::info!(
-        "Podium {} ready to accept connections on port {port}",
-        env!("CARGO_PKG_VERSION")
-    );
     for l in listeners {
         let srv = srv.clone();
         tokio::spawn(async move {
@@ -322,6 +319,19 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         });
     }
+    let loader = srv.clone();
+    let loaded = tokio::task::spawn_blocking(move || crate::persistence::startup(&loader)).await;
+    match loaded {
+        Ok(r) => r?,
+        Err(e) => return Err(format!("loading the AOF failed: {e}")),
+    }
+    if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
+        let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
+    }
+    tracing::info!(
+        "Podium {} ready to accept connections on port {port}",
+        env!("CARGO_PKG_VERSION")
+    );
     let cron_srv = srv.clone();
     tokio::spawn(async move {
         let mut rng = rand::rngs::SmallRng::from_entropy();

@@ -1162,3 +1162,72 @@ fn single_file_aof_from_redis_6_is_upgraded() {
         .expect("refused");
     assert!(err.contains("RDB preamble"), "{err}");
 }
+
+/// While a large AOF loads, clients are accepted, as with Redis: commands answer
+/// `-LOADING Redis is loading the dataset in memory`, INFO (flagged `loading`) answers and
+/// shows `loading:1`; once loaded, everything is there and `loading:0`.
+#[test]
+fn clients_get_loading_while_the_aof_loads() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 1_500_000;
+    {
+        use std::io::Write;
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(dir.join("appendonly.aof")).unwrap());
+        f.write_all(&resp(&["SELECT", "0"])).unwrap();
+        for i in 0..n {
+            f.write_all(&resp(&["SET", &format!("k{i}"), "v"])).unwrap();
+        }
+    }
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--appendonly",
+            "yes",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let srv = Srv { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = loop {
+        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|cl| cl.get_connection_with_timeout(Duration::from_millis(200)))
+        {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "never accepted a connection");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let err = redis::cmd("GET")
+        .arg("k1")
+        .query::<Option<String>>(&mut c)
+        .unwrap_err();
+    // The redis crate turns the `LOADING` code into BusyLoadingError.
+    assert_eq!(err.kind(), redis::ErrorKind::BusyLoadingError, "{err}");
+    assert!(
+        err.to_string()
+            .contains("Redis is loading the dataset in memory"),
+        "{err}"
+    );
+    assert_eq!(info_field(&mut c, "loading"), "1");
+    while info_field(&mut c, "loading") == "1" {
+        assert!(Instant::now() < deadline, "loading never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let size: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(size, n as i64);
+    let v: String = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
+    assert_eq!(v, "v");
+    drop(c);
+    srv.stop();
+}

@@ -413,6 +413,12 @@ impl Inner {
         }
     }
 
+    /// Pick up `aof-max-size` from the config.
+    fn refresh_max_size(&self, srv: &Server) {
+        let max = srv.config.get_i64("aof-max-size").max(0) as u64;
+        self.max_size.store(max, Ordering::Relaxed);
+    }
+
     /// Bytes in the AOF right now (base + incremental files).
     pub(crate) fn current_size(&self) -> u64 {
         let cur = self.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
@@ -475,10 +481,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
                 // spinning, picking up a changed aof-max-size.
                 std::thread::sleep(tick);
                 if let Some(srv) = srv.upgrade() {
-                    inner.max_size.store(
-                        srv.config.get_i64("aof-max-size").max(0) as u64,
-                        Ordering::Relaxed,
-                    );
+                    inner.refresh_max_size(&srv);
                 }
             }
             continue;
@@ -487,10 +490,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
         let Some(srv) = srv.upgrade() else { return };
         let mode = fsync_mode(srv.config.get("appendfsync"));
         inner.mode.store(mode, Ordering::Relaxed);
-        inner.max_size.store(
-            srv.config.get_i64("aof-max-size").max(0) as u64,
-            Ordering::Relaxed,
-        );
+        inner.refresh_max_size(&srv);
         if !inner.enabled.load(Ordering::Acquire) {
             continue;
         }

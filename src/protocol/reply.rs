@@ -91,15 +91,6 @@ impl Reply {
         }
     }
 
-    /// The bytes of a bulk reply (either form).
-    pub fn bulk_bytes(&self) -> Option<&[u8]> {
-        match self {
-            Reply::Bulk(b) => Some(b),
-            Reply::BulkShort(b) => Some(b.as_bytes()),
-            _ => None,
-        }
-    }
-
     pub fn error(msg: impl Into<String>) -> Reply {
         Reply::Error(msg.into())
     }

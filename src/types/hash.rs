@@ -221,16 +221,13 @@ impl<T: Keyed> Table<T> {
     pub fn random_distinct_slots(&self, count: usize, rng: &mut impl Rng) -> Vec<usize> {
         if count * 3 > self.len {
             // Many of them: shuffle the live slots partially.
-            let mut live: Vec<usize> = (0..self.slots.len())
+            let live: Vec<usize> = (0..self.slots.len())
                 .filter(|&i| self.slots[i].is_some())
                 .collect();
-            let n = live.len();
-            for k in 0..count.min(n) {
-                let j = rng.gen_range(k..n);
-                live.swap(k, j);
-            }
-            live.truncate(count);
-            live
+            super::distinct_indices(live.len(), count.min(live.len()), rng)
+                .into_iter()
+                .map(|i| live[i])
+                .collect()
         } else {
             let mut seen = hashbrown::HashSet::with_capacity(count);
             let mut out = Vec::with_capacity(count);
@@ -414,17 +411,10 @@ impl Hash {
             return self.iter().collect();
         }
         match self {
-            Hash::Small(v) => {
-                let mut idx: Vec<usize> = (0..n).collect();
-                for k in 0..count {
-                    let j = rng.gen_range(k..n);
-                    idx.swap(k, j);
-                }
-                idx[..count]
-                    .iter()
-                    .map(|&i| (&v[i].0[..], &v[i].1[..]))
-                    .collect()
-            }
+            Hash::Small(v) => super::distinct_indices(n, count, rng)
+                .into_iter()
+                .map(|i| (&v[i].0[..], &v[i].1[..]))
+                .collect(),
             Hash::Large(t) => t
                 .random_distinct_slots(count, rng)
                 .into_iter()

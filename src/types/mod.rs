@@ -34,3 +34,15 @@ impl Value {
 
 /// The error a command gets for a key of the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// `count` distinct indices of `0..n` in random order (a partial Fisher-Yates shuffle);
+/// `count` must be below `n`. Used for the compact encodings' distinct random picks.
+pub fn distinct_indices(n: usize, count: usize, rng: &mut impl rand::Rng) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    for k in 0..count {
+        let j = rng.gen_range(k..n);
+        idx.swap(k, j);
+    }
+    idx.truncate(count);
+    idx
+}

@@ -240,17 +240,10 @@ impl Set {
             return self.iter().collect();
         }
         match self {
-            Set::Ints(v) => {
-                let mut idx: Vec<usize> = (0..n).collect();
-                for k in 0..count {
-                    let j = rng.gen_range(k..n);
-                    idx.swap(k, j);
-                }
-                idx[..count]
-                    .iter()
-                    .map(|&i| Member::from_int(v[i]))
-                    .collect()
-            }
+            Set::Ints(v) => super::distinct_indices(n, count, rng)
+                .into_iter()
+                .map(|i| Member::from_int(v[i]))
+                .collect(),
             Set::Table(t) => t
                 .random_distinct_slots(count, rng)
                 .into_iter()

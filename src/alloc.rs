@@ -1,19 +1,24 @@
-//! The global allocator: the system allocator with a byte counter, so that INFO's
+//! The global allocator: jemalloc (as redis-server uses) behind a byte counter, so that INFO's
 //! `used_memory` reports bytes actually allocated (as Redis's zmalloc does), not an estimate.
+//!
+//! jemalloc's options are set by the binary (`src/main.rs`, `MALLOC_CONF`): freed pages go back
+//! to the OS at once and large blocks carry no cache-colouring page, which keeps RSS within a
+//! few hundred KiB of `used_memory` on a 1M-member sorted set (see README, "Memory accounting").
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, Ordering};
+use tikv_jemallocator::Jemalloc as Inner;
 
 pub struct CountingAlloc;
 
 static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
 
-// SAFETY: every method forwards to `System` with the same arguments and only adds bookkeeping
-// on an atomic counter; the allocation contract is System's. Covered by `counts_allocations`.
+// SAFETY: every method forwards to jemalloc with the same arguments and only adds bookkeeping
+// on an atomic counter; the allocation contract is jemalloc's. Covered by `counts_allocations`.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { Inner.alloc(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
@@ -22,7 +27,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { Inner.alloc_zeroed(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
@@ -31,13 +36,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         ALLOCATED.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: ptr was allocated by System with this layout.
-        unsafe { System.dealloc(ptr, layout) }
+        // SAFETY: ptr was allocated by jemalloc with this layout.
+        unsafe { Inner.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: ptr was allocated by System with `layout`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        // SAFETY: ptr was allocated by jemalloc with `layout`.
+        let p = unsafe { Inner.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             ALLOCATED.fetch_add(
                 new_size as isize - layout.size() as isize,
@@ -66,22 +71,29 @@ pub fn rss_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// Tune glibc malloc for a server holding large arenas: big blocks come from mmap and go back
-/// to the OS when freed (so RSS follows the data), and the number of arenas stays small.
-pub fn tune_malloc() {
-    // SAFETY: mallopt only changes allocator parameters; called once at startup.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 4);
+/// The allocator's name and version for INFO `mem_allocator`, as redis-server prints it
+/// (`jemalloc-5.3.1`).
+pub fn allocator_name() -> String {
+    let mut version: *const std::ffi::c_char = std::ptr::null();
+    let mut len = std::mem::size_of::<*const std::ffi::c_char>();
+    // SAFETY: "version" is a read-only jemalloc control whose value is a `const char *` to a
+    // static NUL-terminated string; we pass a pointer-sized output buffer and its size.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"version".as_ptr(),
+            (&mut version as *mut *const std::ffi::c_char).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 || version.is_null() {
+        return "jemalloc".to_string();
     }
-}
-
-/// Return free heap memory to the OS (glibc `malloc_trim`).
-pub fn trim() {
-    // SAFETY: malloc_trim only releases free memory held by the allocator; it is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    // SAFETY: jemalloc returned a pointer to its static version string.
+    let full = unsafe { std::ffi::CStr::from_ptr(version) }.to_string_lossy();
+    // "5.3.1-0-g81034ce..." -> "5.3.1"
+    format!("jemalloc-{}", full.split('-').next().unwrap_or(""))
 }
 
 #[cfg(test)]
@@ -102,5 +114,12 @@ mod tests {
             let p = a.realloc(p, layout, 4000);
             a.dealloc(p, Layout::from_size_align(4000, 8).unwrap());
         }
+    }
+
+    #[test]
+    fn names_jemalloc_with_its_version() {
+        let name = super::allocator_name();
+        assert!(name.starts_with("jemalloc-5."), "{name}");
+        assert!(!name.contains("-g"), "{name}");
     }
 }

@@ -5,6 +5,15 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: podium::alloc::CountingAlloc = podium::alloc::CountingAlloc;
 
+/// jemalloc's options, read before `main` (a `_RJEM_MALLOC_CONF` environment variable still
+/// overrides them). `dirty_decay_ms:0`/`muzzy_decay_ms:0`: pages freed by a resize (a member
+/// index doubling, a Vec growing) return to the OS at once instead of over ~10 s, so RSS follows
+/// the data. `cache_oblivious:false`: no random in-page offset for large blocks, which costs a
+/// whole extra page per 64 KiB skip-list arena chunk (+6% RSS on the sorted set). Measured on a
+/// 1M-member fill: RSS growth 55.7 B/member with the defaults, 48.3 with these; used_memory 47.9.
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &[u8; 56] = b"cache_oblivious:false,dirty_decay_ms:0,muzzy_decay_ms:0\0";
+
 /// A Redis-compatible sorted-set server for real-time leaderboards.
 #[derive(Parser)]
 #[command(version, about, long_about = None, disable_help_subcommand = true)]
@@ -19,7 +28,6 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    podium::alloc::tune_malloc();
     let config = match podium::config::Config::from_args(&cli.args) {
         Ok(c) => c,
         Err(e) => {

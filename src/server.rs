@@ -54,7 +54,6 @@ pub struct Server {
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
     pub expire_cursor: std::sync::atomic::AtomicUsize,
     /// Keys reaped since the allocator was last asked to return free memory to the OS.
-    reaped_since_trim: std::sync::atomic::AtomicUsize,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -89,7 +88,6 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
             expire_cursor: std::sync::atomic::AtomicUsize::new(0),
-            reaped_since_trim: std::sync::atomic::AtomicUsize::new(0),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -195,16 +193,6 @@ impl Server {
             self.stats
                 .expired_stale_perc
                 .store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
-        }
-        // After a large wave of expiries, hand the freed heap back to the OS so RSS follows the
-        // data (glibc keeps freed small blocks otherwise). Runs on the blocking pool, no locks held.
-        let reaped = self
-            .reaped_since_trim
-            .fetch_add(expired_total, Ordering::Relaxed)
-            + expired_total;
-        if reaped >= 100_000 && !capped {
-            self.reaped_since_trim.store(0, Ordering::Relaxed);
-            crate::alloc::trim();
         }
         capped
     }

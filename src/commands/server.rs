@@ -852,7 +852,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         }
                     ),
                 );
-                kv("mem_allocator", "libc".into());
+                kv("mem_allocator", crate::alloc::allocator_name());
                 kv("lazyfree_pending_objects", "0".into());
             }
             "persistence" => {

@@ -11,6 +11,7 @@ use super::args::{eq, int, NOT_FLOAT, NOT_INT, SYNTAX};
 use super::flags::*;
 use super::{wrong_arity, Ctx, Keys, Spec};
 use crate::protocol::Reply;
+use crate::types::compact::CompactBytes;
 use crate::types::{Value, WRONGTYPE};
 use crate::util::numtext::{format_i64, parse_i64, LongDouble};
 use bytes::Bytes;
@@ -225,7 +226,7 @@ fn read_str(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, Reply> {
     let mut db = ctx.db();
     match db.read(key) {
         None => Ok(None),
-        Some(Value::Str(s)) => Ok(Some(s.clone())),
+        Some(Value::Str(s)) => Ok(Some(s.to_bytes())),
         Some(_) => Err(Reply::error(WRONGTYPE)),
     }
 }
@@ -306,7 +307,7 @@ fn propagate_set(ctx: &mut Ctx, key: &Bytes, val: &Bytes, ttl: Ttl) {
 /// Store a string with the given TTL handling.
 fn store(ctx: &mut Ctx, key: &Bytes, val: Bytes, ttl: Ttl) {
     let mut db = ctx.db();
-    let value = Value::Str(Bytes::copy_from_slice(&val));
+    let value = Value::Str(CompactBytes::new(&val));
     match ttl {
         Ttl::Keep => db.insert_keep_ttl(key, value),
         _ => db.insert(key, value),
@@ -510,17 +511,17 @@ fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut db = ctx.db();
     let new_len = match db.value(&a[1]) {
         None => {
-            db.insert_keep_ttl(&a[1], Value::Str(Bytes::copy_from_slice(&a[2])));
+            db.insert_keep_ttl(&a[1], Value::Str(CompactBytes::new(&a[2])));
             a[2].len()
         }
         Some(Value::Str(s)) => {
             if (s.len() + a[2].len()) as i64 > max {
                 return too_big();
             }
-            let mut v: Vec<u8> = Vec::from(std::mem::take(s));
+            let mut v = std::mem::take(s).into_vec();
             v.extend_from_slice(&a[2]);
             let n = v.len();
-            *s = Bytes::from(v);
+            *s = CompactBytes::from_vec(v);
             n
         }
         Some(_) => return Reply::error(WRONGTYPE),
@@ -591,7 +592,7 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let off = offset as usize;
     let mut v: Vec<u8> = match db.value(&a[1]) {
-        Some(Value::Str(s)) => Vec::from(std::mem::take(s)),
+        Some(Value::Str(s)) => std::mem::take(s).into_vec(),
         _ => Vec::new(),
     };
     if v.len() < off + patch.len() {
@@ -601,10 +602,10 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let n = v.len();
     if cur.is_some() {
         if let Some(Value::Str(s)) = db.value(&a[1]) {
-            *s = Bytes::from(v);
+            *s = CompactBytes::from_vec(v);
         }
     } else {
-        db.insert(&a[1], Value::Str(Bytes::from(v)));
+        db.insert(&a[1], Value::Str(CompactBytes::from_vec(v)));
     }
     db.modified(&a[1]);
     ctx.dirty += 1;
@@ -640,8 +641,8 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut text = Vec::with_capacity(20);
     format_i64(new, &mut text);
     match db.value(&a[1]) {
-        Some(Value::Str(s)) => *s = Bytes::from(text),
-        _ => db.insert(&a[1], Value::Str(Bytes::from(text))),
+        Some(Value::Str(s)) => *s = CompactBytes::new(&text),
+        _ => db.insert(&a[1], Value::Str(CompactBytes::new(&text))),
     }
     db.modified(&a[1]);
     ctx.dirty += 1;
@@ -670,8 +671,8 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     let text = Bytes::from(text);
     match db.value(&a[1]) {
-        Some(Value::Str(s)) => *s = text.clone(),
-        _ => db.insert(&a[1], Value::Str(text.clone())),
+        Some(Value::Str(s)) => *s = CompactBytes::from_bytes(text.clone()),
+        _ => db.insert(&a[1], Value::Str(CompactBytes::from_bytes(text.clone()))),
     }
     db.modified(&a[1]);
     ctx.dirty += 1;
@@ -702,7 +703,7 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut db = ctx.db();
     let mut v: Vec<u8> = match db.value(&a[1]) {
         None => Vec::new(),
-        Some(Value::Str(s)) => Vec::from(std::mem::take(s)),
+        Some(Value::Str(s)) => std::mem::take(s).into_vec(),
         Some(_) => return Reply::error(WRONGTYPE),
     };
     if v.len() <= byte {
@@ -715,8 +716,8 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         v[byte] &= !mask;
     }
     match db.value(&a[1]) {
-        Some(Value::Str(s)) => *s = Bytes::from(v),
-        _ => db.insert(&a[1], Value::Str(Bytes::from(v))),
+        Some(Value::Str(s)) => *s = CompactBytes::from_vec(v),
+        _ => db.insert(&a[1], Value::Str(CompactBytes::from_vec(v))),
     }
     db.modified(&a[1]);
     ctx.dirty += 1;

@@ -313,7 +313,7 @@ mod tests {
     use crate::keyspace::Keyspace;
 
     fn s(v: &str) -> Value {
-        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+        Value::Str(crate::types::compact::CompactBytes::new(v.as_bytes()))
     }
 
     #[test]
@@ -330,7 +330,7 @@ mod tests {
         db.set_expire(b"later", 5000);
         assert!(matches!(db.read(b"live"), Some(Value::Str(v)) if &v[..] == b"1"));
         if let Some(Value::Str(v)) = db.value(b"live") {
-            *v = Bytes::from_static(b"changed");
+            *v = crate::types::compact::CompactBytes::new(b"changed");
         }
         assert!(
             matches!(db.get(b"live").map(|e| &e.value), Some(Value::Str(v)) if &v[..] == b"changed")

@@ -19,10 +19,10 @@
 //! (see [`Shard::active_expire`], driven by the server's cron).
 
 pub mod guards;
-pub mod key;
 
+/// A key as the keyspace stores it (short keys inline in the table slot).
+pub use crate::types::compact::CompactBytes as Key;
 pub use guards::{DbHandle, Guards};
-pub use key::Key;
 
 use crate::types::Value;
 use bytes::Bytes;
@@ -413,7 +413,7 @@ mod tests {
     use super::*;
 
     fn s(v: &str) -> Value {
-        Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+        Value::Str(crate::types::compact::CompactBytes::new(v.as_bytes()))
     }
 
     #[test]

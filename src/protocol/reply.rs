@@ -5,6 +5,7 @@
 //! verbatim string, push) RESP2 gets what Redis 7.0 sends in its place: flat arrays, bulk
 //! strings, integers and `$-1`/`*-1`.
 
+use crate::types::compact::CompactBytes;
 use crate::util::numtext::{format_f64, format_i64};
 use bytes::Bytes;
 
@@ -78,7 +79,7 @@ impl Reply {
     /// clone of a vector-backed one allocates a shared header), a store into the stored value's
     /// cache line that GET of a large keyspace would otherwise pay for every time.
     #[inline]
-    pub fn bulk_of(b: &Bytes) -> Reply {
+    pub fn bulk_of(b: &CompactBytes) -> Reply {
         if b.len() <= SHORT_BULK_MAX {
             let mut buf = [0u8; SHORT_BULK_MAX];
             buf[..b.len()].copy_from_slice(b);
@@ -87,7 +88,7 @@ impl Reply {
                 buf,
             })
         } else {
-            Reply::Bulk(b.clone())
+            Reply::Bulk(b.to_bytes())
         }
     }
 

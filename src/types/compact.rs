@@ -1,0 +1,178 @@
+//! `CompactBytes`: how the keyspace stores a key's bytes (`keyspace::CompactBytes`) and a string value's.
+//!
+//! Up to [`INLINE_MAX`] bytes (`k:000000123456`, `player:123456`, `leaderboard:global`, a
+//! counter, a short flag) live inside the hash-table slot itself, next to the entry; longer ones
+//! are a `Bytes` on the heap. A lookup of a large keyspace then costs one cache miss for the slot
+//! instead of two (slot, then the key's separate allocation to compare it), a GET of a short
+//! value one more miss fewer (its bytes are in the same slot), and neither needs an allocation of
+//! its own.
+//!
+//! `CompactBytes` hashes, compares and borrows exactly as the `[u8]` it holds, so maps keyed by
+//! it are looked up with plain `&[u8]`.
+
+use bytes::Bytes;
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
+
+/// Longest byte string stored inline.
+pub const INLINE_MAX: usize = 23;
+
+#[derive(Clone)]
+pub enum CompactBytes {
+    Inline { len: u8, buf: [u8; INLINE_MAX] },
+    Heap(Bytes),
+}
+
+impl CompactBytes {
+    pub fn new(b: &[u8]) -> CompactBytes {
+        if b.len() <= INLINE_MAX {
+            let mut buf = [0u8; INLINE_MAX];
+            buf[..b.len()].copy_from_slice(b);
+            CompactBytes::Inline {
+                len: b.len() as u8,
+                buf,
+            }
+        } else {
+            CompactBytes::Heap(Bytes::copy_from_slice(b))
+        }
+    }
+
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            CompactBytes::Inline { len, buf } => &buf[..*len as usize],
+            CompactBytes::Heap(b) => b,
+        }
+    }
+
+    /// Takes `b` without copying when it is too long to be stored inline.
+    pub fn from_bytes(b: Bytes) -> CompactBytes {
+        if b.len() <= INLINE_MAX {
+            CompactBytes::new(&b)
+        } else {
+            CompactBytes::Heap(b)
+        }
+    }
+
+    /// Takes `v` without copying when it is too long to be stored inline.
+    pub fn from_vec(v: Vec<u8>) -> CompactBytes {
+        if v.len() <= INLINE_MAX {
+            CompactBytes::new(&v)
+        } else {
+            CompactBytes::Heap(Bytes::from(v))
+        }
+    }
+
+    /// The bytes as a `Vec`, reusing the heap allocation when it is not shared (so repeated
+    /// APPENDs grow in amortized O(1), as Redis's sds does).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            CompactBytes::Inline { .. } => self.as_bytes().to_vec(),
+            CompactBytes::Heap(b) => Vec::from(b),
+        }
+    }
+
+    /// The bytes as a `Bytes` (a copy when inline, a shared reference otherwise).
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            CompactBytes::Inline { .. } => Bytes::copy_from_slice(self.as_bytes()),
+            CompactBytes::Heap(b) => b.clone(),
+        }
+    }
+}
+
+impl Default for CompactBytes {
+    /// The empty string.
+    fn default() -> Self {
+        CompactBytes::Inline {
+            len: 0,
+            buf: [0; INLINE_MAX],
+        }
+    }
+}
+
+impl std::ops::Deref for CompactBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl Borrow<[u8]> for CompactBytes {
+    #[inline]
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl Hash for CompactBytes {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Must match `<[u8] as Hash>` for lookups by `&[u8]` (Borrow's contract).
+        self.as_bytes().hash(state);
+    }
+}
+
+impl PartialEq for CompactBytes {
+    #[inline]
+    fn eq(&self, other: &CompactBytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CompactBytes {}
+
+impl std::fmt::Debug for CompactBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hashbrown::HashMap;
+
+    #[test]
+    fn inline_and_heap_strings_behave_like_their_bytes() {
+        assert_eq!(std::mem::size_of::<CompactBytes>(), 32);
+        let mut m: HashMap<CompactBytes, u32> = HashMap::new();
+        let short = b"k:000000123456".to_vec();
+        let edge = vec![b'x'; INLINE_MAX];
+        let long = vec![b'y'; INLINE_MAX + 1];
+        let empty: Vec<u8> = Vec::new();
+        for (i, k) in [&short, &edge, &long, &empty].into_iter().enumerate() {
+            let key = CompactBytes::new(k);
+            assert_eq!(&key[..], &k[..]);
+            assert_eq!(key.to_bytes(), Bytes::copy_from_slice(k));
+            assert_eq!(
+                matches!(key, CompactBytes::Inline { .. }),
+                k.len() <= INLINE_MAX
+            );
+            m.insert(key, i as u32);
+        }
+        assert_eq!(m.get(&short[..]), Some(&0));
+        assert_eq!(m.get(&edge[..]), Some(&1));
+        assert_eq!(m.get(&long[..]), Some(&2));
+        assert_eq!(m.get(&empty[..]), Some(&3));
+        assert_eq!(m.get(&b"k:000000123457"[..]), None);
+        assert_eq!(CompactBytes::new(b"ab"), CompactBytes::new(b"ab"));
+        assert_ne!(CompactBytes::new(b"ab"), CompactBytes::new(b"abc"));
+    }
+
+    #[test]
+    fn conversions_keep_bytes_and_pick_the_form_by_length() {
+        for n in [0, 1, INLINE_MAX - 1, INLINE_MAX, INLINE_MAX + 1, 1000] {
+            let v: Vec<u8> = (0..n).map(|i| i as u8).collect();
+            let inline = n <= INLINE_MAX;
+            let a = CompactBytes::from_vec(v.clone());
+            let b = CompactBytes::from_bytes(Bytes::from(v.clone()));
+            assert_eq!(matches!(a, CompactBytes::Inline { .. }), inline);
+            assert_eq!(matches!(b, CompactBytes::Inline { .. }), inline);
+            assert_eq!(&a[..], &v[..]);
+            assert_eq!(b.clone().into_vec(), v);
+            assert_eq!(a.to_bytes(), Bytes::from(v));
+        }
+    }
+}

@@ -287,7 +287,7 @@ async fn serve_client(
                     }
                 }
                 if pending.len() > 1 && client.multi.is_none() {
-                    crate::commands::zset::warm_batch(srv, client.db, pending.make_contiguous());
+                    crate::commands::warm_batch(srv, client.db, pending.make_contiguous());
                 }
             }
             let Some(args) = pending.pop_front() else {

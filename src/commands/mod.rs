@@ -275,6 +275,50 @@ pub struct Outcome {
     pub close: bool,
 }
 
+/// Before a pipelined batch of requests runs (`batch`, in database `db`): warm the cache for
+/// what it will read, so that the cache misses of its lookups overlap instead of coming one
+/// request after another. The keys of the common single-key reads and writes have their
+/// keyspace table lines prefetched ([`crate::keyspace::Keyspace::warm_keys`]); requests on one
+/// large sorted set get their member lookups and skip-list searches warmed
+/// ([`zset::warm_batch`]). Only reads, and only hints: the requests then run in order.
+pub fn warm_batch(srv: &Server, db: usize, batch: &[Vec<Bytes>]) {
+    const KEYED: &[&str] = &[
+        "get",
+        "set",
+        "setex",
+        "getex",
+        "getdel",
+        "getset",
+        "incr",
+        "incrby",
+        "decr",
+        "decrby",
+        "exists",
+        "del",
+        "unlink",
+        "type",
+        "ttl",
+        "pttl",
+        "expire",
+        "pexpire",
+        "hget",
+        "hset",
+        "hgetall",
+        "hincrby",
+        "sismember",
+        "sadd",
+    ];
+    let keys: Vec<&[u8]> = batch
+        .iter()
+        .filter(|a| a.len() >= 2 && KEYED.iter().any(|c| args::eq(&a[0], c)))
+        .map(|a| &a[1][..])
+        .collect();
+    if keys.len() > 1 {
+        srv.keyspace.warm_keys(db, &keys);
+    }
+    zset::warm_batch(srv, db, batch);
+}
+
 /// Run one request for `client`.
 pub fn dispatch(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Outcome {
     let mut g = Guards::new(&srv.keyspace);

@@ -27,16 +27,23 @@ use rand::Rng;
 const G: &str = "sorted-set";
 
 /// Before a pipelined batch of requests runs: if several of them are ZADD (one member),
-/// ZINCRBY, ZRANK or ZREVRANK on the same large sorted set, warm the cache for the skip-list
-/// searches they will make (the old and new positions of each member), all at once, so their
-/// cache misses overlap (see `SkipList::warm`). Only reads; the requests then run in order
-/// as usual. Looks at the key of the first such request; others are left alone.
+/// ZINCRBY, ZSCORE, ZRANK or ZREVRANK on the same large sorted set, warm the cache for what
+/// they will read, all at once, so their cache misses overlap: first the member index and the
+/// nodes of all their members (`SkipList::warm_lookups`), then the skip-list searches toward
+/// the old and new positions of each member (`SkipList::warm`; not needed for ZSCORE). Only
+/// reads; the requests then run in order as usual. Looks at the key of the first such
+/// request; others are left alone.
 pub fn warm_batch(srv: &crate::server::Server, db: usize, batch: &[Vec<Bytes>]) {
+    const ZADD: u8 = 1;
+    const ZINCRBY: u8 = 2;
+    const RANK: u8 = 3;
+    const SCORE: u8 = 4;
     let kind = |a: &[Bytes]| -> u8 {
         match a.len() {
-            4 if eq(&a[0], "zadd") => 1,
-            4 if eq(&a[0], "zincrby") => 2,
-            3 | 4 if eq(&a[0], "zrevrank") || eq(&a[0], "zrank") => 3,
+            4 if eq(&a[0], "zadd") => ZADD,
+            4 if eq(&a[0], "zincrby") => ZINCRBY,
+            3 | 4 if eq(&a[0], "zrevrank") || eq(&a[0], "zrank") => RANK,
+            3 if eq(&a[0], "zscore") => SCORE,
             _ => 0,
         }
     };
@@ -53,21 +60,39 @@ pub fn warm_batch(srv: &crate::server::Server, db: usize, batch: &[Vec<Bytes>]) 
     if z.len() < ZSet::WARM_MIN_LEN {
         return;
     }
+    let requests: Vec<(u8, &Vec<Bytes>, &[u8])> = batch
+        .iter()
+        .filter_map(|a| {
+            let k = kind(a);
+            if k == 0 || &a[1][..] != key {
+                return None;
+            }
+            let member = if k == RANK || k == SCORE {
+                &a[2]
+            } else {
+                &a[3]
+            };
+            Some((k, a, &member[..]))
+        })
+        .collect();
+    if requests.len() < 2 {
+        return;
+    }
+    let members: Vec<&[u8]> = requests.iter().map(|r| r.2).collect();
+    z.warm_lookups(&members);
     let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<f64>().ok();
-    let mut scores = Vec::with_capacity(batch.len() * 2);
-    for a in batch {
-        let k = kind(a);
-        if k == 0 || &a[1][..] != key {
+    let mut scores = Vec::with_capacity(requests.len() * 2);
+    for &(k, a, member) in &requests {
+        if k == SCORE {
             continue;
         }
-        let member = if k == 3 { &a[2] } else { &a[3] };
         let old = z.score(member);
         if let Some(o) = old {
             scores.push(o);
         }
         let new = match k {
-            1 => num(&a[2]),
-            2 => num(&a[2]).map(|d| old.unwrap_or(0.0) + d),
+            ZADD => num(&a[2]),
+            ZINCRBY => num(&a[2]).map(|d| old.unwrap_or(0.0) + d),
             _ => None,
         };
         if let Some(n) = new.filter(|n| !n.is_nan()) {

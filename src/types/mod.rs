@@ -3,6 +3,7 @@
 pub mod compact;
 pub mod hash;
 pub mod list;
+pub mod located;
 pub mod set;
 pub mod skiplist;
 pub mod zset;

@@ -32,10 +32,14 @@
 //! * `index: HashTable<u32>` maps member -> slot. It stores only the slot; the
 //!   hash is recomputed from the member stored in the node (members are stored
 //!   once). The hash is a folded-multiply hash keyed by per-set random seeds.
+//!   The table is allocated through [`Located`], so a pipelined batch can
+//!   prefetch the index lines of all its members before looking any of them up
+//!   ([`SkipList::warm_lookups`]).
 //! * When the set shrinks below a quarter of its slots the arena is compacted in
 //!   slot order (stable), which keeps SCAN's guarantee because SCAN walks slots
 //!   from high to low (an element can only move to a lower slot).
 
+use super::located::Located;
 use hashbrown::HashTable;
 
 /// Maximum height of a node (Redis: ZSKIPLIST_MAXLEVEL).
@@ -297,7 +301,7 @@ pub struct SkipList {
     towers: TowerArena,
     longs: Vec<Box<[u8]>>,
     free_longs: Vec<u32>,
-    index: HashTable<u32>,
+    index: HashTable<u32, Located>,
     free_node: u32,
     /// Free towers by height (index = node height, 2..=MAX_LEVEL).
     free_towers: [u32; MAX_LEVEL + 1],
@@ -345,7 +349,7 @@ impl SkipList {
             towers,
             longs: Vec::new(),
             free_longs: Vec::new(),
-            index: HashTable::with_capacity(n),
+            index: HashTable::with_capacity_in(n, Located::default()),
             free_node: NIL,
             free_towers: [NIL; MAX_LEVEL + 1],
             len: 0,
@@ -592,15 +596,51 @@ impl SkipList {
 
     /// Node of member `m`, if present. O(1).
     pub fn find(&self, m: &[u8]) -> Option<u32> {
+        self.find_hashed(m, self.member_hash(m))
+    }
+
+    /// The index's hash of member `m`.
+    #[inline]
+    fn member_hash(&self, m: &[u8]) -> u64 {
+        if m.len() <= INLINE_MAX {
+            self.seeds.hash_inline(&inline_key(m))
+        } else {
+            self.seeds.hash_long(m)
+        }
+    }
+
+    /// `find` with the member's hash already computed.
+    #[inline]
+    fn find_hashed(&self, m: &[u8], h: u64) -> Option<u32> {
         if m.len() <= INLINE_MAX {
             let k = inline_key(m);
-            let h = self.seeds.hash_inline(&k);
             self.index
                 .find(h, |&i| self.nodes[i as usize].key == k)
                 .copied()
         } else {
-            let h = self.seeds.hash_long(m);
             self.index.find(h, |&i| self.member(i) == m).copied()
+        }
+    }
+
+    /// Warm the cache for looking up `members` (the members of a pipelined batch): prefetch
+    /// the index lines of all of them at once, then, with those loaded, find each member and
+    /// prefetch its node. Each lookup in a large set otherwise misses on the index group, then
+    /// on the node, one member after another; this puts the misses of the whole batch in
+    /// flight together. Read-only, and only a hint: the lookups that follow give the answers.
+    pub fn warm_lookups(&self, members: &[&[u8]]) {
+        let slot_size = std::mem::size_of::<u32>();
+        let hashes: Vec<u64> = members
+            .iter()
+            .map(|m| {
+                let h = self.member_hash(m);
+                self.index.allocator().prefetch(h, slot_size);
+                h
+            })
+            .collect();
+        for (m, &h) in members.iter().zip(&hashes) {
+            if let Some(x) = self.find_hashed(m, h) {
+                prefetch(&self.nodes[x as usize]);
+            }
         }
     }
 

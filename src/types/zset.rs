@@ -378,6 +378,16 @@ impl ZSet {
         }
     }
 
+    /// Warm the cache for looking up `members` (see `SkipList::warm_lookups`); a no-op for
+    /// sets under [`Self::WARM_MIN_LEN`] members or in the compact encoding.
+    pub fn warm_lookups(&self, members: &[&[u8]]) {
+        if let Enc::Large(l) = &self.enc {
+            if l.len() >= Self::WARM_MIN_LEN {
+                l.warm_lookups(members);
+            }
+        }
+    }
+
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.enc {
             Enc::Small(s) => s.find(member).map(|e| e.3),

@@ -8,73 +8,14 @@
 //! another client keeps writing (with a latency bound). `active_expiry_measurement_1m` is an
 //! ignored measurement run: `cargo test --release --test expire -- --ignored --nocapture`.
 
+mod common;
+
+use common::Podium;
 use redis::{Connection, RedisResult, Value};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// A podium process killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Server {
-        Server::start_with(&[])
-    }
-
-    fn start_with(extra: &[&str]) -> Server {
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-            l.local_addr().expect("local addr").port()
-        };
-        let mut args: Vec<String> = vec![
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start podium");
-        let srv = Server { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "podium did not start listening");
-            thread::sleep(Duration::from_millis(20));
-        }
-        srv
-    }
-
-    fn con(&self) -> Connection {
-        self.con_db(0)
-    }
-
-    fn con_db(&self, db: usize) -> Connection {
-        let client =
-            redis::Client::open(format!("redis://127.0.0.1:{}/{db}", self.port)).expect("client");
-        client.get_connection().expect("connect")
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn q<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
     let mut c = redis::cmd(args[0]);
@@ -117,7 +58,7 @@ fn in_range(v: i64, lo: i64, hi: i64) {
 
 #[test]
 fn expire_family_basics() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     // Missing keys.
     assert_eq!(int(&mut c, &["EXPIRE", "nokey", "10"]), 0);
@@ -180,7 +121,7 @@ fn expire_family_basics() {
 
 #[test]
 fn expire_errors() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     q::<()>(&mut c, &["SET", "foo", "bar"]);
     assert_eq!(
@@ -247,7 +188,7 @@ fn expire_errors() {
 
 #[test]
 fn expire_conditions() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     // NX
     q::<()>(&mut c, &["SET", "foo", "bar", "EX", "100"]);
@@ -308,7 +249,7 @@ fn expire_conditions() {
 
 #[test]
 fn lazy_expiry_and_writes_keep_ttl() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     q::<()>(&mut c, &["SET", "x", "somevalue"]);
     assert_eq!(int(&mut c, &["PEXPIRE", "x", "100"]), 1);
@@ -336,7 +277,7 @@ fn lazy_expiry_and_writes_keep_ttl() {
 
 #[test]
 fn sorted_set_writes_keep_ttl() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     assert_eq!(int(&mut c, &["ZADD", "z", "1", "a"]), 1);
     assert_eq!(int(&mut c, &["EXPIRE", "z", "1000"]), 1);
@@ -354,7 +295,7 @@ fn sorted_set_writes_keep_ttl() {
 
 #[test]
 fn ttl_set_by_other_commands() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     q::<()>(&mut c, &["SET", "a", "v", "EX", "100"]);
     in_range(int(&mut c, &["TTL", "a"]), 99, 100);
@@ -409,7 +350,7 @@ fn ttl_set_by_other_commands() {
 
 #[test]
 fn rename_copy_move_keep_ttl() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     q::<()>(&mut c, &["SET", "src", "v"]);
     let at_ms = now_ms() + 100_000;
@@ -447,7 +388,7 @@ fn rename_copy_move_keep_ttl() {
 
 #[test]
 fn expire_and_persist_invalidate_watch() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     let mut other = srv.con();
     for (change, expect_ttl) in [
@@ -484,7 +425,7 @@ fn expire_and_persist_invalidate_watch() {
 /// its first award, and later awards (EXPIRE ... NX) do not extend it.
 #[test]
 fn weekly_board_flow() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut c = srv.con();
     const WEEK: i64 = 8 * 24 * 3600;
     let award = |c: &mut Connection, player: &str, points: &str| -> (f64, i64) {
@@ -627,7 +568,7 @@ struct ExpiryRun {
 /// Write `n` small sorted sets with TTLs of 1-3 s into db 0 and never touch them again; a
 /// second client keeps doing ZINCRBY on db 1 and records its latency. Waits until db 0 is
 /// empty or `give_up` after the end of writing has passed.
-fn run_expiry(srv: &Server, n: usize, give_up: Duration) -> ExpiryRun {
+fn run_expiry(srv: &Podium, n: usize, give_up: Duration) -> ExpiryRun {
     let rss_start = rss_kb(srv.pid());
     // Latency with nothing else going on.
     let mut lat = srv.con_db(1);
@@ -761,7 +702,7 @@ fn report(r: &ExpiryRun) {
 /// own within a few seconds of the last expiry, and a concurrent writer is not stalled.
 #[test]
 fn active_expiry_drains_untouched_keys() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let r = run_expiry(&srv, 100_000, Duration::from_secs(20));
     report(&r);
     let first = r.timeline.first().map(|t| t.1).unwrap_or(0);
@@ -797,7 +738,7 @@ fn active_expiry_drains_untouched_keys() {
 #[test]
 #[ignore]
 fn active_expiry_measurement_1m() {
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let r = run_expiry(&srv, 1_000_000, Duration::from_secs(60));
     report(&r);
     assert!(r.drained_after.is_some(), "DBSIZE never reached 0");

@@ -3,66 +3,32 @@
 //! small by starting the server with low `hash-max-listpack-*` / `set-max-intset-entries`
 //! limits), and checks RESP2/RESP3 reply shapes with a raw protocol reader where they differ.
 
+mod common;
+
+use common::Podium;
 use redis::{Commands, Connection, RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
+use std::net::TcpStream;
+use std::time::Duration;
 
 /// Start the server with small compact-form limits (4 hash fields of at most 16 bytes, 8 intset
 /// members) unless `extra` overrides them.
-fn start(extra: &[&str]) -> Server {
-    let port = free_port();
-    let mut args: Vec<String> = vec!["--port".into(), port.to_string()];
+fn start(extra: &[&str]) -> Podium {
     let defaults = [
         ("--hash-max-listpack-entries", "4"),
         ("--hash-max-listpack-value", "16"),
         ("--set-max-intset-entries", "8"),
     ];
+    let mut args: Vec<&str> = Vec::new();
     for (k, v) in defaults {
         if !extra.contains(&k) {
-            args.push(k.into());
-            args.push(v.into());
+            args.push(k);
+            args.push(v);
         }
     }
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn podium");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Server { child, port }
-}
-
-fn conn(s: &Server) -> Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
-        .expect("client")
-        .get_connection()
-        .expect("connect")
+    args.extend_from_slice(extra);
+    Podium::start(&args)
 }
 
 fn cmd(c: &mut Connection, args: &[&str]) -> RedisResult<Value> {
@@ -144,12 +110,9 @@ struct Raw {
 }
 
 impl Raw {
-    fn new(s: &Server, resp3: bool) -> Raw {
-        let t = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
-        t.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
+    fn new(s: &Podium, resp3: bool) -> Raw {
         let mut raw = Raw {
-            r: BufReader::new(t),
+            r: BufReader::new(s.raw()),
         };
         if resp3 {
             let hello = raw.call(&["HELLO", "3"]);
@@ -221,7 +184,7 @@ fn sorted_bulks(items: &[R]) -> Vec<String> {
 #[test]
 fn hash_basics_on_both_encodings() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     for (key, n) in [("hsmall", 3), ("hlarge", 40)] {
         for i in 0..n {
             let added: i64 = c.hset(key, format!("f{i}"), format!("v{i}")).unwrap();
@@ -297,7 +260,7 @@ fn hash_basics_on_both_encodings() {
 #[test]
 fn hash_conversion_limits() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     // Field or value longer than hash-max-listpack-value (16) converts.
     let _: i64 = c.hset("hv", "a", "x".repeat(16)).unwrap();
     assert!(is_compact(&mut c, "HSCAN", "hv"));
@@ -344,7 +307,7 @@ fn hash_conversion_limits() {
 #[test]
 fn hincrby_and_hincrbyfloat() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     for key in ["small", "large"] {
         if key == "large" {
             for i in 0..10 {
@@ -425,7 +388,7 @@ fn hincrby_and_hincrbyfloat() {
 #[test]
 fn hrandfield_counts_and_shapes() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     for (key, n) in [("small", 3usize), ("large", 30)] {
         for i in 0..n {
             let _: i64 = c.hset(key, format!("f{i}"), format!("v{i}")).unwrap();
@@ -510,7 +473,7 @@ fn hrandfield_counts_and_shapes() {
 #[test]
 fn hgetall_and_smembers_shapes_resp2_resp3() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     let _: i64 = c.hset("h", "a", "1").unwrap();
     let _: i64 = c.sadd("s", &["x", "y"]).unwrap();
     let mut r2 = Raw::new(&s, false);
@@ -560,7 +523,7 @@ impl R {
 #[test]
 fn hscan_on_both_encodings() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     let _ = cmd(&mut c, &["HSET", "small", "a", "1", "b", "2", "ab", "3"]).unwrap();
     let got = full_scan(&mut c, "HSCAN", "small", 1, None);
     assert_eq!(got, vec!["a", "1", "b", "2", "ab", "3"]);
@@ -612,7 +575,7 @@ fn hscan_on_both_encodings() {
 #[test]
 fn set_basics_on_both_encodings() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     // intset: integers only, at most 8 of them.
     assert_eq!(
         cmd(&mut c, &["SADD", "ints", "3", "1", "2", "1"]).unwrap(),
@@ -719,7 +682,7 @@ fn set_basics_on_both_encodings() {
 #[test]
 fn set_algebra_and_store() {
     let s = start(&["--set-max-intset-entries", "512"]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     for i in 0..200 {
         let _: i64 = c.sadd("s1", i).unwrap();
         let _: i64 = c.sadd("s2", i + 195).unwrap();
@@ -830,7 +793,7 @@ fn set_algebra_and_store() {
 #[test]
 fn spop_srandmember_smove() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     for (key, members) in [
         ("ints", vec!["1", "2", "3", "4", "5"]),
         ("strs", vec!["a", "b", "c", "d", "e"]),
@@ -937,7 +900,7 @@ fn spop_srandmember_smove() {
 #[test]
 fn sscan_on_both_encodings_and_under_deletes() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     let _: i64 = c.sadd("ints", &["1", "2", "3"]).unwrap();
     let mut got = full_scan(&mut c, "SSCAN", "ints", 1, None);
     got.sort();
@@ -980,7 +943,7 @@ fn sscan_on_both_encodings_and_under_deletes() {
 #[test]
 fn list_push_pop_len() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     assert_eq!(
         cmd(&mut c, &["RPUSH", "l", "a", "b"]).unwrap(),
         Value::Int(2)
@@ -1052,7 +1015,7 @@ fn list_push_pop_len() {
 #[test]
 fn list_index_range_edit() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     let _ = cmd(&mut c, &["RPUSH", "l", "a", "b", "c", "b", "d", "b"]).unwrap();
     assert_eq!(
         c.lrange::<_, Vec<String>>("l", -2, 100).unwrap(),
@@ -1173,7 +1136,7 @@ fn list_index_range_edit() {
 #[test]
 fn blocking_pops() {
     let s = start(&[]);
-    let mut c = conn(&s);
+    let mut c = s.con();
     // Something available: no blocking.
     let _ = cmd(&mut c, &["RPUSH", "bl", "a"]).unwrap();
     assert_eq!(

@@ -5,69 +5,18 @@
 //! RESP3 for their reply shapes; and the write path (ZINCRBY into the global and a weekly
 //! board, EXPIRE ... NX on the weekly key) with the ranks it must move.
 
+mod common;
+
+use common::Podium;
 use redis::{Connection, Value};
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const N: usize = 100_000;
 const GLOBAL: &str = "leaderboard:global";
 const WEEKLY: &str = "leaderboard:weekly:2026-W47";
 const WEEK_TTL: i64 = 691_200;
 const COUNTRIES: [&str; 8] = ["US", "DE", "JP", "BR", "IN", "FR", "KR", "GB"];
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start podium");
-        let srv = Server { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "podium did not accept on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        srv
-    }
-
-    fn con(&self) -> Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn con3(&self) -> Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The model.
@@ -453,7 +402,7 @@ fn check_whole_board(con: &mut Connection, board: &Board, key: &str) {
 #[test]
 fn leaderboard_service_flow() {
     let t0 = Instant::now();
-    let srv = Server::start();
+    let srv = Podium::start(&[]);
     let mut con = srv.con();
 
     // 1. Load.

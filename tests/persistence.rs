@@ -2,114 +2,35 @@
 //! random moments), truncated and corrupted files, rewrites under load, CONFIG SET appendonly,
 //! INFO persistence, and compatibility with redis-server 7.0 in both directions.
 
+mod common;
+
+use common::{Launch, Podium};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Srv {
-    child: Child,
-    port: u16,
-}
-
-impl Srv {
-    fn client(&self) -> redis::Connection {
-        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
-        c.get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap()
-    }
-
-    fn kill9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM and wait for a clean exit.
-    fn stop(mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        panic!("server did not exit on SIGTERM");
-    }
-}
-
-impl Drop for Srv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Start a server program on `dir`; Err(log) if it exits before accepting connections.
-fn start_prog(prog: &str, dir: &Path, extra: &[&str]) -> Result<Srv, String> {
-    let port = free_port();
-    let log = dir.with_extension(format!("{port}.log"));
-    let out = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(prog);
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .arg("--bind")
-        .arg("127.0.0.1")
-        .arg("--dir")
-        .arg(dir);
+/// Start a server program on `dir` (its output goes to `<dir>.<port>.log`) and wait until it
+/// has loaded its AOF; Err(log) if it exits before that.
+fn start_prog(prog: &str, dir: &Path, extra: &[&str]) -> Result<Podium, String> {
+    let mut args = vec!["--dir", dir.to_str().expect("UTF-8 dir")];
     if prog == "redis-server" {
-        cmd.args(["--save", "", "--aof-use-rdb-preamble", "no"]);
+        args.extend(["--save", "", "--aof-use-rdb-preamble", "no"]);
     }
-    cmd.args(extra)
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out));
-    let mut child = cmd.spawn().map_err(|e| format!("spawn {prog}: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            return Err(std::fs::read_to_string(&log).unwrap_or_default());
-        }
-        // Podium binds before it loads the AOF: a connection is not enough, wait for an answer.
-        let answered = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .and_then(|cl| cl.get_connection_with_timeout(Duration::from_millis(500)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-        match answered {
-            Ok(_) => return Ok(Srv { child, port }),
-            Err(e)
-                if e.kind() == redis::ErrorKind::ResponseError
-                    && !e.to_string().contains("LOADING") =>
-            {
-                return Ok(Srv { child, port })
-            }
-            Err(_) => {}
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "{prog} did not start: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    args.extend_from_slice(extra);
+    // Podium binds before it loads the AOF: being ours is not enough, wait for it to load.
+    Launch::prog(prog)
+        .args(&args)
+        .log(dir)
+        .wait_loaded()
+        .timeout(Duration::from_secs(20))
+        .try_start()
 }
 
-fn start(dir: &Path, extra: &[&str]) -> Result<Srv, String> {
+fn start(dir: &Path, extra: &[&str]) -> Result<Podium, String> {
     start_prog(env!("CARGO_BIN_EXE_podium"), dir, extra)
 }
 
@@ -299,7 +220,7 @@ fn crash_recovery_sigkill_under_appendfsync_always() {
     const ROUNDS: usize = 22;
     for round in 0..=ROUNDS {
         let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
-        let mut c = srv.client();
+        let mut c = srv.con();
         // Every acknowledged write is there; an op in flight at the kill is there or not.
         for (cl, p) in pending.iter_mut().enumerate() {
             for key in keys_of(cl) {
@@ -397,7 +318,7 @@ fn rewrite_under_load_counts_every_increment_once() {
             })
         })
         .collect();
-    let mut c = srv.client();
+    let mut c = srv.con();
     for _ in 0..5 {
         std::thread::sleep(Duration::from_millis(30));
         let r: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
@@ -425,7 +346,7 @@ fn rewrite_under_load_counts_every_increment_once() {
         ]
     );
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     for (t, n) in counts.iter().enumerate() {
         let s: f64 = redis::cmd("ZSCORE")
             .arg("lb")
@@ -444,7 +365,7 @@ fn rewrite_under_load_counts_every_increment_once() {
 /// command).
 fn write_sample(dir: &Path) -> (Vec<u8>, usize) {
     let srv = start(dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let _: () = redis::cmd("SET").arg("k1").arg("v1").query(&mut c).unwrap();
     let _: i64 = redis::cmd("ZADD")
         .arg("z")
@@ -480,7 +401,7 @@ fn truncated_last_command_loads_at_every_offset() {
         std::fs::write(&path, &data[..cut]).unwrap();
         let srv =
             start(&dir, &["--appendonly", "yes"]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
-        let mut c = srv.client();
+        let mut c = srv.con();
         let v: Option<String> = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
         assert_eq!(v.as_deref(), Some("v1"), "cut at {cut}");
         let v: Option<String> = redis::cmd("GET").arg("last").query(&mut c).unwrap();
@@ -506,10 +427,7 @@ fn truncated_last_command_loads_at_every_offset() {
     // And the intact file still loads everything.
     std::fs::write(&path, &data).unwrap();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let v: Option<String> = redis::cmd("GET")
-        .arg("last")
-        .query(&mut srv.client())
-        .unwrap();
+    let v: Option<String> = redis::cmd("GET").arg("last").query(&mut srv.con()).unwrap();
     assert_eq!(v.as_deref(), Some("the last value"));
     srv.stop();
 }
@@ -572,7 +490,7 @@ fn transactions_replay_as_a_unit_and_an_unfinished_one_is_dropped() {
     incr.extend(resp(&["SET", "t3", "never"]));
     std::fs::write(ad.join("appendonly.aof.1.incr.aof"), &incr).unwrap();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let v: Option<String> = redis::cmd("GET").arg("b").query(&mut c).unwrap();
     assert_eq!(v.as_deref(), Some("base"));
     let _: () = redis::cmd("SELECT").arg(2).query(&mut c).unwrap();
@@ -606,7 +524,7 @@ fn config_set_appendonly_at_runtime_and_info() {
     std::fs::create_dir_all(&dir).unwrap();
     // `always`: the SIGKILL below must not lose the last acknowledged write.
     let srv = start(&dir, &["--appendfsync", "always"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     assert_eq!(info_field(&mut c, "aof_enabled"), "0");
     for f in [
         "rdb_changes_since_last_save",
@@ -681,7 +599,7 @@ fn config_set_appendonly_at_runtime_and_info() {
     drop(c);
     srv.kill9();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     for (m, s) in &before {
         let got: f64 = redis::cmd("ZSCORE").arg("lb").arg(m).query(&mut c).unwrap();
         assert_eq!(got, *s, "{m}");
@@ -704,7 +622,7 @@ fn config_set_appendonly_at_runtime_and_info() {
     drop(c);
     srv.stop();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let v: Option<String> = redis::cmd("GET").arg("after-off").query(&mut c).unwrap();
     assert_eq!(v, None);
     let got: f64 = redis::cmd("ZSCORE")
@@ -809,7 +727,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
     let dir = tmp.path().join("p");
     std::fs::create_dir_all(&dir).unwrap();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     fill(&mut c);
     let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
     wait_rewrite_done(&mut c);
@@ -822,7 +740,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
     srv.stop();
     check_aof_tool(&dir);
     let redis = start_prog("redis-server", &dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = redis.client();
+    let mut c = redis.con();
     check(&mut c, "redis loading podium's AOF");
     let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
     assert_eq!(v.as_deref(), Some("rewrite"));
@@ -838,7 +756,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
         &["--appendonly", "yes", "--appendfsync", "always"],
     )
     .unwrap();
-    let mut c = redis.client();
+    let mut c = redis.con();
     fill(&mut c);
     let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
     wait_rewrite_done(&mut c);
@@ -850,7 +768,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
     drop(c);
     redis.stop();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     check(&mut c, "podium loading redis's AOF");
     let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
     assert_eq!(v.as_deref(), Some("rewrite"));
@@ -875,7 +793,7 @@ fn automatic_rewrite_when_the_aof_doubles() {
         ],
     )
     .unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     // Many updates of few members: the rewritten AOF is much smaller than the log.
     for i in 0..2000 {
         let _: f64 = redis::cmd("ZINCRBY")
@@ -897,7 +815,7 @@ fn automatic_rewrite_when_the_aof_doubles() {
     drop(c);
     srv.kill9();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     for m in 0..10 {
         let s: f64 = redis::cmd("ZSCORE")
             .arg("lb")
@@ -917,7 +835,7 @@ fn key_expired_before_restart_stays_gone() {
     let dir = tmp.path().join("data");
     std::fs::create_dir_all(&dir).unwrap();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let _: () = redis::cmd("SET")
         .arg("k")
         .arg(5)
@@ -939,7 +857,7 @@ fn key_expired_before_restart_stays_gone() {
     srv.stop();
     std::thread::sleep(Duration::from_millis(400));
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let v: Option<String> = redis::cmd("GET").arg("k").query(&mut c).unwrap();
     assert_eq!(v, None);
     let v: Option<String> = redis::cmd("GET").arg("keep").query(&mut c).unwrap();
@@ -993,7 +911,7 @@ fn sigkill_under_everysec_loses_at_most_the_last_moments() {
         let acked = writer.join().unwrap();
         assert!(acked.len() > 100, "too few writes: {}", acked.len());
         let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "everysec"]).unwrap();
-        let mut c = srv.client();
+        let mut c = srv.con();
         let card: usize = redis::cmd("ZCARD")
             .arg(format!("board{round}"))
             .query(&mut c)
@@ -1027,7 +945,7 @@ fn disk_full_under_everysec_refuses_writes_until_the_aof_can_be_written() {
     let dir = tmp.path().join("data");
     std::fs::create_dir_all(&dir).unwrap();
     let srv = start(&dir, &["--appendonly", "yes", "--appendfsync", "everysec"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let _: () = redis::cmd("SET").arg("k1").arg("v1").query(&mut c).unwrap();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -1091,7 +1009,7 @@ fn disk_full_under_everysec_refuses_writes_until_the_aof_can_be_written() {
         "refused writes are not logged"
     );
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     for (k, v) in [("k1", "v1"), ("k2", "v2"), ("k3", "v3")] {
         let got: String = redis::cmd("GET").arg(k).query(&mut c).unwrap();
         assert_eq!(got, v);
@@ -1119,7 +1037,7 @@ fn single_file_aof_from_redis_6_is_upgraded() {
     }
     std::fs::write(dir.join("appendonly.aof"), &old).unwrap();
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let a: String = redis::cmd("GET").arg("a").query(&mut c).unwrap();
     assert_eq!(a, "1");
     let z: f64 = redis::cmd("ZSCORE")
@@ -1146,7 +1064,7 @@ fn single_file_aof_from_redis_6_is_upgraded() {
         "{manifest}"
     );
     let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
-    let mut c = srv.client();
+    let mut c = srv.con();
     let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
     let got: (String, String) = redis::cmd("MGET").arg("b").arg("c").query(&mut c).unwrap();
     assert_eq!(got, ("2".to_string(), "3".to_string()));
@@ -1181,33 +1099,13 @@ fn clients_get_loading_while_the_aof_loads() {
             f.write_all(&resp(&["SET", &format!("k{i}"), "v"])).unwrap();
         }
     }
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--appendonly",
-            "yes",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let srv = Srv { child, port };
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut c = loop {
-        if let Ok(c) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .and_then(|cl| cl.get_connection_with_timeout(Duration::from_millis(200)))
-        {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "never accepted a connection");
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    // Ours and accepting, but still loading.
+    let srv = Launch::podium()
+        .args(&["--appendonly", "yes", "--dir", dir.to_str().unwrap()])
+        .timeout(Duration::from_secs(20))
+        .start();
+    let mut c = srv.con();
     let err = redis::cmd("GET")
         .arg("k1")
         .query::<Option<String>>(&mut c)

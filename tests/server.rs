@@ -1,71 +1,13 @@
 //! Integration tests of the server foundation: the real binary on a free port, driven with the
 //! `redis` crate and with raw sockets for malformed input.
 
+mod common;
+
+use common::{Launch, Podium};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut args = vec![
-            "--port".to_string(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start podium");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "podium did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, port }
-    }
-
-    fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn client3(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn raw(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Send bytes, then read until the server closes or `timeout`.
 fn exchange(s: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
@@ -96,8 +38,8 @@ fn read_some(s: &mut TcpStream, want: usize) -> Vec<u8> {
 
 #[test]
 fn ping_set_get_roundtrip() {
-    let srv = Server::start(&[]);
-    let mut c = srv.client();
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
     assert_eq!(pong, "PONG");
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
@@ -118,7 +60,7 @@ fn ping_set_get_roundtrip() {
 
 #[test]
 fn pipeline_is_answered_in_order_in_one_write() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let mut s = srv.raw();
     let mut req = Vec::new();
     for i in 0..100 {
@@ -142,7 +84,7 @@ fn pipeline_is_answered_in_order_in_one_write() {
 
 #[test]
 fn inline_commands_work() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let mut s = srv.raw();
     s.write_all(b"SET greeting \"hello world\"\r\nGET greeting\r\n")
         .unwrap();
@@ -151,7 +93,7 @@ fn inline_commands_work() {
 
 #[test]
 fn protocol_errors_close_the_connection_and_server_keeps_serving() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let cases: &[(&[u8], &str)] = &[
         (
             b"*3000000000\r\n",
@@ -203,14 +145,14 @@ fn protocol_errors_close_the_connection_and_server_keeps_serving() {
             .unwrap();
     }
     // Other clients are unaffected.
-    let mut c = srv.client();
+    let mut c = srv.con();
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
     assert_eq!(pong, "PONG");
 }
 
 #[test]
 fn big_bulk_limit_is_configurable() {
-    let srv = Server::start(&["--proto-max-bulk-len", "1mb"]);
+    let srv = Podium::start(&["--proto-max-bulk-len", "1mb"]);
     let mut s = srv.raw();
     let got = exchange(&mut s, b"*2\r\n$3\r\nGET\r\n$2000000\r\n");
     assert_eq!(got, b"-ERR Protocol error: invalid bulk length\r\n");
@@ -218,7 +160,7 @@ fn big_bulk_limit_is_configurable() {
 
 #[test]
 fn resp3_hello_and_shapes() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let mut s = srv.raw();
     s.write_all(b"HELLO 3\r\n").unwrap();
     let hello = read_some(&mut s, 10);
@@ -236,7 +178,7 @@ fn resp3_hello_and_shapes() {
     let got = read_some(&mut s, 3 + 4 + 10 + 4);
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("_\r\n%1\r\n$4\r\nport\r\n"), "{text}");
-    let mut c3 = srv.client3();
+    let mut c3 = srv.con3();
     let v: redis::Value = redis::cmd("HELLO").arg(3).query(&mut c3).unwrap();
     assert!(matches!(v, redis::Value::Map(_)), "{v:?}");
     let mut raw = srv.raw();
@@ -255,7 +197,7 @@ fn exchange_line(s: &mut TcpStream, req: &[u8]) -> String {
 
 #[test]
 fn errors_match_redis_texts() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let mut s = srv.raw();
     assert_eq!(
         exchange_line(&mut s, b"FOO a b\r\n"),
@@ -286,8 +228,8 @@ fn errors_match_redis_texts() {
 
 #[test]
 fn databases_select_swap_flush() {
-    let srv = Server::start(&[]);
-    let mut c = srv.client();
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
     let _: () = redis::cmd("SET").arg("a").arg("0").query(&mut c).unwrap();
     let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
     let _: () = redis::cmd("SET").arg("b").arg("1").query(&mut c).unwrap();
@@ -303,8 +245,8 @@ fn databases_select_swap_flush() {
 
 #[test]
 fn info_reports_real_memory_and_keyspace() {
-    let srv = Server::start(&[]);
-    let mut c = srv.client();
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
     let used = |c: &mut redis::Connection| -> u64 {
         let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
         info.lines()
@@ -360,31 +302,10 @@ fn config_file_errors_name_the_line() {
 #[test]
 fn shipped_config_starts() {
     let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/podium.conf");
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     drop(srv);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
-        .args([conf, "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "podium with conf/podium.conf did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let srv = Launch::podium().config_file(conf).start();
+    let mut c = srv.con();
     let v: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("zset-max-ziplist-entries")
@@ -394,15 +315,13 @@ fn shipped_config_starts() {
         v,
         vec!["zset-max-ziplist-entries".to_string(), "128".to_string()]
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
 fn transactions_and_watch() {
-    let srv = Server::start(&[]);
-    let mut c = srv.client();
-    let mut other = srv.client();
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
+    let mut other = srv.con();
     let _: () = redis::cmd("WATCH").arg("w").query(&mut c).unwrap();
     let _: () = redis::cmd("SET")
         .arg("w")
@@ -441,7 +360,7 @@ fn transactions_and_watch() {
 
 #[test]
 fn shutdown_stops_the_server() {
-    let mut srv = Server::start(&[]);
+    let mut srv = Podium::start(&[]);
     let mut s = srv.raw();
     s.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -460,7 +379,7 @@ fn shutdown_stops_the_server() {
 
 #[test]
 fn many_clients_in_parallel() {
-    let srv = Server::start(&[]);
+    let srv = Podium::start(&[]);
     let port = srv.port;
     let handles: Vec<_> = (0..8)
         .map(|t| {
@@ -485,16 +404,16 @@ fn many_clients_in_parallel() {
     for h in handles {
         h.join().unwrap();
     }
-    let mut c = srv.client();
+    let mut c = srv.con();
     let n: i64 = redis::cmd("GET").arg("shared").query(&mut c).unwrap();
     assert_eq!(n, 4000);
 }
 
 #[test]
 fn idle_clients_are_closed_after_timeout() {
-    let srv = Server::start(&["--timeout", "1"]);
+    let srv = Podium::start(&["--timeout", "1"]);
     let mut idle = srv.raw();
-    let mut busy = srv.client();
+    let mut busy = srv.con();
     // The busy client talks every 300 ms, the idle one never does.
     for _ in 0..6 {
         std::thread::sleep(Duration::from_millis(300));
@@ -514,8 +433,8 @@ fn idle_clients_are_closed_after_timeout() {
 fn logfile_receives_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("podium.log");
-    let srv = Server::start(&["--logfile", log.to_str().unwrap()]);
-    let mut c = srv.client();
+    let srv = Podium::start(&["--logfile", log.to_str().unwrap()]);
+    let mut c = srv.con();
     let _: String = redis::cmd("PING").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("ready to accept connections"), "{text}");

@@ -4,80 +4,18 @@
 //! skip-list form), since encoding-specific bugs (e.g. GT/LT ignored on one form) are exactly
 //! what these tests are meant to catch.
 
+mod common;
+
+use common::Podium;
 use redis::{Connection, RedisError, Value};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        // A port found free may be taken by a parallel test before the server binds it: retry
-        // until our own child is the one listening.
-        for _ in 0..20 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .expect("free port");
-            let child = Command::new(env!("CARGO_BIN_EXE_podium"))
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn podium");
-            let mut s = Server { child, port };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(_)) = s.child.try_wait() {
-                    break;
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    thread::sleep(Duration::from_millis(20));
-                    if let Ok(None) = s.child.try_wait() {
-                        return s;
-                    }
-                    break;
-                }
-                assert!(Instant::now() < deadline, "server did not start");
-                thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("could not start the server");
-    }
-
-    fn con(&self) -> Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn con3(&self) -> Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Run `f` against a server in each encoding.
-fn both_encodings(f: impl Fn(&Server)) {
-    let small = Server::start(&[]);
+fn both_encodings(f: impl Fn(&Podium)) {
+    let small = Podium::start(&[]);
     f(&small);
-    let large = Server::start(&["--zset-max-listpack-entries", "0"]);
+    let large = Podium::start(&["--zset-max-listpack-entries", "0"]);
     f(&large);
 }
 
@@ -1023,7 +961,7 @@ fn leaderboard_flow() {
 /// skip-list form keeps -0 (and ZADD INCR still replies with the score it computed).
 #[test]
 fn negative_zero_follows_encoding() {
-    let small = Server::start(&[]);
+    let small = Podium::start(&[]);
     let mut c = small.con();
     assert_eq!(q(&mut c, &["zadd", "z", "incr", "-0", "a"]), b("-0"));
     assert_eq!(q(&mut c, &["zscore", "z", "a"]), b("0"));
@@ -1032,7 +970,7 @@ fn negative_zero_follows_encoding() {
         q(&mut c, &["zrange", "z", "0", "-1", "withscores"]),
         flat(&[("a", "0"), ("b", "0")])
     );
-    let large = Server::start(&["--zset-max-listpack-entries", "0"]);
+    let large = Podium::start(&["--zset-max-listpack-entries", "0"]);
     let mut c = large.con();
     assert_eq!(q(&mut c, &["zadd", "z", "-0.0", "b"]), i(1));
     assert_eq!(q(&mut c, &["zscore", "z", "b"]), b("-0"));
@@ -1053,7 +991,7 @@ fn negative_zero_follows_encoding() {
 /// one at a time to an identical set.
 #[test]
 fn pipelined_batch_on_a_large_set_matches_one_at_a_time() {
-    let s = Server::start(&[]);
+    let s = Podium::start(&[]);
     let mut con = s.con();
     let n = 70_000;
     for key in ["piped", "single"] {

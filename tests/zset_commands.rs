@@ -1007,7 +1007,7 @@ fn pipelined_batch_on_a_large_set_matches_one_at_a_time() {
     let ops: Vec<Vec<String>> = (0..600)
         .map(|j: i64| {
             let m = format!("m:{:06}", (j * 104_729) % (n + 50));
-            match j % 4 {
+            match j % 5 {
                 0 => vec![
                     "ZADD".into(),
                     "K".into(),
@@ -1016,6 +1016,7 @@ fn pipelined_batch_on_a_large_set_matches_one_at_a_time() {
                 ],
                 1 => vec!["ZINCRBY".into(), "K".into(), "-2.5".into(), m],
                 2 => vec!["ZREVRANK".into(), "K".into(), m],
+                3 => vec!["ZSCORE".into(), "K".into(), m],
                 _ => vec!["ZRANK".into(), "K".into(), m, "WITHSCORE".into()],
             }
         })

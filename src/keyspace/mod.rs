@@ -465,6 +465,47 @@ mod tests {
     }
 
     #[test]
+    fn prefetch_targets_the_entries_home_slot() {
+        // The keyspace prefetch (`Shard::prefetch`) must aim where hashbrown keeps the entry:
+        // check the predicted home slot against the entry's real address for every key.
+        let mut sh = Shard::default();
+        let n = 20_000;
+        for i in 0..n {
+            sh.insert(format!("k:{i:012}").as_bytes(), s("v"), false);
+        }
+        let size = std::mem::size_of::<(Key, Entry)>();
+        let (ctrl, mask) = sh
+            .map
+            .allocator()
+            .table(size)
+            .expect("table shape recognised");
+        let mut home = 0;
+        for i in 0..n {
+            let key = format!("k:{i:012}");
+            let h = std::hash::BuildHasher::hash_one(sh.map.hasher(), key.as_bytes());
+            let (k, _) = sh.map.get_key_value(key.as_bytes()).expect("present");
+            // The slot holds the (Key, Entry) pair; the key is its first field or not, so
+            // compare the slot ranges.
+            let at = k as *const Key as usize;
+            let pos = h as usize & mask;
+            let slot = ctrl - (pos + 1) * size;
+            if at >= slot && at < slot + size {
+                home += 1;
+            }
+            sh.prefetch(key.as_bytes());
+        }
+        assert!(
+            home > n / 2,
+            "only {home} of {n} keys in their predicted slot"
+        );
+        // Warming absent keys, tiny shards and a missing database is harmless.
+        let ks = Keyspace::new(1, 1);
+        ks.warm_keys(0, &[b"absent", b"k:000000000001"]);
+        ks.warm_keys(5, &[b"x"]);
+        sh.prefetch(b"absent");
+    }
+
+    #[test]
     fn shards_are_balanced() {
         let ks = Keyspace::new(1, 16);
         let mut counts = [0usize; 16];

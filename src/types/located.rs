@@ -71,7 +71,7 @@ impl Located {
     /// Address of the table's control bytes and its bucket mask, if the recorded block has the
     /// shape of a table of `slot_size`-byte slots.
     #[inline]
-    fn table(&self, slot_size: usize) -> Option<(usize, usize)> {
+    pub(crate) fn table(&self, slot_size: usize) -> Option<(usize, usize)> {
         let ptr = self.ptr.load(Ordering::Relaxed);
         let len = self.len.load(Ordering::Relaxed);
         if ptr == 0 || len <= GROUP_WIDTH {

@@ -272,16 +272,7 @@ impl<T, const SHIFT: usize> std::ops::IndexMut<usize> for Arena<T, SHIFT> {
 /// Hint the CPU to start loading `x` (a link the next search step will probably read).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` only hints the cache; the address comes from a live reference, and
-    // prefetching never faults or changes memory.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (x as *const T).cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    super::located::prefetch_addr(x as *const T as usize);
 }
 
 /// 2048 nodes (64 KiB) per chunk.

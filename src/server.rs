@@ -53,7 +53,6 @@ pub struct Server {
     pub lastsave: AtomicI64,
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
     pub expire_cursor: std::sync::atomic::AtomicUsize,
-    /// Keys reaped since the allocator was last asked to return free memory to the OS.
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -64,6 +63,38 @@ pub fn unix_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// The monotonic instant the wall clock is derived from (see [`unix_ms_at`]).
+fn clock_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Unix milliseconds at `clock_origin()`, as last measured by [`resync_wall_clock`].
+static WALL_AT_ORIGIN_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// Measure the wall clock against the monotonic one again, so [`unix_ms_at`] follows a wall
+/// clock that was stepped. Called by the cron on every tick.
+pub fn resync_wall_clock() {
+    let origin = clock_origin();
+    let wall = unix_ms();
+    let since = Instant::now().saturating_duration_since(origin).as_millis() as i64;
+    WALL_AT_ORIGIN_MS.store(wall - since, Ordering::Relaxed);
+}
+
+/// Unix milliseconds at the monotonic instant `at`, without reading the wall clock: the
+/// dispatcher reads one clock per command (for the command's duration) and derives the time
+/// expiry is judged by from it. Reading `SystemTime` as well cost a third clock call per
+/// command, ~3% of a pipelined GET. Between cron ticks the two clocks advance together; a
+/// stepped wall clock is picked up at the next tick.
+pub fn unix_ms_at(at: Instant) -> i64 {
+    let base = WALL_AT_ORIGIN_MS.load(Ordering::Relaxed);
+    if base == i64::MIN {
+        resync_wall_clock();
+        return unix_ms();
+    }
+    base + at.saturating_duration_since(clock_origin()).as_millis() as i64
 }
 
 impl Server {
@@ -334,6 +365,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 Duration::from_millis(1000 / hz)
             };
             tokio::time::sleep(pause).await;
+            resync_wall_clock();
             let s = cron_srv.clone();
             // The reaper takes shard locks: run it off the async workers.
             let r = tokio::task::spawn_blocking(move || {
@@ -367,3 +399,31 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
 }
 
 use rand::SeedableRng;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_wall_clock_tracks_the_real_one() {
+        // Before any resync it falls back to the wall clock; afterwards it is derived from the
+        // monotonic reading and must agree with SystemTime to within rounding.
+        for _ in 0..3 {
+            let before = unix_ms();
+            let derived = unix_ms_at(Instant::now());
+            let after = unix_ms();
+            assert!(
+                derived >= before - 2 && derived <= after + 2,
+                "{before} <= {derived} <= {after}"
+            );
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        resync_wall_clock();
+        let t0 = Instant::now();
+        assert_eq!(
+            unix_ms_at(t0 + Duration::from_millis(500)) - unix_ms_at(t0),
+            500,
+            "a later instant maps to a later time, 1:1"
+        );
+    }
+}

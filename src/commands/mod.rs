@@ -282,41 +282,33 @@ pub struct Outcome {
 /// large sorted set get their member lookups and skip-list searches warmed
 /// ([`zset::warm_batch`]). Only reads, and only hints: the requests then run in order.
 pub fn warm_batch(srv: &Server, db: usize, batch: &[Vec<Bytes>]) {
-    const KEYED: &[&str] = &[
-        "get",
-        "set",
-        "setex",
-        "getex",
-        "getdel",
-        "getset",
-        "incr",
-        "incrby",
-        "decr",
-        "decrby",
-        "exists",
-        "del",
-        "unlink",
-        "type",
-        "ttl",
-        "pttl",
-        "expire",
-        "pexpire",
-        "hget",
-        "hset",
-        "hgetall",
-        "hincrby",
-        "sismember",
-        "sadd",
-    ];
     let keys: Vec<&[u8]> = batch
         .iter()
-        .filter(|a| a.len() >= 2 && KEYED.iter().any(|c| args::eq(&a[0], c)))
+        .filter(|a| a.len() >= 2 && warms_first_key(&a[0]))
         .map(|a| &a[1][..])
         .collect();
     if keys.len() > 1 {
         srv.keyspace.warm_keys(db, &keys);
     }
     zset::warm_batch(srv, db, batch);
+}
+
+/// True for the common single-key commands whose key `warm_batch` prefetches. Sorted by name
+/// length so a request is compared with a handful of names at most (this runs for every
+/// request of every pipelined batch).
+fn warms_first_key(name: &[u8]) -> bool {
+    let candidates: &[&str] = match name.len() {
+        3 => &["get", "set", "del", "ttl"],
+        4 => &["incr", "decr", "type", "pttl", "hget", "hset", "sadd"],
+        5 => &["setex", "getex"],
+        6 => &[
+            "getdel", "getset", "incrby", "decrby", "exists", "unlink", "expire",
+        ],
+        7 => &["pexpire", "hgetall", "hincrby"],
+        9 => &["sismember"],
+        _ => return false,
+    };
+    candidates.iter().any(|c| args::eq(name, c))
 }
 
 /// Run one request for `client`.
@@ -361,7 +353,9 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::error("NOAUTH Authentication required."));
     }
-    let now = crate::server::unix_ms();
+    // One clock read serves the command's duration (commandstats) and its notion of now.
+    let started = std::time::Instant::now();
+    let now = crate::server::unix_ms_at(started);
     client.info.set_last_cmd(spec.name, now);
     if client.multi.is_some()
         && !matches!(
@@ -394,7 +388,7 @@ pub fn dispatch_with<'a>(
         _ => {}
     }
     g.now_ms = now;
-    let (reply, block, close) = run_locked(srv, client, spec, &args, g, false);
+    let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
     Outcome {
         reply,
@@ -422,7 +416,8 @@ fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
     None
 }
 
-/// Lock what `spec` needs, run it, log it, serve blocked clients, unlock.
+/// Lock what `spec` needs, run it, log it, serve blocked clients, unlock. `started` is when
+/// the command began (its INFO commandstats duration runs from there).
 pub fn run_locked<'a>(
     srv: &'a Server,
     client: &mut Client,
@@ -430,6 +425,7 @@ pub fn run_locked<'a>(
     args: &[Bytes],
     g: &mut Guards<'a>,
     in_exec: bool,
+    started: std::time::Instant,
 ) -> (Reply, Option<Blocked>, bool) {
     let own_locks = g.is_empty();
     if own_locks {
@@ -458,7 +454,6 @@ pub fn run_locked<'a>(
         in_exec,
         close_after_reply: false,
     };
-    let started = std::time::Instant::now();
     let reply = (spec.handler)(&mut ctx, args);
     spec.usec
         .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -565,4 +560,60 @@ macro_rules! try_reply {
             Err(r) => return r,
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmed_commands_are_known_single_key_commands() {
+        for name in [
+            "get",
+            "SET",
+            "Del",
+            "ttl",
+            "incr",
+            "decr",
+            "type",
+            "pttl",
+            "hget",
+            "hset",
+            "sadd",
+            "setex",
+            "getex",
+            "getdel",
+            "getset",
+            "incrby",
+            "decrby",
+            "exists",
+            "unlink",
+            "expire",
+            "pexpire",
+            "hgetall",
+            "hincrby",
+            "sismember",
+        ] {
+            assert!(warms_first_key(name.as_bytes()), "{name}");
+            // Every one is a real command whose first key is argument 1.
+            let spec = lookup(name.as_bytes()).expect("a registered command");
+            assert!(
+                matches!(spec.keys, Keys::Range(1, _, _)),
+                "{name}: first key is argument 1"
+            );
+        }
+        for name in [
+            "",
+            "ge",
+            "gett",
+            "zscore",
+            "mget",
+            "keys",
+            "scan",
+            "ping",
+            "sismembers",
+        ] {
+            assert!(!warms_first_key(name.as_bytes()), "{name}");
+        }
+    }
 }

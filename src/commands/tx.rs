@@ -195,7 +195,8 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             replies.push(super::unknown_command(&args));
             continue;
         };
-        let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true);
+        let started = std::time::Instant::now();
+        let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true, started);
         srv.stats.commands.fetch_add(1, Ordering::Relaxed);
         replies.push(reply);
     }

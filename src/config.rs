@@ -482,6 +482,12 @@ pub static PARAMS: &[Param] = &[
         "accepted for compatibility",
     ),
     p(
+        "sanitize-dump-payload",
+        Kind::Enum(&["no", "yes", "clients"]),
+        "no",
+        "RESTORE validates every payload in full whatever this says (as `yes`)",
+    ),
+    p(
         "stop-writes-on-bgsave-error",
         Kind::Bool,
         "yes",

@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{Launch, Podium};
+use common::{have, Launch, Podium};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -636,15 +636,6 @@ fn config_set_appendonly_at_runtime_and_info() {
 
 // ---------------------------------------------------------------------------------------------
 // redis-server 7.0 compatibility.
-
-fn have(prog: &str) -> bool {
-    Command::new(prog)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
 
 fn fill(c: &mut redis::Connection) {
     let _: () = redis::cmd("SET")

@@ -1,5 +1,5 @@
 //! Keyspace commands: DEL UNLINK EXISTS TYPE KEYS SCAN RANDOMKEY RENAME RENAMENX COPY MOVE
-//! TOUCH OBJECT.
+//! TOUCH OBJECT DUMP RESTORE.
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
@@ -10,6 +10,7 @@ use crate::types::Value;
 use crate::util::numtext::{glob_match, parse_i64};
 use bytes::Bytes;
 use rand::Rng;
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[
     Spec::new("del", -2, WRITE, Keys::Range(1, -1, 1), del, "generic"),
@@ -59,6 +60,15 @@ pub static COMMANDS: &[Spec] = &[
     ),
     Spec::new("copy", -3, WRITE | DENYOOM, Keys::All, copy, "generic"),
     Spec::new("move", 3, WRITE | FAST, Keys::All, move_cmd, "generic"),
+    Spec::new("dump", 2, READONLY, Keys::Range(1, 1, 1), dump, "generic"),
+    Spec::new(
+        "restore",
+        -4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        restore,
+        "generic",
+    ),
     Spec::new(
         "object",
         -2,
@@ -371,6 +381,107 @@ fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.db().modified(key);
     ctx.dirty += 1;
     Reply::Int(1)
+}
+
+/// DUMP key: the value in Redis's RDB object format (see `persistence::rdb`), nil if absent.
+fn dump(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut db = ctx.db();
+    match db.value(&a[1]) {
+        Some(v) => Reply::Bulk(Bytes::from(crate::persistence::rdb::dump(v))),
+        None => Reply::Null,
+    }
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]
+///
+/// Checks in Redis's order: options, an existing key without REPLACE (-BUSYKEY), the TTL, the
+/// payload's version and CRC, then its object. A TTL already in the past replaces nothing new:
+/// the old key is deleted (with REPLACE) and logged as DEL. A relative TTL is logged as an
+/// absolute one with ABSTTL, so a replay restores the same deadline.
+fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    use crate::persistence::rdb;
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (false, false);
+    let mut i = 4;
+    while i < a.len() {
+        let more = i + 1 < a.len();
+        if eq(&a[i], "replace") {
+            replace = true;
+        } else if eq(&a[i], "absttl") {
+            absttl = true;
+        } else if eq(&a[i], "idletime") && more && !freq {
+            let Ok(v) = int(&a[i + 1]) else {
+                return Reply::error(NOT_INT);
+            };
+            if v < 0 {
+                return Reply::error("ERR Invalid IDLETIME value, must be >= 0");
+            }
+            idle = true;
+            i += 1;
+        } else if eq(&a[i], "freq") && more && !idle {
+            let Ok(v) = int(&a[i + 1]) else {
+                return Reply::error(NOT_INT);
+            };
+            if !(0..=255).contains(&v) {
+                return Reply::error("ERR Invalid FREQ value, must be >= 0 and <= 255");
+            }
+            freq = true;
+            i += 1;
+        } else {
+            return Reply::error(SYNTAX);
+        }
+        i += 1;
+    }
+    let key = &a[1];
+    if !replace && ctx.db().exists(key) {
+        return Reply::error("BUSYKEY Target key name already exists.");
+    }
+    let Ok(ttl) = int(&a[2]) else {
+        return Reply::error(NOT_INT);
+    };
+    if ttl < 0 {
+        return Reply::error("ERR Invalid TTL value, must be >= 0");
+    }
+    let limits = rdb::Limits {
+        hash: super::hash::limits(ctx),
+        zset: ctx.srv.config.zset_limits(),
+        set_max_intset: ctx.srv.config.hot.set_max_intset.load(Ordering::Relaxed),
+    };
+    let value = match rdb::restore(&a[3], &limits) {
+        Ok(v) => v,
+        Err(rdb::PayloadError::VersionOrChecksum) => {
+            return Reply::error("ERR DUMP payload version or checksum are wrong")
+        }
+        Err(rdb::PayloadError::BadFormat) => return Reply::error("ERR Bad data format"),
+    };
+    let deleted = replace && ctx.db().remove(key).is_some();
+    let expire_at = match (ttl, absttl) {
+        (0, _) => NO_EXPIRE,
+        (t, true) => t,
+        (t, false) => ctx.now_ms().saturating_add(t),
+    };
+    if expire_at != NO_EXPIRE && expire_at <= ctx.now_ms() {
+        if deleted {
+            ctx.db().modified(key);
+            ctx.dirty += 1;
+            ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
+        }
+        return Reply::Ok;
+    }
+    let mut db = ctx.db();
+    db.insert(key, value);
+    if expire_at != NO_EXPIRE {
+        db.set_expire(key, expire_at);
+    }
+    db.modified(key);
+    ctx.dirty += 1;
+    if expire_at != NO_EXPIRE && !absttl {
+        let mut logged = a.to_vec();
+        logged[2] = Bytes::from(expire_at.to_string());
+        logged.push(Bytes::from_static(b"ABSTTL"));
+        ctx.propagate_as(vec![logged]);
+    }
+    Reply::Ok
 }
 
 /// OBJECT ENCODING's name for a value.

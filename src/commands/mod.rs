@@ -16,6 +16,7 @@ pub mod keys;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod tx;
 pub mod zset;
@@ -63,6 +64,10 @@ pub enum Keys {
     Custom(fn(&[Bytes]) -> Vec<usize>),
     /// All shards of the client's database (KEYS, SCAN, DBSIZE, FLUSHDB, RANDOMKEY).
     Db,
+    /// All shards of the client's database, for a command that also reads keys its arguments
+    /// only name by pattern (SORT ... BY/GET); the function gives the keys it names outright
+    /// (COMMAND GETKEYS).
+    DbNamed(fn(&[Bytes]) -> Vec<usize>),
     /// Every shard of every database (FLUSHALL, SWAPDB, MOVE, COPY ... DB, EXEC).
     All,
 }
@@ -119,7 +124,9 @@ impl Spec {
                 }
                 v
             }
-            Keys::Custom(f) => f(args).into_iter().filter(|&i| i < args.len()).collect(),
+            Keys::Custom(f) | Keys::DbNamed(f) => {
+                f(args).into_iter().filter(|&i| i < args.len()).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -197,6 +204,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
         for family in [
             server::COMMANDS,
             keys::COMMANDS,
+            sort::COMMANDS,
             expire::COMMANDS,
             string::COMMANDS,
             zset::COMMANDS,
@@ -431,7 +439,7 @@ pub fn run_locked<'a>(
     if own_locks {
         match spec.keys {
             Keys::None => {}
-            Keys::Db => g.lock_db(client.db),
+            Keys::Db | Keys::DbNamed(_) => g.lock_db(client.db),
             Keys::All => g.lock_all(),
             Keys::Range(1, 1, _) => g.lock_one(client.db, &args[1]),
             _ => {

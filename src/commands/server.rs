@@ -564,10 +564,11 @@ fn spec_flags(spec: &Spec) -> Vec<Reply> {
 fn command_info(spec: &Spec) -> Reply {
     let (first, last, step) = match spec.keys {
         Keys::Range(f, l, s) => (f, l, s),
+        Keys::DbNamed(_) => (1, 1, 1),
         _ => (0, 0, 0),
     };
     let mut flags = spec_flags(spec);
-    if matches!(spec.keys, Keys::Custom(_)) {
+    if matches!(spec.keys, Keys::Custom(_) | Keys::DbNamed(_)) {
         flags.push(Reply::Status("movablekeys"));
     }
     Reply::Array(vec![

@@ -26,6 +26,7 @@
 
 pub mod load;
 pub mod manifest;
+pub mod rdb;
 pub mod rewrite;
 
 use crate::protocol::Reply;

@@ -310,3 +310,13 @@ fn call(s: &mut BufReader<TcpStream>, args: &[&str]) -> Option<Result<String, St
         _ => None,
     }
 }
+
+/// True if `prog --version` runs (e.g. whether redis-server is installed for a cross-check).
+pub fn have(prog: &str) -> bool {
+    Command::new(prog)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}

@@ -1,0 +1,434 @@
+//! DUMP and RESTORE: replies and errors, options, TTLs, AOF logging, and payload compatibility
+//! with redis-server 7.0 in both directions (when it is installed).
+
+mod common;
+
+use common::{Launch, Podium};
+use redis::Connection;
+
+fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("DUMP").arg(key).query(con).expect("DUMP")
+}
+
+fn restore(con: &mut Connection, args: &[&[u8]]) -> redis::RedisResult<String> {
+    let mut c = redis::cmd("RESTORE");
+    for a in args {
+        c.arg(*a);
+    }
+    c.query(con)
+}
+
+fn err_text(r: redis::RedisResult<String>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v}"),
+        Err(e) => {
+            let code = e.code().unwrap_or("").to_string();
+            let detail = e.detail().unwrap_or("").to_string();
+            format!("{code} {detail}").trim().to_string()
+        }
+    }
+}
+
+/// Everything a key holds, in a comparable form (sets and hashes sorted).
+fn contents(con: &mut Connection, key: &str) -> (String, Vec<Vec<u8>>) {
+    let t: String = redis::cmd("TYPE").arg(key).query(con).expect("TYPE");
+    let mut items: Vec<Vec<u8>> = match t.as_str() {
+        "string" => vec![redis::cmd("GET").arg(key).query(con).expect("GET")],
+        "list" => redis::cmd("LRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query(con)
+            .expect("LRANGE"),
+        "set" => redis::cmd("SMEMBERS")
+            .arg(key)
+            .query(con)
+            .expect("SMEMBERS"),
+        "hash" => {
+            let flat: Vec<Vec<u8>> = redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+            flat.chunks(2)
+                .map(|p| [&p[0][..], b"=", &p[1][..]].concat())
+                .collect()
+        }
+        "zset" => redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(con)
+            .expect("ZRANGE"),
+        other => panic!("unexpected type {other}"),
+    };
+    if t == "set" || t == "hash" {
+        items.sort();
+    }
+    (t, items)
+}
+
+/// Keys of every type in both the compact and the large encodings, strings of every encoding.
+fn fill(con: &mut Connection) -> Vec<&'static str> {
+    let long = "x".repeat(70_000);
+    let words = "abcdefgh".repeat(100);
+    redis::pipe()
+        .cmd("SET")
+        .arg("s:small")
+        .arg("hello")
+        .cmd("SET")
+        .arg("s:int8")
+        .arg("-7")
+        .cmd("SET")
+        .arg("s:int16")
+        .arg("3000")
+        .cmd("SET")
+        .arg("s:int32")
+        .arg("-2000000000")
+        .cmd("SET")
+        .arg("s:int64")
+        .arg("9223372036854775807")
+        .cmd("SET")
+        .arg("s:zero-padded")
+        .arg("0012")
+        .cmd("SET")
+        .arg("s:compressible")
+        .arg(&words)
+        .cmd("SET")
+        .arg("s:long")
+        .arg(&long)
+        .cmd("SET")
+        .arg("s:binary")
+        .arg(&[0u8, 255, 13, 10, 7][..])
+        .cmd("RPUSH")
+        .arg("l:small")
+        .arg("a")
+        .arg("12")
+        .arg("-70000")
+        .arg("b")
+        .cmd("SADD")
+        .arg("set:ints")
+        .arg(1)
+        .arg(-5)
+        .arg(300)
+        .arg(70000)
+        .arg(5_000_000_000i64)
+        .cmd("SADD")
+        .arg("set:strs")
+        .arg("x")
+        .arg("y")
+        .arg("zz")
+        .cmd("HSET")
+        .arg("h:small")
+        .arg("f")
+        .arg("v")
+        .arg("n")
+        .arg(42)
+        .cmd("ZADD")
+        .arg("z:small")
+        .arg(1.5)
+        .arg("a")
+        .arg("-inf")
+        .arg("b")
+        .arg(3)
+        .arg("c")
+        .query::<()>(con)
+        .expect("fill");
+    let mut p = redis::pipe();
+    for i in 0..600 {
+        p.cmd("RPUSH").arg("l:big").arg(format!("element-{i}"));
+        p.cmd("SADD").arg("set:big").arg(format!("member-{i}"));
+        p.cmd("HSET")
+            .arg("h:big")
+            .arg(format!("field-{i}"))
+            .arg(i * 7);
+        p.cmd("ZADD")
+            .arg("z:big")
+            .arg(i as f64 / 3.0)
+            .arg(format!("m-{i}"));
+    }
+    p.cmd("HSET").arg("h:bigvalue").arg("f").arg(&long);
+    p.cmd("ZADD")
+        .arg("z:inf")
+        .arg("+inf")
+        .arg("top")
+        .arg(0)
+        .arg("zero");
+    p.query::<()>(con).expect("fill big");
+    vec![
+        "s:small",
+        "s:int8",
+        "s:int16",
+        "s:int32",
+        "s:int64",
+        "s:zero-padded",
+        "s:compressible",
+        "s:long",
+        "s:binary",
+        "l:small",
+        "l:big",
+        "set:ints",
+        "set:strs",
+        "set:big",
+        "h:small",
+        "h:big",
+        "h:bigvalue",
+        "z:small",
+        "z:big",
+        "z:inf",
+    ]
+}
+
+#[test]
+fn dump_and_restore_round_trip_every_type() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    let keys = fill(&mut con);
+    for key in keys {
+        let before = contents(&mut con, key);
+        let payload = dump(&mut con, key).expect("payload");
+        let copy = format!("{key}:copy");
+        assert_eq!(
+            restore(&mut con, &[copy.as_bytes(), b"0", &payload]).unwrap(),
+            "OK"
+        );
+        assert_eq!(contents(&mut con, &copy), before, "{key}");
+        let ttl: i64 = redis::cmd("PTTL").arg(&copy).query(&mut con).unwrap();
+        assert_eq!(ttl, -1);
+    }
+    assert_eq!(dump(&mut con, "missing"), None);
+}
+
+#[test]
+fn restore_options_and_errors_match_redis() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut con)
+        .unwrap();
+    let p = dump(&mut con, "k").unwrap();
+    assert_eq!(
+        err_text(restore(&mut con, &[b"k", b"0", &p])),
+        "BUSYKEY Target key name already exists."
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"-1", &p])),
+        "ERR Invalid TTL value, must be >= 0"
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"x", &p])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", &p, b"bogus"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", &p, b"IDLETIME", b"-1"])),
+        "ERR Invalid IDLETIME value, must be >= 0"
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", &p, b"FREQ", b"256"])),
+        "ERR Invalid FREQ value, must be >= 0 and <= 255"
+    );
+    // IDLETIME and FREQ exclude each other.
+    assert_eq!(
+        err_text(restore(
+            &mut con,
+            &[b"n", b"0", &p, b"IDLETIME", b"1", b"FREQ", b"1"]
+        )),
+        "ERR syntax error"
+    );
+    let mut bad = p.clone();
+    bad[1] ^= 1;
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", &bad])),
+        "ERR DUMP payload version or checksum are wrong"
+    );
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", b"garbage"])),
+        "ERR DUMP payload version or checksum are wrong"
+    );
+    // A payload with a valid footer around an object that does not decode.
+    let mut body = vec![2u8, 5, 1, b'a'];
+    body.extend_from_slice(&10u16.to_le_bytes());
+    let crc = podium::persistence::rdb::crc64(0, &body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        err_text(restore(&mut con, &[b"n", b"0", &body])),
+        "ERR Bad data format"
+    );
+    // Options accepted: REPLACE with a relative TTL, ABSTTL, IDLETIME, FREQ.
+    assert_eq!(
+        restore(
+            &mut con,
+            &[b"k", b"100000", &p, b"REPLACE", b"IDLETIME", b"5"]
+        )
+        .unwrap(),
+        "OK"
+    );
+    let ttl: i64 = redis::cmd("PTTL").arg("k").query(&mut con).unwrap();
+    assert!(ttl > 99_000 && ttl <= 100_000, "{ttl}");
+    let at = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 50_000)
+        .to_string();
+    assert_eq!(
+        restore(
+            &mut con,
+            &[b"k2", at.as_bytes(), &p, b"ABSTTL", b"FREQ", b"3"]
+        )
+        .unwrap(),
+        "OK"
+    );
+    let ttl: i64 = redis::cmd("PTTL").arg("k2").query(&mut con).unwrap();
+    // (The server's clock and ours may round the same instant 1 ms apart.)
+    assert!(ttl > 45_000 && ttl <= 50_002, "{ttl}");
+    // An absolute TTL in the past: OK, the old key is gone and nothing is created.
+    assert_eq!(
+        restore(&mut con, &[b"k2", b"1", &p, b"ABSTTL", b"REPLACE"]).unwrap(),
+        "OK"
+    );
+    let n: i64 = redis::cmd("EXISTS").arg("k2").query(&mut con).unwrap();
+    assert_eq!(n, 0);
+    // RESTORE over a key of another type with REPLACE.
+    redis::cmd("ZADD")
+        .arg("z")
+        .arg(1)
+        .arg("m")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        restore(&mut con, &[b"z", b"0", &p, b"REPLACE"]).unwrap(),
+        "OK"
+    );
+    let v: String = redis::cmd("GET").arg("z").query(&mut con).unwrap();
+    assert_eq!(v, "v");
+}
+
+#[test]
+fn restored_collections_take_the_encoding_the_limits_give() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    let mut p = redis::pipe();
+    for i in 0..10 {
+        p.cmd("HSET").arg("h").arg(format!("f{i}")).arg(i);
+        p.cmd("ZADD").arg("z").arg(i).arg(format!("m{i}"));
+    }
+    p.query::<()>(&mut con).unwrap();
+    let enc = |con: &mut Connection, k: &str| -> String {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(k)
+            .query(con)
+            .unwrap()
+    };
+    assert_eq!(enc(&mut con, "h"), "listpack");
+    let ph = dump(&mut con, "h").unwrap();
+    let pz = dump(&mut con, "z").unwrap();
+    for (k, v) in [
+        ("hash-max-listpack-entries", "2"),
+        ("zset-max-listpack-entries", "2"),
+    ] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query::<()>(&mut con)
+            .unwrap();
+    }
+    restore(&mut con, &[b"h2", b"0", &ph]).unwrap();
+    restore(&mut con, &[b"z2", b"0", &pz]).unwrap();
+    assert_eq!(enc(&mut con, "h2"), "hashtable");
+    assert_eq!(enc(&mut con, "z2"), "skiplist");
+    assert_eq!(contents(&mut con, "h2"), contents(&mut con, "h"));
+    assert_eq!(contents(&mut con, "z2"), contents(&mut con, "z"));
+}
+
+#[test]
+fn restore_is_logged_so_a_restart_restores_the_same_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = ["--appendonly", "yes", "--dir", d];
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    redis::cmd("RPUSH")
+        .arg("l")
+        .arg("a")
+        .arg("b")
+        .query::<()>(&mut con)
+        .unwrap();
+    let p = dump(&mut con, "l").unwrap();
+    restore(&mut con, &[b"copy", b"600000", &p]).unwrap();
+    restore(&mut con, &[b"forever", b"0", &p]).unwrap();
+    let before: i64 = redis::cmd("PEXPIRETIME")
+        .arg("copy")
+        .query(&mut con)
+        .unwrap();
+    s.stop();
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let after: i64 = redis::cmd("PEXPIRETIME")
+        .arg("copy")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        before, after,
+        "the relative TTL was logged as an absolute one"
+    );
+    assert_eq!(
+        contents(&mut con, "copy").1,
+        vec![b"a".to_vec(), b"b".to_vec()]
+    );
+    assert_eq!(
+        contents(&mut con, "forever").1,
+        vec![b"a".to_vec(), b"b".to_vec()]
+    );
+}
+
+#[test]
+fn payloads_move_between_redis_server_and_podium() {
+    if !common::have("redis-server") {
+        println!("NOTICE: redis-server not installed; skipping the DUMP cross-check with Redis");
+        return;
+    }
+    let redis = Launch::prog("redis-server").args(&["--save", ""]).start();
+    let podium = Podium::start(&[]);
+    let mut rc = redis.con();
+    let mut pc = podium.con();
+    let keys = fill(&mut rc);
+    fill(&mut pc);
+    for key in keys {
+        let want = contents(&mut rc, key);
+        // Redis's payload (listpacks, intsets, LZF strings) restored by Podium.
+        let from_redis = dump(&mut rc, key).expect("redis payload");
+        let copy = format!("{key}:from-redis");
+        restore(&mut pc, &[copy.as_bytes(), b"0", &from_redis]).expect("podium RESTORE");
+        assert_eq!(contents(&mut pc, &copy), want, "{key} from redis");
+        // Podium's payload restored by Redis.
+        let from_podium = dump(&mut pc, key).expect("podium payload");
+        let copy = format!("{key}:from-podium");
+        restore(&mut rc, &[copy.as_bytes(), b"0", &from_podium]).expect("redis RESTORE");
+        assert_eq!(contents(&mut rc, &copy), want, "{key} from podium");
+        // Strings get the same bytes from both (no compression involved below 21 bytes).
+        if key.starts_with("s:") && want.1[0].len() <= 20 {
+            assert_eq!(from_podium, from_redis, "{key} payload bytes");
+        }
+    }
+    // Podium refuses a stream payload from Redis as "Bad data format", not a crash.
+    let _: String = redis::cmd("XADD")
+        .arg("st")
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query(&mut rc)
+        .unwrap();
+    let p = dump(&mut rc, "st").unwrap();
+    assert_eq!(
+        err_text(restore(&mut pc, &[b"st", b"0", &p])),
+        "ERR Bad data format"
+    );
+    let v: String = redis::cmd("PING").query(&mut pc).unwrap();
+    assert_eq!(v, "PONG");
+}

@@ -404,7 +404,7 @@ pub static PARAMS: &[Param] = &[
             "busy-reply-threshold",
             INT,
             "5000",
-            "accepted for compatibility",
+            "ms a script runs before other clients get -BUSY",
         ),
         &["lua-time-limit"],
     ),
@@ -541,6 +541,7 @@ pub struct Hot {
     pub appendonly: AtomicBool,
     pub requirepass_set: AtomicBool,
     pub timeout: AtomicI64,
+    pub busy_reply_threshold: AtomicI64,
 }
 
 /// The running configuration.
@@ -657,6 +658,7 @@ impl Config {
             "appendonly" => h.appendonly.store(v == "yes", Ordering::Relaxed),
             "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
+            "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
             _ => {}
         }
     }

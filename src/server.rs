@@ -47,6 +47,8 @@ pub struct Server {
     pub run_id: String,
     pub port: AtomicI64,
     pub aof: Aof,
+    /// Lua scripts cached for EVALSHA, and the running script's state.
+    pub scripts: crate::commands::script::Scripts,
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
@@ -115,6 +117,7 @@ impl Server {
             started: Instant::now(),
             run_id,
             aof: Aof::default(),
+            scripts: Default::default(),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),

@@ -14,6 +14,7 @@ pub mod expire;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -205,6 +206,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
             server::COMMANDS,
             keys::COMMANDS,
             sort::COMMANDS,
+            script::COMMANDS,
             expire::COMMANDS,
             string::COMMANDS,
             zset::COMMANDS,
@@ -360,6 +362,27 @@ pub fn dispatch_with<'a>(
             client.multi_abort = true;
         }
         return done(Reply::error("NOAUTH Authentication required."));
+    }
+    // A script past `busy-reply-threshold` holds every shard: refuse rather than wait, as
+    // Redis does, except for what Redis still allows (SCRIPT KILL, SHUTDOWN, MULTI ...).
+    if srv
+        .scripts
+        .busy(srv.config.hot.busy_reply_threshold.load(Ordering::Relaxed))
+        && spec.flags & flags::ALLOW_BUSY == 0
+        && !script::is_script_kill(&args)
+    {
+        if spec.name == "exec" && client.multi.is_some() {
+            tx::discard_for(srv, client);
+            return done(Reply::error(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                script::BUSY
+            )));
+        }
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(Reply::error(script::BUSY));
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();

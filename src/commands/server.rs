@@ -19,7 +19,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "hello",
         -1,
-        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY,
         Keys::None,
         hello,
         "connection",
@@ -43,7 +43,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "auth",
         -2,
-        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY,
         Keys::None,
         auth,
         "connection",
@@ -51,7 +51,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "reset",
         1,
-        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING,
+        NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY,
         Keys::None,
         reset,
         "connection",
@@ -104,7 +104,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "shutdown",
         -1,
-        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
         Keys::None,
         shutdown,
         "server",

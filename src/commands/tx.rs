@@ -101,6 +101,12 @@ pub fn control(srv: &Server, client: &mut Client, name: &str, args: &[Bytes]) ->
     }
 }
 
+/// Leave MULTI without running it (an EXEC refused while a script is busy).
+pub fn discard_for(srv: &Server, client: &mut Client) {
+    reset_multi(client);
+    unwatch_all(srv, client);
+}
+
 fn reset_multi(client: &mut Client) {
     client.multi = None;
     client.multi_abort = false;

@@ -233,7 +233,9 @@ pub fn load_file(srv: &Server, path: &Path, last: bool) -> Result<FileLoad, Stri
 
 /// Execute one logged command.
 fn run(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String> {
-    if args[0].eq_ignore_ascii_case(b"select") {
+    // Inside MULTI a SELECT is queued like the rest (a transaction or a script that changed
+    // database), so the commands before it still run in the database they were logged in.
+    if args[0].eq_ignore_ascii_case(b"select") && client.multi.is_none() {
         let db = args
             .get(1)
             .and_then(|a| number(a))

@@ -1,0 +1,365 @@
+//! Lua scripting against the real binary: EVAL/EVALSHA/SCRIPT, reply conversions both ways,
+//! Redis 7.0's error texts, atomicity inside MULTI, the AOF (effects, not scripts), and a long
+//! script answered with -BUSY and stopped with SCRIPT KILL.
+
+mod common;
+
+use common::{Launch, Podium};
+use redis::{Connection, Value};
+use std::time::Duration;
+
+fn eval(
+    con: &mut Connection,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::RedisResult<Value> {
+    redis::cmd("EVAL")
+        .arg(script)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query(con)
+}
+
+fn err(r: redis::RedisResult<Value>) -> String {
+    let e = r.expect_err("an error");
+    format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+        .trim()
+        .to_string()
+}
+
+/// EVAL `script` (no keys) on a connection of its own, in a thread; its reply when it ends.
+fn eval_in_thread(
+    port: u16,
+    script: &'static str,
+) -> std::thread::JoinHandle<redis::RedisResult<Value>> {
+    std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?.get_connection()?;
+        redis::cmd("EVAL").arg(script).arg(0).query(&mut c)
+    })
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+#[test]
+fn replies_convert_both_ways_as_in_redis() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    assert_eq!(eval(&mut con, "return 1", &[], &[]).unwrap(), Value::Int(1));
+    assert_eq!(
+        eval(&mut con, "return 3.99", &[], &[]).unwrap(),
+        Value::Int(3)
+    );
+    assert_eq!(
+        eval(&mut con, "return -3.99", &[], &[]).unwrap(),
+        Value::Int(-3)
+    );
+    assert_eq!(
+        eval(&mut con, "return true", &[], &[]).unwrap(),
+        Value::Int(1)
+    );
+    assert_eq!(
+        eval(&mut con, "return false", &[], &[]).unwrap(),
+        Value::Nil
+    );
+    assert_eq!(
+        eval(&mut con, "return {1, 'two', {3}, false, nil, 5}", &[], &[]).unwrap(),
+        Value::Array(vec![
+            Value::Int(1),
+            bulk("two"),
+            Value::Array(vec![Value::Int(3)]),
+            Value::Nil
+        ]),
+        "false is nil; the array stops at the first real nil"
+    );
+    assert_eq!(
+        eval(&mut con, "return {ok='FINE'}", &[], &[]).unwrap(),
+        Value::SimpleString("FINE".into())
+    );
+    assert_eq!(
+        err(eval(&mut con, "return {err='My Error'}", &[], &[])),
+        "My Error"
+    );
+    assert_eq!(
+        err(eval(&mut con, "return redis.error_reply('oops')", &[], &[])),
+        "ERR oops"
+    );
+    assert_eq!(
+        eval(&mut con, "return KEYS[1] .. ARGV[2]", &["a"], &["b", "c"]).unwrap(),
+        bulk("ac")
+    );
+    // Command replies seen by the script: status as {ok=}, nil as false, integers as numbers.
+    let v = eval(
+        &mut con,
+        "local s = redis.call('set', KEYS[1], 'v')
+         local n = redis.call('get', 'missing')
+         local i = redis.call('incr', 'counter')
+         return {s['ok'], tostring(n), i + 1, redis.call('get', KEYS[1])}",
+        &["k"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        Value::Array(vec![bulk("OK"), bulk("false"), Value::Int(2), bulk("v")])
+    );
+    // The leaderboard idiom from the design articles: an atomic "around me" window.
+    let v = eval(
+        &mut con,
+        "redis.call('zadd', KEYS[1], 10, 'a', 20, 'b', 30, 'c', 40, 'd')
+         local r = redis.call('zrevrank', KEYS[1], ARGV[1])
+         return redis.call('zrange', KEYS[1], math.max(r - 1, 0), r + 1, 'REV', 'WITHSCORES')",
+        &["lb"],
+        &["c"],
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        Value::Array(
+            ["d", "40", "c", "30", "b", "20"]
+                .iter()
+                .map(|s| bulk(s))
+                .collect()
+        )
+    );
+    assert_eq!(
+        eval(&mut con, "return redis.sha1hex('')", &[], &[]).unwrap(),
+        bulk("da39a3ee5e6b4b0d3255bfef95601890afd80709")
+    );
+}
+
+#[test]
+fn errors_read_as_redis_7() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut con)
+        .unwrap();
+    let incr = "return redis.call('incr', KEYS[1])";
+    let sha = "2bab3b661081db58bd2341920e0ba7cf5dc77b25"; // SHA1 of `incr` above
+    assert_eq!(
+        err(eval(&mut con, incr, &["k"], &[])),
+        format!("ERR value is not an integer or out of range script: {sha}, on @user_script:1.")
+    );
+    assert_eq!(
+        err(eval(
+            &mut con,
+            "return redis.pcall('incr', KEYS[1])",
+            &["k"],
+            &[]
+        )),
+        "ERR value is not an integer or out of range"
+    );
+    // pcall around redis.call sees the error's text.
+    assert_eq!(
+        eval(
+            &mut con,
+            "local ok, e = pcall(redis.call, 'incr', 'k') return e",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        bulk("ERR value is not an integer or out of range")
+    );
+    for (script, want) in [
+        (
+            "return +",
+            "ERR Error compiling script (new function): user_script:1: unexpected symbol near '+'",
+        ),
+        (
+            "return redis.call('nosuch')",
+            "ERR Unknown Redis command called from script",
+        ),
+        (
+            "return redis.call('get')",
+            "ERR Wrong number of args calling Redis command from script",
+        ),
+        (
+            "return redis.call('multi')",
+            "ERR This Redis command is not allowed from script",
+        ),
+        (
+            "return redis.call('get', {})",
+            "ERR Lua redis lib command arguments must be strings or integers",
+        ),
+        (
+            "return nosuch",
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'nosuch'",
+        ),
+        (
+            "x = 1",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        ("error('boom')", "ERR user_script:1: boom"),
+    ] {
+        let got = err(eval(&mut con, script, &[], &[]));
+        assert!(got.starts_with(want), "{script}: {got}");
+    }
+    assert_eq!(
+        err(redis::cmd("EVAL")
+            .arg("return 1")
+            .arg(3)
+            .arg("a")
+            .query(&mut con)),
+        "ERR Number of keys can't be greater than number of args"
+    );
+    assert_eq!(
+        err(redis::cmd("EVAL").arg("return 1").arg(-1).query(&mut con)),
+        "ERR Number of keys can't be negative"
+    );
+    assert_eq!(
+        err(redis::cmd("EVAL_RO")
+            .arg("return redis.call('set','x','y')")
+            .arg(0)
+            .query(&mut con))
+        .split(" script:")
+        .next()
+        .unwrap(),
+        "ERR Write commands are not allowed from read-only scripts."
+    );
+}
+
+#[test]
+fn evalsha_and_the_script_cache() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 'loaded'")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(sha, "b534286061d4b9e4026607613b95c06c06015ae8");
+    let v: String = redis::cmd("EVALSHA")
+        .arg(&sha)
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "loaded");
+    // EVAL caches what it ran.
+    eval(&mut con, "return 1", &[], &[]).unwrap();
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg("e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+        .arg("ffffffffffffffffffffffffffffffffffffffff")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![1, 0]);
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        err(redis::cmd("EVALSHA").arg(&sha).arg(0).query(&mut con)),
+        "NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(
+        err(redis::cmd("SCRIPT").arg("KILL").query(&mut con)),
+        "NOTBUSY No scripts in execution right now."
+    );
+}
+
+#[test]
+fn scripts_are_atomic_and_logged_as_their_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = ["--appendonly", "yes", "--appendfsync", "always", "--dir", d];
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    // Random and time-dependent choices are logged as what they did, so the replay matches.
+    eval(
+        &mut con,
+        "for i = 1, 50 do redis.call('zincrby', KEYS[1], math.random(100), 'm' .. i) end
+         redis.call('select', 3)
+         redis.call('set', 'in-db-3', 'x')
+         return redis.call('expire', 'in-db-3', 1000)",
+        &["lb"],
+        &[],
+    )
+    .unwrap();
+    // SELECT inside the script did not move the caller.
+    let n: i64 = redis::cmd("ZCARD").arg("lb").query(&mut con).unwrap();
+    assert_eq!(n, 50);
+    // Inside MULTI the script runs as one queued command.
+    redis::cmd("MULTI").query::<()>(&mut con).unwrap();
+    redis::cmd("EVAL")
+        .arg("return redis.call('incrby', KEYS[1], 5)")
+        .arg(1)
+        .arg("c")
+        .query::<()>(&mut con)
+        .unwrap();
+    redis::cmd("INCR").arg("c").query::<()>(&mut con).unwrap();
+    let r: Vec<i64> = redis::cmd("EXEC").query(&mut con).unwrap();
+    assert_eq!(r, vec![5, 6]);
+    let before: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("lb")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut con)
+        .unwrap();
+    s.kill9();
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let after: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("lb")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(after, before);
+    let c: i64 = redis::cmd("GET").arg("c").query(&mut con).unwrap();
+    assert_eq!(c, 6);
+    let mut db3 = s.con_db(3);
+    let ttl: i64 = redis::cmd("TTL").arg("in-db-3").query(&mut db3).unwrap();
+    assert!(ttl > 990 && ttl <= 1000, "{ttl}");
+    // The log holds the effects in MULTI/EXEC, never the script.
+    let mut log = Vec::new();
+    for e in std::fs::read_dir(dir.path().join("appendonlydir")).unwrap() {
+        log.extend(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    let text = String::from_utf8_lossy(&log).to_ascii_lowercase();
+    assert!(text.contains("zincrby") && text.contains("multi") && !text.contains("eval"));
+}
+
+#[test]
+fn a_long_script_gets_busy_replies_and_script_kill() {
+    let s = Podium::start(&["--threads", "2"]);
+    let mut con = s.con();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lua-time-limit")
+        .arg(10)
+        .query::<()>(&mut con)
+        .unwrap();
+    let port = s.port;
+    let runner = eval_in_thread(port, "while true do end");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(err(redis::cmd("GET").arg("x").query(&mut con))
+        .starts_with("BUSY Redis is busy running a script"));
+    // MULTI is allowed while busy; a command queued then aborts the transaction.
+    redis::cmd("MULTI").query::<()>(&mut con).unwrap();
+    assert!(err(redis::cmd("INCR").arg("x").query(&mut con)).starts_with("BUSY"));
+    // (From another connection: this one is inside MULTI, where SCRIPT KILL would be queued.)
+    let mut other = s.con();
+    redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<()>(&mut other)
+        .unwrap();
+    let killed = runner.join().unwrap();
+    assert!(err(killed).starts_with("ERR Script killed by user with SCRIPT KILL..."));
+    assert!(err(redis::cmd("EXEC").query(&mut con)).starts_with("EXECABORT"));
+    // A script that wrote cannot be killed.
+    let runner = eval_in_thread(port, "redis.call('set', 'w', 1) local function now() local t = redis.call('time') return t[1] + t[2] / 1e6 end local t0 = now() while now() - t0 < 1.5 do end return 1");
+    std::thread::sleep(Duration::from_millis(300));
+    let e = err(redis::cmd("SCRIPT").arg("KILL").query(&mut con));
+    assert!(e.starts_with("UNKILLABLE"), "{e}");
+    assert_eq!(runner.join().unwrap().unwrap(), Value::Int(1));
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}

@@ -12,7 +12,7 @@
 //! error; `redis.pcall` returns it. SELECT inside a script changes only the script's database.
 //!
 //! Errors read as Redis 7.0's: a runtime error is `ERR user_script:LINE: <message> script:
-//! f_<sha>, on @user_script:LINE.`; a failing `redis.call` gives the command's own error with
+//! <sha>, on @user_script:LINE.`; a failing `redis.call` gives the command's own error with
 //! the same suffix; a script that does not compile is `ERR Error compiling script (new
 //! function): user_script:LINE: <message>`. Globals are protected as in Redis 7.0: reading an
 //! undefined one or assigning one is an error.

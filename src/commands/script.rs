@@ -102,10 +102,6 @@ pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
-    pub fn cached(&self) -> usize {
-        self.cache.lock().len()
-    }
-
     /// True when a script has been running for `threshold_ms` or longer: other clients'
     /// commands are then refused with -BUSY (see the dispatcher) instead of waiting for it.
     pub fn busy(&self, threshold_ms: i64) -> bool {

@@ -388,6 +388,13 @@ impl Elem<'_> {
     }
 }
 
+/// `k` bytes of `buf` at `at` as a little-endian unsigned integer (None past the end): the
+/// integer entries of listpacks and ziplists.
+fn read_le(buf: &[u8], at: usize, k: usize) -> Option<u64> {
+    let s = buf.get(at..at.checked_add(k)?)?;
+    Some(s.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+}
+
 fn sign_extend(v: u64, bits: u32) -> i64 {
     let shift = 64 - bits;
     ((v << shift) as i64) >> shift
@@ -421,10 +428,7 @@ fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
             let n = (usize::from(b & 0x0f) << 8) | usize::from(*lp.get(p + 1)?);
             (Elem::Str(lp.get(p + 2..p + 2 + n)?), 2 + n)
         } else {
-            let le = |k: usize| -> Option<u64> {
-                let s = lp.get(p + 1..p + 1 + k)?;
-                Some(s.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
-            };
+            let le = |k: usize| read_le(lp, p + 1, k);
             match b {
                 0xF1 => (Elem::Int(sign_extend(le(2)?, 16)), 3),
                 0xF2 => (Elem::Int(sign_extend(le(3)?, 24)), 4),
@@ -500,10 +504,7 @@ fn ziplist(zl: &[u8]) -> Option<Vec<Elem<'_>>> {
             return None;
         }
         let b = *zl.get(p)?;
-        let le = |k: usize| -> Option<u64> {
-            let s = zl.get(p + 1..p + 1 + k)?;
-            Some(s.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
-        };
+        let le = |k: usize| read_le(zl, p + 1, k);
         let (elem, size) = match b >> 6 {
             0 => {
                 let n = usize::from(b & 0x3f);

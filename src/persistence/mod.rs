@@ -28,6 +28,7 @@ pub mod load;
 pub mod manifest;
 pub mod rdb;
 pub mod rewrite;
+pub mod snapshot;
 
 use crate::protocol::Reply;
 use crate::server::Server;
@@ -123,6 +124,8 @@ pub(crate) struct Inner {
     /// `always`: the executor went idle with commands not yet fsynced (see
     /// [`Aof::executor_idle`]); the writer starts the next group commit.
     pub kick: AtomicBool,
+    /// RDB snapshots (SAVE, BGSAVE, save points).
+    pub snap: snapshot::SnapState,
 }
 
 impl Default for Inner {
@@ -153,6 +156,7 @@ impl Default for Inner {
             writer_started: AtomicBool::new(false),
             last_fsync_ms: AtomicI64::new(0),
             kick: AtomicBool::new(false),
+            snap: snapshot::SnapState::default(),
         }
     }
 }
@@ -492,6 +496,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
         let mode = fsync_mode(srv.config.get("appendfsync"));
         inner.mode.store(mode, Ordering::Relaxed);
         inner.refresh_max_size(&srv);
+        snapshot::cron(&srv);
         if !inner.enabled.load(Ordering::Acquire) {
             continue;
         }
@@ -552,7 +557,12 @@ fn file_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// Load the AOF (if `appendonly yes`) before the server accepts clients, and start logging.
+/// True when [`startup`] will load data: the AOF (`appendonly yes`) or the RDB file.
+pub fn will_load(srv: &Server) -> bool {
+    srv.config.get_bool("appendonly") || snapshot::rdb_path(srv).exists()
+}
+
+/// Load the AOF (if `appendonly yes`, else the RDB file if there is one) before the server accepts clients, and start logging.
 pub fn startup(srv: &Server) -> Result<(), String> {
     let inner = &srv.aof.inner;
     inner
@@ -560,6 +570,14 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
     start_writer(srv);
     if !srv.config.get_bool("appendonly") {
+        // As Redis: without the AOF, the dataset comes from `dir/dbfilename` when it exists.
+        let path = snapshot::rdb_path(srv);
+        if path.exists() {
+            inner.loading.store(true, Ordering::SeqCst);
+            let r = snapshot::load_file(srv, &path);
+            inner.loading.store(false, Ordering::SeqCst);
+            r?;
+        }
         return Ok(());
     }
     let (dir, filename) = paths(srv);
@@ -745,9 +763,15 @@ fn upgrade_legacy_aof(
     Ok(m)
 }
 
-/// Flush and fsync before exit (SHUTDOWN, SIGTERM).
+/// Before exit (SHUTDOWN, SIGTERM, SIGINT): the RDB save when save points exist (unless the
+/// SHUTDOWN command already did it or said NOSAVE), then flush and fsync the AOF.
 pub fn shutdown(srv: &Server) {
     let inner = &srv.aof.inner;
+    if !inner.snap.shutdown_handled.swap(true, Ordering::SeqCst) {
+        if let Err(e) = snapshot::shutdown_save(srv, false, false) {
+            tracing::warn!("Exiting without the final RDB snapshot: {e}");
+        }
+    }
     if !inner.enabled.load(Ordering::Acquire) {
         return;
     }
@@ -761,11 +785,6 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let enabled = inner.enabled.load(Ordering::Relaxed);
     let rewriting = inner.rewriting.load(Ordering::Relaxed);
     let loading = inner.loading.load(Ordering::Relaxed);
-    let changes = srv
-        .stats
-        .dirty
-        .load(Ordering::Relaxed)
-        .saturating_sub(inner.dirty_base.load(Ordering::Relaxed));
     let cur_size = inner.current_size();
     let buffer_len = inner.feed.lock().buf.len();
     let st = inner.state.lock();
@@ -778,22 +797,16 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ("current_fork_perc", "0.00".into()),
         ("current_save_keys_processed", "0".into()),
         ("current_save_keys_total", "0".into()),
-        ("rdb_changes_since_last_save", changes.to_string()),
-        ("rdb_bgsave_in_progress", "0".into()),
-        (
-            "rdb_last_save_time",
-            srv.lastsave.load(Ordering::Relaxed).to_string(),
-        ),
-        ("rdb_last_bgsave_status", "ok".into()),
-        ("rdb_last_bgsave_time_sec", "-1".into()),
-        ("rdb_current_bgsave_time_sec", "-1".into()),
-        ("rdb_saves", "0".into()),
-        ("rdb_last_cow_size", "0".into()),
-        ("rdb_last_load_keys_expired", "0".into()),
-        ("rdb_last_load_keys_loaded", "0".into()),
+    ];
+    v.extend(snapshot::info_fields(srv));
+    v.extend([
         ("aof_enabled", u8::from(enabled).to_string()),
         ("aof_rewrite_in_progress", u8::from(rewriting).to_string()),
-        ("aof_rewrite_scheduled", u8::from(st.scheduled).to_string()),
+        (
+            "aof_rewrite_scheduled",
+            u8::from(st.scheduled || inner.snap.rewrite_scheduled.load(Ordering::Relaxed))
+                .to_string(),
+        ),
         (
             "aof_last_rewrite_time_sec",
             st.last_rewrite_secs.to_string(),
@@ -827,7 +840,7 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ("aof_last_cow_size", "0".into()),
         ("module_fork_in_progress", "0".into()),
         ("module_fork_last_cow_size", "0".into()),
-    ];
+    ]);
     if enabled {
         v.push(("aof_current_size", cur_size.to_string()));
         v.push(("aof_base_size", st.base_size.to_string()));

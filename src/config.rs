@@ -941,9 +941,7 @@ mod tests {
         c.set_runtime(&[("save".into(), "100 10 200 20".into())])
             .unwrap();
         assert_eq!(c.get("save").as_deref(), Some("100 10 200 20"));
-        let e = c
-            .set_runtime(&[("save".into(), "100".into())])
-            .unwrap_err();
+        let e = c.set_runtime(&[("save".into(), "100".into())]).unwrap_err();
         assert!(e.contains("Invalid save parameters"), "{e}");
     }
 }

@@ -105,13 +105,22 @@ fn bgsave(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// SHUTDOWN's save step, before the server stops: with SAVE, or when save points exist and
 /// NOSAVE was not given, save in the foreground. Err is the reply refusing the shutdown
 /// (the save failed and FORCE was not given).
-pub(crate) fn shutdown_save(ctx: &mut Ctx, save: bool, nosave: bool, force: bool) -> Result<(), Reply> {
+pub(crate) fn shutdown_save(
+    ctx: &mut Ctx,
+    save: bool,
+    nosave: bool,
+    force: bool,
+) -> Result<(), Reply> {
     let srv = ctx.srv;
     let r = snapshot::shutdown_save(srv, save, nosave);
     if r.is_err() && !force {
         return Err(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."));
     }
-    srv.aof.inner.snap.shutdown_handled.store(true, Ordering::SeqCst);
+    srv.aof
+        .inner
+        .snap
+        .shutdown_handled
+        .store(true, Ordering::SeqCst);
     Ok(())
 }
 
@@ -130,7 +139,9 @@ pub fn debug_reload(ctx: &mut Ctx, options: &[Bytes]) -> Reply {
         } else if eq(o, "noflush") {
             flush = false;
         } else {
-            return Reply::error("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.");
+            return Reply::error(
+                "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            );
         }
     }
     if do_save {

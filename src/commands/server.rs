@@ -1177,7 +1177,9 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::error("ERR No shutdown in progress.");
     }
     let has = |o: &str| a[1..].iter().any(|w| eq(w, o));
-    if let Err(refusal) = super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force")) {
+    if let Err(refusal) =
+        super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))
+    {
         return refusal;
     }
     ctx.srv.request_shutdown();

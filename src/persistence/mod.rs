@@ -562,7 +562,8 @@ pub fn will_load(srv: &Server) -> bool {
     srv.config.get_bool("appendonly") || snapshot::rdb_path(srv).exists()
 }
 
-/// Load the AOF (if `appendonly yes`, else the RDB file if there is one) before the server accepts clients, and start logging.
+/// Load the AOF (if `appendonly yes`; else the RDB file, if there is one) and start logging.
+/// Clients are accepted meanwhile and get -LOADING.
 pub fn startup(srv: &Server) -> Result<(), String> {
     let inner = &srv.aof.inner;
     inner

@@ -176,7 +176,8 @@ pub(crate) fn lzf_compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(max_out.min(n));
     let mut table = vec![0u32; 1 << HASH_BITS];
     let hash = |i: usize| {
-        let v = (u32::from(input[i]) << 16) | (u32::from(input[i + 1]) << 8) | u32::from(input[i + 2]);
+        let v =
+            (u32::from(input[i]) << 16) | (u32::from(input[i + 1]) << 8) | u32::from(input[i + 2]);
         (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
     };
     fn literals(out: &mut Vec<u8>, lit: &[u8]) {

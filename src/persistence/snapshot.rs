@@ -98,7 +98,10 @@ impl<W: Write> RdbWriter<W> {
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
         let ctime = (crate::server::unix_ms() / 1000).to_string();
         let aux: [(&str, String); 5] = [
-            ("redis-ver", crate::commands::server::REDIS_VERSION.to_string()),
+            (
+                "redis-ver",
+                crate::commands::server::REDIS_VERSION.to_string(),
+            ),
             ("redis-bits", (usize::BITS).to_string()),
             ("ctime", ctime),
             ("used-mem", used_mem.to_string()),
@@ -201,7 +204,12 @@ fn write_file_at(
 ) -> std::io::Result<u64> {
     let r = (|| {
         let f = std::fs::File::create(tmp)?;
-        let (w, keys) = write_image(std::io::BufWriter::with_capacity(1 << 16, f), dbs, opts, used_mem)?;
+        let (w, keys) = write_image(
+            std::io::BufWriter::with_capacity(1 << 16, f),
+            dbs,
+            opts,
+            used_mem,
+        )?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);
@@ -330,14 +338,20 @@ pub(crate) fn parse(
                 expire_at = i64::from(s) * 1000;
             }
             OP_IDLE => {
-                r.len().ok_or_else(|| short(&r, "reading an LRU idle time"))?;
+                r.len()
+                    .ok_or_else(|| short(&r, "reading an LRU idle time"))?;
             }
             OP_FREQ => {
-                r.byte().ok_or_else(|| short(&r, "reading an LFU frequency"))?;
+                r.byte()
+                    .ok_or_else(|| short(&r, "reading an LFU frequency"))?;
             }
             OP_AUX => {
-                let k = r.string().ok_or_else(|| short(&r, "reading an aux field"))?;
-                let v = r.string().ok_or_else(|| short(&r, "reading an aux field"))?;
+                let k = r
+                    .string()
+                    .ok_or_else(|| short(&r, "reading an aux field"))?;
+                let v = r
+                    .string()
+                    .ok_or_else(|| short(&r, "reading an aux field"))?;
                 if k == b"aof-base" {
                     out.aof_base = v == b"1";
                 }
@@ -348,12 +362,10 @@ pub(crate) fn parse(
                     "module auxiliary data: Podium has no modules, so this file cannot be loaded",
                 ))
             }
-            OP_FUNCTION | OP_FUNCTION2 => {
-                return Err(bad(
-                    at,
-                    "a function library: Podium has no FUNCTION engine, so this file cannot be loaded",
-                ))
-            }
+            OP_FUNCTION | OP_FUNCTION2 => return Err(bad(
+                at,
+                "a function library: Podium has no FUNCTION engine, so this file cannot be loaded",
+            )),
             t => {
                 let key = r.string().ok_or_else(|| short(&r, "reading a key"))?;
                 let shown = String::from_utf8_lossy(&key).into_owned();
@@ -652,7 +664,11 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
             srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
             srv.lastsave
                 .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
-            srv.aof.inner.snap.last_bgsave_ok.store(true, Ordering::Relaxed);
+            srv.aof
+                .inner
+                .snap
+                .last_bgsave_ok
+                .store(true, Ordering::Relaxed);
             Ok(())
         }
         Err(e) => {
@@ -801,7 +817,8 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     let secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
     st.last_bgsave_secs.store(secs, Ordering::Relaxed);
     if got == 8 {
-        st.last_cow.store(u64::from_le_bytes(cow), Ordering::Relaxed);
+        st.last_cow
+            .store(u64::from_le_bytes(cow), Ordering::Relaxed);
     }
     let exited_ok = status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     if exited_ok {
@@ -897,7 +914,10 @@ pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
         .map(|t| t.elapsed().as_secs() as i64)
         .unwrap_or(-1);
     vec![
-        ("rdb_changes_since_last_save", changes_since_save(srv).to_string()),
+        (
+            "rdb_changes_since_last_save",
+            changes_since_save(srv).to_string(),
+        ),
         ("rdb_bgsave_in_progress", u8::from(running).to_string()),
         (
             "rdb_last_save_time",
@@ -918,7 +938,10 @@ pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
         ),
         ("rdb_current_bgsave_time_sec", current.to_string()),
         ("rdb_saves", st.saves.load(Ordering::Relaxed).to_string()),
-        ("rdb_last_cow_size", st.last_cow.load(Ordering::Relaxed).to_string()),
+        (
+            "rdb_last_cow_size",
+            st.last_cow.load(Ordering::Relaxed).to_string(),
+        ),
         (
             "rdb_last_load_keys_expired",
             st.last_load_expired.load(Ordering::Relaxed).to_string(),
@@ -993,18 +1016,24 @@ mod tests {
         let a = sample(200);
         let b = sample(5);
         for (c, k) in [(true, true), (false, true), (true, false)] {
-            let (img, keys) =
-                write_image(Vec::new(), &[vec![&a], vec![], vec![&b]], opts(c, k), 0).expect("write");
+            let (img, keys) = write_image(Vec::new(), &[vec![&a], vec![], vec![&b]], opts(c, k), 0)
+                .expect("write");
             assert_eq!(keys, 205);
             assert!(img.starts_with(b"REDIS0010"));
             let p = parse(&img, "t", &lim(), 3, Some(0)).expect("parse");
             assert_eq!(p.end, img.len());
             assert_eq!(p.keys.len(), 205);
             assert_eq!(p.keys.iter().filter(|k| k.db == 2).count(), 5);
-            let k0 = p.keys.iter().find(|k| k.key == b"k3" && k.db == 0).expect("k3");
+            let k0 = p
+                .keys
+                .iter()
+                .find(|k| k.key == b"k3" && k.db == 0)
+                .expect("k3");
             assert_eq!(k0.expire_at, 4_000_000_000_003);
             match &k0.value {
-                Value::Str(s) => assert_eq!(&s[..], format!("value-3-{}", "x".repeat(3)).as_bytes()),
+                Value::Str(s) => {
+                    assert_eq!(&s[..], format!("value-3-{}", "x".repeat(3)).as_bytes())
+                }
                 _ => panic!("type"),
             }
             // Too few databases configured: refused.
@@ -1017,7 +1046,10 @@ mod tests {
         let a = sample(60);
         let (img, _) = write_image(Vec::new(), &[vec![&a]], opts(true, true), 0).expect("write");
         for cut in 0..img.len() {
-            assert!(parse(&img[..cut], "t", &lim(), 1, None).is_err(), "cut {cut}");
+            assert!(
+                parse(&img[..cut], "t", &lim(), 1, None).is_err(),
+                "cut {cut}"
+            );
         }
         for at in (9..img.len()).step_by(7) {
             let mut bad = img.clone();
@@ -1065,10 +1097,15 @@ mod tests {
         rdb::put_len(&mut body, c.len() as u64);
         rdb::put_len(&mut body, data.len() as u64);
         body.extend_from_slice(&c);
-        let mut r = Reader { buf: &body[1..], pos: 0 };
+        let mut r = Reader {
+            buf: &body[1..],
+            pos: 0,
+        };
         assert_eq!(r.string().expect("decodes"), data);
         // Incompressible data is left alone.
-        let noise: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let noise: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         assert!(rdb::lzf_compress(&noise, noise.len() - 4).is_none());
     }
 }

@@ -15,11 +15,11 @@
 //!   or after 500 us when the executor never idles; clients that write during an fsync share
 //!   the next one. One runtime task ([`relay_durable`]) wakes the waiting connections, so the
 //!   writer crosses threads once per fsync, not once per client.
-//! - `everysec` / `no`: replies do not wait. The writer thread hands the buffer to the kernel
-//!   every 2 ms (one write(2) for everything fed meanwhile) and fsyncs once a second
-//!   (`everysec`) or never (`no`). Command execution never waits for the disk. Unlike Redis,
-//!   which writes before replying, a killed process (not only a crashed machine) can lose the
-//!   last ~2 ms of acknowledged writes here; `always` loses nothing acknowledged.
+//! - `everysec` / `no`: before a connection sends replies, everything fed so far is written
+//!   (write(2), no fsync) if nobody has yet ([`Aof::wait_durable`]), as Redis writes in
+//!   beforeSleep before replying: a killed process loses nothing acknowledged. The writer thread
+//!   also writes what commands without a client fed (expiry DELs) every 2 ms, and fsyncs once a
+//!   second (`everysec`) or never (`no`), off the command path.
 //!
 //! Loading ([`startup`], see [`load`]), rewriting ([`rewrite`]: BGREWRITEAOF, automatic
 //! rewrites, CONFIG SET appendonly yes) and INFO persistence are here too.
@@ -281,8 +281,14 @@ impl Aof {
             return;
         }
         if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
-            // everysec / no: the writer thread hands the buffer to the kernel within ~2 ms;
-            // replies do not wait for it.
+            // everysec / no: the commands are handed to the kernel before the reply goes out
+            // (as Redis's beforeSleep writes before it replies), so killing the process loses
+            // nothing acknowledged; only a machine crash can lose the last second (everysec).
+            // Whoever writes takes everything fed so far: a client whose commands another one
+            // already wrote makes no system call.
+            if inner.written.load(Ordering::Acquire) < seq {
+                inner.write_pending(false);
+            }
             return;
         }
         loop {

@@ -348,8 +348,8 @@ pub static PARAMS: &[Param] = &[
     p(
         "aof-use-rdb-preamble",
         Kind::Bool,
-        "no",
-        "Podium writes plain RESP base files (no RDB preamble)",
+        "yes",
+        "AOF rewrites write the base as an RDB file (<name>.<n>.base.rdb); no: RESP commands",
     ),
     p(
         "aof-timestamp-enabled",

@@ -720,8 +720,8 @@ fn legacy_aof(srv: &Server, filename: &str) -> Option<PathBuf> {
 
 /// Upgrade a single-file AOF (Redis before 7.0) to the multi-part layout, as Redis 7 does on
 /// its first start: the old file moves into the AOF directory unchanged and becomes the base
-/// of a new manifest, followed by an empty incremental file. A file that starts with an RDB
-/// preamble is refused: Podium reads only RESP commands.
+/// of a new manifest, followed by an empty incremental file (a file that starts with an RDB
+/// preamble keeps it: the loader reads both parts).
 fn upgrade_legacy_aof(
     srv: &Server,
     aofdir: &std::path::Path,
@@ -730,19 +730,6 @@ fn upgrade_legacy_aof(
     let Some(old) = legacy_aof(srv, filename) else {
         return Err("no single-file AOF to upgrade".into());
     };
-    let mut head = [0u8; 5];
-    let n = std::io::Read::read(
-        &mut File::open(&old).map_err(|e| format!("Can't open {}: {e}", old.display()))?,
-        &mut head,
-    )
-    .unwrap_or(0);
-    if &head[..n] == b"REDIS" {
-        return Err(format!(
-            "The AOF file {} starts with an RDB preamble, which Podium cannot load: rewrite it \
-             with aof-use-rdb-preamble no first",
-            old.display()
-        ));
-    }
     let io = |e: std::io::Error| format!("Can't upgrade the AOF {}: {e}", old.display());
     let m = manifest::Manifest {
         base: Some(manifest::Part {

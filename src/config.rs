@@ -291,19 +291,19 @@ pub static PARAMS: &[Param] = &[
         "dir",
         Kind::Str,
         ".",
-        "working directory for the append-only files",
+        "working directory for the RDB file and the append-only files",
     ),
     p(
         "dbfilename",
         Kind::Str,
         "dump.rdb",
-        "accepted for compatibility (no RDB snapshots)",
+        "name of the RDB snapshot file in dir",
     ),
     p(
         "save",
         Kind::Words,
-        "",
-        "accepted for compatibility (no RDB snapshots)",
+        "3600 1 300 100 60 10000",
+        "save points: BGSAVE after <seconds> if at least <changes> writes (pairs; \"\" for none)",
     ),
     p(
         "appendonly",
@@ -362,8 +362,8 @@ pub static PARAMS: &[Param] = &[
     p(
         "aof-use-rdb-preamble",
         Kind::Bool,
-        "no",
-        "Podium writes plain RESP base files (no RDB preamble)",
+        "yes",
+        "AOF rewrites write the base as an RDB file (<name>.<n>.base.rdb); no: RESP commands",
     ),
     p(
         "aof-timestamp-enabled",
@@ -481,19 +481,19 @@ pub static PARAMS: &[Param] = &[
         "rdb-key-save-delay",
         INT_ANY,
         "0",
-        "accepted for compatibility",
+        "sleep this many microseconds per key while saving (negative: nanoseconds), for tests",
     ),
     p(
         "rdbcompression",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "LZF-compress strings longer than 20 bytes in RDB files",
     ),
     p(
         "rdbchecksum",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "end RDB files with a CRC-64 (no: write zero, and loading skips the check)",
     ),
     p(
         "sanitize-dump-payload",
@@ -505,7 +505,13 @@ pub static PARAMS: &[Param] = &[
         "stop-writes-on-bgsave-error",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "refuse writes with -MISCONF while the last BGSAVE failed and save points are set",
+    ),
+    p(
+        "rdb-del-sync-files",
+        Kind::Bool,
+        "no",
+        "delete RDB files used only for replication sync; Podium has no replication, so it never writes one",
     ),
     p(
         "always-show-logo",
@@ -586,6 +592,8 @@ pub struct Hot {
 pub struct Config {
     values: RwLock<Vec<String>>,
     pub hot: Hot,
+    /// A `save` directive was read at startup: later ones add save points (as redis.conf).
+    save_loaded: AtomicBool,
 }
 
 fn find(name: &str) -> Option<usize> {
@@ -616,9 +624,29 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     num.parse::<i64>().ok()?.checked_mul(mul)
 }
 
+/// `save`: pairs of non-negative integers (seconds, changes), or nothing (`save ""`).
+fn save_points_text(words: &[String]) -> Result<String, String> {
+    let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();
+    if words.len() % 2 != 0
+        || words
+            .iter()
+            .any(|w| w.parse::<i64>().map_or(true, |n| n < 0))
+    {
+        return Err("Invalid save parameters".into());
+    }
+    Ok(words
+        .iter()
+        .map(|w| w.parse::<i64>().unwrap_or(0).to_string())
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
 /// Check and normalise a value for a parameter. Err carries Redis's reason text.
 fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
     if let Kind::Words = prm.kind {
+        if prm.name == "save" {
+            return save_points_text(words);
+        }
         return Ok(words.join(" "));
     }
     if words.len() != 1 {
@@ -675,6 +703,7 @@ impl Config {
         let c = Config {
             values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()),
             hot: Hot::default(),
+            save_loaded: AtomicBool::new(false),
         };
         for i in 0..PARAMS.len() {
             c.refresh_hot(i);
@@ -723,7 +752,16 @@ impl Config {
     /// Set at startup (file or command line): any known directive, mutable or not.
     pub fn set_startup(&self, name: &str, words: &[String]) -> Result<(), String> {
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
-        let v = normalise(&PARAMS[idx], words)?;
+        let mut v = normalise(&PARAMS[idx], words)?;
+        if PARAMS[idx].name == "save" {
+            // redis.conf: the first `save` line replaces the default save points, each later
+            // one adds to them; `save ""` clears them.
+            let first = !self.save_loaded.swap(true, Ordering::Relaxed);
+            let old = self.values.read()[idx].clone();
+            if !first && !v.is_empty() && !old.is_empty() {
+                v = format!("{old} {v}");
+            }
+        }
         self.values.write()[idx] = v;
         self.refresh_hot(idx);
         Ok(())
@@ -926,6 +964,29 @@ mod tests {
             .unwrap();
         assert!(c.get_bool("appendonly"));
         assert_eq!(c.get("save").as_deref(), Some("3600 1 300 100"));
+    }
+
+    #[test]
+    fn save_lines_replace_the_default_then_accumulate() {
+        assert_eq!(
+            Config::new().get("save").as_deref(),
+            Some("3600 1 300 100 60 10000")
+        );
+        let c = Config::new();
+        c.load_text("save 900 1\nsave 300 10\n", "f").unwrap();
+        assert_eq!(c.get("save").as_deref(), Some("900 1 300 10"));
+        c.load_text("save \"\"\nsave 60 5\n", "f").unwrap();
+        assert_eq!(c.get("save").as_deref(), Some("60 5"));
+        assert!(c.load_text("save 900\n", "f").is_err());
+        assert!(c.load_text("save 900 x\n", "f").is_err());
+        let c = Config::from_args(&["--save".into(), "".into()]).unwrap();
+        assert_eq!(c.get("save").as_deref(), Some(""));
+        let c = Config::new();
+        c.set_runtime(&[("save".into(), "100 10 200 20".into())])
+            .unwrap();
+        assert_eq!(c.get("save").as_deref(), Some("100 10 200 20"));
+        let e = c.set_runtime(&[("save".into(), "100".into())]).unwrap_err();
+        assert!(e.contains("Invalid save parameters"), "{e}");
     }
 }
 

@@ -356,7 +356,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
     // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
-    if srv.config.get_bool("appendonly") {
+    if crate::persistence::will_load(&srv) {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
     }
     for l in listeners {

@@ -340,7 +340,7 @@ fn rewrite_under_load_counts_every_increment_once() {
     assert_eq!(
         files,
         [
-            "appendonly.aof.6.base.aof",
+            "appendonly.aof.6.base.rdb",
             "appendonly.aof.6.incr.aof",
             "appendonly.aof.manifest"
         ]
@@ -1062,6 +1062,7 @@ fn single_file_aof_from_redis_6_is_upgraded() {
     drop(c);
     srv.stop();
 
+    // A damaged preamble is refused with an error naming it.
     let tmp = tempdir();
     let dir = tmp.path().join("data");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1070,6 +1071,92 @@ fn single_file_aof_from_redis_6_is_upgraded() {
         .err()
         .expect("refused");
     assert!(err.contains("RDB preamble"), "{err}");
+}
+
+/// AOFs with an RDB preamble, as redis-server writes them with `aof-use-rdb-preamble yes`:
+/// a Redis 7 appendonlydir whose base is `.base.rdb`, and a Redis 6 single file (the RDB image
+/// followed by commands) both load; Podium's own RDB base loads into redis-server.
+#[test]
+fn rdb_preamble_aofs_load_both_ways() {
+    if !have("redis-server") {
+        println!("NOTICE: redis-server not installed; skipping the RDB preamble cross-check");
+        return;
+    }
+    let tmp = tempdir();
+    let dir = tmp.path().join("r");
+    std::fs::create_dir_all(&dir).unwrap();
+    let redis = start_prog(
+        "redis-server",
+        &dir,
+        &["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"],
+    )
+    .unwrap();
+    let mut c = redis.con();
+    fill(&mut c);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_rewrite_done(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("rewrite")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    redis.stop();
+    let manifest = std::fs::read_to_string(aof_dir(&dir).join("appendonly.aof.manifest")).unwrap();
+    let base = manifest
+        .lines()
+        .find(|l| l.ends_with("type b"))
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap()
+        .to_string();
+    assert!(base.ends_with(".base.rdb"), "{manifest}");
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.con();
+    check(&mut c, "podium loading redis's .base.rdb");
+    let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("rewrite"));
+    drop(c);
+    srv.stop();
+
+    // Redis 6's single file: the RDB image, then the commands after the rewrite.
+    let single = tmp.path().join("six");
+    std::fs::create_dir_all(&single).unwrap();
+    let mut data = std::fs::read(aof_dir(&dir).join(&base)).unwrap();
+    data.extend(std::fs::read(incr_file(&dir)).unwrap());
+    std::fs::write(single.join("appendonly.aof"), &data).unwrap();
+    let srv = start(&single, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.con();
+    check(&mut c, "podium loading a Redis 6 preamble AOF");
+    let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("rewrite"));
+    drop(c);
+    srv.stop();
+
+    // Podium's RDB base (the default) -> redis-check-aof and redis-server.
+    let dir = tmp.path().join("p");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.con();
+    fill(&mut c);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_rewrite_done(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("rewrite")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    srv.stop();
+    let manifest = std::fs::read_to_string(aof_dir(&dir).join("appendonly.aof.manifest")).unwrap();
+    assert!(manifest.contains(".base.rdb seq 2 type b"), "{manifest}");
+    check_aof_tool(&dir);
+    let redis = start_prog("redis-server", &dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = redis.con();
+    check(&mut c, "redis loading podium's .base.rdb");
+    let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v.as_deref(), Some("rewrite"));
+    drop(c);
+    redis.stop();
 }
 
 /// While a large AOF loads, clients are accepted, as with Redis: commands answer
@@ -1119,4 +1206,81 @@ fn clients_get_loading_while_the_aof_loads() {
     assert_eq!(v, "v");
     drop(c);
     srv.stop();
+}
+
+/// `appendfsync everysec` writes each command to the file before its reply goes out, so a
+/// SIGKILL (the process dies, the machine does not) loses no acknowledged write: 4 writers,
+/// killed at a random moment, 10 rounds.
+#[test]
+fn sigkill_under_everysec_loses_no_acknowledged_write() {
+    const WRITERS: usize = 4;
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0xe5ec);
+    // Per writer: the last value acknowledged, and the one in flight at the kill.
+    let mut acked = [0u64; WRITERS];
+    let mut total = 0u64;
+    for round in 0..=10 {
+        let srv = start(
+            &dir,
+            &[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+            ],
+        )
+        .unwrap();
+        let mut c = srv.con();
+        for (w, slot) in acked.iter_mut().enumerate() {
+            let a = *slot;
+            let got: Option<u64> = redis::cmd("GET")
+                .arg(format!("w{w}"))
+                .query(&mut c)
+                .unwrap();
+            let got = got.unwrap_or(0);
+            assert!(
+                got == a || got == a + 1,
+                "round {round}, writer {w}: acknowledged {a}, the AOF has {got}"
+            );
+            *slot = got;
+        }
+        if round == 10 {
+            srv.stop();
+            break;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let stop = stop.clone();
+                let mut c = srv.con();
+                let mut n = acked[w];
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let r: redis::RedisResult<()> = redis::cmd("SET")
+                            .arg(format!("w{w}"))
+                            .arg(n + 1)
+                            .query(&mut c);
+                        if r.is_err() {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(30..200)));
+        srv.kill9();
+        stop.store(true, Ordering::Relaxed);
+        for (w, h) in handles.into_iter().enumerate() {
+            let n = h.join().unwrap();
+            total += n - acked[w];
+            acked[w] = n;
+        }
+    }
+    assert!(total > 1000, "only {total} writes acknowledged in all");
 }

@@ -14,6 +14,7 @@ pub mod expire;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod persist;
 pub mod script;
 pub mod server;
 pub mod set;
@@ -204,6 +205,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
         let mut m = HashMap::default();
         for family in [
             server::COMMANDS,
+            persist::COMMANDS,
             keys::COMMANDS,
             sort::COMMANDS,
             script::COMMANDS,
@@ -432,6 +434,9 @@ pub fn dispatch_with<'a>(
 /// cannot be written, `-OOM` for memory-growing commands over `maxmemory`.
 fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
     if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
+        if let Some(e) = crate::persistence::snapshot::write_refusal(srv) {
+            return Some(Reply::error(e));
+        }
         if let Some(e) = srv.aof.write_error() {
             return Some(Reply::error(format!(
                 "MISCONF Errors writing to the AOF file: {e}"

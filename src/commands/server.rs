@@ -1,6 +1,6 @@
 //! Connection and server commands: PING ECHO HELLO QUIT SELECT AUTH RESET CLIENT COMMAND
-//! INFO CONFIG DBSIZE FLUSHDB FLUSHALL TIME SHUTDOWN LASTSAVE SWAPDB FUNCTION BGREWRITEAOF
-//! SAVE BGSAVE.
+//! INFO CONFIG DBSIZE FLUSHDB FLUSHALL TIME SHUTDOWN SWAPDB FUNCTION (the persistence commands
+//! are in `persist.rs`).
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
@@ -94,14 +94,6 @@ pub static COMMANDS: &[Spec] = &[
         "server",
     ),
     Spec::new(
-        "lastsave",
-        1,
-        FAST | LOADING | STALE,
-        Keys::None,
-        lastsave,
-        "server",
-    ),
-    Spec::new(
         "shutdown",
         -1,
         ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
@@ -110,23 +102,6 @@ pub static COMMANDS: &[Spec] = &[
         "server",
     ),
     Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
-    Spec::new(
-        "bgrewriteaof",
-        1,
-        ADMIN | NOSCRIPT,
-        Keys::None,
-        bgrewriteaof,
-        "server",
-    ),
-    Spec::new(
-        "save",
-        1,
-        ADMIN | NOSCRIPT | NO_MULTI,
-        Keys::None,
-        save,
-        "server",
-    ),
-    Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, save, "server"),
     Spec::new(
         "readonly",
         1,
@@ -1189,10 +1164,6 @@ fn time(_: &mut Ctx, _: &[Bytes]) -> Reply {
     ])
 }
 
-fn lastsave(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
-    Reply::Int(ctx.srv.lastsave.load(Ordering::Relaxed))
-}
-
 fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     for w in &a[1..] {
         let ok = ["nosave", "save", "now", "force", "abort"]
@@ -1204,6 +1175,12 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     if a[1..].iter().any(|w| eq(w, "abort")) {
         return Reply::error("ERR No shutdown in progress.");
+    }
+    let has = |o: &str| a[1..].iter().any(|w| eq(w, o));
+    if let Err(refusal) =
+        super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))
+    {
+        return refusal;
     }
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
@@ -1229,23 +1206,6 @@ fn function(_: &mut Ctx, a: &[Bytes]) -> Reply {
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&a[1])
         )),
-    }
-}
-
-fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
-    crate::persistence::bgrewriteaof(ctx.srv)
-}
-
-fn save(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    // Podium persists with the AOF only; SAVE/BGSAVE record the time so tools that poll
-    // LASTSAVE proceed, and say what happened.
-    ctx.srv
-        .lastsave
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
-    if eq(&a[0], "bgsave") {
-        Reply::Status("Background saving started")
-    } else {
-        Reply::Ok
     }
 }
 

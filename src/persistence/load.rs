@@ -142,19 +142,26 @@ pub fn load_file(srv: &Server, path: &Path, last: bool) -> Result<FileLoad, Stri
             ))
         }
     };
-    if data.starts_with(b"REDIS") {
-        return Err(format!(
-            "The AOF file {shown} starts with an RDB preamble (aof-use-rdb-preamble yes); Podium loads only \
-             RESP AOF files: rewrite it with redis-server using aof-use-rdb-preamble no"
-        ));
-    }
     let mut client = fake_client(srv);
     let mut out = FileLoad {
         bytes: data.len() as u64,
         ..FileLoad::default()
     };
     let mut pos = 0usize;
-    let mut valid_up_to = 0usize;
+    if data.starts_with(b"REDIS") {
+        // An RDB preamble (a `.base.rdb` file, or a Redis 6 AOF written with
+        // aof-use-rdb-preamble yes): the RDB image, checked in full, then any commands after it.
+        let limits = super::snapshot::limits(srv);
+        let parsed = super::snapshot::parse(&data, &shown, &limits, srv.keyspace.num_dbs(), None)
+            .map_err(|e| {
+            format!("Error reading the RDB preamble of the AOF file {shown}: {e}")
+        })?;
+        pos = parsed.end;
+        let keys = super::snapshot::apply(srv, parsed, &shown)?;
+        tracing::info!("Reading RDB base file on AOF loading...");
+        tracing::info!("Loaded {keys} keys from the RDB preamble of {shown}");
+    }
+    let mut valid_up_to = pos;
     let mut truncated = false;
     while pos < data.len() {
         if data[pos] == b'#' {

@@ -124,6 +124,11 @@ pub fn base_name(filename: &str, seq: u64) -> String {
     format!("{filename}.{seq}.base.aof")
 }
 
+/// A base file in RDB format (`aof-use-rdb-preamble yes`), as Redis 7 names it.
+pub fn base_name_rdb(filename: &str, seq: u64) -> String {
+    format!("{filename}.{seq}.base.rdb")
+}
+
 pub fn incr_name(filename: &str, seq: u64) -> String {
     format!("{filename}.{seq}.incr.aof")
 }

@@ -15,11 +15,11 @@
 //!   or after 500 us when the executor never idles; clients that write during an fsync share
 //!   the next one. One runtime task ([`relay_durable`]) wakes the waiting connections, so the
 //!   writer crosses threads once per fsync, not once per client.
-//! - `everysec` / `no`: replies do not wait. The writer thread hands the buffer to the kernel
-//!   every 2 ms (one write(2) for everything fed meanwhile) and fsyncs once a second
-//!   (`everysec`) or never (`no`). Command execution never waits for the disk. Unlike Redis,
-//!   which writes before replying, a killed process (not only a crashed machine) can lose the
-//!   last ~2 ms of acknowledged writes here; `always` loses nothing acknowledged.
+//! - `everysec` / `no`: before a connection sends replies, everything fed so far is written
+//!   (write(2), no fsync) if nobody has yet ([`Aof::wait_durable`]), as Redis writes in
+//!   beforeSleep before replying: a killed process loses nothing acknowledged. The writer thread
+//!   also writes what commands without a client fed (expiry DELs) every 2 ms, and fsyncs once a
+//!   second (`everysec`) or never (`no`), off the command path.
 //!
 //! Loading ([`startup`], see [`load`]), rewriting ([`rewrite`]: BGREWRITEAOF, automatic
 //! rewrites, CONFIG SET appendonly yes) and INFO persistence are here too.
@@ -28,6 +28,7 @@ pub mod load;
 pub mod manifest;
 pub mod rdb;
 pub mod rewrite;
+pub mod snapshot;
 
 use crate::protocol::Reply;
 use crate::server::Server;
@@ -123,6 +124,8 @@ pub(crate) struct Inner {
     /// `always`: the executor went idle with commands not yet fsynced (see
     /// [`Aof::executor_idle`]); the writer starts the next group commit.
     pub kick: AtomicBool,
+    /// RDB snapshots (SAVE, BGSAVE, save points).
+    pub snap: snapshot::SnapState,
 }
 
 impl Default for Inner {
@@ -153,6 +156,7 @@ impl Default for Inner {
             writer_started: AtomicBool::new(false),
             last_fsync_ms: AtomicI64::new(0),
             kick: AtomicBool::new(false),
+            snap: snapshot::SnapState::default(),
         }
     }
 }
@@ -277,8 +281,14 @@ impl Aof {
             return;
         }
         if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
-            // everysec / no: the writer thread hands the buffer to the kernel within ~2 ms;
-            // replies do not wait for it.
+            // everysec / no: the commands are handed to the kernel before the reply goes out
+            // (as Redis's beforeSleep writes before it replies), so killing the process loses
+            // nothing acknowledged; only a machine crash can lose the last second (everysec).
+            // Whoever writes takes everything fed so far: a client whose commands another one
+            // already wrote makes no system call.
+            if inner.written.load(Ordering::Acquire) < seq {
+                inner.write_pending(false);
+            }
             return;
         }
         loop {
@@ -492,6 +502,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
         let mode = fsync_mode(srv.config.get("appendfsync"));
         inner.mode.store(mode, Ordering::Relaxed);
         inner.refresh_max_size(&srv);
+        snapshot::cron(&srv);
         if !inner.enabled.load(Ordering::Acquire) {
             continue;
         }
@@ -552,7 +563,13 @@ fn file_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// Load the AOF (if `appendonly yes`) before the server accepts clients, and start logging.
+/// True when [`startup`] will load data: the AOF (`appendonly yes`) or the RDB file.
+pub fn will_load(srv: &Server) -> bool {
+    srv.config.get_bool("appendonly") || snapshot::rdb_path(srv).exists()
+}
+
+/// Load the AOF (if `appendonly yes`; else the RDB file, if there is one) and start logging.
+/// Clients are accepted meanwhile and get -LOADING.
 pub fn startup(srv: &Server) -> Result<(), String> {
     let inner = &srv.aof.inner;
     inner
@@ -560,6 +577,14 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
     start_writer(srv);
     if !srv.config.get_bool("appendonly") {
+        // As Redis: without the AOF, the dataset comes from `dir/dbfilename` when it exists.
+        let path = snapshot::rdb_path(srv);
+        if path.exists() {
+            inner.loading.store(true, Ordering::SeqCst);
+            let r = snapshot::load_file(srv, &path);
+            inner.loading.store(false, Ordering::SeqCst);
+            r?;
+        }
         return Ok(());
     }
     let (dir, filename) = paths(srv);
@@ -695,8 +720,8 @@ fn legacy_aof(srv: &Server, filename: &str) -> Option<PathBuf> {
 
 /// Upgrade a single-file AOF (Redis before 7.0) to the multi-part layout, as Redis 7 does on
 /// its first start: the old file moves into the AOF directory unchanged and becomes the base
-/// of a new manifest, followed by an empty incremental file. A file that starts with an RDB
-/// preamble is refused: Podium reads only RESP commands.
+/// of a new manifest, followed by an empty incremental file (a file that starts with an RDB
+/// preamble keeps it: the loader reads both parts).
 fn upgrade_legacy_aof(
     srv: &Server,
     aofdir: &std::path::Path,
@@ -705,19 +730,6 @@ fn upgrade_legacy_aof(
     let Some(old) = legacy_aof(srv, filename) else {
         return Err("no single-file AOF to upgrade".into());
     };
-    let mut head = [0u8; 5];
-    let n = std::io::Read::read(
-        &mut File::open(&old).map_err(|e| format!("Can't open {}: {e}", old.display()))?,
-        &mut head,
-    )
-    .unwrap_or(0);
-    if &head[..n] == b"REDIS" {
-        return Err(format!(
-            "The AOF file {} starts with an RDB preamble, which Podium cannot load: rewrite it \
-             with aof-use-rdb-preamble no first",
-            old.display()
-        ));
-    }
     let io = |e: std::io::Error| format!("Can't upgrade the AOF {}: {e}", old.display());
     let m = manifest::Manifest {
         base: Some(manifest::Part {
@@ -745,9 +757,15 @@ fn upgrade_legacy_aof(
     Ok(m)
 }
 
-/// Flush and fsync before exit (SHUTDOWN, SIGTERM).
+/// Before exit (SHUTDOWN, SIGTERM, SIGINT): the RDB save when save points exist (unless the
+/// SHUTDOWN command already did it or said NOSAVE), then flush and fsync the AOF.
 pub fn shutdown(srv: &Server) {
     let inner = &srv.aof.inner;
+    if !inner.snap.shutdown_handled.swap(true, Ordering::SeqCst) {
+        if let Err(e) = snapshot::shutdown_save(srv, false, false) {
+            tracing::warn!("Exiting without the final RDB snapshot: {e}");
+        }
+    }
     if !inner.enabled.load(Ordering::Acquire) {
         return;
     }
@@ -761,11 +779,6 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let enabled = inner.enabled.load(Ordering::Relaxed);
     let rewriting = inner.rewriting.load(Ordering::Relaxed);
     let loading = inner.loading.load(Ordering::Relaxed);
-    let changes = srv
-        .stats
-        .dirty
-        .load(Ordering::Relaxed)
-        .saturating_sub(inner.dirty_base.load(Ordering::Relaxed));
     let cur_size = inner.current_size();
     let buffer_len = inner.feed.lock().buf.len();
     let st = inner.state.lock();
@@ -778,22 +791,16 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ("current_fork_perc", "0.00".into()),
         ("current_save_keys_processed", "0".into()),
         ("current_save_keys_total", "0".into()),
-        ("rdb_changes_since_last_save", changes.to_string()),
-        ("rdb_bgsave_in_progress", "0".into()),
-        (
-            "rdb_last_save_time",
-            srv.lastsave.load(Ordering::Relaxed).to_string(),
-        ),
-        ("rdb_last_bgsave_status", "ok".into()),
-        ("rdb_last_bgsave_time_sec", "-1".into()),
-        ("rdb_current_bgsave_time_sec", "-1".into()),
-        ("rdb_saves", "0".into()),
-        ("rdb_last_cow_size", "0".into()),
-        ("rdb_last_load_keys_expired", "0".into()),
-        ("rdb_last_load_keys_loaded", "0".into()),
+    ];
+    v.extend(snapshot::info_fields(srv));
+    v.extend([
         ("aof_enabled", u8::from(enabled).to_string()),
         ("aof_rewrite_in_progress", u8::from(rewriting).to_string()),
-        ("aof_rewrite_scheduled", u8::from(st.scheduled).to_string()),
+        (
+            "aof_rewrite_scheduled",
+            u8::from(st.scheduled || inner.snap.rewrite_scheduled.load(Ordering::Relaxed))
+                .to_string(),
+        ),
         (
             "aof_last_rewrite_time_sec",
             st.last_rewrite_secs.to_string(),
@@ -827,7 +834,7 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ("aof_last_cow_size", "0".into()),
         ("module_fork_in_progress", "0".into()),
         ("module_fork_last_cow_size", "0".into()),
-    ];
+    ]);
     if enabled {
         v.push(("aof_current_size", cur_size.to_string()));
         v.push(("aof_base_size", st.base_size.to_string()));

@@ -89,51 +89,147 @@ pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
 
 /// The DUMP payload of `value`, footer included.
 pub fn dump(value: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    match value {
-        Value::Str(s) => {
-            out.push(TYPE_STRING);
-            put_string(&mut out, s);
-        }
-        Value::List(l) => {
-            out.push(TYPE_LIST);
-            put_len(&mut out, l.len() as u64);
-            for item in &l.items {
-                put_string(&mut out, item);
-            }
-        }
-        Value::Set(s) => {
-            out.push(TYPE_SET);
-            put_len(&mut out, s.len() as u64);
-            for m in s.iter() {
-                put_string(&mut out, &m);
-            }
-        }
-        Value::Hash(h) => {
-            out.push(TYPE_HASH);
-            put_len(&mut out, h.len() as u64);
-            for (f, v) in h.iter() {
-                put_string(&mut out, f);
-                put_string(&mut out, v);
-            }
-        }
-        Value::ZSet(z) => {
-            out.push(TYPE_ZSET_2);
-            put_len(&mut out, z.len() as u64);
-            for (m, score) in z.iter() {
-                put_string(&mut out, m);
-                out.extend_from_slice(&score.to_le_bytes());
-            }
-        }
-    }
+    let mut out = vec![object_type(value)];
+    put_object(&mut out, value, false);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
+/// The RDB type byte `put_object` writes `value` under.
+pub(crate) fn object_type(value: &Value) -> u8 {
+    match value {
+        Value::Str(_) => TYPE_STRING,
+        Value::List(_) => TYPE_LIST,
+        Value::Set(_) => TYPE_SET,
+        Value::Hash(_) => TYPE_HASH,
+        Value::ZSet(_) => TYPE_ZSET_2,
+    }
+}
+
+/// The object of `value` (without its type byte); `lzf`: compress strings longer than 20
+/// bytes when that saves space (`rdbcompression`).
+pub(crate) fn put_object(out: &mut Vec<u8>, value: &Value, lzf: bool) {
+    let put = |out: &mut Vec<u8>, s: &[u8]| {
+        if lzf {
+            put_string_lzf(out, s)
+        } else {
+            put_string(out, s)
+        }
+    };
+    match value {
+        Value::Str(s) => put(out, s),
+        Value::List(l) => {
+            put_len(out, l.len() as u64);
+            for item in &l.items {
+                put(out, item);
+            }
+        }
+        Value::Set(s) => {
+            put_len(out, s.len() as u64);
+            for m in s.iter() {
+                put(out, &m);
+            }
+        }
+        Value::Hash(h) => {
+            put_len(out, h.len() as u64);
+            for (f, v) in h.iter() {
+                put(out, f);
+                put(out, v);
+            }
+        }
+        Value::ZSet(z) => {
+            put_len(out, z.len() as u64);
+            for (m, score) in z.iter() {
+                put(out, m);
+                out.extend_from_slice(&score.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// An RDB string, LZF-compressed (0xC3, compressed length, length, data) when it is longer
+/// than 20 bytes, not an integer, and compresses by more than 4 bytes, as Redis's
+/// rdbSaveRawString decides.
+pub(crate) fn put_string_lzf(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() > 20 {
+        if let Some(c) = lzf_compress(s, s.len() - 4) {
+            out.push(0xC3);
+            put_len(out, c.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
+        }
+    }
+    put_string(out, s);
+}
+
+/// LZF compression in liblzf's format (what [`lzf_decompress`] and Redis read): literal runs
+/// of up to 32 bytes, back references of 3..=264 bytes up to 8 KiB back, found through a hash
+/// of the next 3 bytes. None when the result would exceed `max_out` bytes.
+pub(crate) fn lzf_compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
+    const HASH_BITS: u32 = 14;
+    const MAX_OFF: usize = 1 << 13;
+    const MAX_REF: usize = 264;
+    let n = input.len();
+    let mut out = Vec::with_capacity(max_out.min(n));
+    let mut table = vec![0u32; 1 << HASH_BITS];
+    let hash = |i: usize| {
+        let v =
+            (u32::from(input[i]) << 16) | (u32::from(input[i + 1]) << 8) | u32::from(input[i + 2]);
+        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
+    };
+    fn literals(out: &mut Vec<u8>, lit: &[u8]) {
+        for chunk in lit.chunks(32) {
+            out.push((chunk.len() - 1) as u8);
+            out.extend_from_slice(chunk);
+        }
+    }
+    let mut lit_start = 0;
+    let mut i = 0;
+    while i + 2 < n {
+        let h = hash(i);
+        let cand = table[h] as usize;
+        table[h] = (i + 1) as u32;
+        if cand > 0 {
+            let c = cand - 1;
+            let off = i - c - 1;
+            if off < MAX_OFF && input[c..c + 3] == input[i..i + 3] {
+                let max = MAX_REF.min(n - i);
+                let mut len = 3;
+                while len < max && input[c + len] == input[i + len] {
+                    len += 1;
+                }
+                literals(&mut out, &input[lit_start..i]);
+                let l = len - 2;
+                if l < 7 {
+                    out.push(((l << 5) | (off >> 8)) as u8);
+                } else {
+                    out.push(((7 << 5) | (off >> 8)) as u8);
+                    out.push((l - 7) as u8);
+                }
+                out.push(off as u8);
+                // Index the positions the reference covers (the last two start no 3-byte key).
+                for k in i + 1..(i + len).min(n.saturating_sub(2)) {
+                    table[hash(k)] = (k + 1) as u32;
+                }
+                i += len;
+                lit_start = i;
+                if out.len() > max_out {
+                    return None;
+                }
+                continue;
+            }
+        }
+        i += 1;
+    }
+    literals(&mut out, &input[lit_start..]);
+    (out.len() <= max_out).then_some(out)
+}
+
 /// An RDB length: 6 bits, 14 bits, 32 or 64 bits big-endian.
-fn put_len(out: &mut Vec<u8>, n: u64) {
+pub(crate) fn put_len(out: &mut Vec<u8>, n: u64) {
     if n < 1 << 6 {
         out.push(n as u8);
     } else if n < 1 << 14 {
@@ -150,7 +246,7 @@ fn put_len(out: &mut Vec<u8>, n: u64) {
 
 /// An RDB string: the integer encodings for the canonical text of an integer that fits 32 bits
 /// (as Redis's rdbTryIntegerEncoding), otherwise length and bytes.
-fn put_string(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = crate::types::set::canonical_i64(s) {
             if let Ok(v) = i8::try_from(v) {
@@ -220,30 +316,30 @@ pub fn restore(payload: &[u8], limits: &Limits) -> Result<Value, PayloadError> {
 }
 
 /// A cursor over the payload; every read is bounds-checked (None = malformed).
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         let b = *self.buf.get(self.pos)?;
         self.pos += 1;
         Some(b)
     }
 
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let s = self.buf.get(self.pos..end)?;
         self.pos = end;
         Some(s)
     }
 
-    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Some(a)
@@ -264,7 +360,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn len(&mut self) -> Option<u64> {
+    pub(crate) fn len(&mut self) -> Option<u64> {
         self.len_or_enc()?.ok()
     }
 
@@ -276,7 +372,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An RDB string in any of its encodings.
-    fn string(&mut self) -> Option<Vec<u8>> {
+    pub(crate) fn string(&mut self) -> Option<Vec<u8>> {
         match self.len_or_enc()? {
             Ok(n) => {
                 let n = usize::try_from(n).ok()?;
@@ -579,7 +675,7 @@ fn packed_pairs(blob: &[u8], ziplist_form: bool) -> Option<Vec<Elem<'_>>> {
     (elems.len() % 2 == 0).then_some(elems)
 }
 
-fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<Value> {
+pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<Value> {
     let value = match t {
         TYPE_STRING => Value::Str(crate::types::compact::CompactBytes::from_vec(r.string()?)),
         TYPE_LIST => {

@@ -6,9 +6,10 @@
 //! 2. lock EVERY shard (in the global order, like EXEC), then switch logging to the new
 //!    incremental file: what was buffered goes to the old file (fsynced), everything fed from
 //!    now on goes to the new one;
-//! 3. serialize the shards one by one into a temporary base file (SET / RPUSH / SADD / HSET /
-//!    ZADD in batches of 64, then PEXPIREAT; already-expired keys are skipped), RELEASING each
-//!    shard as soon as it is written;
+//! 3. serialize the shards one by one into a temporary base file, RELEASING each shard as soon
+//!    as it is written: with `aof-use-rdb-preamble yes` an RDB image (`<name>.<n>.base.rdb`,
+//!    see [`super::snapshot`]), else RESP commands (SET / RPUSH / SADD / HSET / ZADD in batches
+//!    of 64, then PEXPIREAT; already-expired keys are skipped);
 //! 4. fsync, rename to `<name>.<n+1>.base.aof`, atomically replace the manifest with
 //!    "new base + new incremental file", delete the old files.
 //!
@@ -177,8 +178,13 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
             .flatten()
             .unwrap_or_default()
     };
+    let preamble = srv.config.get_bool("aof-use-rdb-preamble");
     let new_base = Part {
-        name: manifest::base_name(&filename, old.base_seq() + 1),
+        name: if preamble {
+            manifest::base_name_rdb(&filename, old.base_seq() + 1)
+        } else {
+            manifest::base_name(&filename, old.base_seq() + 1)
+        },
         seq: old.base_seq() + 1,
     };
     let new_incr = Part {
@@ -205,7 +211,7 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
     }
     let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let tmpfile = File::create(&temp).map_err(io("can't create the temporary rewrite file"))?;
-    let result = snapshot(srv, kind, tmpfile, new_out);
+    let result = snapshot(srv, kind, tmpfile, new_out, preamble);
     let mut w = match result {
         Ok(x) => x,
         Err(e) => {
@@ -265,6 +271,7 @@ fn snapshot(
     kind: Kind,
     tmpfile: File,
     new_out: Option<super::Out>,
+    preamble: bool,
 ) -> Result<BufWriter<File>, String> {
     let inner = &srv.aof.inner;
     let ks = &srv.keyspace;
@@ -297,8 +304,12 @@ fn snapshot(
             inner.state.lock().other_incr_size += old_size;
         }
     }
+    let w = BufWriter::with_capacity(1 << 16, tmpfile);
+    if preamble {
+        return rdb_base(srv, guards, w);
+    }
     let now = crate::server::unix_ms();
-    let mut w = BufWriter::with_capacity(1 << 16, tmpfile);
+    let mut w = w;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut selected = None;
     for (i, g) in guards.iter_mut().enumerate() {
@@ -317,6 +328,36 @@ fn snapshot(
     w.write_all(&buf)
         .map_err(io("can't write the rewrite file"))?;
     Ok(w)
+}
+
+/// Step 3 for `aof-use-rdb-preamble yes`: the base is an RDB image (`aof-base` aux field 1),
+/// each shard released as soon as it is written, as for the RESP base.
+fn rdb_base(
+    srv: &Server,
+    mut guards: Vec<Option<parking_lot::MutexGuard<'_, Shard>>>,
+    w: BufWriter<File>,
+) -> Result<BufWriter<File>, String> {
+    let per = srv.keyspace.shards_per_db();
+    let opts = super::snapshot::SaveOpts::from_config(srv, true);
+    let mut out = super::snapshot::RdbWriter::new(w, opts, crate::alloc::used_memory());
+    let err = io("can't write the rewrite file");
+    for db in 0..srv.keyspace.num_dbs() {
+        let shards = &mut guards[db * per..(db + 1) * per];
+        let (keys, expires) = shards
+            .iter()
+            .flatten()
+            .fold((0, 0), |(k, e), s| (k + s.len(), e + s.volatile_len()));
+        if keys > 0 {
+            out.select_db(db, keys, expires);
+        }
+        for g in shards.iter_mut() {
+            let shard = g.take().ok_or("shard lock missing")?;
+            out.shard(&shard).map_err(&err)?;
+            // Commands on this shard may run again: their effects go to the new incremental file.
+            drop(shard);
+        }
+    }
+    out.finish().map_err(err)
 }
 
 fn spill(buf: &mut Vec<u8>, w: &mut BufWriter<File>) -> Result<(), String> {

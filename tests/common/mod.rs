@@ -114,8 +114,10 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// Podium with no save points (`--save ""`; a test's own `--save` adds them back), so a
+    /// SIGTERM'd test server does not leave a dump.rdb behind that the next one would load.
     pub fn podium() -> Launch {
-        Launch::prog(env!("CARGO_BIN_EXE_podium"))
+        Launch::prog(env!("CARGO_BIN_EXE_podium")).args(&["--save", ""])
     }
 
     /// Another program taking the same options (e.g. `redis-server`).

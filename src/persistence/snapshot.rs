@@ -1,0 +1,1111 @@
+//! RDB snapshot files (Redis 7.0's format, RDB version 10): writing, reading, SAVE / BGSAVE,
+//! save points and the RDB half of INFO persistence.
+//!
+//! File layout (as Redis's rdb.c writes it): `REDIS0010`; aux fields (`redis-ver`,
+//! `redis-bits`, `ctime`, `used-mem`, `aof-base`); per non-empty database `SELECTDB n` and
+//! `RESIZEDB keys expires`; per key an optional `EXPIRETIME_MS` (Unix ms, little-endian), the
+//! type byte, the key and the object in the codec of [`super::rdb`] (plain encodings, strings
+//! LZF-compressed when `rdbcompression yes`); then `EOF` and the CRC-64 of everything before it
+//! (zero when `rdbchecksum no`). Reading takes everything Redis 7.0 (or older) writes:
+//! listpacks, ziplists, intsets, quicklists, old-style second expiries, LRU/LFU hints (skipped:
+//! they are eviction metadata, not data). Streams, module values, module aux data and function
+//! libraries are refused with a message naming the key (or the record) and the type. A file
+//! is parsed and its checksum verified in full before a single key is inserted, so a damaged
+//! file is refused (with the offset and the key being read) and never half-loaded.
+//!
+//! Saving. SAVE locks every shard (as EXEC does), writes `temp-<pid>.rdb`, fsyncs, renames it
+//! to `dir/dbfilename` and fsyncs the directory. BGSAVE takes the same all-shard lock only
+//! long enough to `fork()`: the child (one thread, holding the shard guards in its
+//! copy-on-write image of memory) serializes that instant with `std::fs` only and `_exit`s; the
+//! parent releases the locks at once and a waiter thread reaps the child and records the
+//! outcome. The child allocates through jemalloc, whose atfork handlers make that safe, and
+//! touches no lock another thread could have held at the fork (no logging, no config reads:
+//! everything it needs is read before forking). It reports its copy-on-write size
+//! (`Private_Dirty` of `/proc/self/smaps_rollup`) through a pipe, as Redis does.
+
+use super::rdb::{self, Limits, Reader};
+use crate::keyspace::Shard;
+use crate::server::Server;
+use crate::types::Value;
+use parking_lot::Mutex;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::time::Instant;
+
+const OP_FUNCTION2: u8 = 0xF5;
+const OP_FUNCTION: u8 = 0xF6;
+const OP_MODULE_AUX: u8 = 0xF9;
+const OP_IDLE: u8 = 0xF8;
+const OP_FREQ: u8 = 0xF7;
+const OP_AUX: u8 = 0xFA;
+const OP_RESIZEDB: u8 = 0xFB;
+const OP_EXPIRETIME_MS: u8 = 0xFC;
+const OP_EXPIRETIME: u8 = 0xFD;
+const OP_SELECTDB: u8 = 0xFE;
+const OP_EOF: u8 = 0xFF;
+
+/// Redis 7's save points when no configuration sets `save`.
+pub const DEFAULT_SAVE: &str = "3600 1 300 100 60 10000";
+
+/// Seconds between BGSAVE attempts after a failed one (Redis's CONFIG_BGSAVE_RETRY_DELAY).
+const BGSAVE_RETRY_DELAY: i64 = 5;
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/// What a save reads from the configuration (before any fork).
+#[derive(Clone, Debug)]
+pub(crate) struct SaveOpts {
+    pub compress: bool,
+    pub checksum: bool,
+    /// `rdb-key-save-delay`: microseconds to sleep per key (negative: nanoseconds), for tests.
+    pub key_delay: i64,
+    pub aof_base: bool,
+}
+
+impl SaveOpts {
+    pub(crate) fn from_config(srv: &Server, aof_base: bool) -> SaveOpts {
+        SaveOpts {
+            compress: srv.config.get_bool("rdbcompression"),
+            checksum: srv.config.get_bool("rdbchecksum"),
+            key_delay: srv.config.get_i64("rdb-key-save-delay"),
+            aof_base,
+        }
+    }
+}
+
+/// An RDB file being written: buffers records, keeps the running CRC-64.
+pub(crate) struct RdbWriter<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+    crc: u64,
+    opts: SaveOpts,
+    pub keys: u64,
+}
+
+impl<W: Write> RdbWriter<W> {
+    /// Start a file: the magic, the version and the aux fields.
+    pub(crate) fn new(w: W, opts: SaveOpts, used_mem: usize) -> RdbWriter<W> {
+        let mut out = RdbWriter {
+            w,
+            buf: Vec::with_capacity(1 << 16),
+            crc: 0,
+            opts,
+            keys: 0,
+        };
+        out.buf
+            .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
+        let ctime = (crate::server::unix_ms() / 1000).to_string();
+        let aux: [(&str, String); 5] = [
+            (
+                "redis-ver",
+                crate::commands::server::REDIS_VERSION.to_string(),
+            ),
+            ("redis-bits", (usize::BITS).to_string()),
+            ("ctime", ctime),
+            ("used-mem", used_mem.to_string()),
+            ("aof-base", u8::from(out.opts.aof_base).to_string()),
+        ];
+        for (k, v) in aux {
+            out.buf.push(OP_AUX);
+            rdb::put_string(&mut out.buf, k.as_bytes());
+            rdb::put_string(&mut out.buf, v.as_bytes());
+        }
+        out
+    }
+
+    fn spill(&mut self) -> std::io::Result<()> {
+        if self.opts.checksum {
+            self.crc = rdb::crc64(self.crc, &self.buf);
+        }
+        self.w.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// `SELECTDB db` and `RESIZEDB keys expires`.
+    pub(crate) fn select_db(&mut self, db: usize, keys: usize, expires: usize) {
+        self.buf.push(OP_SELECTDB);
+        rdb::put_len(&mut self.buf, db as u64);
+        self.buf.push(OP_RESIZEDB);
+        rdb::put_len(&mut self.buf, keys as u64);
+        rdb::put_len(&mut self.buf, expires as u64);
+    }
+
+    /// Every key of `shard`.
+    pub(crate) fn shard(&mut self, shard: &Shard) -> std::io::Result<()> {
+        for (key, e) in shard.keys() {
+            if e.has_expire() {
+                self.buf.push(OP_EXPIRETIME_MS);
+                self.buf.extend_from_slice(&e.expire_at.to_le_bytes());
+            }
+            self.buf.push(rdb::object_type(&e.value));
+            if self.opts.compress {
+                rdb::put_string_lzf(&mut self.buf, key);
+            } else {
+                rdb::put_string(&mut self.buf, key);
+            }
+            rdb::put_object(&mut self.buf, &e.value, self.opts.compress);
+            self.keys += 1;
+            if self.buf.len() >= 1 << 16 {
+                self.spill()?;
+            }
+            match self.opts.key_delay {
+                0 => {}
+                d if d > 0 => std::thread::sleep(std::time::Duration::from_micros(d as u64)),
+                d => std::thread::sleep(std::time::Duration::from_nanos(d.unsigned_abs())),
+            }
+        }
+        Ok(())
+    }
+
+    /// `EOF` and the checksum; returns the writer (flushed).
+    pub(crate) fn finish(mut self) -> std::io::Result<W> {
+        self.buf.push(OP_EOF);
+        self.spill()?;
+        let crc = if self.opts.checksum { self.crc } else { 0 };
+        self.w.write_all(&crc.to_le_bytes())?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
+
+/// Write a whole keyspace image: `dbs[i]` holds database i's shards (locked by the caller).
+pub(crate) fn write_image<W: Write>(
+    w: W,
+    dbs: &[Vec<&Shard>],
+    opts: SaveOpts,
+    used_mem: usize,
+) -> std::io::Result<(W, u64)> {
+    let mut out = RdbWriter::new(w, opts, used_mem);
+    for (db, shards) in dbs.iter().enumerate() {
+        let keys: usize = shards.iter().map(|s| s.len()).sum();
+        if keys == 0 {
+            continue;
+        }
+        let expires: usize = shards.iter().map(|s| s.volatile_len()).sum();
+        out.select_db(db, keys, expires);
+        for s in shards {
+            out.shard(s)?;
+        }
+    }
+    let keys = out.keys;
+    Ok((out.finish()?, keys))
+}
+
+/// Write the image to `tmp`, fsync it, rename it to `target` and fsync the directory.
+fn write_file_at(
+    tmp: &Path,
+    target: &Path,
+    dbs: &[Vec<&Shard>],
+    opts: SaveOpts,
+    used_mem: usize,
+) -> std::io::Result<u64> {
+    let r = (|| {
+        let f = std::fs::File::create(tmp)?;
+        let (w, keys) = write_image(
+            std::io::BufWriter::with_capacity(1 << 16, f),
+            dbs,
+            opts,
+            used_mem,
+        )?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(tmp, target)?;
+        if let Some(dir) = target.parent() {
+            super::manifest::sync_dir(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })?;
+        }
+        Ok(keys)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    r
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/// One key read from a file.
+pub(crate) struct LoadedKey {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub value: Value,
+    pub expire_at: i64,
+}
+
+/// A parsed file, not yet applied.
+pub(crate) struct Parsed {
+    pub keys: Vec<LoadedKey>,
+    /// Offset just past the file (after the checksum): an AOF preamble's commands start here.
+    pub end: usize,
+    /// Keys dropped because they had expired (rdb_last_load_keys_expired).
+    pub expired: u64,
+    pub aof_base: bool,
+}
+
+fn type_name(t: u8) -> &'static str {
+    match t {
+        6 => "module (pre-GA module value)",
+        7 => "module",
+        9 => "hash (zipmap encoding)",
+        15 => "stream",
+        19 => "stream (listpacks v2)",
+        20 => "set (listpack, Redis 7.2)",
+        21 => "stream (listpacks v3, Redis 7.2)",
+        _ => "unknown type",
+    }
+}
+
+fn type_supported(t: u8) -> bool {
+    matches!(t, 0..=5 | 10..=14 | 16..=18)
+}
+
+/// Parse an RDB image at the start of `data`. `skip_expired_at`: drop keys whose expiry is
+/// at or before this Unix ms time (a master loading its own file), None to keep them (an AOF
+/// preamble, where later commands may refer to them). `name` is used in messages.
+pub(crate) fn parse(
+    data: &[u8],
+    name: &str,
+    limits: &Limits,
+    num_dbs: usize,
+    skip_expired_at: Option<i64>,
+) -> Result<Parsed, String> {
+    let bad = |off: usize, what: &str| format!("Bad RDB file {name} at offset {off}: {what}");
+    if data.len() < 9 || &data[..5] != b"REDIS" {
+        return Err(bad(0, "Wrong signature trying to load DB from file"));
+    }
+    let version = std::str::from_utf8(&data[5..9])
+        .ok()
+        .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<u16>().ok())
+        .ok_or_else(|| bad(5, "bad RDB version field"))?;
+    if version < 1 || version > rdb::RDB_VERSION {
+        return Err(format!(
+            "Can't handle RDB format version {version} in {name} (Podium reads versions 1 to {})",
+            rdb::RDB_VERSION
+        ));
+    }
+    let mut r = Reader { buf: data, pos: 9 };
+    let mut out = Parsed {
+        keys: Vec::new(),
+        end: 0,
+        expired: 0,
+        aof_base: false,
+    };
+    let mut db = 0usize;
+    let mut expire_at = crate::keyspace::NO_EXPIRE;
+    let short = |r: &Reader<'_>, what: &str| bad(r.pos, &format!("short read or damage {what}"));
+    loop {
+        let at = r.pos;
+        let Some(op) = r.byte() else {
+            return Err(short(&r, "(the file ends before its EOF marker)"));
+        };
+        match op {
+            OP_EOF => break,
+            OP_SELECTDB => {
+                let n = r.len().ok_or_else(|| short(&r, "reading SELECTDB"))?;
+                if n >= num_dbs as u64 {
+                    return Err(format!(
+                        "{name} was created with a server configured to handle more than {num_dbs} \
+                         databases (it selects database {n}): raise `databases`"
+                    ));
+                }
+                db = n as usize;
+            }
+            OP_RESIZEDB => {
+                r.len()
+                    .and_then(|_| r.len())
+                    .ok_or_else(|| short(&r, "reading RESIZEDB"))?;
+            }
+            OP_EXPIRETIME_MS => {
+                expire_at = i64::from_le_bytes(
+                    r.array()
+                        .ok_or_else(|| short(&r, "reading an expire time"))?,
+                );
+            }
+            OP_EXPIRETIME => {
+                let s = i32::from_le_bytes(
+                    r.array()
+                        .ok_or_else(|| short(&r, "reading an expire time"))?,
+                );
+                expire_at = i64::from(s) * 1000;
+            }
+            OP_IDLE => {
+                r.len()
+                    .ok_or_else(|| short(&r, "reading an LRU idle time"))?;
+            }
+            OP_FREQ => {
+                r.byte()
+                    .ok_or_else(|| short(&r, "reading an LFU frequency"))?;
+            }
+            OP_AUX => {
+                let k = r
+                    .string()
+                    .ok_or_else(|| short(&r, "reading an aux field"))?;
+                let v = r
+                    .string()
+                    .ok_or_else(|| short(&r, "reading an aux field"))?;
+                if k == b"aof-base" {
+                    out.aof_base = v == b"1";
+                }
+            }
+            OP_MODULE_AUX => {
+                return Err(bad(
+                    at,
+                    "module auxiliary data: Podium has no modules, so this file cannot be loaded",
+                ))
+            }
+            OP_FUNCTION | OP_FUNCTION2 => return Err(bad(
+                at,
+                "a function library: Podium has no FUNCTION engine, so this file cannot be loaded",
+            )),
+            t => {
+                let key = r.string().ok_or_else(|| short(&r, "reading a key"))?;
+                let shown = String::from_utf8_lossy(&key).into_owned();
+                if !type_supported(t) {
+                    return Err(bad(
+                        at,
+                        &format!(
+                            "key '{shown}' has RDB type {t}, a {}, which Podium does not support",
+                            type_name(t)
+                        ),
+                    ));
+                }
+                let value = rdb::read_object(&mut r, t, limits).ok_or_else(|| {
+                    bad(at, &format!("key '{shown}' (RDB type {t}) does not decode"))
+                })?;
+                let exp = std::mem::replace(&mut expire_at, crate::keyspace::NO_EXPIRE);
+                if exp != crate::keyspace::NO_EXPIRE
+                    && skip_expired_at.is_some_and(|now| exp <= now)
+                {
+                    out.expired += 1;
+                    continue;
+                }
+                out.keys.push(LoadedKey {
+                    db,
+                    key,
+                    value,
+                    expire_at: exp,
+                });
+            }
+        }
+    }
+    let mut end = r.pos;
+    if version >= 5 {
+        let crc_at = r.pos;
+        let stored = u64::from_le_bytes(
+            r.array()
+                .ok_or_else(|| bad(crc_at, "the file ends inside its checksum"))?,
+        );
+        if stored != 0 {
+            let got = rdb::crc64(0, &data[..crc_at]);
+            if got != stored {
+                return Err(format!(
+                    "Wrong RDB checksum in {name}: expected {stored:x}, got {got:x} (the file is damaged)"
+                ));
+            }
+        }
+        end = r.pos;
+    }
+    out.end = end;
+    Ok(out)
+}
+
+/// The encoding limits loaded values are built with (the configured ones, as after a load in
+/// Redis).
+pub(crate) fn limits(srv: &Server) -> Limits {
+    Limits {
+        hash: crate::types::hash::HashLimits {
+            max_entries: srv.config.get_i64("hash-max-listpack-entries").max(0) as usize,
+            max_value: srv.config.get_i64("hash-max-listpack-value").max(0) as usize,
+        },
+        zset: srv.config.zset_limits(),
+        set_max_intset: srv.config.hot.set_max_intset.load(Ordering::Relaxed),
+    }
+}
+
+/// Insert parsed keys into the locked shards (`guards[db][shard]`). A key that exists
+/// already (a file repeating a key, or NOFLUSH over existing data) is an error, and then every
+/// database is emptied: nothing of a refused file stays half-loaded.
+fn apply_locked(
+    srv: &Server,
+    guards: &mut [Vec<parking_lot::MutexGuard<'_, Shard>>],
+    parsed: Parsed,
+    name: &str,
+) -> Result<u64, String> {
+    let ks = &srv.keyspace;
+    let mut n = 0u64;
+    for k in parsed.keys {
+        let shard = &mut guards[k.db][ks.shard_of(&k.key)];
+        if shard.raw_get(&k.key).is_some() {
+            let msg = format!(
+                "{name} has the duplicated key '{}' in DB {}",
+                String::from_utf8_lossy(&k.key),
+                k.db
+            );
+            for s in guards.iter_mut().flatten() {
+                s.touch_all_watched();
+                s.clear();
+            }
+            return Err(msg);
+        }
+        shard.insert(&k.key, k.value, false);
+        if k.expire_at != crate::keyspace::NO_EXPIRE {
+            shard.set_expire(&k.key, k.expire_at);
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Insert parsed keys (see [`apply_locked`]), locking every shard meanwhile.
+pub(crate) fn apply(srv: &Server, parsed: Parsed, name: &str) -> Result<u64, String> {
+    let mut guards = lock_all(srv);
+    apply_locked(srv, &mut guards, parsed, name)
+}
+
+/// Read and check `path` in full: the parsed keys, ready to apply.
+fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
+    let name = path.display().to_string();
+    let data = std::fs::read(path).map_err(|e| format!("Can't open {name}: {e}"))?;
+    let parsed = parse(
+        &data,
+        &name,
+        &limits(srv),
+        srv.keyspace.num_dbs(),
+        Some(crate::server::unix_ms()),
+    )?;
+    if parsed.end != data.len() {
+        return Err(format!(
+            "Bad RDB file {name}: {} bytes after its end (offset {})",
+            data.len() - parsed.end,
+            parsed.end
+        ));
+    }
+    Ok(parsed)
+}
+
+fn record_load(srv: &Server, loaded: u64, expired: u64) {
+    let st = &srv.aof.inner.snap;
+    st.last_load_loaded.store(loaded, Ordering::Relaxed);
+    st.last_load_expired.store(expired, Ordering::Relaxed);
+    srv.aof
+        .inner
+        .dirty_base
+        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+    tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
+}
+
+/// DEBUG RELOAD's load: read `dir/dbfilename` in full, then (every shard locked) empty the
+/// databases when `flush` and insert its keys.
+pub(crate) fn reload(srv: &Server, flush: bool) -> Result<(), String> {
+    let path = rdb_path(srv);
+    let parsed = read_checked(srv, &path)?;
+    let expired = parsed.expired;
+    let mut guards = lock_all(srv);
+    if flush {
+        for s in guards.iter_mut().flatten() {
+            s.touch_all_watched();
+            s.clear();
+        }
+    }
+    let loaded = apply_locked(srv, &mut guards, parsed, &path.display().to_string())?;
+    drop(guards);
+    record_load(srv, loaded, expired);
+    Ok(())
+}
+
+/// Load `path` into the (empty) keyspace at startup.
+pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    let parsed = read_checked(srv, path)?;
+    let expired = parsed.expired;
+    let loaded = apply(srv, parsed, &path.display().to_string())?;
+    record_load(srv, loaded, expired);
+    tracing::info!(
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// SAVE / BGSAVE
+
+/// Snapshot state (Redis's rdb_* server fields).
+pub(crate) struct SnapState {
+    /// The BGSAVE child's pid, 0 when none runs.
+    pub child: AtomicI32,
+    pub child_started: Mutex<Option<Instant>>,
+    pub last_bgsave_ok: AtomicBool,
+    pub last_bgsave_secs: AtomicI64,
+    /// Unix seconds of the last BGSAVE attempt (retry delay after a failure).
+    pub last_bgsave_try: AtomicI64,
+    pub saves: AtomicU64,
+    pub last_cow: AtomicU64,
+    /// The `dirty` counter when the running BGSAVE forked.
+    pub dirty_at_fork: AtomicU64,
+    /// BGSAVE SCHEDULE waiting for an AOF rewrite to end.
+    pub scheduled: AtomicBool,
+    pub last_load_loaded: AtomicU64,
+    pub last_load_expired: AtomicU64,
+    /// BGREWRITEAOF asked for while a BGSAVE ran: started by the cron once it ends.
+    pub rewrite_scheduled: AtomicBool,
+    /// SHUTDOWN already saved (or was told NOSAVE): the exit path must not save again.
+    pub shutdown_handled: AtomicBool,
+}
+
+impl Default for SnapState {
+    fn default() -> Self {
+        SnapState {
+            child: AtomicI32::new(0),
+            child_started: Mutex::new(None),
+            last_bgsave_ok: AtomicBool::new(true),
+            last_bgsave_secs: AtomicI64::new(-1),
+            last_bgsave_try: AtomicI64::new(0),
+            saves: AtomicU64::new(0),
+            last_cow: AtomicU64::new(0),
+            dirty_at_fork: AtomicU64::new(0),
+            scheduled: AtomicBool::new(false),
+            last_load_loaded: AtomicU64::new(0),
+            last_load_expired: AtomicU64::new(0),
+            rewrite_scheduled: AtomicBool::new(false),
+            shutdown_handled: AtomicBool::new(false),
+        }
+    }
+}
+
+/// `dir/dbfilename`.
+pub(crate) fn rdb_path(srv: &Server) -> PathBuf {
+    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
+    let name = srv
+        .config
+        .get("dbfilename")
+        .unwrap_or_else(|| "dump.rdb".into());
+    Path::new(&dir).join(name)
+}
+
+/// The configured save points: (seconds, changes) pairs.
+pub(crate) fn save_points(srv: &Server) -> Vec<(i64, u64)> {
+    let text = srv.config.get("save").unwrap_or_default();
+    let nums: Vec<i64> = text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    nums.chunks_exact(2)
+        .map(|c| (c[0], c[1].max(0) as u64))
+        .collect()
+}
+
+/// Changes since the last successful save.
+pub(crate) fn changes_since_save(srv: &Server) -> u64 {
+    srv.stats
+        .dirty
+        .load(Ordering::Relaxed)
+        .saturating_sub(srv.aof.inner.dirty_base.load(Ordering::Relaxed))
+}
+
+/// True while a BGSAVE child runs.
+pub(crate) fn bgsave_running(srv: &Server) -> bool {
+    srv.aof.inner.snap.child.load(Ordering::SeqCst) != 0
+}
+
+/// `-MISCONF` text for writes while the last BGSAVE failed and save points are set with
+/// `stop-writes-on-bgsave-error yes` (Redis's writeCommandsDeniedByDiskError).
+pub fn write_refusal(srv: &Server) -> Option<&'static str> {
+    let st = &srv.aof.inner.snap;
+    if st.last_bgsave_ok.load(Ordering::Relaxed)
+        || !srv.config.get_bool("stop-writes-on-bgsave-error")
+        || save_points(srv).is_empty()
+    {
+        return None;
+    }
+    Some(
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. \
+         Commands that may modify the data set are disabled, because this instance is configured to report \
+         errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check \
+         the Redis logs for details about the RDB error.",
+    )
+}
+
+/// Lock every shard in the global order; `dbs[i]` gets database i's guards.
+fn lock_all(srv: &Server) -> Vec<Vec<parking_lot::MutexGuard<'_, Shard>>> {
+    srv.keyspace
+        .dbs
+        .iter()
+        .map(|d| d.shards.iter().map(|s| s.lock()).collect())
+        .collect()
+}
+
+/// SAVE (and SHUTDOWN's save): write the file in the foreground, every shard locked.
+pub(crate) fn save(srv: &Server) -> Result<(), String> {
+    let target = rdb_path(srv);
+    let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let opts = SaveOpts::from_config(srv, false);
+    let guards = lock_all(srv);
+    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let dbs: Vec<Vec<&Shard>> = guards
+        .iter()
+        .map(|g| g.iter().map(|s| &**s).collect())
+        .collect();
+    let r = write_file_at(&tmp, &target, &dbs, opts, crate::alloc::used_memory());
+    drop(dbs);
+    drop(guards);
+    match r {
+        Ok(_) => {
+            tracing::info!("DB saved on disk");
+            srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
+            srv.lastsave
+                .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+            srv.aof
+                .inner
+                .snap
+                .last_bgsave_ok
+                .store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            let msg = format!(
+                "Failed opening the temp RDB file {} (in server root dir {}) for saving: {}",
+                tmp.display(),
+                std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+                e
+            );
+            tracing::warn!("{msg}");
+            Err(msg)
+        }
+    }
+}
+
+/// The copy-on-write bytes of this process (Private_Dirty), as Redis's child reports it.
+fn private_dirty() -> u64 {
+    let Ok(t) = std::fs::read_to_string("/proc/self/smaps_rollup") else {
+        return 0;
+    };
+    t.lines()
+        .filter(|l| l.starts_with("Private_Dirty:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
+}
+
+/// Start a BGSAVE: fork a child that writes the file. Err carries the reason.
+pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
+    let st = &srv.aof.inner.snap;
+    if bgsave_running(srv) {
+        return Err("Background save already in progress".into());
+    }
+    let Some(arc) = srv.arc() else {
+        return Err("no server handle".into());
+    };
+    let target = rdb_path(srv);
+    let opts = SaveOpts::from_config(srv, false);
+    let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe(2) writes two descriptors into the array we pass; nothing else is touched.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!(
+            "Can't create the pipe to the BGSAVE child: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let (read_fd, write_fd) = (fds[0], fds[1]);
+    let used_mem = crate::alloc::used_memory();
+    st.last_bgsave_try
+        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+    let guards = lock_all(srv);
+    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let fork_started = Instant::now();
+    // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
+    // child (below) only reads the shards whose guards this thread holds, allocates through
+    // jemalloc (made fork-safe by its atfork handlers), uses plain file system calls, and ends
+    // with _exit without running destructors or touching locks other threads may have held.
+    // Covered by tests/rdb.rs (BGSAVE while clients write, point-in-time check).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
+            let dbs: Vec<Vec<&Shard>> = guards
+                .iter()
+                .map(|g| g.iter().map(|s| &**s).collect())
+                .collect();
+            match write_file_at(&tmp, &target, &dbs, opts, used_mem) {
+                Ok(_) => 0,
+                Err(e) => {
+                    let msg = format!(
+                        "Background saving error: can't write {}: {e}\n",
+                        tmp.display()
+                    );
+                    // SAFETY: write(2) to standard error from a buffer we own.
+                    unsafe {
+                        libc::write(2, msg.as_ptr().cast(), msg.len());
+                    }
+                    1
+                }
+            }
+        }))
+        .unwrap_or(1);
+        let cow = private_dirty().to_le_bytes();
+        // SAFETY: write(2) of 8 bytes we own to our end of the pipe, then _exit(2), which ends
+        // the child without running any destructor (the guards' memory is only our copy).
+        unsafe {
+            libc::write(write_fd, cow.as_ptr().cast(), cow.len());
+            libc::_exit(code);
+        }
+    }
+    drop(guards);
+    // SAFETY: closing our copy of the child's end of the pipe.
+    unsafe {
+        libc::close(write_fd);
+    }
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: closing the read end we still own.
+        unsafe {
+            libc::close(read_fd);
+        }
+        st.last_bgsave_ok.store(false, Ordering::Relaxed);
+        return Err(format!("Can't save in background: fork: {e}"));
+    }
+    let fork_ms = fork_started.elapsed().as_secs_f64() * 1000.0;
+    st.saves.fetch_add(1, Ordering::Relaxed);
+    st.dirty_at_fork.store(dirty, Ordering::Relaxed);
+    *st.child_started.lock() = Some(Instant::now());
+    st.child.store(pid, Ordering::SeqCst);
+    tracing::info!("Background saving started by pid {pid} (fork took {fork_ms:.3} ms)");
+    let r = std::thread::Builder::new()
+        .name("rdb-bgsave-wait".into())
+        .spawn(move || reap(&arc, pid, read_fd, &dir));
+    if let Err(e) = r {
+        tracing::warn!("can't start the BGSAVE waiter thread: {e}");
+    }
+    Ok(())
+}
+
+/// Wait for the child, then record how it ended.
+fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
+    let mut status = 0i32;
+    loop {
+        // SAFETY: waitpid(2) on our own child, writing its status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            status = -1;
+            break;
+        }
+    }
+    let mut cow = [0u8; 8];
+    // SAFETY: read(2) of at most 8 bytes into a local buffer, then close of our descriptor.
+    let got = unsafe {
+        let n = libc::read(read_fd, cow.as_mut_ptr().cast(), cow.len());
+        libc::close(read_fd);
+        n
+    };
+    let st = &srv.aof.inner.snap;
+    let started = st.child_started.lock().take();
+    let secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
+    st.last_bgsave_secs.store(secs, Ordering::Relaxed);
+    if got == 8 {
+        st.last_cow
+            .store(u64::from_le_bytes(cow), Ordering::Relaxed);
+    }
+    let exited_ok = status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    if exited_ok {
+        tracing::info!("Background saving terminated with success");
+        srv.aof
+            .inner
+            .dirty_base
+            .store(st.dirty_at_fork.load(Ordering::Relaxed), Ordering::Relaxed);
+        srv.lastsave
+            .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        st.last_bgsave_ok.store(true, Ordering::Relaxed);
+    } else {
+        let _ = std::fs::remove_file(dir.join(format!("temp-{pid}.rdb")));
+        if status != -1 && libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            tracing::warn!("Background saving terminated by signal {sig}");
+            // Redis counts a child it killed itself (SIGUSR1) as neither success nor error.
+            if sig != libc::SIGUSR1 {
+                st.last_bgsave_ok.store(false, Ordering::Relaxed);
+            }
+        } else {
+            tracing::warn!("Background saving error");
+            st.last_bgsave_ok.store(false, Ordering::Relaxed);
+        }
+    }
+    st.child.store(0, Ordering::SeqCst);
+}
+
+/// Stop a running BGSAVE (SHUTDOWN, DEBUG RELOAD): SIGUSR1 as Redis, then wait for the reaper.
+pub(crate) fn kill_child(srv: &Server) {
+    let pid = srv.aof.inner.snap.child.load(Ordering::SeqCst);
+    if pid == 0 {
+        return;
+    }
+    tracing::info!("There is a child saving an .rdb. Killing it!");
+    // SAFETY: kill(2) of our own child process.
+    unsafe {
+        libc::kill(pid, libc::SIGUSR1);
+    }
+    for _ in 0..500 {
+        if !bgsave_running(srv) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Save points, scheduled BGSAVEs: called from the persistence thread's 100 ms tick.
+pub(crate) fn cron(srv: &Server) {
+    let st = &srv.aof.inner.snap;
+    if bgsave_running(srv) || srv.aof.inner.rewriting.load(Ordering::Relaxed) {
+        return;
+    }
+    if srv.aof.loading() {
+        return;
+    }
+    let now = crate::server::unix_ms() / 1000;
+    if st.rewrite_scheduled.swap(false, Ordering::SeqCst) {
+        if let Err(e) = super::rewrite::spawn(srv, super::rewrite::Kind::Rewrite) {
+            tracing::warn!("scheduled AOF rewrite not started: {e}");
+        }
+        return;
+    }
+    if st.scheduled.swap(false, Ordering::SeqCst) {
+        if let Err(e) = bgsave_start(srv) {
+            tracing::warn!("scheduled BGSAVE not started: {e}");
+        }
+        return;
+    }
+    let changes = changes_since_save(srv);
+    let last = srv.lastsave.load(Ordering::Relaxed);
+    let retry_ok = st.last_bgsave_ok.load(Ordering::Relaxed)
+        || now - st.last_bgsave_try.load(Ordering::Relaxed) > BGSAVE_RETRY_DELAY;
+    for (secs, min_changes) in save_points(srv) {
+        if changes >= min_changes && now - last > secs && retry_ok {
+            tracing::info!("{min_changes} changes in {secs} seconds. Saving...");
+            if let Err(e) = bgsave_start(srv) {
+                tracing::warn!("BGSAVE for a save point not started: {e}");
+            }
+            return;
+        }
+    }
+}
+
+/// RDB fields of INFO persistence, in Redis's order.
+pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
+    let st = &srv.aof.inner.snap;
+    let running = bgsave_running(srv);
+    let current = st
+        .child_started
+        .lock()
+        .filter(|_| running)
+        .map(|t| t.elapsed().as_secs() as i64)
+        .unwrap_or(-1);
+    vec![
+        (
+            "rdb_changes_since_last_save",
+            changes_since_save(srv).to_string(),
+        ),
+        ("rdb_bgsave_in_progress", u8::from(running).to_string()),
+        (
+            "rdb_last_save_time",
+            srv.lastsave.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_bgsave_status",
+            if st.last_bgsave_ok.load(Ordering::Relaxed) {
+                "ok"
+            } else {
+                "err"
+            }
+            .into(),
+        ),
+        (
+            "rdb_last_bgsave_time_sec",
+            st.last_bgsave_secs.load(Ordering::Relaxed).to_string(),
+        ),
+        ("rdb_current_bgsave_time_sec", current.to_string()),
+        ("rdb_saves", st.saves.load(Ordering::Relaxed).to_string()),
+        (
+            "rdb_last_cow_size",
+            st.last_cow.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_load_keys_expired",
+            st.last_load_expired.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_load_keys_loaded",
+            st.last_load_loaded.load(Ordering::Relaxed).to_string(),
+        ),
+    ]
+}
+
+/// The save SHUTDOWN and the signal handlers do: when `save` is forced or save points exist
+/// (and not `nosave`), kill a running BGSAVE and save in the foreground.
+pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Result<(), String> {
+    kill_child(srv);
+    if nosave || (!save_flag && save_points(srv).is_empty()) {
+        return Ok(());
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    save(srv).map_err(|e| {
+        tracing::warn!("Error trying to save the DB, can't exit.");
+        e
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::compact::CompactBytes;
+
+    fn lim() -> Limits {
+        Limits {
+            hash: crate::types::hash::HashLimits {
+                max_entries: 128,
+                max_value: 64,
+            },
+            zset: crate::types::zset::ZsetLimits {
+                max_entries: 128,
+                max_value: 64,
+            },
+            set_max_intset: 512,
+        }
+    }
+
+    fn sample(n: usize) -> Shard {
+        let mut sh = Shard::default();
+        for i in 0..n {
+            let v = format!("value-{i}-{}", "x".repeat(i % 50));
+            sh.insert(
+                format!("k{i}").as_bytes(),
+                Value::Str(CompactBytes::new(v.as_bytes())),
+                false,
+            );
+            if i % 3 == 0 {
+                sh.set_expire(format!("k{i}").as_bytes(), 4_000_000_000_000 + i as i64);
+            }
+        }
+        sh
+    }
+
+    fn opts(compress: bool, checksum: bool) -> SaveOpts {
+        SaveOpts {
+            compress,
+            checksum,
+            key_delay: 0,
+            aof_base: false,
+        }
+    }
+
+    #[test]
+    fn image_round_trips_with_and_without_compression_and_checksum() {
+        let a = sample(200);
+        let b = sample(5);
+        for (c, k) in [(true, true), (false, true), (true, false)] {
+            let (img, keys) = write_image(Vec::new(), &[vec![&a], vec![], vec![&b]], opts(c, k), 0)
+                .expect("write");
+            assert_eq!(keys, 205);
+            assert!(img.starts_with(b"REDIS0010"));
+            let p = parse(&img, "t", &lim(), 3, Some(0)).expect("parse");
+            assert_eq!(p.end, img.len());
+            assert_eq!(p.keys.len(), 205);
+            assert_eq!(p.keys.iter().filter(|k| k.db == 2).count(), 5);
+            let k0 = p
+                .keys
+                .iter()
+                .find(|k| k.key == b"k3" && k.db == 0)
+                .expect("k3");
+            assert_eq!(k0.expire_at, 4_000_000_000_003);
+            match &k0.value {
+                Value::Str(s) => {
+                    assert_eq!(&s[..], format!("value-3-{}", "x".repeat(3)).as_bytes())
+                }
+                _ => panic!("type"),
+            }
+            // Too few databases configured: refused.
+            assert!(parse(&img, "t", &lim(), 2, None).is_err());
+        }
+    }
+
+    #[test]
+    fn damage_is_refused_never_panics() {
+        let a = sample(60);
+        let (img, _) = write_image(Vec::new(), &[vec![&a]], opts(true, true), 0).expect("write");
+        for cut in 0..img.len() {
+            assert!(
+                parse(&img[..cut], "t", &lim(), 1, None).is_err(),
+                "cut {cut}"
+            );
+        }
+        for at in (9..img.len()).step_by(7) {
+            let mut bad = img.clone();
+            bad[at] ^= 0x55;
+            assert!(parse(&bad, "t", &lim(), 1, None).is_err(), "flip at {at}");
+        }
+    }
+
+    #[test]
+    fn expired_keys_are_skipped_when_asked() {
+        let mut sh = Shard::default();
+        sh.insert(b"old", Value::Str(CompactBytes::new(b"v")), false);
+        sh.set_expire(b"old", 1000);
+        sh.insert(b"live", Value::Str(CompactBytes::new(b"v")), false);
+        let (img, _) = write_image(Vec::new(), &[vec![&sh]], opts(false, true), 0).expect("write");
+        let p = parse(&img, "t", &lim(), 1, Some(2000)).expect("parse");
+        assert_eq!((p.keys.len(), p.expired), (1, 1));
+        let p = parse(&img, "t", &lim(), 1, None).expect("parse");
+        assert_eq!((p.keys.len(), p.expired), (2, 0));
+    }
+
+    #[test]
+    fn streams_and_functions_are_refused_by_name() {
+        let mut img = b"REDIS0010".to_vec();
+        img.push(15);
+        rdb::put_string(&mut img, b"mystream");
+        img.push(0);
+        let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");
+        assert!(e.contains("mystream") && e.contains("stream"), "{e}");
+        let mut img = b"REDIS0010".to_vec();
+        img.push(OP_FUNCTION2);
+        let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");
+        assert!(e.contains("function"), "{e}");
+    }
+
+    #[test]
+    fn lzf_round_trips() {
+        let mut data = Vec::new();
+        for i in 0..5000u32 {
+            data.extend_from_slice(format!("member:{}:", i % 97).as_bytes());
+        }
+        let c = rdb::lzf_compress(&data, data.len()).expect("compresses");
+        assert!(c.len() < data.len() / 3);
+        let mut body = vec![0u8, 0xC3];
+        rdb::put_len(&mut body, c.len() as u64);
+        rdb::put_len(&mut body, data.len() as u64);
+        body.extend_from_slice(&c);
+        let mut r = Reader {
+            buf: &body[1..],
+            pos: 0,
+        };
+        assert_eq!(r.string().expect("decodes"), data);
+        // Incompressible data is left alone.
+        let noise: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        assert!(rdb::lzf_compress(&noise, noise.len() - 4).is_none());
+    }
+}

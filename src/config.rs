@@ -425,7 +425,7 @@ pub static PARAMS: &[Param] = &[
         "notify-keyspace-events",
         Kind::Str,
         "",
-        "accepted for compatibility",
+        "keyspace event classes published over Pub/Sub (K E g $ l s h z x e t m d n A)",
     ),
     alias(
         p(
@@ -515,7 +515,7 @@ pub static PARAMS: &[Param] = &[
         "client-output-buffer-limit",
         Kind::Words,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-        "accepted for compatibility",
+        "pubsub: a subscriber holding more unwritten messages is disconnected; normal/slave are shown only",
     ),
     p(
         "enable-debug-command",
@@ -542,6 +542,10 @@ pub struct Hot {
     pub requirepass_set: AtomicBool,
     pub timeout: AtomicI64,
     pub busy_reply_threshold: AtomicI64,
+    /// `notify-keyspace-events` as class bits (see `notify`).
+    pub notify_flags: std::sync::atomic::AtomicU32,
+    /// `client-output-buffer-limit`, per client class.
+    pub(crate) obuf: crate::pubsub::ObufLimits,
 }
 
 /// The running configuration.
@@ -580,6 +584,13 @@ pub fn parse_memory(s: &str) -> Option<i64> {
 
 /// Check and normalise a value for a parameter. Err carries Redis's reason text.
 fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
+    if prm.name == "client-output-buffer-limit" {
+        let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
+        crate::pubsub::parse_obuf_limits(&w)?;
+    }
+    if prm.name == "notify-keyspace-events" && words.len() == 1 {
+        return crate::notify::normalise(&words[0]);
+    }
     if let Kind::Words = prm.kind {
         return Ok(words.join(" "));
     }
@@ -659,6 +670,12 @@ impl Config {
             "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
             "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
+            "notify-keyspace-events" => h.notify_flags.store(
+                crate::notify::parse_flags(&v).unwrap_or(0),
+                Ordering::Relaxed,
+            ),
+            // Only the classes named change; the stored text becomes all three.
+            "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
             _ => {}
         }
     }

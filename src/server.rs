@@ -41,6 +41,8 @@ pub struct Server {
     pub keyspace: Keyspace,
     pub stats: Stats,
     pub blocking: Registry,
+    /// Pub/Sub channels, patterns and shard channels with their subscribers.
+    pub(crate) pubsub: crate::pubsub::PubSub,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next_client_id: AtomicU64,
     pub started: Instant,
@@ -112,6 +114,7 @@ impl Server {
             config,
             stats: Stats::default(),
             blocking: Registry::default(),
+            pubsub: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),

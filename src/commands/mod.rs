@@ -14,6 +14,7 @@ pub mod expire;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod pubsub;
 pub mod script;
 pub mod server;
 pub mod set;
@@ -214,6 +215,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
             set::COMMANDS,
             list::COMMANDS,
             tx::COMMANDS,
+            pubsub::COMMANDS,
         ] {
             for spec in family {
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
@@ -362,6 +364,17 @@ pub fn dispatch_with<'a>(
             client.multi_abort = true;
         }
         return done(Reply::error("NOAUTH Authentication required."));
+    }
+    // A RESP2 client with subscriptions may only run what Redis allows in subscriber mode.
+    if client.resp == crate::protocol::Resp::V2 && client.subs.total() > 0 {
+        if let Some(e) = crate::pubsub::subscriber_mode_refusal(spec.name) {
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            if client.multi.is_some() {
+                client.multi_abort = true;
+            }
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+            return done(Reply::Error(e));
+        }
     }
     // A script past `busy-reply-threshold` holds every shard: refuse rather than wait, as
     // Redis does, except for what Redis still allows (SCRIPT KILL, SHUTDOWN, MULTI ...).

@@ -158,6 +158,11 @@ fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
 }
 
 fn ping(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    // A RESP2 subscriber gets its pong as a two-element array (it can only read those).
+    if a.len() <= 2 && ctx.client.resp == Resp::V2 && ctx.client.subs.total() > 0 {
+        let payload = a.get(1).cloned().unwrap_or_default();
+        return Reply::Array(vec![Reply::bulk_slice(b"pong"), Reply::Bulk(payload)]);
+    }
     match a.len() {
         1 => Reply::Status("PONG"),
         2 => Reply::Bulk(a[1].clone()),
@@ -291,6 +296,8 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.multi_abort = false;
     ctx.client.info.multi.store(false, Ordering::Relaxed);
     super::tx::unwatch_all(ctx.srv, ctx.client);
+    let info = ctx.client.info.clone();
+    ctx.srv.pubsub.unsubscribe_all(&info, &mut ctx.client.subs);
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);

@@ -94,16 +94,20 @@ pub(crate) fn normalise(value: &str) -> Result<String, String> {
         .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())
 }
 
-/// True when events of `class` are published at all (saves building them otherwise).
-#[inline]
-pub(crate) fn enabled(srv: &Server, class: u32) -> bool {
-    srv.config.hot.notify_flags.load(Ordering::Relaxed) & class != 0
+/// A recorded event: database, event name, key.
+pub(crate) type Event = (usize, &'static str, bytes::Bytes);
+
+/// Publish the events a command recorded, in order.
+pub(crate) fn publish_all(srv: &Server, events: &mut Vec<Event>) {
+    for (db, event, key) in events.drain(..) {
+        publish_event(srv, event, &key, db);
+    }
 }
 
 /// Publish event `event` of class `class` on `key` in database `db`, if enabled.
 #[inline]
 pub(crate) fn keyspace_event(srv: &Server, class: u32, event: &str, key: &[u8], db: usize) {
-    if enabled(srv, class) {
+    if srv.config.hot.notify_flags.load(Ordering::Relaxed) & class != 0 {
         publish_event(srv, event, key, db);
     }
 }

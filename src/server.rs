@@ -200,6 +200,7 @@ impl Server {
                 // Log the DELs while the shard is still locked: a write to the same key right
                 // after the unlock must come after its DEL in the AOF.
                 for k in expired.drain(..) {
+                    crate::notify::keyspace_event(self, crate::notify::EXPIRED, "expired", &k, dbi);
                     self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
                 }
                 drop(sh);

@@ -176,6 +176,13 @@ impl<'c, 'a> Ctx<'c, 'a> {
         self.g.now_ms
     }
 
+    /// Record keyspace event `event` (class `class`, see [`crate::notify`]) on `key` of the
+    /// client's database; published once the command has run.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.client.db;
+        self.g.db(db).notify(class, event, key);
+    }
+
     /// Log `cmds` in the AOF instead of the command as received.
     pub fn propagate_as(&mut self, cmds: Vec<Vec<Bytes>>) {
         self.propagate = Some(cmds);
@@ -487,6 +494,7 @@ pub fn run_locked<'a>(
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
+    g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     let db_before = client.db;
     let mut ctx = Ctx {
         srv,
@@ -547,6 +555,10 @@ pub fn run_locked<'a>(
         for (db, cmd) in srv.blocking.serve_ready(g) {
             srv.propagate(db, cmd);
         }
+    }
+    // Keyspace events of the command (and of the blocked clients it served), in order.
+    if !g.events.is_empty() {
+        crate::notify::publish_all(srv, &mut g.events);
     }
     let blocked = block.map(|b| {
         let blocked = srv

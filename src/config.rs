@@ -582,6 +582,16 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     num.parse::<i64>().ok()?.checked_mul(mul)
 }
 
+/// A stored value as CONFIG GET shows it: `notify-keyspace-events` is kept as set (its `n`
+/// must survive an `A`) and shown in Redis's canonical letters.
+fn shown(prm: &Param, v: &str) -> String {
+    if prm.name == "notify-keyspace-events" {
+        crate::notify::normalise(v).unwrap_or_else(|_| v.to_string())
+    } else {
+        v.to_string()
+    }
+}
+
 /// Check and normalise a value for a parameter. Err carries Redis's reason text.
 fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
     if prm.name == "client-output-buffer-limit" {
@@ -589,7 +599,8 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
         crate::pubsub::parse_obuf_limits(&w)?;
     }
     if prm.name == "notify-keyspace-events" && words.len() == 1 {
-        return crate::notify::normalise(&words[0]);
+        // Kept as given (CONFIG GET renders it as Redis does, which can hide `n` behind `A`).
+        crate::notify::normalise(&words[0])?;
     }
     if let Kind::Words = prm.kind {
         return Ok(words.join(" "));
@@ -682,7 +693,7 @@ impl Config {
 
     /// Current text value of a parameter (by name or alias).
     pub fn get(&self, name: &str) -> Option<String> {
-        find(name).map(|i| self.values.read()[i].clone())
+        find(name).map(|i| shown(&PARAMS[i], &self.values.read()[i]))
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -758,7 +769,7 @@ impl Config {
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
-                    out.push((name.to_string(), vals[i].clone()));
+                    out.push((name.to_string(), shown(prm, &vals[i])));
                 }
             }
         }

@@ -74,7 +74,14 @@ impl ClientInfo {
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }
-        let subs = self.push.counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+        if self.push.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        let subs = self
+            .push
+            .counts
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
         if subs.iter().any(|&n| n > 0) {
             flags.push('P');
         }
@@ -139,6 +146,8 @@ pub struct Client {
     /// The reply being produced is a push (subscribe confirmations): it is written whatever
     /// CLIENT REPLY says, as in Redis.
     pub(crate) push_reply: bool,
+    /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
+    pub(crate) in_script: bool,
 }
 
 impl Client {
@@ -159,6 +168,7 @@ impl Client {
             block_timeout_reply: None,
             subs: Default::default(),
             push_reply: false,
+            in_script: false,
         }
     }
 
@@ -227,6 +237,7 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     }
     crate::commands::tx::unwatch_all(&srv, &mut client);
     srv.pubsub.unsubscribe_all(&info, &mut client.subs);
+    srv.pubsub.remove_monitor(&info);
     srv.clients.lock().remove(&id);
 }
 

@@ -35,6 +35,9 @@ pub(crate) struct PubSub {
     channels: RwLock<HashMap<Bytes, Subscribers>>,
     patterns: RwLock<HashMap<Bytes, Subscribers>>,
     shard_channels: RwLock<HashMap<Bytes, Subscribers>>,
+    /// Clients in MONITOR mode, and their number (checked before building a line).
+    monitors: RwLock<Subscribers>,
+    monitor_count: AtomicUsize,
 }
 
 /// The three kinds of subscription.
@@ -114,6 +117,8 @@ pub(crate) struct Mailbox {
     overflowed: AtomicBool,
     /// Subscription counts for CLIENT LIST (sub, psub, ssub).
     pub(crate) counts: [AtomicUsize; 3],
+    /// The client is in MONITOR mode (CLIENT LIST flag `O`).
+    pub(crate) monitor: AtomicBool,
 }
 
 #[derive(Default)]
@@ -162,11 +167,6 @@ impl Mailbox {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// True once the client crossed its output buffer limit.
-    pub(crate) fn overflowed(&self) -> bool {
-        self.overflowed.load(Ordering::Relaxed)
-    }
-
     /// Move every queued message into `out`, in order. The bytes stay accounted until
     /// [`Mailbox::sent`].
     pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
@@ -196,12 +196,6 @@ impl Mailbox {
     /// Bytes queued or in flight (CLIENT LIST omem).
     pub(crate) fn used(&self) -> usize {
         self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
-    }
-
-    /// Queue a push message for this client from its own connection (keyspace events for a
-    /// command it ran, invalidations): no limit applies to what a client causes itself.
-    pub(crate) fn push_own(&self, msg: Bytes) {
-        let _ = self.push(msg, ObufLimit::default(), 0);
     }
 }
 
@@ -436,6 +430,130 @@ impl PubSub {
     }
 }
 
+/// Who ran a command, as a MONITOR line names it.
+pub(crate) enum MonitorSource<'a> {
+    Client(&'a str),
+    Lua,
+}
+
+impl PubSub {
+    /// Put `info` in MONITOR mode. False if it already was.
+    pub(crate) fn add_monitor(&self, info: &Arc<ClientInfo>) -> bool {
+        if info.push.monitor.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        self.monitors.write().insert(info.id, info.clone());
+        self.monitor_count.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Leave MONITOR mode (RESET, disconnection).
+    pub(crate) fn remove_monitor(&self, info: &ClientInfo) {
+        if info.push.monitor.swap(false, Ordering::Relaxed)
+            && self.monitors.write().remove(&info.id).is_some()
+        {
+            self.monitor_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// True when some client is in MONITOR mode.
+    #[inline]
+    pub(crate) fn has_monitors(&self) -> bool {
+        self.monitor_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Send a command to every MONITOR client, in Redis's line format, with AUTH and HELLO
+    /// credentials redacted.
+    pub(crate) fn feed_monitors(
+        &self,
+        source: MonitorSource,
+        db: usize,
+        args: &[Bytes],
+        limit: ObufLimit,
+    ) {
+        if !self.has_monitors() {
+            return;
+        }
+        let line = Bytes::from(monitor_line(source, db, args, std::time::SystemTime::now()));
+        let now_ms = crate::server::unix_ms();
+        for info in self.monitors.read().values() {
+            if !info.push.push(line.clone(), limit, now_ms) {
+                info.kill();
+            }
+        }
+    }
+}
+
+/// One MONITOR line: `+<sec>.<usec> [<db> <addr>] "arg" ...`.
+fn monitor_line(
+    source: MonitorSource,
+    db: usize,
+    args: &[Bytes],
+    at: std::time::SystemTime,
+) -> Vec<u8> {
+    let t = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut out = format!("+{}.{:06} ", t.as_secs(), t.subsec_micros()).into_bytes();
+    match source {
+        MonitorSource::Client(addr) => out.extend_from_slice(format!("[{db} {addr}] ").as_bytes()),
+        MonitorSource::Lua => out.extend_from_slice(format!("[{db} lua] ").as_bytes()),
+    }
+    let redacted = redacted_positions(args);
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        if redacted.contains(&i) {
+            repr(b"(redacted)", &mut out);
+        } else {
+            repr(a, &mut out);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Arguments Redis hides from MONITOR: AUTH's password (and user), HELLO's AUTH pair.
+fn redacted_positions(args: &[Bytes]) -> Vec<usize> {
+    let name = &args[0][..];
+    if name.eq_ignore_ascii_case(b"auth") {
+        return (1..args.len().min(3)).collect();
+    }
+    let mut v = Vec::new();
+    if name.eq_ignore_ascii_case(b"hello") {
+        let mut j = 2;
+        while j < args.len() {
+            if args[j].eq_ignore_ascii_case(b"auth") && j + 2 < args.len() {
+                v.extend([j + 1, j + 2]);
+                j += 3;
+            } else {
+                j += 1;
+            }
+        }
+    }
+    v
+}
+
+/// A quoted, escaped argument as Redis's sdscatrepr writes it.
+fn repr(a: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &c in a {
+        match c {
+            b'\\' | b'"' => {
+                out.push(b'\\');
+                out.push(c);
+            }
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(c),
+            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
 impl Subscriptions {
     fn count_of(&self, kind: Kind) -> usize {
         match kind {
@@ -607,7 +725,6 @@ mod tests {
         let m = Mailbox::default();
         assert!(m.push(Bytes::from(vec![0u8; 60]), limit(100, 0, 0), 0));
         assert!(!m.push(Bytes::from(vec![0u8; 60]), limit(100, 0, 0), 0));
-        assert!(m.overflowed());
         assert_eq!(m.used(), 0, "the queue is dropped");
         assert!(!m.push(Bytes::from_static(b"x"), limit(100, 0, 0), 0));
     }
@@ -626,14 +743,52 @@ mod tests {
         m.drain_into(&mut out);
         m.sent();
         assert!(m.push(Bytes::from_static(b"x"), l, 5_000));
-        assert!(!m.overflowed());
+        assert!(m.push(Bytes::from_static(b"y"), l, 5_500), "still accepted");
     }
 
     #[test]
     fn encoded_once_per_protocol() {
         let mut e = Encoded::new(vec![bulk(b"message"), bulk(b"c"), bulk(b"m")]);
-        assert_eq!(&e.get(false)[..], b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
-        assert_eq!(&e.get(true)[..], b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
+        assert_eq!(
+            &e.get(false)[..],
+            b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"
+        );
+        assert_eq!(
+            &e.get(true)[..],
+            b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"
+        );
+    }
+
+    #[test]
+    fn monitor_line_as_redis_writes_it() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_700_000_000_123_456);
+        let args = [
+            Bytes::from_static(b"set"),
+            Bytes::from_static(b"k\"\\"),
+            Bytes::from_static(b"a b\n\x01\xff"),
+        ];
+        let line = monitor_line(MonitorSource::Client("127.0.0.1:5000"), 9, &args, at);
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "+1700000000.123456 [9 127.0.0.1:5000] \"set\" \"k\\\"\\\\\" \"a b\\n\\x01\\xff\"\r\n"
+        );
+        let auth = [
+            Bytes::from_static(b"AUTH"),
+            Bytes::from_static(b"u"),
+            Bytes::from_static(b"p"),
+        ];
+        let line = monitor_line(MonitorSource::Lua, 0, &auth, at);
+        assert!(String::from_utf8(line)
+            .unwrap()
+            .ends_with("[0 lua] \"AUTH\" \"(redacted)\" \"(redacted)\"\r\n"));
+        let hello = [
+            Bytes::from_static(b"hello"),
+            Bytes::from_static(b"2"),
+            Bytes::from_static(b"AUTH"),
+            Bytes::from_static(b"u"),
+            Bytes::from_static(b"p"),
+        ];
+        assert_eq!(redacted_positions(&hello), vec![3, 4]);
     }
 
     #[test]

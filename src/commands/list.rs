@@ -481,6 +481,24 @@ fn do_move(
     from_left: bool,
     to_left: bool,
 ) -> Option<Vec<u8>> {
+    if src == dst {
+        // A rotation: the list never empties, so it is not deleted and re-created.
+        let l = get_list(db, src, false).ok()??;
+        let e = if from_left {
+            l.items.pop_front()
+        } else {
+            l.items.pop_back()
+        }?;
+        if to_left {
+            l.items.push_front(e.clone());
+        } else {
+            l.items.push_back(e.clone());
+        }
+        db.modified(src);
+        db.notify(notify::LIST, if to_left { "lpush" } else { "rpush" }, dst);
+        db.notify(notify::LIST, if from_left { "lpop" } else { "rpop" }, src);
+        return Some(e);
+    }
     let src_len = get_list(db, src, false).ok()??.len();
     let e = pop_n(db, src, from_left, 1, false).into_iter().next()?;
     if !matches!(db.value(dst), Some(Value::List(_))) {
@@ -498,7 +516,7 @@ fn do_move(
     // Redis's order: the push on the destination, then the pop on the source.
     db.notify(notify::LIST, if to_left { "lpush" } else { "rpush" }, dst);
     db.notify(notify::LIST, if from_left { "lpop" } else { "rpop" }, src);
-    if src_len == 1 && src != dst {
+    if src_len == 1 {
         db.notify(notify::GENERIC, "del", src);
     }
     Some(e)

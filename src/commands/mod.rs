@@ -432,9 +432,15 @@ pub fn dispatch_with<'a>(
         return done(err);
     }
     match spec.name {
-        "exec" => return done(tx::exec(srv, client)),
+        "exec" => {
+            let reply = tx::exec(srv, client);
+            feed_monitors(srv, client, client.db, &args);
+            return done(reply);
+        }
         "multi" | "discard" | "watch" | "unwatch" => {
-            return done(tx::control(srv, client, spec.name, &args))
+            let reply = tx::control(srv, client, spec.name, &args);
+            feed_monitors(srv, client, client.db, &args);
+            return done(reply);
         }
         _ => {}
     }
@@ -496,6 +502,13 @@ pub fn run_locked<'a>(
     g.expire_enabled = !srv.aof.loading();
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     let db_before = client.db;
+    // MONITOR sees a command once it has run (administrative ones never); a script is shown
+    // before the commands it runs.
+    let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
+    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    if monitored && script_first {
+        feed_monitors(srv, client, db_before, args);
+    }
     let mut ctx = Ctx {
         srv,
         client,
@@ -517,6 +530,9 @@ pub fn run_locked<'a>(
         close_after_reply,
         ..
     } = ctx;
+    if monitored && !script_first {
+        feed_monitors(srv, client, client.db, args);
+    }
     if reply.is_error() {
         spec.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -572,6 +588,20 @@ pub fn run_locked<'a>(
         g.release();
     }
     (reply, blocked, close_after_reply)
+}
+
+/// Show a command to MONITOR clients.
+fn feed_monitors(srv: &Server, client: &Client, db: usize, args: &[Bytes]) {
+    if !srv.pubsub.has_monitors() {
+        return;
+    }
+    let source = if client.in_script {
+        crate::pubsub::MonitorSource::Lua
+    } else {
+        crate::pubsub::MonitorSource::Client(&client.info.addr)
+    };
+    let limit = srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get();
+    srv.pubsub.feed_monitors(source, db, args, limit);
 }
 
 /// Common argument helpers for handlers.

@@ -76,6 +76,14 @@ pub static COMMANDS: &[Spec] = &[
         "pubsub",
     ),
     Spec::new(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        Keys::None,
+        monitor,
+        "server",
+    ),
+    Spec::new(
         "pubsub",
         -2,
         PUBSUB | LOADING | STALE,
@@ -141,15 +149,36 @@ fn sunsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     do_unsubscribe(ctx, a, Kind::Shard)
 }
 
+/// MONITOR: from now on every command the server runs is sent to this client as a line.
+fn monitor(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+    // Inside EXEC a client expects one reply per command (Redis's DENY BLOCKING rule).
+    if ctx.in_exec {
+        return Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    let info = ctx.client.info.clone();
+    if ctx.srv.pubsub.add_monitor(&info) {
+        Reply::Ok
+    } else {
+        // Already monitoring: ignored without a reply, as Redis.
+        Reply::NoReply
+    }
+}
+
 fn publish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let limit = ctx.srv.config.hot.obuf.pubsub();
-    let n = ctx.srv.pubsub.publish(&a[1], &a[2], false, limit, ctx.now_ms());
+    let n = ctx
+        .srv
+        .pubsub
+        .publish(&a[1], &a[2], false, limit, ctx.now_ms());
     Reply::Int(n as i64)
 }
 
 fn spublish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let limit = ctx.srv.config.hot.obuf.pubsub();
-    let n = ctx.srv.pubsub.publish(&a[1], &a[2], true, limit, ctx.now_ms());
+    let n = ctx
+        .srv
+        .pubsub
+        .publish(&a[1], &a[2], true, limit, ctx.now_ms());
     Reply::Int(n as i64)
 }
 

@@ -298,6 +298,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     super::tx::unwatch_all(ctx.srv, ctx.client);
     let info = ctx.client.info.clone();
     ctx.srv.pubsub.unsubscribe_all(&info, &mut ctx.client.subs);
+    ctx.srv.pubsub.remove_monitor(&info);
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);
@@ -916,8 +917,13 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     "keyspace_misses",
                     st.keyspace_misses.load(Ordering::Relaxed).to_string(),
                 );
-                kv("pubsub_channels", "0".into());
-                kv("pubsub_patterns", "0".into());
+                {
+                    use crate::pubsub::Kind;
+                    let ps = &srv.pubsub;
+                    kv("pubsub_channels", ps.len(Kind::Channel).to_string());
+                    kv("pubsub_patterns", ps.len(Kind::Pattern).to_string());
+                    kv("pubsubshard_channels", ps.len(Kind::Shard).to_string());
+                }
                 kv(
                     "total_error_replies",
                     st.error_replies.load(Ordering::Relaxed).to_string(),

@@ -422,6 +422,15 @@ pub static PARAMS: &[Param] = &[
         "accepted for compatibility",
     ),
     p(
+        "tracking-table-max-keys",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        "1000000",
+        "most keys remembered for client-side caching (0: no limit); past it keys are invalidated",
+    ),
+    p(
         "notify-keyspace-events",
         Kind::Str,
         "",

@@ -148,6 +148,10 @@ pub struct Client {
     pub(crate) push_reply: bool,
     /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
     pub(crate) in_script: bool,
+    /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
+    pub(crate) tracking_caching: bool,
+    /// Invalidations caused by this client's own command: written after its reply.
+    pub(crate) after_reply: Vec<u8>,
 }
 
 impl Client {
@@ -169,6 +173,8 @@ impl Client {
             subs: Default::default(),
             push_reply: false,
             in_script: false,
+            tracking_caching: false,
+            after_reply: Vec::new(),
         }
     }
 
@@ -238,6 +244,7 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     crate::commands::tx::unwatch_all(&srv, &mut client);
     srv.pubsub.unsubscribe_all(&info, &mut client.subs);
     srv.pubsub.remove_monitor(&info);
+    srv.tracking.disable(id);
     srv.clients.lock().remove(&id);
 }
 
@@ -365,6 +372,9 @@ async fn serve_client(
             // Messages this command published to its own client go before its reply.
             info.push.drain_into(&mut out);
             emit(client, &reply, &mut out);
+            if !client.after_reply.is_empty() {
+                out.append(&mut client.after_reply);
+            }
             if quit || info.killed.load(Ordering::Relaxed) {
                 close = true;
                 break;

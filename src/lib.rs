@@ -17,5 +17,6 @@ pub mod persistence;
 pub mod protocol;
 pub mod pubsub;
 pub mod server;
+pub mod tracking;
 pub mod types;
 pub mod util;

@@ -162,6 +162,11 @@ impl Mailbox {
         true
     }
 
+    /// Queue a message no output buffer limit applies to (invalidations: normal clients).
+    pub(crate) fn push_unlimited(&self, msg: Bytes) {
+        let _ = self.push(msg, ObufLimit::default(), 0);
+    }
+
     /// Anything waiting to be written.
     pub(crate) fn has_pending(&self) -> bool {
         self.pending.load(Ordering::Acquire)

@@ -43,6 +43,8 @@ pub struct Server {
     pub blocking: Registry,
     /// Pub/Sub channels, patterns and shard channels with their subscribers.
     pub(crate) pubsub: crate::pubsub::PubSub,
+    /// Client-side caching: tracked keys, BCAST prefixes, tracking clients.
+    pub(crate) tracking: crate::tracking::Tracking,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next_client_id: AtomicU64,
     pub started: Instant,
@@ -115,6 +117,7 @@ impl Server {
             stats: Stats::default(),
             blocking: Registry::default(),
             pubsub: Default::default(),
+            tracking: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -201,6 +204,8 @@ impl Server {
                 // after the unlock must come after its DEL in the AOF.
                 for k in expired.drain(..) {
                     crate::notify::keyspace_event(self, crate::notify::EXPIRED, "expired", &k, dbi);
+                    self.tracking
+                        .invalidate(self, std::slice::from_ref(&k), 0, None, true);
                     self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
                 }
                 drop(sh);

@@ -434,6 +434,12 @@ pub fn dispatch_with<'a>(
     match spec.name {
         "exec" => {
             let reply = tx::exec(srv, client);
+            client.tracking_caching = false;
+            if srv.tracking.is_active() {
+                let id = client.id;
+                srv.tracking
+                    .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
+            }
             feed_monitors(srv, client, client.db, &args);
             return done(reply);
         }
@@ -447,6 +453,10 @@ pub fn dispatch_with<'a>(
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    // CLIENT CACHING applies to the one command after it (or the transaction it opens).
+    if spec.name != "client" && client.multi.is_none() {
+        client.tracking_caching = false;
+    }
     Outcome {
         reply,
         block,
@@ -501,6 +511,7 @@ pub fn run_locked<'a>(
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
+    g.tracking = srv.tracking.is_active();
     let db_before = client.db;
     // MONITOR sees a command once it has run (administrative ones never); a script is shown
     // before the commands it runs.
@@ -572,6 +583,9 @@ pub fn run_locked<'a>(
             srv.propagate(db, cmd);
         }
     }
+    if g.tracking {
+        tracking_after_command(srv, client, spec, args, &expired, g, !in_exec);
+    }
     // Keyspace events of the command (and of the blocked clients it served), in order.
     if !g.events.is_empty() {
         crate::notify::publish_all(srv, &mut g.events);
@@ -588,6 +602,36 @@ pub fn run_locked<'a>(
         g.release();
     }
     (reply, blocked, close_after_reply)
+}
+
+/// Client-side caching after a command: a tracking client's read-only command remembers its
+/// keys; every key the command changed (or found expired) is invalidated.
+fn tracking_after_command(
+    srv: &Server,
+    client: &mut Client,
+    spec: &Spec,
+    args: &[Bytes],
+    expired: &[(usize, Bytes)],
+    g: &mut Guards,
+    broadcast: bool,
+) {
+    let mut touched = std::mem::take(&mut g.touched);
+    touched.extend(expired.iter().map(|(_, k)| k.clone()));
+    let id = client.id;
+    srv.tracking
+        .invalidate(srv, &touched, id, Some(&mut client.after_reply), broadcast);
+    let script = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    if spec.flags & flags::READONLY != 0 && spec.flags & flags::PUBSUB == 0 && !script {
+        let keys: Vec<&[u8]> = spec
+            .key_positions(args)
+            .into_iter()
+            .map(|i| &args[i][..])
+            .collect();
+        if !keys.is_empty() {
+            srv.tracking
+                .remember(srv, id, &keys, client.tracking_caching);
+        }
+    }
 }
 
 /// Show a command to MONITOR clients.

@@ -29,6 +29,10 @@ pub struct Guards<'a> {
     pub notify_flags: u32,
     /// Keyspace events the command caused, in order, published when it has run.
     pub(crate) events: Vec<crate::notify::Event>,
+    /// Some client tracks keys (client-side caching): changed keys are collected.
+    pub tracking: bool,
+    /// Keys changed by the command, for tracking invalidations.
+    pub(crate) touched: Vec<Bytes>,
 }
 
 impl<'a> Guards<'a> {
@@ -44,6 +48,8 @@ impl<'a> Guards<'a> {
             expire_enabled: true,
             notify_flags: 0,
             events: Vec::new(),
+            tracking: false,
+            touched: Vec::new(),
         }
     }
 
@@ -295,6 +301,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let sid = self.g.ks.shard_of(key);
         let db = self.db;
         self.g.shard_mut(db, sid).touch_watched(key);
+        if self.g.tracking {
+            self.g.touched.push(Bytes::copy_from_slice(key));
+        }
         if self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0 {
             self.g.ready.push((db, Bytes::copy_from_slice(key)));
         }

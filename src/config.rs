@@ -436,10 +436,19 @@ pub static PARAMS: &[Param] = &[
         "accepted for compatibility",
     ),
     p(
+        "tracking-table-max-keys",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        "1000000",
+        "most keys remembered for client-side caching (0: no limit); past it keys are invalidated",
+    ),
+    p(
         "notify-keyspace-events",
         Kind::Str,
         "",
-        "accepted for compatibility",
+        "keyspace event classes published over Pub/Sub (K E g $ l s h z x e t m d n A)",
     ),
     alias(
         p(
@@ -535,7 +544,7 @@ pub static PARAMS: &[Param] = &[
         "client-output-buffer-limit",
         Kind::Words,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-        "accepted for compatibility",
+        "pubsub: a subscriber holding more unwritten messages is disconnected; normal/slave are shown only",
     ),
     p(
         "enable-debug-command",
@@ -586,6 +595,10 @@ pub struct Hot {
     pub requirepass_set: AtomicBool,
     pub timeout: AtomicI64,
     pub busy_reply_threshold: AtomicI64,
+    /// `notify-keyspace-events` as class bits (see `notify`).
+    pub notify_flags: std::sync::atomic::AtomicU32,
+    /// `client-output-buffer-limit`, per client class.
+    pub(crate) obuf: crate::pubsub::ObufLimits,
 }
 
 /// The running configuration.
@@ -639,10 +652,26 @@ fn save_points_text(words: &[String]) -> Result<String, String> {
         .map(|w| w.parse::<i64>().unwrap_or(0).to_string())
         .collect::<Vec<_>>()
         .join(" "))
+/// A stored value as CONFIG GET shows it: `notify-keyspace-events` is kept as set (its `n`
+/// must survive an `A`) and shown in Redis's canonical letters.
+fn shown(prm: &Param, v: &str) -> String {
+    if prm.name == "notify-keyspace-events" {
+        crate::notify::normalise(v).unwrap_or_else(|_| v.to_string())
+    } else {
+        v.to_string()
+    }
 }
 
 /// Check and normalise a value for a parameter. Err carries Redis's reason text.
 fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
+    if prm.name == "client-output-buffer-limit" {
+        let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
+        crate::pubsub::parse_obuf_limits(&w)?;
+    }
+    if prm.name == "notify-keyspace-events" && words.len() == 1 {
+        // Kept as given (CONFIG GET renders it as Redis does, which can hide `n` behind `A`).
+        crate::notify::normalise(&words[0])?;
+    }
     if let Kind::Words = prm.kind {
         if prm.name == "save" {
             return save_points_text(words);
@@ -732,13 +761,19 @@ impl Config {
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
             "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
             "loglevel" => crate::log::set_level(&v),
+            "notify-keyspace-events" => h.notify_flags.store(
+                crate::notify::parse_flags(&v).unwrap_or(0),
+                Ordering::Relaxed,
+            ),
+            // Only the classes named change; the stored text becomes all three.
+            "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
             _ => {}
         }
     }
 
     /// Current text value of a parameter (by name or alias).
     pub fn get(&self, name: &str) -> Option<String> {
-        find(name).map(|i| self.values.read()[i].clone())
+        find(name).map(|i| shown(&PARAMS[i], &self.values.read()[i]))
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -823,7 +858,7 @@ impl Config {
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
-                    out.push((name.to_string(), vals[i].clone()));
+                    out.push((name.to_string(), shown(prm, &vals[i])));
                 }
             }
         }

@@ -40,6 +40,8 @@ pub struct ClientInfo {
     pub killed: AtomicBool,
     pub kill: Notify,
     pub qbuf: AtomicUsize,
+    /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
+    pub(crate) push: crate::pubsub::Mailbox,
 }
 
 impl ClientInfo {
@@ -72,11 +74,22 @@ impl ClientInfo {
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }
+        if self.push.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        let subs = self
+            .push
+            .counts
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        if subs.iter().any(|&n| n > 0) {
+            flags.push('P');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -85,8 +98,12 @@ impl ClientInfo {
             (now - self.last_active_ms.load(Ordering::Relaxed)) / 1000,
             flags,
             self.db.load(Ordering::Relaxed),
+            subs[0],
+            subs[1],
+            subs[2],
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.qbuf.load(Ordering::Relaxed),
+            self.push.used(),
             self.last_cmd.lock(),
             self.resp.load(Ordering::Relaxed),
         )
@@ -124,6 +141,17 @@ pub struct Client {
     pub reply_mode: ReplyMode,
     pub block_timeout_ms: u64,
     pub block_timeout_reply: Option<Reply>,
+    /// Channels, patterns and shard channels this client is subscribed to.
+    pub(crate) subs: crate::pubsub::Subscriptions,
+    /// The reply being produced is a push (subscribe confirmations): it is written whatever
+    /// CLIENT REPLY says, as in Redis.
+    pub(crate) push_reply: bool,
+    /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
+    pub(crate) in_script: bool,
+    /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
+    pub(crate) tracking_caching: bool,
+    /// Invalidations caused by this client's own command: written after its reply.
+    pub(crate) after_reply: Vec<u8>,
 }
 
 impl Client {
@@ -142,6 +170,11 @@ impl Client {
             reply_mode: ReplyMode::On,
             block_timeout_ms: 0,
             block_timeout_reply: None,
+            subs: Default::default(),
+            push_reply: false,
+            in_script: false,
+            tracking_caching: false,
+            after_reply: Vec::new(),
         }
     }
 
@@ -197,6 +230,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         killed: AtomicBool::new(false),
         kill: Notify::new(),
         qbuf: AtomicUsize::new(0),
+        push: Default::default(),
     });
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
     let admitted = {
@@ -224,6 +258,9 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         tracing::debug!("client {id} closed: {e}");
     }
     crate::commands::tx::unwatch_all(&srv, &mut client);
+    srv.pubsub.unsubscribe_all(&info, &mut client.subs);
+    srv.pubsub.remove_monitor(&info);
+    srv.tracking.disable(id);
     srv.clients.lock().remove(&id);
 }
 
@@ -251,6 +288,12 @@ async fn serve_client(
         let n = tokio::select! {
             r = sock.read_buf(&mut buf) => r?,
             _ = info.kill.notified() => return Ok(()),
+            _ = info.push.ready.notified() => {
+                // Messages published to this client while it waited for input.
+                info.push.drain_into(&mut out);
+                flush(srv, sock, &info, &mut out).await?;
+                continue;
+            }
             _ = idle => {
                 tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
                 return Ok(());
@@ -334,7 +377,7 @@ async fn serve_client(
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
-                    flush(srv, sock, &mut out).await?;
+                    flush(srv, sock, &info, &mut out).await?;
                     match wait_blocked(srv, sock, client, b, &mut buf).await? {
                         Some(r) => r,
                         None => return Ok(()),
@@ -342,16 +385,21 @@ async fn serve_client(
                 }
                 None => reply,
             };
+            // Messages this command published to its own client go before its reply.
+            info.push.drain_into(&mut out);
             emit(client, &reply, &mut out);
+            if !client.after_reply.is_empty() {
+                out.append(&mut client.after_reply);
+            }
             if quit || info.killed.load(Ordering::Relaxed) {
                 close = true;
                 break;
             }
             if out.len() > 64 * 1024 {
-                flush(srv, sock, &mut out).await?;
+                flush(srv, sock, &info, &mut out).await?;
             }
         }
-        flush(srv, sock, &mut out).await?;
+        flush(srv, sock, &info, &mut out).await?;
         if close {
             sock.shutdown();
             return Ok(());
@@ -363,11 +411,27 @@ async fn serve_client(
 }
 
 fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+    // Pushes (subscribe confirmations) are written even when replies are silenced.
+    let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {
         ReplyMode::On => reply.encode(client.resp, out),
-        ReplyMode::Off => {}
-        ReplyMode::Skip => client.reply_mode = ReplyMode::On,
-        ReplyMode::SkipNext => client.reply_mode = ReplyMode::Skip,
+        ReplyMode::Off => {
+            if pushed {
+                reply.encode(client.resp, out)
+            }
+        }
+        ReplyMode::Skip => {
+            if pushed {
+                reply.encode(client.resp, out)
+            }
+            client.reply_mode = ReplyMode::On
+        }
+        ReplyMode::SkipNext => {
+            if pushed {
+                reply.encode(client.resp, out)
+            }
+            client.reply_mode = ReplyMode::Skip
+        }
     }
 }
 
@@ -375,13 +439,26 @@ fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
 /// once; the rest stay in the read buffer).
 const MAX_BATCH: usize = 256;
 
-async fn flush(srv: &Server, sock: &ClientSocket, out: &mut Vec<u8>) -> std::io::Result<()> {
+async fn flush(
+    srv: &Server,
+    sock: &ClientSocket,
+    info: &ClientInfo,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     // Under appendfsync always, nothing is acknowledged before it is on disk.
     srv.aof.wait_durable(srv.aof.last_seq()).await;
-    sock.write_all(out).await?;
+    // A client killed while its write is stuck (a subscriber over its output buffer limit
+    // that stopped reading) is dropped rather than waited for.
+    tokio::select! {
+        r = sock.write_all(out) => r?,
+        _ = info.kill.notified() => {
+            return Err(std::io::Error::other("client killed while writing"));
+        }
+    }
+    info.push.sent();
     srv.stats
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);

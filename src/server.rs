@@ -41,6 +41,10 @@ pub struct Server {
     pub keyspace: Keyspace,
     pub stats: Stats,
     pub blocking: Registry,
+    /// Pub/Sub channels, patterns and shard channels with their subscribers.
+    pub(crate) pubsub: crate::pubsub::PubSub,
+    /// Client-side caching: tracked keys, BCAST prefixes, tracking clients.
+    pub(crate) tracking: crate::tracking::Tracking,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next_client_id: AtomicU64,
     pub started: Instant,
@@ -112,6 +116,8 @@ impl Server {
             config,
             stats: Stats::default(),
             blocking: Registry::default(),
+            pubsub: Default::default(),
+            tracking: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -197,6 +203,9 @@ impl Server {
                 // Log the DELs while the shard is still locked: a write to the same key right
                 // after the unlock must come after its DEL in the AOF.
                 for k in expired.drain(..) {
+                    crate::notify::keyspace_event(self, crate::notify::EXPIRED, "expired", &k, dbi);
+                    self.tracking
+                        .invalidate(self, std::slice::from_ref(&k), 0, None, true);
                     self.propagate(dbi, vec![Bytes::from_static(b"DEL"), k]);
                 }
                 drop(sh);

@@ -155,12 +155,14 @@ fn expire_generic(
     if when <= now {
         db.remove(key);
         db.modified(key);
+        db.notify(crate::notify::GENERIC, "del", key);
         ctx.dirty += 1;
         ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         return Reply::Int(1);
     }
     db.set_expire(key, when);
     db.modified(key);
+    db.notify(crate::notify::GENERIC, "expire", key);
     ctx.dirty += 1;
     let mut cmd = Vec::with_capacity(args.len());
     cmd.push(Bytes::from_static(b"PEXPIREAT"));
@@ -209,6 +211,7 @@ fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Int(0);
     }
     db.modified(key);
+    db.notify(crate::notify::GENERIC, "persist", key);
     ctx.dirty += 1;
     Reply::Int(1)
 }

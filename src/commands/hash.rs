@@ -106,6 +106,7 @@ fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> Rep
         }
     }
     db.modified(key);
+    db.notify(crate::notify::HASH, "hset", key);
     ctx.dirty += ((args.len() - 2) / 2) as u64;
     if reply_ok {
         Reply::Ok
@@ -132,6 +133,7 @@ fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     h.set(&args[2], &args[3], &lim);
     db.modified(key);
+    db.notify(crate::notify::HASH, "hset", key);
     ctx.dirty += 1;
     Reply::Int(1)
 }
@@ -209,6 +211,10 @@ fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             db.remove(key);
         }
         db.modified(key);
+        db.notify(crate::notify::HASH, "hdel", key);
+        if empty {
+            db.notify(crate::notify::GENERIC, "del", key);
+        }
         ctx.dirty += deleted as u64;
     }
     Reply::Int(deleted)
@@ -261,6 +267,7 @@ fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     crate::util::numtext::format_i64(new, &mut text);
     h.set(&args[2], &text, &lim);
     db.modified(key);
+    db.notify(crate::notify::HASH, "hincrby", key);
     ctx.dirty += 1;
     Reply::Int(new)
 }
@@ -292,6 +299,7 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     h.set(&args[2], &text, &lim);
     db.modified(key);
+    db.notify(crate::notify::HASH, "hincrbyfloat", key);
     ctx.dirty += 1;
     let text = Bytes::from(text);
     ctx.propagate_as(vec![vec![

@@ -103,6 +103,7 @@ fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     for k in &a[1..] {
         if ctx.db().remove(k).is_some() {
             ctx.db().modified(k);
+            ctx.notify(crate::notify::GENERIC, "del", k);
             n += 1;
         }
     }
@@ -300,6 +301,8 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     ctx.db().modified(src);
     ctx.db().modified(dst);
+    ctx.notify(crate::notify::GENERIC, "rename_from", src);
+    ctx.notify(crate::notify::GENERIC, "rename_to", dst);
     ctx.dirty += 1;
     if nx {
         Reply::Int(1)
@@ -350,6 +353,7 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         dest.set_expire(dst, expire);
     }
     dest.modified(dst);
+    dest.notify(crate::notify::GENERIC, "copy_to", dst);
     ctx.dirty += 1;
     Reply::Int(1)
 }
@@ -379,6 +383,8 @@ fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     dest.modified(key);
     ctx.db().modified(key);
+    ctx.notify(crate::notify::GENERIC, "move_from", key);
+    ctx.db_at(d).notify(crate::notify::GENERIC, "move_to", key);
     ctx.dirty += 1;
     Reply::Int(1)
 }
@@ -463,6 +469,7 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if expire_at != NO_EXPIRE && expire_at <= ctx.now_ms() {
         if deleted {
             ctx.db().modified(key);
+            ctx.notify(crate::notify::GENERIC, "del", key);
             ctx.dirty += 1;
             ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         }
@@ -474,6 +481,7 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db.set_expire(key, expire_at);
     }
     db.modified(key);
+    db.notify(crate::notify::GENERIC, "restore", key);
     ctx.dirty += 1;
     if expire_at != NO_EXPIRE && !absttl {
         let mut logged = a.to_vec();

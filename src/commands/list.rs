@@ -11,6 +11,7 @@ use super::args::{eq, int, SYNTAX};
 use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::types::list::List;
 use crate::types::{Value, WRONGTYPE};
@@ -136,6 +137,7 @@ fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> Reply
     }
     let n = l.len();
     db.modified(key);
+    db.notify(notify::LIST, if left { "lpush" } else { "rpush" }, key);
     ctx.dirty += (args.len() - 2) as u64;
     Reply::Int(n as i64)
 }
@@ -154,8 +156,9 @@ fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 /// Pop up to `n` elements from one end of the list at `key` (which must be a list), deleting
-/// the key when it empties. Does not call `modified`.
-fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize) -> Vec<Vec<u8>> {
+/// the key when it empties. Does not call `modified`. Records the pop (and `del`) keyspace
+/// events when `events` (LMOVE records its own, in Redis's order).
+fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize, events: bool) -> Vec<Vec<u8>> {
     let Ok(Some(l)) = get_list(db, key, false) else {
         return Vec::new();
     };
@@ -171,8 +174,15 @@ fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize) -> Vec<Vec<u8>> {
             None => break,
         }
     }
-    if l.is_empty() {
+    let empty = l.is_empty();
+    if events && !out.is_empty() {
+        db.notify(notify::LIST, if left { "lpop" } else { "rpop" }, key);
+    }
+    if empty {
         db.remove(key);
+        if events {
+            db.notify(notify::GENERIC, "del", key);
+        }
     }
     out
 }
@@ -203,7 +213,7 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
     if count == Some(0) || len == 0 {
         return Reply::Array(Vec::new());
     }
-    let got = pop_n(&mut db, key, left, count.unwrap_or(1) as usize);
+    let got = pop_n(&mut db, key, left, count.unwrap_or(1) as usize, true);
     db.modified(key);
     ctx.dirty += 1;
     match count {
@@ -263,6 +273,7 @@ fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             Some(p) => {
                 l.items[p] = args[3].to_vec();
                 db.modified(key);
+                db.notify(notify::LIST, "lset", key);
                 ctx.dirty += 1;
                 Reply::Ok
             }
@@ -312,6 +323,10 @@ fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             db.remove(key);
         }
         db.modified(key);
+        db.notify(notify::LIST, "lrem", key);
+        if empty {
+            db.notify(notify::GENERIC, "del", key);
+        }
         ctx.dirty += removed as u64;
     }
     Reply::Int(removed as i64)
@@ -336,10 +351,15 @@ fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     }
     let removed = before - l.len();
-    if l.is_empty() {
+    let empty = l.is_empty();
+    if empty {
         db.remove(key);
     }
     db.modified(key);
+    db.notify(notify::LIST, "ltrim", key);
+    if empty {
+        db.notify(notify::GENERIC, "del", key);
+    }
     ctx.dirty += removed as u64;
     Reply::Ok
 }
@@ -366,6 +386,7 @@ fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         .insert(if after { p + 1 } else { p }, args[4].to_vec());
     let n = l.len();
     db.modified(key);
+    db.notify(notify::LIST, "linsert", key);
     ctx.dirty += 1;
     Reply::Int(n as i64)
 }
@@ -460,7 +481,26 @@ fn do_move(
     from_left: bool,
     to_left: bool,
 ) -> Option<Vec<u8>> {
-    let e = pop_n(db, src, from_left, 1).into_iter().next()?;
+    if src == dst {
+        // A rotation: the list never empties, so it is not deleted and re-created.
+        let l = get_list(db, src, false).ok()??;
+        let e = if from_left {
+            l.items.pop_front()
+        } else {
+            l.items.pop_back()
+        }?;
+        if to_left {
+            l.items.push_front(e.clone());
+        } else {
+            l.items.push_back(e.clone());
+        }
+        db.modified(src);
+        db.notify(notify::LIST, if to_left { "lpush" } else { "rpush" }, dst);
+        db.notify(notify::LIST, if from_left { "lpop" } else { "rpop" }, src);
+        return Some(e);
+    }
+    let src_len = get_list(db, src, false).ok()??.len();
+    let e = pop_n(db, src, from_left, 1, false).into_iter().next()?;
     if !matches!(db.value(dst), Some(Value::List(_))) {
         db.insert(dst, Value::List(List::new()));
     }
@@ -473,6 +513,12 @@ fn do_move(
     }
     db.modified(src);
     db.modified(dst);
+    // Redis's order: the push on the destination, then the pop on the source.
+    db.notify(notify::LIST, if to_left { "lpush" } else { "rpush" }, dst);
+    db.notify(notify::LIST, if from_left { "lpop" } else { "rpop" }, src);
+    if src_len == 1 {
+        db.notify(notify::GENERIC, "del", src);
+    }
     Some(e)
 }
 
@@ -546,7 +592,7 @@ fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
             Ok(l) => l.is_some_and(|l| !l.is_empty()),
         };
         if has {
-            let e = pop_n(&mut db, k, left, 1);
+            let e = pop_n(&mut db, k, left, 1, true);
             db.modified(k);
             ctx.dirty += 1;
             ctx.propagate_as(vec![pop_cmd(k, left, None)]);
@@ -580,7 +626,7 @@ fn serve_pop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Ve
     if get_list(db, key, false).ok()??.is_empty() {
         return None;
     }
-    let got = pop_n(db, key, left, count.unwrap_or(1));
+    let got = pop_n(db, key, left, count.unwrap_or(1), true);
     if got.is_empty() {
         return None;
     }
@@ -734,7 +780,7 @@ fn mpop_now(
     for k in keys {
         let has = get_list(&mut db, k, false)?.is_some_and(|l| !l.is_empty());
         if has {
-            let got = pop_n(&mut db, k, left, count);
+            let got = pop_n(&mut db, k, left, count, true);
             db.modified(k);
             ctx.dirty += 1;
             ctx.propagate_as(vec![pop_cmd(k, left, Some(got.len()))]);

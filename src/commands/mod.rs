@@ -15,6 +15,7 @@ pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod persist;
+pub mod pubsub;
 pub mod script;
 pub mod server;
 pub mod set;
@@ -176,6 +177,13 @@ impl<'c, 'a> Ctx<'c, 'a> {
         self.g.now_ms
     }
 
+    /// Record keyspace event `event` (class `class`, see [`crate::notify`]) on `key` of the
+    /// client's database; published once the command has run.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        let db = self.client.db;
+        self.g.db(db).notify(class, event, key);
+    }
+
     /// Log `cmds` in the AOF instead of the command as received.
     pub fn propagate_as(&mut self, cmds: Vec<Vec<Bytes>>) {
         self.propagate = Some(cmds);
@@ -216,6 +224,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
             set::COMMANDS,
             list::COMMANDS,
             tx::COMMANDS,
+            pubsub::COMMANDS,
         ] {
             for spec in family {
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
@@ -365,6 +374,17 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::error("NOAUTH Authentication required."));
     }
+    // A RESP2 client with subscriptions may only run what Redis allows in subscriber mode.
+    if client.resp == crate::protocol::Resp::V2 && client.subs.total() > 0 {
+        if let Some(e) = crate::pubsub::subscriber_mode_refusal(spec.name) {
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            if client.multi.is_some() {
+                client.multi_abort = true;
+            }
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+            return done(Reply::Error(e));
+        }
+    }
     // A script past `busy-reply-threshold` holds every shard: refuse rather than wait, as
     // Redis does, except for what Redis still allows (SCRIPT KILL, SHUTDOWN, MULTI ...).
     if srv
@@ -414,15 +434,31 @@ pub fn dispatch_with<'a>(
         return done(err);
     }
     match spec.name {
-        "exec" => return done(tx::exec(srv, client)),
+        "exec" => {
+            let reply = tx::exec(srv, client);
+            client.tracking_caching = false;
+            if srv.tracking.is_active() {
+                let id = client.id;
+                srv.tracking
+                    .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
+            }
+            feed_monitors(srv, client, client.db, &args);
+            return done(reply);
+        }
         "multi" | "discard" | "watch" | "unwatch" => {
-            return done(tx::control(srv, client, spec.name, &args))
+            let reply = tx::control(srv, client, spec.name, &args);
+            feed_monitors(srv, client, client.db, &args);
+            return done(reply);
         }
         _ => {}
     }
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    // CLIENT CACHING applies to the one command after it (or the transaction it opens).
+    if spec.name != "client" && client.multi.is_none() {
+        client.tracking_caching = false;
+    }
     Outcome {
         reply,
         block,
@@ -479,7 +515,16 @@ pub fn run_locked<'a>(
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
+    g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
+    g.tracking = srv.tracking.is_active();
     let db_before = client.db;
+    // MONITOR sees a command once it has run (administrative ones never); a script is shown
+    // before the commands it runs.
+    let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
+    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    if monitored && script_first {
+        feed_monitors(srv, client, db_before, args);
+    }
     let mut ctx = Ctx {
         srv,
         client,
@@ -501,6 +546,9 @@ pub fn run_locked<'a>(
         close_after_reply,
         ..
     } = ctx;
+    if monitored && !script_first {
+        feed_monitors(srv, client, client.db, args);
+    }
     if reply.is_error() {
         spec.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -540,6 +588,13 @@ pub fn run_locked<'a>(
             srv.propagate(db, cmd);
         }
     }
+    if g.tracking {
+        tracking_after_command(srv, client, spec, args, &expired, g, !in_exec);
+    }
+    // Keyspace events of the command (and of the blocked clients it served), in order.
+    if !g.events.is_empty() {
+        crate::notify::publish_all(srv, &mut g.events);
+    }
     let blocked = block.map(|b| {
         let blocked = srv
             .blocking
@@ -552,6 +607,50 @@ pub fn run_locked<'a>(
         g.release();
     }
     (reply, blocked, close_after_reply)
+}
+
+/// Client-side caching after a command: a tracking client's read-only command remembers its
+/// keys; every key the command changed (or found expired) is invalidated.
+fn tracking_after_command(
+    srv: &Server,
+    client: &mut Client,
+    spec: &Spec,
+    args: &[Bytes],
+    expired: &[(usize, Bytes)],
+    g: &mut Guards,
+    broadcast: bool,
+) {
+    let mut touched = std::mem::take(&mut g.touched);
+    touched.extend(expired.iter().map(|(_, k)| k.clone()));
+    let id = client.id;
+    srv.tracking
+        .invalidate(srv, &touched, id, Some(&mut client.after_reply), broadcast);
+    let script = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    if spec.flags & flags::READONLY != 0 && spec.flags & flags::PUBSUB == 0 && !script {
+        let keys: Vec<&[u8]> = spec
+            .key_positions(args)
+            .into_iter()
+            .map(|i| &args[i][..])
+            .collect();
+        if !keys.is_empty() {
+            srv.tracking
+                .remember(srv, id, &keys, client.tracking_caching);
+        }
+    }
+}
+
+/// Show a command to MONITOR clients.
+fn feed_monitors(srv: &Server, client: &Client, db: usize, args: &[Bytes]) {
+    if !srv.pubsub.has_monitors() {
+        return;
+    }
+    let source = if client.in_script {
+        crate::pubsub::MonitorSource::Lua
+    } else {
+        crate::pubsub::MonitorSource::Client(&client.info.addr)
+    };
+    let limit = srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get();
+    srv.pubsub.feed_monitors(source, db, args, limit);
 }
 
 /// Common argument helpers for handlers.

@@ -591,8 +591,10 @@ fn call_command(
         ctx.srv.scripts.wrote.store(true, Ordering::Relaxed);
     }
     let started = std::time::Instant::now();
+    ctx.client.in_script = true;
     let (reply, _block, _close) =
         super::run_locked(ctx.srv, ctx.client, spec, &argv, ctx.g, true, started);
+    ctx.client.in_script = false;
     ctx.srv.stats.commands.fetch_add(1, Ordering::Relaxed);
     reply
 }

@@ -133,6 +133,11 @@ fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
 }
 
 fn ping(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    // A RESP2 subscriber gets its pong as a two-element array (it can only read those).
+    if a.len() <= 2 && ctx.client.resp == Resp::V2 && ctx.client.subs.total() > 0 {
+        let payload = a.get(1).cloned().unwrap_or_default();
+        return Reply::Array(vec![Reply::bulk_slice(b"pong"), Reply::Bulk(payload)]);
+    }
     match a.len() {
         1 => Reply::Status("PONG"),
         2 => Reply::Bulk(a[1].clone()),
@@ -266,6 +271,11 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.multi_abort = false;
     ctx.client.info.multi.store(false, Ordering::Relaxed);
     super::tx::unwatch_all(ctx.srv, ctx.client);
+    let info = ctx.client.info.clone();
+    ctx.srv.pubsub.unsubscribe_all(&info, &mut ctx.client.subs);
+    ctx.srv.pubsub.remove_monitor(&info);
+    ctx.srv.tracking.disable(info.id);
+    ctx.client.tracking_caching = false;
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);
@@ -415,7 +425,10 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64,
             )
         }
-        "pause" | "unpause" | "tracking" | "caching" | "getredir" | "trackinginfo" => {
+        "tracking" | "caching" | "getredir" | "trackinginfo" => {
+            crate::tracking::client_subcommand(ctx, &sub, a)
+        }
+        "pause" | "unpause" => {
             Reply::error(format!(
                 "ERR CLIENT {} is not available in Podium",
                 sub.to_ascii_uppercase()
@@ -793,7 +806,10 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("client_recent_max_input_buffer", "0".into());
                 kv("client_recent_max_output_buffer", "0".into());
                 kv("blocked_clients", blocked.to_string());
-                kv("tracking_clients", "0".into());
+                kv(
+                    "tracking_clients",
+                    srv.tracking.client_count().to_string(),
+                );
                 kv("clients_in_timeout_table", blocked.to_string());
             }
             "memory" => {
@@ -884,8 +900,17 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     "keyspace_misses",
                     st.keyspace_misses.load(Ordering::Relaxed).to_string(),
                 );
-                kv("pubsub_channels", "0".into());
-                kv("pubsub_patterns", "0".into());
+                {
+                    use crate::pubsub::Kind;
+                    let ps = &srv.pubsub;
+                    kv("pubsub_channels", ps.len(Kind::Channel).to_string());
+                    kv("pubsub_patterns", ps.len(Kind::Pattern).to_string());
+                    kv("pubsubshard_channels", ps.len(Kind::Shard).to_string());
+                }
+                let (tk, ti, tp) = srv.tracking.totals();
+                kv("tracking_total_keys", tk.to_string());
+                kv("tracking_total_items", ti.to_string());
+                kv("tracking_total_prefixes", tp.to_string());
                 kv(
                     "total_error_replies",
                     st.error_replies.load(Ordering::Relaxed).to_string(),
@@ -1100,6 +1125,10 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let db = ctx.client.db;
     empty_db(ctx, db);
+    let id = ctx.client.id;
+    ctx.srv
+        .tracking
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply));
     ctx.dirty += 1;
     Reply::Ok
 }
@@ -1111,6 +1140,10 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     for db in 0..ctx.srv.keyspace.num_dbs() {
         empty_db(ctx, db);
     }
+    let id = ctx.client.id;
+    ctx.srv
+        .tracking
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply));
     ctx.dirty += 1;
     Reply::Ok
 }

@@ -9,6 +9,7 @@ use super::args::{eq, SYNTAX};
 use super::hash::{parse_cursor, rand_count, scan_reply, ScanOpts};
 use super::{flags::*, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
+use crate::notify;
 use crate::protocol::Reply;
 use crate::types::set::Set;
 use crate::types::{Value, WRONGTYPE};
@@ -87,6 +88,7 @@ fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let added = args[2..].iter().filter(|m| s.add(m, max)).count();
     if added > 0 {
         db.modified(key);
+        db.notify(notify::SET, "sadd", key);
     }
     ctx.dirty += added as u64;
     Reply::Int(added as i64)
@@ -115,6 +117,10 @@ fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             db.remove(key);
         }
         db.modified(key);
+        db.notify(notify::SET, "srem", key);
+        if empty {
+            db.notify(notify::GENERIC, "del", key);
+        }
     }
     ctx.dirty += removed as u64;
     Reply::Int(removed)
@@ -235,6 +241,10 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             db.remove(key);
         }
         db.modified(key);
+        db.notify(notify::SET, "spop", key);
+        if empty {
+            db.notify(notify::GENERIC, "del", key);
+        }
         ctx.dirty += 1;
         let m = Bytes::from(m);
         ctx.propagate_as(vec![vec![
@@ -254,6 +264,10 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         db.remove(key);
     }
     db.modified(key);
+    db.notify(notify::SET, "spop", key);
+    if empty {
+        db.notify(notify::GENERIC, "del", key);
+    }
     ctx.dirty += 1;
     let popped: Vec<Bytes> = popped.into_iter().map(Bytes::from).collect();
     if all {
@@ -295,8 +309,10 @@ fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         _ => false,
     };
+    db.notify(notify::SET, "srem", src);
     if src_empty {
         db.remove(src);
+        db.notify(notify::GENERIC, "del", src);
     }
     if !dst_exists {
         db.insert(dst, Value::Set(Box::new(Set::for_member(m))));
@@ -308,6 +324,7 @@ fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     };
     if added {
         db.modified(dst);
+        db.notify(notify::SET, "sadd", dst);
     }
     ctx.dirty += 1 + added as u64;
     Reply::Int(1)
@@ -437,9 +454,16 @@ fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
     if n > 0 {
         db.insert(dst, Value::Set(Box::new(res)));
         db.modified(dst);
+        let event = match op {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        };
+        db.notify(notify::SET, event, dst);
         ctx.dirty += 1;
     } else if db.remove(dst).is_some() {
         db.modified(dst);
+        db.notify(notify::GENERIC, "del", dst);
         ctx.dirty += 1;
     }
     Reply::Int(n as i64)

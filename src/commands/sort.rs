@@ -321,9 +321,11 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .extend(out.into_iter().map(|v| v.unwrap_or_default()));
                 db.insert(dest, Value::List(l));
                 db.modified(dest);
+                db.notify(crate::notify::LIST, "sortstore", dest);
                 ctx.dirty += count as u64;
             } else if db.remove(dest).is_some() {
                 db.modified(dest);
+                db.notify(crate::notify::GENERIC, "del", dest);
                 ctx.dirty += 1;
             }
             Reply::Int(count as i64)

@@ -10,6 +10,7 @@
 use super::args::{eq, int, NOT_FLOAT, NOT_INT, SYNTAX};
 use super::flags::*;
 use super::{wrong_arity, Ctx, Keys, Spec};
+use crate::notify;
 use crate::protocol::Reply;
 use crate::types::compact::CompactBytes;
 use crate::types::{Value, WRONGTYPE};
@@ -316,6 +317,10 @@ fn store(ctx: &mut Ctx, key: &Bytes, val: Bytes, ttl: Ttl) {
         db.set_expire(key, ms);
     }
     db.modified(key);
+    db.notify(notify::STRING, "set", key);
+    if let Ttl::At(_) = ttl {
+        db.notify(notify::GENERIC, "expire", key);
+    }
     ctx.dirty += 1;
 }
 
@@ -419,6 +424,7 @@ fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(v) => {
             ctx.db().remove(&a[1]);
             ctx.db().modified(&a[1]);
+            ctx.notify(notify::GENERIC, "del", &a[1]);
             ctx.dirty += 1;
             ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), a[1].clone()]]);
             Reply::Bulk(v)
@@ -453,9 +459,11 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ttl::At(ms) => {
             if ms <= ctx.now_ms() {
                 ctx.db().remove(key);
+                ctx.notify(notify::GENERIC, "del", key);
                 ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
             } else {
                 ctx.db().set_expire(key, ms);
+                ctx.notify(notify::GENERIC, "expire", key);
                 ctx.propagate_as(vec![vec![
                     Bytes::from_static(b"PEXPIREAT"),
                     key.clone(),
@@ -466,6 +474,7 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.dirty += 1;
         }
         Ttl::Persist if ctx.db().persist(key) => {
+            ctx.notify(notify::GENERIC, "persist", key);
             ctx.propagate_as(vec![vec![Bytes::from_static(b"PERSIST"), key.clone()]]);
             ctx.db().modified(key);
             ctx.dirty += 1;
@@ -527,6 +536,7 @@ fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(_) => return Reply::error(WRONGTYPE),
     };
     db.modified(&a[1]);
+    db.notify(notify::STRING, "append", &a[1]);
     ctx.dirty += 1;
     Reply::Int(new_len as i64)
 }
@@ -608,6 +618,7 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db.insert(&a[1], Value::Str(CompactBytes::from_vec(v)));
     }
     db.modified(&a[1]);
+    db.notify(notify::STRING, "setrange", &a[1]);
     ctx.dirty += 1;
     Reply::Int(n as i64)
 }
@@ -645,6 +656,7 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         _ => db.insert(&a[1], Value::Str(CompactBytes::new(&text))),
     }
     db.modified(&a[1]);
+    db.notify(notify::STRING, "incrby", &a[1]);
     ctx.dirty += 1;
     Reply::Int(new)
 }
@@ -675,6 +687,7 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         _ => db.insert(&a[1], Value::Str(CompactBytes::from_bytes(text.clone()))),
     }
     db.modified(&a[1]);
+    db.notify(notify::STRING, "incrbyfloat", &a[1]);
     ctx.dirty += 1;
     // Replay the result, not the addition: float arithmetic must not drift across replays.
     propagate_set(ctx, &a[1], &text, Ttl::Keep);
@@ -720,6 +733,7 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         _ => db.insert(&a[1], Value::Str(CompactBytes::from_vec(v))),
     }
     db.modified(&a[1]);
+    db.notify(notify::STRING, "setbit", &a[1]);
     ctx.dirty += 1;
     Reply::Int(old)
 }

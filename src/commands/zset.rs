@@ -14,6 +14,7 @@ use super::flags::*;
 use super::{BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
+use crate::notify;
 use crate::protocol::{Reply, Resp};
 use crate::try_reply;
 use crate::types::zset::{
@@ -503,13 +504,14 @@ fn stored_score(
 
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
-fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
+fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)], event: &'static str) -> Reply {
     let limits = ctx.srv.config.zset_limits();
     let mut db = ctx.db();
     if items.is_empty() {
         let existed = db.remove(dst).is_some();
         if existed {
             db.modified(dst);
+            db.notify(notify::GENERIC, "del", dst);
             ctx.dirty += 1;
         }
         return Reply::Int(0);
@@ -527,6 +529,7 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)]) -> Reply {
     let n = z.len();
     db.insert(dst, Value::ZSet(z));
     db.modified(dst);
+    db.notify(notify::ZSET, event, dst);
     ctx.dirty += 1;
     Reply::Int(n as i64)
 }
@@ -679,6 +682,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
     }
     if added + updated > 0 {
         db.modified(key);
+        db.notify(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
     ctx.dirty += (added + updated) as u64;
     if let Some(e) = err {
@@ -735,6 +739,10 @@ fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     if deleted > 0 {
         db.modified(key);
+        db.notify(notify::ZSET, "zrem", key);
+        if empty {
+            db.notify(notify::GENERIC, "del", key);
+        }
     }
     ctx.dirty += deleted;
     Reply::Int(deleted as i64)
@@ -917,7 +925,7 @@ fn zrange_generic(
         }
     }
     if let Some(dst) = dst {
-        return store_result(ctx, dst, &items);
+        return store_result(ctx, dst, &items, "zrangestore");
     }
     if withscores {
         Reply::ScoredMembers(items)
@@ -988,6 +996,11 @@ fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
     let Some(z) = try_reply!(as_zset(db.value(key))) else {
         return Reply::Int(0);
     };
+    let event = match r {
+        RemRange::Rank(..) => "zremrangebyrank",
+        RemRange::Score(_) => "zremrangebyscore",
+        RemRange::Lex(_) => "zremrangebylex",
+    };
     let removed = match r {
         RemRange::Rank(s, e) => match rank_range(s, e, z.len()) {
             Some((s, e)) => z.remove_rank_range(s, e),
@@ -1002,6 +1015,10 @@ fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
     }
     if removed > 0 {
         db.modified(key);
+        db.notify(notify::ZSET, event, key);
+        if empty {
+            db.notify(notify::GENERIC, "del", key);
+        }
     }
     ctx.dirty += removed as u64;
     Reply::Int(removed as i64)
@@ -1275,7 +1292,12 @@ fn setop_generic(
     }
     let items = sorted_result(acc);
     if let Some(dst) = dst {
-        return store_result(ctx, dst, &items);
+        let event = match op {
+            SetOp::Union => "zunionstore",
+            SetOp::Inter | SetOp::InterCard => "zinterstore",
+            SetOp::Diff => "zdiffstore",
+        };
+        return store_result(ctx, dst, &items, event);
     }
     if withscores {
         Reply::ScoredMembers(items)
@@ -1353,6 +1375,10 @@ fn pop_from(
         db.remove(key);
     }
     db.modified(key);
+    db.notify(notify::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    if empty {
+        db.notify(notify::GENERIC, "del", key);
+    }
     let n = popped.len();
     let pair =
         |m: Vec<u8>, s: f64| Reply::Array(vec![Reply::Bulk(Bytes::from(m)), Reply::Double(s)]);

@@ -25,6 +25,14 @@ pub struct Guards<'a> {
     pub misses: u64,
     /// False while the AOF loads: as in Redis, nothing expires then (logged times are absolute).
     pub expire_enabled: bool,
+    /// `notify-keyspace-events` class bits for this command (0: nothing is recorded).
+    pub notify_flags: u32,
+    /// Keyspace events the command caused, in order, published when it has run.
+    pub(crate) events: Vec<crate::notify::Event>,
+    /// Some client tracks keys (client-side caching): changed keys are collected.
+    pub tracking: bool,
+    /// Keys changed by the command, for tracking invalidations.
+    pub(crate) touched: Vec<Bytes>,
 }
 
 impl<'a> Guards<'a> {
@@ -38,6 +46,10 @@ impl<'a> Guards<'a> {
             hits: 0,
             misses: 0,
             expire_enabled: true,
+            notify_flags: 0,
+            events: Vec::new(),
+            tracking: false,
+            touched: Vec::new(),
         }
     }
 
@@ -173,6 +185,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
             if blocked {
                 self.g.ready.push((db, k.clone()));
             }
+            if self.g.notify_flags & crate::notify::EXPIRED != 0 {
+                self.g.events.push((db, "expired", k.clone()));
+            }
             self.g.expired.push((db, k));
         }
         self.g.shard_mut(db, sid)
@@ -233,12 +248,32 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// Store `value` at `key`, clearing any TTL.
     pub fn insert(&mut self, key: &[u8], value: Value) {
+        self.note_new(key);
         self.shard(key).insert(key, value, false);
     }
 
     /// Store `value` at `key`, keeping an existing TTL.
     pub fn insert_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.note_new(key);
         self.shard(key).insert(key, value, true);
+    }
+
+    /// Record the `new` keyspace event when `key` is about to be created.
+    fn note_new(&mut self, key: &[u8]) {
+        if self.g.notify_flags & crate::notify::NEW != 0 && self.get(key).is_none() {
+            self.g
+                .events
+                .push((self.db, "new", Bytes::copy_from_slice(key)));
+        }
+    }
+
+    /// Record keyspace event `event` of class `class` on `key` of this database.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        if self.g.notify_flags & class != 0 {
+            self.g
+                .events
+                .push((self.db, event, Bytes::copy_from_slice(key)));
+        }
     }
 
     /// Delete `key`; None if it did not exist (or had expired).
@@ -266,6 +301,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let sid = self.g.ks.shard_of(key);
         let db = self.db;
         self.g.shard_mut(db, sid).touch_watched(key);
+        if self.g.tracking {
+            self.g.touched.push(Bytes::copy_from_slice(key));
+        }
         if self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0 {
             self.g.ready.push((db, Bytes::copy_from_slice(key)));
         }

@@ -111,6 +111,7 @@ fn fake_client(srv: &Server) -> Client {
         killed: AtomicBool::new(false),
         kill: tokio::sync::Notify::new(),
         qbuf: AtomicUsize::new(0),
+        push: Default::default(),
     });
     let _ = srv;
     let mut c = Client::new(u64::MAX, info);

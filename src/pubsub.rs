@@ -1,0 +1,808 @@
+//! Pub/Sub: who listens to which channel, and getting a message to each listener.
+//!
+//! [`PubSub`] is the server-wide registry: exact channels, glob patterns and shard channels,
+//! each mapping to the clients subscribed to it. A client's own view of its subscriptions
+//! ([`Subscriptions`]) lives in its connection state, so unsubscribing everything when it goes
+//! away needs no search.
+//!
+//! Delivery never writes to a socket from the publisher: every connection has a [`Mailbox`]
+//! (inside its `ClientInfo`), a queue of already-encoded push messages plus a `Notify` that
+//! wakes the connection task even while it waits for input. PUBLISH encodes a message once per
+//! protocol version, appends a shared copy to each subscriber's queue and returns, so a
+//! publisher to many subscribers is never held up by a slow one. The queue is accounted in
+//! bytes (queued plus handed to the socket and not yet written) and judged against
+//! `client-output-buffer-limit pubsub` as Redis does: past the hard limit, or past the soft
+//! limit for longer than its seconds, the subscriber is disconnected and its queue dropped.
+//! Messages to one subscriber keep publish order (one queue, drained in order).
+
+use crate::connection::ClientInfo;
+use crate::protocol::{Reply, Resp};
+use crate::util::numtext::glob_match;
+use bytes::Bytes;
+use hashbrown::{HashMap, HashSet};
+use parking_lot::{Mutex, RwLock};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Subscribers of one channel or pattern, by client id.
+type Subscribers = HashMap<u64, Arc<ClientInfo>>;
+
+/// The server-wide subscription registry.
+#[derive(Default)]
+pub(crate) struct PubSub {
+    channels: RwLock<HashMap<Bytes, Subscribers>>,
+    patterns: RwLock<HashMap<Bytes, Subscribers>>,
+    shard_channels: RwLock<HashMap<Bytes, Subscribers>>,
+    /// Clients in MONITOR mode, and their number (checked before building a line).
+    monitors: RwLock<Subscribers>,
+    monitor_count: AtomicUsize,
+}
+
+/// The three kinds of subscription.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    fn subscribe_word(self) -> &'static [u8] {
+        match self {
+            Kind::Channel => b"subscribe",
+            Kind::Pattern => b"psubscribe",
+            Kind::Shard => b"ssubscribe",
+        }
+    }
+
+    fn unsubscribe_word(self) -> &'static [u8] {
+        match self {
+            Kind::Channel => b"unsubscribe",
+            Kind::Pattern => b"punsubscribe",
+            Kind::Shard => b"sunsubscribe",
+        }
+    }
+}
+
+/// One client's subscriptions, kept in its connection state.
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    channels: HashSet<Bytes>,
+    /// In subscription order (PUNSUBSCRIBE without arguments answers in this order, as Redis).
+    patterns: Vec<Bytes>,
+    shard: HashSet<Bytes>,
+}
+
+impl Subscriptions {
+    /// Channels plus patterns: the count SUBSCRIBE/PSUBSCRIBE confirmations report.
+    pub(crate) fn classic_count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// All subscriptions: a RESP2 client with any is in subscriber mode.
+    pub(crate) fn total(&self) -> usize {
+        self.classic_count() + self.shard.len()
+    }
+
+    fn count_for(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Shard => self.shard.len(),
+            _ => self.classic_count(),
+        }
+    }
+}
+
+/// `client-output-buffer-limit` for one client class: bytes (0 = none) and seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+/// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
+/// written, and the wake-up for its task.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    queue: Mutex<Queue>,
+    /// Wakes the connection task to write what is queued.
+    pub(crate) ready: Notify,
+    /// Quick check before taking the lock: anything queued.
+    pending: AtomicBool,
+    /// Bytes drained into the connection's output and not yet written (see [`Mailbox::sent`]).
+    in_flight: AtomicUsize,
+    /// Set once the output buffer limit was crossed: nothing more is queued.
+    overflowed: AtomicBool,
+    /// Subscription counts for CLIENT LIST (sub, psub, ssub).
+    pub(crate) counts: [AtomicUsize; 3],
+    /// The client is in MONITOR mode (CLIENT LIST flag `O`).
+    pub(crate) monitor: AtomicBool,
+}
+
+#[derive(Default)]
+struct Queue {
+    messages: VecDeque<Bytes>,
+    bytes: usize,
+    /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
+    soft_since_ms: i64,
+}
+
+impl Mailbox {
+    /// Queue `msg`. False if the client crossed its output buffer limit (the caller
+    /// disconnects it); the message is then dropped.
+    fn push(&self, msg: Bytes, limit: ObufLimit, now_ms: i64) -> bool {
+        if self.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut q = self.queue.lock();
+        q.bytes += msg.len();
+        q.messages.push_back(msg);
+        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
+        let mut over = limit.hard > 0 && used >= limit.hard;
+        if limit.soft > 0 && used >= limit.soft {
+            if q.soft_since_ms == 0 {
+                q.soft_since_ms = now_ms;
+            } else if (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64 {
+                over = true;
+            }
+        } else {
+            q.soft_since_ms = 0;
+        }
+        if over {
+            self.overflowed.store(true, Ordering::Relaxed);
+            q.messages.clear();
+            q.bytes = 0;
+            return false;
+        }
+        drop(q);
+        self.pending.store(true, Ordering::Release);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Queue a message no output buffer limit applies to (invalidations: normal clients).
+    pub(crate) fn push_unlimited(&self, msg: Bytes) {
+        let _ = self.push(msg, ObufLimit::default(), 0);
+    }
+
+    /// Anything waiting to be written.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Move every queued message into `out`, in order. The bytes stay accounted until
+    /// [`Mailbox::sent`].
+    pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
+        if !self.has_pending() {
+            return;
+        }
+        let mut q = self.queue.lock();
+        self.pending.store(false, Ordering::Release);
+        for m in q.messages.drain(..) {
+            out.extend_from_slice(&m);
+        }
+        self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
+        q.bytes = 0;
+    }
+
+    /// The connection's output was written: drained messages no longer count.
+    pub(crate) fn sent(&self) {
+        if self.in_flight.load(Ordering::Relaxed) != 0 {
+            self.in_flight.store(0, Ordering::Relaxed);
+            let mut q = self.queue.lock();
+            if q.bytes == 0 {
+                q.soft_since_ms = 0;
+            }
+        }
+    }
+
+    /// Bytes queued or in flight (CLIENT LIST omem).
+    pub(crate) fn used(&self) -> usize {
+        self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// A message encoded for each protocol on first need (RESP2 array, RESP3 push).
+struct Encoded {
+    items: Vec<Reply>,
+    v2: Option<Bytes>,
+    v3: Option<Bytes>,
+}
+
+impl Encoded {
+    fn new(items: Vec<Reply>) -> Encoded {
+        Encoded {
+            items,
+            v2: None,
+            v3: None,
+        }
+    }
+
+    fn get(&mut self, resp3: bool) -> Bytes {
+        let (slot, resp) = if resp3 {
+            (&mut self.v3, Resp::V3)
+        } else {
+            (&mut self.v2, Resp::V2)
+        };
+        slot.get_or_insert_with(|| {
+            let mut out = Vec::new();
+            Reply::Push(self.items.clone()).encode(resp, &mut out);
+            Bytes::from(out)
+        })
+        .clone()
+    }
+}
+
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(b))
+}
+
+impl PubSub {
+    fn map(&self, kind: Kind) -> &RwLock<HashMap<Bytes, Subscribers>> {
+        match kind {
+            Kind::Channel => &self.channels,
+            Kind::Pattern => &self.patterns,
+            Kind::Shard => &self.shard_channels,
+        }
+    }
+
+    /// Subscribe `info` to `names`; the confirmations (one push each) are appended to `out`
+    /// encoded for `resp`.
+    pub(crate) fn subscribe(
+        &self,
+        info: &Arc<ClientInfo>,
+        subs: &mut Subscriptions,
+        kind: Kind,
+        names: &[Bytes],
+        resp: Resp,
+        out: &mut Vec<u8>,
+    ) {
+        for name in names {
+            let added = match kind {
+                Kind::Channel => subs.channels.insert(name.clone()),
+                Kind::Shard => subs.shard.insert(name.clone()),
+                Kind::Pattern => {
+                    if subs.patterns.contains(name) {
+                        false
+                    } else {
+                        subs.patterns.push(name.clone());
+                        true
+                    }
+                }
+            };
+            if added {
+                self.map(kind)
+                    .write()
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(info.id, info.clone());
+            }
+            Reply::Push(vec![
+                bulk(kind.subscribe_word()),
+                Reply::Bulk(name.clone()),
+                Reply::Int(subs.count_for(kind) as i64),
+            ])
+            .encode(resp, out);
+        }
+        update_counts(info, subs);
+    }
+
+    /// Unsubscribe from `names` (all of this kind when empty); confirmations appended to `out`
+    /// (none when `out` is None: the client is going away).
+    pub(crate) fn unsubscribe(
+        &self,
+        info: &ClientInfo,
+        subs: &mut Subscriptions,
+        kind: Kind,
+        names: &[Bytes],
+        resp: Resp,
+        mut out: Option<&mut Vec<u8>>,
+    ) {
+        let all: Vec<Bytes>;
+        let names = if names.is_empty() {
+            all = match kind {
+                Kind::Channel => subs.channels.iter().cloned().collect(),
+                Kind::Shard => subs.shard.iter().cloned().collect(),
+                Kind::Pattern => subs.patterns.clone(),
+            };
+            if all.is_empty() {
+                // Always one confirmation, with a null name.
+                if let Some(out) = out.as_deref_mut() {
+                    Reply::Push(vec![
+                        bulk(kind.unsubscribe_word()),
+                        Reply::Null,
+                        Reply::Int(subs.count_for(kind) as i64),
+                    ])
+                    .encode(resp, out);
+                }
+                return;
+            }
+            &all[..]
+        } else {
+            names
+        };
+        for name in names {
+            let removed = match kind {
+                Kind::Channel => subs.channels.remove(name),
+                Kind::Shard => subs.shard.remove(name),
+                Kind::Pattern => match subs.patterns.iter().position(|p| p == name) {
+                    Some(i) => {
+                        subs.patterns.remove(i);
+                        true
+                    }
+                    None => false,
+                },
+            };
+            if removed {
+                let mut map = self.map(kind).write();
+                if let Some(set) = map.get_mut(name) {
+                    set.remove(&info.id);
+                    if set.is_empty() {
+                        map.remove(name);
+                    }
+                }
+            }
+            if let Some(out) = out.as_deref_mut() {
+                Reply::Push(vec![
+                    bulk(kind.unsubscribe_word()),
+                    Reply::Bulk(name.clone()),
+                    Reply::Int(subs.count_for(kind) as i64),
+                ])
+                .encode(resp, out);
+            }
+        }
+        update_counts(info, subs);
+    }
+
+    /// Drop every subscription of a client that is going away (or RESET).
+    pub(crate) fn unsubscribe_all(&self, info: &ClientInfo, subs: &mut Subscriptions) {
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            if subs.count_of(kind) > 0 {
+                self.unsubscribe(info, subs, kind, &[], Resp::V2, None);
+            }
+        }
+    }
+
+    /// Deliver `message` on `channel` (a shard channel when `shard`); returns the number of
+    /// receivers (pattern matches count once per matching pattern, as in Redis).
+    pub(crate) fn publish(
+        &self,
+        channel: &[u8],
+        message: &[u8],
+        shard: bool,
+        limit: ObufLimit,
+        now_ms: i64,
+    ) -> usize {
+        let mut receivers = 0;
+        let map = if shard {
+            &self.shard_channels
+        } else {
+            &self.channels
+        };
+        {
+            let chans = map.read();
+            if let Some(set) = chans.get(channel) {
+                let word: &[u8] = if shard { b"smessage" } else { b"message" };
+                let mut enc = Encoded::new(vec![bulk(word), bulk(channel), bulk(message)]);
+                for info in set.values() {
+                    deliver(info, &mut enc, limit, now_ms);
+                    receivers += 1;
+                }
+            }
+        }
+        if shard {
+            return receivers;
+        }
+        let pats = self.patterns.read();
+        for (pat, set) in pats.iter() {
+            if !glob_match(pat, channel, false) {
+                continue;
+            }
+            let mut enc = Encoded::new(vec![
+                bulk(b"pmessage"),
+                Reply::Bulk(pat.clone()),
+                bulk(channel),
+                bulk(message),
+            ]);
+            for info in set.values() {
+                deliver(info, &mut enc, limit, now_ms);
+                receivers += 1;
+            }
+        }
+        receivers
+    }
+
+    /// Channels (of `kind` Channel or Shard) with subscribers, matching `pattern` if given.
+    pub(crate) fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        self.map(kind)
+            .read()
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| glob_match(p, c, false)))
+            .cloned()
+            .collect()
+    }
+
+    /// Subscribers of one channel (exact subscriptions only).
+    pub(crate) fn subscriber_count(&self, kind: Kind, channel: &[u8]) -> usize {
+        self.map(kind).read().get(channel).map_or(0, |s| s.len())
+    }
+
+    /// Number of channels (or distinct patterns) with subscribers (INFO, PUBSUB NUMPAT).
+    pub(crate) fn len(&self, kind: Kind) -> usize {
+        self.map(kind).read().len()
+    }
+}
+
+/// Who ran a command, as a MONITOR line names it.
+pub(crate) enum MonitorSource<'a> {
+    Client(&'a str),
+    Lua,
+}
+
+impl PubSub {
+    /// Put `info` in MONITOR mode. False if it already was.
+    pub(crate) fn add_monitor(&self, info: &Arc<ClientInfo>) -> bool {
+        if info.push.monitor.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        self.monitors.write().insert(info.id, info.clone());
+        self.monitor_count.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Leave MONITOR mode (RESET, disconnection).
+    pub(crate) fn remove_monitor(&self, info: &ClientInfo) {
+        if info.push.monitor.swap(false, Ordering::Relaxed)
+            && self.monitors.write().remove(&info.id).is_some()
+        {
+            self.monitor_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// True when some client is in MONITOR mode.
+    #[inline]
+    pub(crate) fn has_monitors(&self) -> bool {
+        self.monitor_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Send a command to every MONITOR client, in Redis's line format, with AUTH and HELLO
+    /// credentials redacted.
+    pub(crate) fn feed_monitors(
+        &self,
+        source: MonitorSource,
+        db: usize,
+        args: &[Bytes],
+        limit: ObufLimit,
+    ) {
+        if !self.has_monitors() {
+            return;
+        }
+        let line = Bytes::from(monitor_line(source, db, args, std::time::SystemTime::now()));
+        let now_ms = crate::server::unix_ms();
+        for info in self.monitors.read().values() {
+            if !info.push.push(line.clone(), limit, now_ms) {
+                info.kill();
+            }
+        }
+    }
+}
+
+/// One MONITOR line: `+<sec>.<usec> [<db> <addr>] "arg" ...`.
+fn monitor_line(
+    source: MonitorSource,
+    db: usize,
+    args: &[Bytes],
+    at: std::time::SystemTime,
+) -> Vec<u8> {
+    let t = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut out = format!("+{}.{:06} ", t.as_secs(), t.subsec_micros()).into_bytes();
+    match source {
+        MonitorSource::Client(addr) => out.extend_from_slice(format!("[{db} {addr}] ").as_bytes()),
+        MonitorSource::Lua => out.extend_from_slice(format!("[{db} lua] ").as_bytes()),
+    }
+    let redacted = redacted_positions(args);
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        if redacted.contains(&i) {
+            repr(b"(redacted)", &mut out);
+        } else {
+            repr(a, &mut out);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Arguments Redis hides from MONITOR: AUTH's password (and user), HELLO's AUTH pair.
+fn redacted_positions(args: &[Bytes]) -> Vec<usize> {
+    let name = &args[0][..];
+    if name.eq_ignore_ascii_case(b"auth") {
+        return (1..args.len().min(3)).collect();
+    }
+    let mut v = Vec::new();
+    if name.eq_ignore_ascii_case(b"hello") {
+        let mut j = 2;
+        while j < args.len() {
+            if args[j].eq_ignore_ascii_case(b"auth") && j + 2 < args.len() {
+                v.extend([j + 1, j + 2]);
+                j += 3;
+            } else {
+                j += 1;
+            }
+        }
+    }
+    v
+}
+
+/// A quoted, escaped argument as Redis's sdscatrepr writes it.
+fn repr(a: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &c in a {
+        match c {
+            b'\\' | b'"' => {
+                out.push(b'\\');
+                out.push(c);
+            }
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(c),
+            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
+impl Subscriptions {
+    fn count_of(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Channel => self.channels.len(),
+            Kind::Pattern => self.patterns.len(),
+            Kind::Shard => self.shard.len(),
+        }
+    }
+}
+
+fn update_counts(info: &ClientInfo, subs: &Subscriptions) {
+    for (i, kind) in [Kind::Channel, Kind::Pattern, Kind::Shard]
+        .into_iter()
+        .enumerate()
+    {
+        info.push.counts[i].store(subs.count_of(kind), Ordering::Relaxed);
+    }
+}
+
+fn deliver(info: &ClientInfo, enc: &mut Encoded, limit: ObufLimit, now_ms: i64) {
+    let resp3 = info.resp.load(Ordering::Relaxed) == 3;
+    if !info.push.push(enc.get(resp3), limit, now_ms) {
+        tracing::warn!(
+            "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            info.id,
+            info.addr
+        );
+        info.kill();
+    }
+}
+
+/// Redis's error for a command a RESP2 client in subscriber mode may not run, if `name` is
+/// one of those.
+pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {
+    match name {
+        "ping" | "subscribe" | "ssubscribe" | "unsubscribe" | "sunsubscribe" | "psubscribe"
+        | "punsubscribe" | "quit" | "reset" => None,
+        _ => Some(format!(
+            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        )),
+    }
+}
+
+/// One class of `client-output-buffer-limit`, readable without a lock.
+#[derive(Default)]
+pub(crate) struct AtomicObufLimit {
+    hard: AtomicI64,
+    soft: AtomicI64,
+    soft_secs: AtomicI64,
+}
+
+impl AtomicObufLimit {
+    pub(crate) fn set(&self, l: ObufLimit) {
+        self.hard.store(l.hard as i64, Ordering::Relaxed);
+        self.soft.store(l.soft as i64, Ordering::Relaxed);
+        self.soft_secs.store(l.soft_secs as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> ObufLimit {
+        ObufLimit {
+            hard: self.hard.load(Ordering::Relaxed) as u64,
+            soft: self.soft.load(Ordering::Relaxed) as u64,
+            soft_secs: self.soft_secs.load(Ordering::Relaxed) as u64,
+        }
+    }
+}
+
+/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub.
+/// Podium acts on `pubsub` (subscribers' queued messages); `normal` and `replica` are kept
+/// and shown by CONFIG GET.
+#[derive(Default)]
+pub(crate) struct ObufLimits {
+    pub(crate) classes: [AtomicObufLimit; 3],
+}
+
+pub(crate) const OBUF_NORMAL: usize = 0;
+pub(crate) const OBUF_PUBSUB: usize = 2;
+
+impl ObufLimits {
+    pub(crate) fn pubsub(&self) -> ObufLimit {
+        self.classes[OBUF_PUBSUB].get()
+    }
+
+    /// Apply a checked `client-output-buffer-limit` value (only the classes it names change)
+    /// and return the full value as CONFIG GET shows it.
+    pub(crate) fn apply(&self, text: &str) -> String {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if let Ok(parsed) = parse_obuf_limits(&words) {
+            for (class, l) in parsed {
+                self.classes[class].set(l);
+            }
+        }
+        let mut s = String::new();
+        for (i, name) in ["normal", "slave", "pubsub"].iter().enumerate() {
+            let l = self.classes[i].get();
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs));
+        }
+        s
+    }
+}
+
+/// Check a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups),
+/// with Redis's error texts.
+pub(crate) fn parse_obuf_limits(words: &[&str]) -> Result<Vec<(usize, ObufLimit)>, String> {
+    if words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut v = Vec::new();
+    for g in words.chunks(4) {
+        let class = match g[0].to_ascii_lowercase().as_str() {
+            "normal" => OBUF_NORMAL,
+            "slave" | "replica" => 1,
+            "pubsub" => OBUF_PUBSUB,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let hard = crate::config::parse_memory(g[1]).ok_or_else(bad)?;
+        let soft = crate::config::parse_memory(g[2]).ok_or_else(bad)?;
+        let secs: i64 = g[3].parse().map_err(|_| bad())?;
+        if hard < 0 || soft < 0 || secs < 0 {
+            return Err(bad().into());
+        }
+        v.push((
+            class,
+            ObufLimit {
+                hard: hard as u64,
+                soft: soft as u64,
+                soft_secs: secs as u64,
+            },
+        ));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(hard: u64, soft: u64, soft_secs: u64) -> ObufLimit {
+        ObufLimit {
+            hard,
+            soft,
+            soft_secs,
+        }
+    }
+
+    #[test]
+    fn mailbox_keeps_order_and_accounts_bytes() {
+        let m = Mailbox::default();
+        assert!(m.push(Bytes::from_static(b"one"), limit(0, 0, 0), 0));
+        assert!(m.push(Bytes::from_static(b"two"), limit(0, 0, 0), 0));
+        assert_eq!(m.used(), 6);
+        let mut out = Vec::new();
+        m.drain_into(&mut out);
+        assert_eq!(out, b"onetwo");
+        assert_eq!(m.used(), 6, "in flight until written");
+        m.sent();
+        assert_eq!(m.used(), 0);
+        assert!(!m.has_pending());
+    }
+
+    #[test]
+    fn hard_limit_overflows() {
+        let m = Mailbox::default();
+        assert!(m.push(Bytes::from(vec![0u8; 60]), limit(100, 0, 0), 0));
+        assert!(!m.push(Bytes::from(vec![0u8; 60]), limit(100, 0, 0), 0));
+        assert_eq!(m.used(), 0, "the queue is dropped");
+        assert!(!m.push(Bytes::from_static(b"x"), limit(100, 0, 0), 0));
+    }
+
+    #[test]
+    fn soft_limit_needs_its_seconds() {
+        let m = Mailbox::default();
+        let l = limit(0, 10, 2);
+        assert!(m.push(Bytes::from(vec![0u8; 20]), l, 1_000));
+        assert!(m.push(Bytes::from_static(b"x"), l, 2_500));
+        assert!(!m.push(Bytes::from_static(b"x"), l, 3_000));
+        // Dropping under the soft limit resets its clock.
+        let m = Mailbox::default();
+        assert!(m.push(Bytes::from(vec![0u8; 20]), l, 1_000));
+        let mut out = Vec::new();
+        m.drain_into(&mut out);
+        m.sent();
+        assert!(m.push(Bytes::from_static(b"x"), l, 5_000));
+        assert!(m.push(Bytes::from_static(b"y"), l, 5_500), "still accepted");
+    }
+
+    #[test]
+    fn encoded_once_per_protocol() {
+        let mut e = Encoded::new(vec![bulk(b"message"), bulk(b"c"), bulk(b"m")]);
+        assert_eq!(
+            &e.get(false)[..],
+            b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"
+        );
+        assert_eq!(
+            &e.get(true)[..],
+            b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"
+        );
+    }
+
+    #[test]
+    fn monitor_line_as_redis_writes_it() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_700_000_000_123_456);
+        let args = [
+            Bytes::from_static(b"set"),
+            Bytes::from_static(b"k\"\\"),
+            Bytes::from_static(b"a b\n\x01\xff"),
+        ];
+        let line = monitor_line(MonitorSource::Client("127.0.0.1:5000"), 9, &args, at);
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "+1700000000.123456 [9 127.0.0.1:5000] \"set\" \"k\\\"\\\\\" \"a b\\n\\x01\\xff\"\r\n"
+        );
+        let auth = [
+            Bytes::from_static(b"AUTH"),
+            Bytes::from_static(b"u"),
+            Bytes::from_static(b"p"),
+        ];
+        let line = monitor_line(MonitorSource::Lua, 0, &auth, at);
+        assert!(String::from_utf8(line)
+            .unwrap()
+            .ends_with("[0 lua] \"AUTH\" \"(redacted)\" \"(redacted)\"\r\n"));
+        let hello = [
+            Bytes::from_static(b"hello"),
+            Bytes::from_static(b"2"),
+            Bytes::from_static(b"AUTH"),
+            Bytes::from_static(b"u"),
+            Bytes::from_static(b"p"),
+        ];
+        assert_eq!(redacted_positions(&hello), vec![3, 4]);
+    }
+
+    #[test]
+    fn subscriber_mode_allows_only_redis_list() {
+        assert!(subscriber_mode_refusal("ping").is_none());
+        assert!(subscriber_mode_refusal("reset").is_none());
+        assert_eq!(
+            subscriber_mode_refusal("get").as_deref(),
+            Some("ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+        );
+    }
+}

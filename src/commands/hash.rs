@@ -4,13 +4,14 @@
 //! `modified()` and counts in `dirty`, HINCRBYFLOAT is logged as an HSET of its result, and
 //! the compact/large conversion limits come from the live `hash-max-listpack-*` settings.
 
-use super::args::{eq, int, NOT_INT, SYNTAX};
+use super::args::{eq, int, SYNTAX};
+use super::argv::{scan_reply, ArgReader};
 use super::{flags::*, wrong_arity, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::protocol::{Reply, Resp};
 use crate::types::hash::{Hash, HashLimits};
 use crate::types::{Value, WRONGTYPE};
-use crate::util::numtext::{glob_match, LongDouble};
+use crate::util::numtext::LongDouble;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
@@ -381,92 +382,16 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Parse a SCAN cursor as Redis does (strtoul, base 10, no leading space, whole string).
-pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
-    let bad = || Reply::error("ERR invalid cursor");
-    let (neg, digits) = match a.first() {
-        Some(b'-') => (true, &a[1..]),
-        Some(b'+') => (false, &a[1..]),
-        Some(c) if c.is_ascii_whitespace() => return Err(bad()),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        // strtoul("") parses nothing and leaves the end pointer on the terminator.
-        return if a.is_empty() { Ok(0) } else { Err(bad()) };
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(bad());
-        }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(c - b'0')))
-            .ok_or_else(bad)?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
-/// MATCH / COUNT options of HSCAN and SSCAN (from `args[3..]`).
-pub(crate) struct ScanOpts {
-    pub count: usize,
-    pub pattern: Option<Bytes>,
-}
-
-impl ScanOpts {
-    pub fn parse(args: &[Bytes]) -> Result<ScanOpts, Reply> {
-        let mut o = ScanOpts {
-            count: 10,
-            pattern: None,
-        };
-        let mut i = 0;
-        while i < args.len() {
-            let more = args.len() - i >= 2;
-            if eq(&args[i], "count") && more {
-                let c = int(&args[i + 1]).map_err(|_| Reply::error(NOT_INT))?;
-                if c < 1 {
-                    return Err(Reply::error(SYNTAX));
-                }
-                o.count = c as usize;
-                i += 2;
-            } else if eq(&args[i], "match") && more {
-                let p = &args[i + 1];
-                o.pattern = if &p[..] == b"*" {
-                    None
-                } else {
-                    Some(p.clone())
-                };
-                i += 2;
-            } else {
-                return Err(Reply::error(SYNTAX));
-            }
-        }
-        Ok(o)
-    }
-
-    pub fn matches(&self, s: &[u8]) -> bool {
-        self.pattern
-            .as_ref()
-            .is_none_or(|p| glob_match(p, s, false))
-    }
-}
-
-pub(crate) fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
-    Reply::Array(vec![
-        Reply::Bulk(Bytes::from(cursor.to_string())),
-        Reply::Array(items),
-    ])
-}
-
 fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let cursor = crate::try_reply!(parse_cursor(&args[2]));
+    let mut reader = ArgReader::new(args, 2);
+    let cursor = crate::try_reply!(reader.cursor());
     let mut db = ctx.db();
     let h = match read_hash(&mut db, &args[1]) {
         Err(e) => return e,
         Ok(None) => return scan_reply(0, Vec::new()),
         Ok(Some(h)) => h,
     };
-    let opts = crate::try_reply!(ScanOpts::parse(&args[3..]));
+    let opts = crate::try_reply!(reader.scan_options(false));
     let mut items = Vec::new();
     let next = h.scan(cursor, opts.count, |f, v| {
         if opts.matches(f) {
@@ -475,44 +400,4 @@ fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     });
     scan_reply(next, items)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors() {
-        assert_eq!(parse_cursor(b"0").ok(), Some(0));
-        assert_eq!(parse_cursor(b"").ok(), Some(0));
-        assert_eq!(parse_cursor(b"-1").ok(), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615").ok(), Some(u64::MAX));
-        assert!(parse_cursor(b"18446744073709551616").is_err());
-        assert!(parse_cursor(b"abc").is_err());
-        assert!(parse_cursor(b" 1").is_err());
-        assert!(parse_cursor(b"1 ").is_err());
-        assert!(parse_cursor(b"-").is_err());
-    }
-
-    #[test]
-    fn scan_options() {
-        let a = |v: &[&str]| {
-            v.iter()
-                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-                .collect::<Vec<_>>()
-        };
-        let o = ScanOpts::parse(&a(&["COUNT", "5", "match", "a*"]))
-            .ok()
-            .unwrap();
-        assert_eq!(o.count, 5);
-        assert!(o.matches(b"abc") && !o.matches(b"b"));
-        assert!(ScanOpts::parse(&a(&["count", "0"])).is_err());
-        assert!(ScanOpts::parse(&a(&["count"])).is_err());
-        assert!(ScanOpts::parse(&a(&["type", "string"])).is_err());
-        assert!(ScanOpts::parse(&a(&["match", "*"]))
-            .ok()
-            .unwrap()
-            .pattern
-            .is_none());
-    }
 }

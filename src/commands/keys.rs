@@ -2,6 +2,7 @@
 //! TOUCH OBJECT DUMP RESTORE.
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
+use super::argv::{scan_reply, ArgReader};
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::keyspace::NO_EXPIRE;
@@ -142,65 +143,10 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Array(out)
 }
 
-/// Parse a SCAN cursor: an unsigned 64-bit decimal.
-pub fn parse_cursor(a: &[u8]) -> Result<u64, Reply> {
-    std::str::from_utf8(a)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| Reply::error("ERR invalid cursor"))
-}
-
-/// Options shared by SCAN, HSCAN, SSCAN, ZSCAN: (MATCH pattern, COUNT, TYPE).
-pub struct ScanOpts {
-    pub pattern: Option<Bytes>,
-    pub count: usize,
-    pub type_name: Option<String>,
-}
-
-pub fn parse_scan_opts(a: &[Bytes], allow_type: bool) -> Result<ScanOpts, Reply> {
-    let mut o = ScanOpts {
-        pattern: None,
-        count: 10,
-        type_name: None,
-    };
-    let mut i = 0;
-    while i < a.len() {
-        if i + 1 >= a.len() {
-            return Err(Reply::error(SYNTAX));
-        }
-        if eq(&a[i], "count") {
-            let n = parse_i64(&a[i + 1]).ok_or_else(|| Reply::error(NOT_INT))?;
-            if n < 1 {
-                return Err(Reply::error(SYNTAX));
-            }
-            o.count = n as usize;
-        } else if eq(&a[i], "match") {
-            o.pattern = if &a[i + 1][..] == b"*" {
-                None
-            } else {
-                Some(a[i + 1].clone())
-            };
-        } else if allow_type && eq(&a[i], "type") {
-            o.type_name = Some(String::from_utf8_lossy(&a[i + 1]).to_ascii_lowercase());
-        } else {
-            return Err(Reply::error(SYNTAX));
-        }
-        i += 2;
-    }
-    Ok(o)
-}
-
-/// SCAN reply: [cursor, [elements]].
-pub fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
-    Reply::Array(vec![
-        Reply::bulk(cursor.to_string().into_bytes()),
-        Reply::Array(items),
-    ])
-}
-
 fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let cursor = crate::try_reply!(parse_cursor(&a[1]));
-    let opts = crate::try_reply!(parse_scan_opts(&a[2..], true));
+    let mut reader = ArgReader::new(a, 1);
+    let cursor = crate::try_reply!(reader.cursor());
+    let opts = crate::try_reply!(reader.scan_options(true));
     let shards = ctx.srv.keyspace.shards_per_db() as u64;
     // Cursor layout: high 24 bits = shard, low 40 bits = slot position in that shard.
     let mut shard = cursor >> 40;
@@ -226,10 +172,8 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     return;
                 }
             }
-            if let Some(p) = &opts.pattern {
-                if !glob_match(p, k, false) {
-                    return;
-                }
+            if !opts.matches(k) {
+                return;
             }
             found.push(k.to_bytes());
         });

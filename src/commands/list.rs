@@ -8,6 +8,7 @@
 //! block: they answer as on timeout.
 
 use super::args::{eq, int, SYNTAX};
+use super::argv::block_timeout_ms;
 use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
@@ -556,21 +557,6 @@ fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     lmove_generic(ctx, &args[1], &args[2], from, to)
 }
 
-/// Parse the timeout of a blocking command (seconds, may be fractional) into ms.
-fn timeout_ms(a: &[u8]) -> Result<u64, Reply> {
-    let t = crate::util::numtext::parse_f64(a)
-        .filter(|t| t.is_finite())
-        .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
-    if t < 0.0 {
-        return Err(Reply::error("ERR timeout is negative"));
-    }
-    let ms = t * 1000.0;
-    if ms > (i64::MAX / 2) as f64 {
-        return Err(Reply::error("ERR timeout is out of range"));
-    }
-    Ok(ms.ceil() as u64)
-}
-
 fn pop_cmd(key: &[u8], left: bool, n: Option<usize>) -> Vec<Bytes> {
     let mut c = vec![
         Bytes::from_static(if left { b"LPOP" } else { b"RPOP" }),
@@ -583,7 +569,7 @@ fn pop_cmd(key: &[u8], left: bool, n: Option<usize>) -> Vec<Bytes> {
 }
 
 fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
-    let timeout = crate::try_reply!(timeout_ms(&args[args.len() - 1]));
+    let timeout = crate::try_reply!(block_timeout_ms(&args[args.len() - 1], ctx.now_ms()));
     let keys = &args[1..args.len() - 1];
     let mut db = ctx.db();
     for k in keys {
@@ -656,7 +642,7 @@ fn bmove(
     to_left: bool,
     timeout_arg: &[u8],
 ) -> Reply {
-    let timeout = crate::try_reply!(timeout_ms(timeout_arg));
+    let timeout = crate::try_reply!(block_timeout_ms(timeout_arg, ctx.now_ms()));
     let (src, dst) = (&args[1], &args[2]);
     let mut db = ctx.db();
     if crate::try_reply!(move_ready(&mut db, src, dst)) {
@@ -673,7 +659,8 @@ fn bmove(
         keys: vec![src.clone()],
         timeout_ms: timeout,
         serve: serve_move,
-        on_timeout: Reply::Null,
+        // Redis answers a timed-out BLMOVE/BRPOPLPUSH with a null array (RESP2 `*-1`).
+        on_timeout: Reply::NullArray,
     });
     Reply::NoReply
 }
@@ -803,8 +790,9 @@ fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let timeout = crate::try_reply!(timeout_ms(&args[1]));
+    // Redis reads numkeys, the side and COUNT before the timeout.
     let (keys, left, count) = crate::try_reply!(parse_mpop(args, 2));
+    let timeout = crate::try_reply!(block_timeout_ms(&args[1], ctx.now_ms()));
     match mpop_now(ctx, &args[keys.clone()], left, count) {
         Err(e) => e,
         Ok(Some(r)) => r,

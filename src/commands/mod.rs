@@ -10,6 +10,8 @@
 //! shards the keys live in (in global order), run, then feed the AOF and serve clients that
 //! were blocked on keys the command touched.
 
+pub mod argv;
+pub mod errors;
 pub mod expire;
 pub mod hash;
 pub mod keys;
@@ -254,28 +256,9 @@ pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
     table().get(lower).copied()
 }
 
-/// Redis's text for an unknown command.
+/// Redis's error for an unknown command; see [`errors::unknown_command`].
 pub fn unknown_command(args: &[Bytes]) -> Reply {
-    let name = String::from_utf8_lossy(&args[0]);
-    let mut s = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        trunc(&name, 128)
-    );
-    for a in args.iter().skip(1) {
-        let a = String::from_utf8_lossy(a);
-        s.push_str(&format!("'{}' ", trunc(&a, 128)));
-        if s.len() > 128 * 4 {
-            break;
-        }
-    }
-    Reply::Error(s)
-}
-
-fn trunc(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
+    errors::unknown_command(args)
 }
 
 pub fn wrong_arity(name: &str) -> Reply {
@@ -658,9 +641,7 @@ pub mod args {
     use crate::protocol::Reply;
     use crate::util::numtext::{parse_f64, parse_i64};
 
-    pub const NOT_INT: &str = "ERR value is not an integer or out of range";
-    pub const NOT_FLOAT: &str = "ERR value is not a valid float";
-    pub const SYNTAX: &str = "ERR syntax error";
+    pub use super::errors::{NOT_FLOAT, NOT_INT, SYNTAX};
 
     pub fn int(a: &[u8]) -> Result<i64, Reply> {
         parse_i64(a).ok_or_else(|| Reply::error(NOT_INT))

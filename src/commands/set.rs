@@ -6,7 +6,8 @@
 //! result is empty. Multi-key commands check every key's type before doing anything.
 
 use super::args::{eq, SYNTAX};
-use super::hash::{parse_cursor, rand_count, scan_reply, ScanOpts};
+use super::argv::{scan_reply, ArgReader};
+use super::hash::rand_count;
 use super::{flags::*, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::notify;
@@ -529,14 +530,15 @@ fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let cursor = crate::try_reply!(parse_cursor(&args[2]));
+    let mut reader = ArgReader::new(args, 2);
+    let cursor = crate::try_reply!(reader.cursor());
     let mut db = ctx.db();
     let s = match get_set(&mut db, &args[1], true) {
         Err(e) => return e,
         Ok(None) => return scan_reply(0, Vec::new()),
         Ok(Some(s)) => s,
     };
-    let opts = crate::try_reply!(ScanOpts::parse(&args[3..]));
+    let opts = crate::try_reply!(reader.scan_options(false));
     let mut items = Vec::new();
     let next = s.scan(cursor, opts.count, |m| {
         if opts.matches(m) {

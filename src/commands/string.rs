@@ -8,6 +8,8 @@
 //! AOF replays to the same state at any later time.
 
 use super::args::{eq, int, NOT_FLOAT, NOT_INT, SYNTAX};
+use super::argv::is_keyword;
+use super::errors::invalid_expire_time;
 use super::flags::*;
 use super::{wrong_arity, Ctx, Keys, Spec};
 use crate::notify;
@@ -272,23 +274,93 @@ enum Ttl {
     Unchanged,
 }
 
-/// Turn an EX/PX/EXAT/PXAT amount into absolute ms, with Redis's range checks.
-fn expire_at(ctx: &Ctx, unit: &[u8], amount: &[u8], cmd: &str) -> Result<i64, Reply> {
-    let bad = || Reply::error(format!("ERR invalid expire time in '{cmd}' command"));
+/// The unit of an EX/PX/EXAT/PXAT option.
+#[derive(Clone, Copy, PartialEq)]
+enum ExpireUnit {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+impl ExpireUnit {
+    /// The option `o` names, as Redis compares it (case-insensitive C string).
+    fn of(o: &[u8]) -> Option<ExpireUnit> {
+        [
+            ("ex", ExpireUnit::Ex),
+            ("px", ExpireUnit::Px),
+            ("exat", ExpireUnit::ExAt),
+            ("pxat", ExpireUnit::PxAt),
+        ]
+        .into_iter()
+        .find(|(w, _)| is_keyword(o, w))
+        .map(|(_, u)| u)
+    }
+}
+
+/// Turn an EX/PX/EXAT/PXAT amount into absolute ms, with Redis's range checks
+/// (`getExpireMillisecondsOrReply`): not an integer, then not positive or overflowing.
+fn expire_at(ctx: &Ctx, unit: ExpireUnit, amount: &[u8], cmd: &str) -> Result<i64, Reply> {
+    let bad = || Reply::error(invalid_expire_time(cmd));
     let v = parse_i64(amount).ok_or_else(|| Reply::error(NOT_INT))?;
     if v <= 0 {
         return Err(bad());
     }
-    let u = unit.to_ascii_lowercase();
-    let ms = match &u[..] {
-        b"ex" | b"exat" => v.checked_mul(1000).ok_or_else(bad)?,
-        _ => v,
+    let ms = match unit {
+        ExpireUnit::Ex | ExpireUnit::ExAt => v.checked_mul(1000).ok_or_else(bad)?,
+        ExpireUnit::Px | ExpireUnit::PxAt => v,
     };
-    let at = match &u[..] {
-        b"ex" | b"px" => ms.checked_add(ctx.now_ms()).ok_or_else(bad)?,
-        _ => ms,
-    };
-    Ok(at)
+    match unit {
+        ExpireUnit::Ex | ExpireUnit::Px => ms.checked_add(ctx.now_ms()).ok_or_else(bad),
+        ExpireUnit::ExAt | ExpireUnit::PxAt => Ok(ms),
+    }
+}
+
+/// SET's and GETEX's options as Redis's `parseExtendedStringArgumentsOrReply` reads them,
+/// all before any of them is acted on: NX and XX exclude each other, KEEPTTL/PERSIST and the
+/// four expiry options exclude each other (repeating the same one is accepted, the last value
+/// wins), an expiry option needs a value after it; anything else is a syntax error.
+#[derive(Default)]
+struct StringOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<(ExpireUnit, &'a [u8])>,
+}
+
+impl<'a> StringOptions<'a> {
+    fn parse(a: &'a [Bytes], for_set: bool) -> Result<StringOptions<'a>, Reply> {
+        let mut o = StringOptions::default();
+        let mut j = if for_set { 3 } else { 2 };
+        while j < a.len() {
+            let opt = &a[j][..];
+            let next = a.get(j + 1);
+            let unit_now = o.expire.map(|(u, _)| u);
+            if for_set && is_keyword(opt, "nx") && !o.xx {
+                o.nx = true;
+            } else if for_set && is_keyword(opt, "xx") && !o.nx {
+                o.xx = true;
+            } else if for_set && is_keyword(opt, "get") {
+                o.get = true;
+            } else if for_set && is_keyword(opt, "keepttl") && !o.persist && o.expire.is_none() {
+                o.keepttl = true;
+            } else if !for_set && is_keyword(opt, "persist") && !o.keepttl && o.expire.is_none() {
+                o.persist = true;
+            } else if let (Some(unit), Some(next)) = (ExpireUnit::of(opt), next) {
+                if o.keepttl || o.persist || unit_now.is_some_and(|u| u != unit) {
+                    return Err(Reply::error(SYNTAX));
+                }
+                o.expire = Some((unit, &next[..]));
+                j += 1;
+            } else {
+                return Err(Reply::error(SYNTAX));
+            }
+            j += 1;
+        }
+        Ok(o)
+    }
 }
 
 /// Log a SET as `SET key value PXAT ms` (or KEEPTTL) so it replays identically.
@@ -326,31 +398,21 @@ fn store(ctx: &mut Ctx, key: &Bytes, val: Bytes, ttl: Ttl) {
 
 fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let (key, val) = (&a[1], &a[2]);
-    let mut cond = Cond::None;
-    let mut ttl = Ttl::Clear;
-    let mut want_get = false;
-    let mut i = 3;
-    while i < a.len() {
-        let o = &a[i];
-        if eq(o, "nx") && cond == Cond::None {
-            cond = Cond::Nx;
-        } else if eq(o, "xx") && cond == Cond::None {
-            cond = Cond::Xx;
-        } else if eq(o, "get") && !want_get {
-            want_get = true;
-        } else if eq(o, "keepttl") && ttl == Ttl::Clear {
-            ttl = Ttl::Keep;
-        } else if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat"))
-            && ttl == Ttl::Clear
-            && i + 1 < a.len()
-        {
-            ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "set")));
-            i += 1;
-        } else {
-            return Reply::error(SYNTAX);
-        }
-        i += 1;
-    }
+    let o = crate::try_reply!(StringOptions::parse(a, true));
+    // Redis checks the expiry value, then (with GET) the old value's type, then NX/XX.
+    let ttl = match o.expire {
+        Some((unit, amount)) => Ttl::At(crate::try_reply!(expire_at(ctx, unit, amount, "set"))),
+        None if o.keepttl => Ttl::Keep,
+        None => Ttl::Clear,
+    };
+    let want_get = o.get;
+    let cond = if o.nx {
+        Cond::Nx
+    } else if o.xx {
+        Cond::Xx
+    } else {
+        Cond::None
+    };
     // Only SET ... GET needs the old value (and its type); NX/XX only need existence.
     let (old, exists) = if want_get {
         match read_str(ctx, key) {
@@ -395,7 +457,11 @@ fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     } else {
         "psetex"
     };
-    let unit: &[u8] = if cmd == "setex" { b"ex" } else { b"px" };
+    let unit = if cmd == "setex" {
+        ExpireUnit::Ex
+    } else {
+        ExpireUnit::Px
+    };
     let at = crate::try_reply!(expire_at(ctx, unit, &a[2], cmd));
     store(ctx, &a[1], a[3].clone(), Ttl::At(at));
     propagate_set(ctx, &a[1], &a[3], Ttl::At(at));
@@ -435,25 +501,15 @@ fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let key = &a[1];
-    let mut ttl = Ttl::Unchanged;
-    let mut i = 2;
-    while i < a.len() {
-        let o = &a[i];
-        if (eq(o, "ex") || eq(o, "px") || eq(o, "exat") || eq(o, "pxat"))
-            && ttl == Ttl::Unchanged
-            && i + 1 < a.len()
-        {
-            ttl = Ttl::At(crate::try_reply!(expire_at(ctx, o, &a[i + 1], "getex")));
-            i += 2;
-        } else if eq(o, "persist") && ttl == Ttl::Unchanged {
-            ttl = Ttl::Persist;
-            i += 1;
-        } else {
-            return Reply::error(SYNTAX);
-        }
-    }
+    let o = crate::try_reply!(StringOptions::parse(a, false));
+    // Redis looks the key up (nil, WRONGTYPE) before it checks the expiry value.
     let Some(v) = crate::try_reply!(read_str(ctx, key)) else {
         return Reply::Null;
+    };
+    let ttl = match o.expire {
+        Some((unit, amount)) => Ttl::At(crate::try_reply!(expire_at(ctx, unit, amount, "getex"))),
+        None if o.persist => Ttl::Persist,
+        None => Ttl::Unchanged,
     };
     match ttl {
         Ttl::At(ms) => {
@@ -662,9 +718,7 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Some(incr) = LongDouble::parse(&a[2]) else {
-        return Reply::error(NOT_FLOAT);
-    };
+    // Redis checks the key's type, then its value, then the increment.
     let mut db = ctx.db();
     let cur = match db.value(&a[1]) {
         None => LongDouble::from_i64(0),
@@ -673,6 +727,9 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             None => return Reply::error(NOT_FLOAT),
         },
         Some(_) => return Reply::error(WRONGTYPE),
+    };
+    let Some(incr) = LongDouble::parse(&a[2]) else {
+        return Reply::error(NOT_FLOAT);
     };
     let new = cur.add(incr);
     if !new.is_finite() {

@@ -10,6 +10,7 @@
 //! every change) and decides what is propagated to the AOF.
 
 use super::args::{eq, float, int, NOT_INT, SYNTAX};
+use super::argv::{block_timeout_ms, scan_reply, ArgReader};
 use super::flags::*;
 use super::{BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
@@ -21,7 +22,7 @@ use crate::types::zset::{
     InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits,
 };
 use crate::types::{Value, WRONGTYPE};
-use crate::util::numtext::{format_f64, glob_match, parse_i64};
+use crate::util::numtext::{format_f64, parse_i64};
 use bytes::Bytes;
 use rand::Rng;
 
@@ -1526,31 +1527,9 @@ fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     Reply::NullArray
 }
 
-/// Redis's getTimeoutFromObjectOrReply for seconds: a float, truncated to ms. Like Redis
-/// (whose double-to-integer conversion yields LLONG_MIN for values it cannot represent),
-/// an infinite or huge timeout is reported as negative.
-fn parse_timeout(a: &[u8], now_ms: i64) -> Result<u64, Reply> {
-    let Some(v) = crate::util::numtext::parse_f64(a) else {
-        return Err(Reply::error("ERR timeout is not a float or out of range"));
-    };
-    let ms = v * 1000.0;
-    let ms = if ms.is_finite() && ms < i64::MAX as f64 && ms >= i64::MIN as f64 {
-        ms.trunc() as i64
-    } else {
-        i64::MIN
-    };
-    if ms < 0 {
-        return Err(Reply::error("ERR timeout is negative"));
-    }
-    if ms > i64::MAX - now_ms {
-        return Err(Reply::error("ERR timeout is out of range"));
-    }
-    Ok(ms as u64)
-}
-
 fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     let now = ctx.now_ms();
-    let timeout = try_reply!(parse_timeout(&args[args.len() - 1], now));
+    let timeout = try_reply!(block_timeout_ms(&args[args.len() - 1], now));
     let keys = &args[1..args.len() - 1];
     let mut db = ctx.db();
     for k in keys {
@@ -1584,8 +1563,9 @@ fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 
 fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let now = ctx.now_ms();
-    let timeout = try_reply!(parse_timeout(&args[1], now));
+    // Redis reads numkeys, MIN|MAX and COUNT before the timeout.
     let p = try_reply!(parse_mpop(args, 2));
+    let timeout = try_reply!(block_timeout_ms(&args[1], now));
     let keys = &args[p.first_key..p.first_key + p.numkeys];
     if let Some(reply) = try_reply!(mpop_first_nonempty(ctx, keys, &p)) {
         return reply;
@@ -1730,73 +1710,22 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 // ---------------------------------------------------------------------------------------------
 // ZSCAN.
 
-/// strtoul as Redis's parseScanCursorOrReply uses it: an optional sign (a negative value
-/// wraps), decimal digits, no leading blank, nothing after; empty text is cursor 0.
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    let (neg, digits) = match a.first() {
-        Some(b'-') => (true, &a[1..]),
-        Some(b'+') => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        return if a.is_empty() { Some(0) } else { None };
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let Some(cursor) = parse_cursor(&args[2]) else {
-        return Reply::error("ERR invalid cursor");
-    };
+    let mut reader = ArgReader::new(args, 2);
+    let cursor = try_reply!(reader.cursor());
     let mut db = ctx.db();
-    let empty = || {
-        Reply::Array(vec![
-            Reply::Bulk(Bytes::from_static(b"0")),
-            Reply::Array(Vec::new()),
-        ])
-    };
     let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
-        return empty();
+        return scan_reply(0, Vec::new());
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut j = 3;
-    while j < args.len() {
-        let more = args.len() - j - 1;
-        if eq(&args[j], "count") && more >= 1 {
-            let c = try_reply!(int(&args[j + 1]));
-            if c < 1 {
-                return Reply::error(SYNTAX);
-            }
-            count = c as usize;
-            j += 2;
-        } else if eq(&args[j], "match") && more >= 1 {
-            pattern = Some(&args[j + 1]);
-            j += 2;
-        } else {
-            return Reply::error(SYNTAX);
-        }
-    }
-    // A pattern of "*" matches everything.
-    let pattern = pattern.filter(|p| *p != b"*");
+    let opts = try_reply!(reader.scan_options(false));
     let mut out = Vec::new();
-    let next = z.scan(cursor, count, |m, s| {
-        if pattern.is_none_or(|p| glob_match(p, m, false)) {
+    let next = z.scan(cursor, opts.count, |m, s| {
+        if opts.matches(m) {
             out.push(bulk(m));
             out.push(Reply::Bulk(f64_text(s)));
         }
     });
-    Reply::Array(vec![
-        Reply::Bulk(Bytes::from(next.to_string())),
-        Reply::Array(out),
-    ])
+    scan_reply(next, out)
 }
 
 #[cfg(test)]

@@ -105,7 +105,12 @@ impl Reply {
     }
 
     pub fn is_error(&self) -> bool {
-        matches!(self, Reply::Error(_))
+        match self {
+            Reply::Error(_) => true,
+            // A pre-encoded error line (an error text that is not UTF-8).
+            Reply::Raw(b) => b.first() == Some(&b'-'),
+            _ => false,
+        }
     }
 
     /// Append the wire form of this reply for protocol `resp` to `out`.

@@ -1024,6 +1024,46 @@ impl LongDouble {
         Some(out)
     }
 
+    /// C's `(long long) ceill(x * 1000.0)` on x86_64, the seconds-to-milliseconds step of
+    /// Redis's blocking-command timeouts: the product rounded to the 64-bit mantissa, rounded
+    /// up to an integer, then converted; infinities, and values outside `i64`, convert to
+    /// `i64::MIN` (the x87 "integer indefinite"), so Redis reports them as negative.
+    pub fn seconds_to_ms_ceil(&self) -> i64 {
+        let (m, q) = match self.class() {
+            Class::Zero => return 0,
+            Class::Inf | Class::Nan => return i64::MIN,
+            Class::Finite(m, q) => (m, q),
+        };
+        let (m, e) = match round_to(u128::from(m) * 1000, q, false, &LD_FORMAT) {
+            Rounded::Finite(m, e) => (m, e),
+            Rounded::Overflow => return i64::MIN,
+            Rounded::Underflow => return if self.sign { 0 } else { 1 },
+        };
+        // |x * 1000| = m * 2^e; its integer part and whether a fraction remains.
+        let (int, frac) = if e >= 0 {
+            if e > 0 && (e >= 64 || m >> (64 - e as u32) != 0) {
+                return i64::MIN;
+            }
+            (m << e as u32, false)
+        } else if e <= -64 {
+            (0, true)
+        } else {
+            let sh = (-e) as u32;
+            (m >> sh, m & ((1u64 << sh) - 1) != 0)
+        };
+        let magnitude = if self.sign || !frac {
+            int
+        } else {
+            int.saturating_add(1)
+        };
+        match i64::try_from(magnitude) {
+            Ok(v) if self.sign => -v,
+            Ok(v) => v,
+            // Exactly 2^63 negative is representable; anything else is out of range.
+            Err(_) => i64::MIN,
+        }
+    }
+
     /// Exact conversion from a double.
     pub fn from_f64(d: f64) -> LongDouble {
         let bits = d.to_bits();

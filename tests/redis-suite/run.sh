@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Podium's runner for Redis 7.0's own Tcl test suites, the judge of compatibility.
+#
+# Usage:
+#   tests/redis-suite/run.sh --server 'CMD' [--port P] [--min-passed N] SUITE...
+#       For each suite, starts CMD on a fresh port ({port} in CMD becomes P), runs the suite
+#       against it in Redis's external mode, then stops it (SIGTERM, SIGKILL after 5 s).
+#   tests/redis-suite/run.sh --external [--port P] [--min-passed N] SUITE...
+#       Runs against a server already listening on 127.0.0.1:P.
+#   tests/redis-suite/run.sh --native BIN [--port P] [--min-passed N] SUITE...
+#       The suites' own mode: their server manager starts BIN as `src/redis-server CONFIG`
+#       itself (restarts, config files, tests tagged external:skip). BIN must print Redis's
+#       startup lines " PID: <pid>" and "Ready to accept connections"; a pre-flight checks that
+#       first and fails in seconds with BIN's first output lines when it does not.
+#
+# SUITE is a name such as unit/type/zset or integration/rdb.
+# --min-passed N is a ratchet for a suite still being completed: success when at least N tests
+# passed in all, even if some failed.
+#
+# Output: one line per suite, "SUITE: N passed, N failed, N errors, N not reached, of N",
+# where the last number is what Redis 7.0.15 itself passes in that mode ("?" when not recorded);
+# failing tests' names go to stderr. Last line: "N passed, N failed".
+# Exit status: 0 when everything expected passed (or the ratchet was met), 1 otherwise,
+# 2 on a usage error or when Redis's tests cannot be fetched.
+#
+# Redis's tests come from Debian's `redis` source package (7.0.15 on bookworm), fetched once with
+# `apt-get source --download-only redis` into $REDIS_SUITE_CACHE (default ~/.cache/redis-suite).
+# SUITE_TIMEOUT: seconds a suite may run before it is stopped (default 600).
+set -u
+
+usage() { sed -n '2,/^set -u$/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+# Tests Redis 7.0.15 passes in each mode (one test client, fresh server per suite). A suite that
+# stops early (a crash, a hang) is short by the difference, counted as "not reached".
+declare -A EXTERNAL_TOTAL=(
+  [unit/type/zset]=308 [unit/type/set]=95 [unit/type/string]=75 [unit/type/hash]=72
+  [unit/type/incr]=23 [unit/type/list]=220 [unit/type/list-2]=2 [unit/type/list-3]=11
+  [unit/type/stream]=63 [unit/type/stream-cgroups]=48 [unit/expire]=58 [unit/keyspace]=52
+  [unit/multi]=35 [unit/scan]=17 [unit/protocol]=19 [unit/info-command]=3 [unit/quit]=3
+  [unit/sort]=52 [unit/pubsub]=29 [unit/tracking]=51 [unit/introspection]=27
+  [unit/introspection-2]=43 [unit/latency-monitor]=13 [unit/slowlog]=9 [unit/scripting]=186
+  [unit/functions]=86 [unit/querybuf]=2 [unit/pause]=14 [unit/other]=17 [unit/dump]=9
+  [unit/bitops]=45 [unit/bitfield]=16 [unit/geo]=59 [unit/hyperloglog]=20 [unit/lazyfree]=4)
+declare -A NATIVE_TOTAL=(
+  [unit/type/zset]=312 [unit/expire]=70 [unit/keyspace]=53 [unit/multi]=63 [unit/auth]=10
+  [unit/acl]=90 [unit/acl-v2]=30 [unit/info]=17 [unit/limits]=1 [unit/obuf-limits]=9
+  [unit/networking]=5 [unit/shutdown]=8 [unit/maxmemory]=31 [unit/introspection]=43
+  [unit/introspection-2]=43 [unit/latency-monitor]=14 [unit/slowlog]=16 [unit/pubsub]=30
+  [unit/pubsubshard]=11 [unit/tracking]=54 [unit/querybuf]=2 [unit/pause]=16 [unit/other]=26
+  [unit/scripting]=306 [unit/functions]=109 [integration/rdb]=14 [integration/logging]=3
+  [integration/redis-cli]=31 [integration/redis-benchmark]=9)
+
+mode="" server_cmd="" native_bin="" port=6399 min_passed="" suites=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --server) mode=server; server_cmd=${2-}; shift 2 || break ;;
+    --external) mode=external; shift ;;
+    --native) mode=native; native_bin=${2-}; shift 2 || break ;;
+    --port) port=${2-}; shift 2 || break ;;
+    --min-passed) min_passed=${2-}; shift 2 || break ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) suites+=("$1"); shift ;;
+  esac
+done
+if [ -z "$mode" ] || [ ${#suites[@]} = 0 ]; then
+  echo "run.sh: give --server 'CMD', --external or --native BIN, and at least one SUITE (see --help)" >&2
+  exit 2
+fi
+if [ "$mode" = server ] && [ -z "$server_cmd" ] || [ "$mode" = native ] && [ -z "$native_bin" ]; then
+  echo "run.sh: --server and --native take an argument (see --help)" >&2; exit 2
+fi
+case "$port$min_passed" in *[!0-9]*) echo "run.sh: --port and --min-passed take numbers" >&2; exit 2 ;; esac
+
+# --- Redis's test tree ---------------------------------------------------------------------------
+cache=${REDIS_SUITE_CACHE:-$HOME/.cache/redis-suite}
+redis_tree() { ls -d "$cache"/redis-7.0.*/ 2>/dev/null | head -n1; }
+fetch_redis_tests() {
+  command -v tclsh >/dev/null || { apt-get update -qq && apt-get install -y -qq tcl >/dev/null; } \
+    || { echo "run.sh: tclsh is missing and could not be installed" >&2; return 1; }
+  # apt-get source needs deb-src entries; Debian's images ship only deb ones.
+  if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+        >/etc/apt/sources.list.d/podium-deb-src.sources
+    elif [ -f /etc/apt/sources.list ]; then
+      sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/podium-deb-src.list
+    fi
+  fi
+  apt-get update -qq >/dev/null 2>&1
+  local dl; dl=$(mktemp -d)
+  (cd "$dl" && apt-get source --download-only redis >/dev/null 2>&1) \
+    || { echo "run.sh: apt-get source --download-only redis failed" >&2; rm -rf "$dl"; return 1; }
+  mkdir -p "$cache" && tar xzf "$dl"/redis_*.orig.tar.gz -C "$cache"
+  local rc=$?; rm -rf "$dl"; return $rc
+}
+tree=$(redis_tree)
+if [ -z "$tree" ] || [ ! -x "$tree/runtest" ]; then
+  fetch_redis_tests || exit 2
+  tree=$(redis_tree)
+  [ -n "$tree" ] && [ -x "$tree/runtest" ] || { echo "run.sh: no Redis 7.0 test tree in $cache" >&2; exit 2; }
+fi
+
+cleanup_paths=()
+cleanup() { [ ${#cleanup_paths[@]} = 0 ] || rm -rf "${cleanup_paths[@]}"; }
+trap cleanup EXIT
+
+# Prints the per-suite lines for suites that could not run at all, then the closing line; exits 1.
+fail_all() {
+  local why=$1 short=0 s n
+  for s in "${suites[@]}"; do
+    n=$(expected_total "$s")
+    echo "$s: 0 passed, 0 failed, 0 errors, $n not reached, of $n ($why)"
+    [ "$n" = "?" ] && n=1
+    short=$((short + n))
+  done
+  echo "0 passed, $short failed"
+  exit 1
+}
+expected_total() {
+  if [ "$mode" = native ]; then echo "${NATIVE_TOTAL[$1]:-?}"; else echo "${EXTERNAL_TOTAL[$1]:-?}"; fi
+}
+
+# --- native mode: a private copy of the tree whose src/ holds BIN as redis-server ----------------
+if [ "$mode" = native ]; then
+  bin=$(command -v "$native_bin" 2>/dev/null || true)
+  [ -n "$bin" ] && [ -x "$bin" ] || { echo "run.sh: --native $native_bin is not an executable" >&2; exit 2; }
+  bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+  if ! command -v redis-cli >/dev/null || ! command -v redis-check-aof >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq redis-tools >/dev/null
+  fi
+  work=$(mktemp -d /tmp/podium-suite-native.XXXXXX); cleanup_paths+=("$work")
+  cp -r "$tree/runtest" "$tree/tests" "$work/" && mkdir -p "$work/src"
+  ln -s "$bin" "$work/src/redis-server"
+  for t in redis-cli redis-benchmark redis-check-aof redis-check-rdb; do
+    p=$(command -v $t) && ln -s "$p" "$work/src/$t"
+  done
+  tree=$work
+
+  # Pre-flight: start BIN as the server manager does and wait for its two log lines.
+  pre=$(mktemp -d); cleanup_paths+=("$pre")
+  pre_port=$((port + 1))
+  sed -e "s/^port .*/port $pre_port/" -e "s|^dir .*|dir $pre|" -e "s|^pidfile .*|pidfile $pre/pid|" \
+    "$tree/tests/assets/default.conf" >"$pre/default.conf"
+  "$bin" "$pre/default.conf" >"$pre/out" 2>&1 &
+  pre_pid=$!
+  started=no
+  for _ in $(seq 100); do
+    if grep -q " PID: $pre_pid" "$pre/out" && grep -q "Ready to accept connections" "$pre/out"; then
+      started=yes; break
+    fi
+    kill -0 "$pre_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$pre_pid" 2>/dev/null; wait "$pre_pid" 2>/dev/null
+  if [ $started = no ]; then
+    {
+      echo "run.sh: --native: $native_bin, started with the suites' tests/assets/default.conf, did not"
+      echo "print \" PID: <its pid>\" and \"Ready to accept connections\" within 10 s. Its first lines:"
+      head -n 8 "$pre/out" | sed 's/^/    /'
+    } >&2
+    fail_all "not startable natively"
+  fi
+fi
+
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_for_port() {
+  for _ in $(seq 100); do port_taken "$port" && return 0; kill -0 "$1" 2>/dev/null || return 1; sleep 0.1; done
+  return 1
+}
+stop_server() {
+  kill "$1" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null
+}
+
+passed_all=0 short_all=0 status=0
+for suite in "${suites[@]}"; do
+  expected=$(expected_total "$suite")
+  server_pid=""
+  if [ "$mode" = server ]; then
+    if port_taken "$port"; then
+      echo "$suite: 0 passed, 0 failed, 0 errors, $expected not reached, of $expected (port $port already in use)"
+      status=1; [ "$expected" = "?" ] && short_all=$((short_all + 1)) || short_all=$((short_all + expected))
+      continue
+    fi
+    server_log=$(mktemp); cleanup_paths+=("$server_log")
+    bash -c "exec ${server_cmd//\{port\}/$port}" >"$server_log" 2>&1 &
+    server_pid=$!
+    if ! wait_for_port "$server_pid"; then
+      echo "$suite: 0 passed, 0 failed, 0 errors, $expected not reached, of $expected (server did not start)"
+      sed 's/^/    /' "$server_log" | head -n 8 >&2
+      stop_server "$server_pid"; status=1
+      [ "$expected" = "?" ] && short_all=$((short_all + 1)) || short_all=$((short_all + expected))
+      continue
+    fi
+  fi
+  out=$(mktemp); cleanup_paths+=("$out")
+  # The harness's own ports (its client socket just below --baseport, servers it spawns from
+  # it) are kept next to P, so runs on different P do not race for its default 21079-21111.
+  harness_ports=(--baseport $((port + 40)) --portcount 50)
+  if [ "$mode" = native ]; then
+    (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --single "$suite" --durable \
+      --ignore-encoding --clients 1 "${harness_ports[@]}") >"$out" 2>&1
+  else
+    (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --host 127.0.0.1 --port "$port" \
+      --single "$suite" --durable --ignore-encoding --ignore-digest --clients 1 "${harness_ports[@]}" \
+      --tags -needs:debug --tags -needs:repl --tags -needs:config-maxmemory) >"$out" 2>&1
+  fi
+  rc=$?
+  [ -n "$server_pid" ] && stop_server "$server_pid"
+  text=$(sed 's/\x1b\[[0-9;]*m//g' "$out")
+  ok=$(grep -c '^\[ok\]' <<<"$text")
+  failed=$(grep -c '^\[err\]' <<<"$text")
+  errors=$(grep -c '^\[exception\]' <<<"$text")
+  unreached=0
+  if [ "$expected" != "?" ]; then
+    unreached=$((expected - ok - failed - errors)); [ $unreached -lt 0 ] && unreached=0
+  fi
+  note=""; [ $rc = 124 ] && note=" (stopped after ${SUITE_TIMEOUT:-600} s)"
+  # A suite Redis has no count for still fails when the harness itself did not finish cleanly.
+  [ "$expected" = "?" ] && [ $rc != 0 ] && [ $((failed + errors)) = 0 ] && unreached=1
+  echo "$suite: $ok passed, $failed failed, $errors errors, $unreached not reached, of $expected$note"
+  grep -A2 '^\[err\]\|^\[exception\]' <<<"$text" | head -n 40 | sed 's/^/    /' >&2
+  short=$((failed + errors + unreached)); [ $short -gt 0 ] && status=1
+  passed_all=$((passed_all + ok)); short_all=$((short_all + short))
+done
+
+if [ -n "$min_passed" ]; then
+  if [ "$passed_all" -ge "$min_passed" ]; then verdict=met; else verdict="NOT met"; fi
+  echo "ratchet --min-passed $min_passed $verdict"
+  echo "$passed_all passed, $short_all failed"
+  [ "$passed_all" -ge "$min_passed" ]; exit $?
+fi
+echo "$passed_all passed, $short_all failed"
+exit $status

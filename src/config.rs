@@ -84,8 +84,8 @@ pub static PARAMS: &[Param] = &[
     fixed(
         "bind",
         Kind::Words,
-        "127.0.0.1 -::1",
-        "addresses to listen on",
+        "* -::*",
+        "addresses to listen on (* = all IPv4, ::* = all IPv6, -addr = skip if absent)",
     ),
     fixed(
         "databases",
@@ -122,13 +122,13 @@ pub static PARAMS: &[Param] = &[
         "protected-mode",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "with no password for the default user, refuse clients not on 127.0.0.1 or ::1",
     ),
-    p(
+    fixed(
         "tcp-backlog",
         INT,
         "511",
-        "accepted for compatibility (the listen backlog is the OS default)",
+        "listen queue length of the listening sockets",
     ),
     p(
         "timeout",
@@ -517,13 +517,46 @@ pub static PARAMS: &[Param] = &[
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
         "accepted for compatibility",
     ),
-    p(
+    fixed(
         "enable-debug-command",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
-        "accepted for compatibility",
+        "who may run DEBUG: no one, anyone, or clients on 127.0.0.1/::1 (local)",
+    ),
+    fixed(
+        "enable-protected-configs",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "who may CONFIG SET dir and dbfilename: no one, anyone, or local clients",
+    ),
+    fixed(
+        "enable-module-command",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "who may run MODULE (Podium has no modules: MODULE is an unknown command either way)",
     ),
 ];
+
+/// Directives CONFIG SET refuses unless `enable-protected-configs` allows the client (Redis
+/// 7.0's PROTECTED_CONFIG set): they choose where files are written.
+pub(crate) const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+/// Whether a `no | yes | local` directive (enable-protected-configs, enable-debug-command)
+/// allows a client, `local` meaning one connected from 127.0.0.1 or ::1 (Redis's
+/// allowProtectedAction).
+pub(crate) fn protected_action_allowed(setting: &str, local_client: bool) -> bool {
+    setting == "yes" || (setting == "local" && local_client)
+}
+
+/// An OS error's text as C's strerror gives it (what Redis prints), without Rust's
+/// " (os error N)" suffix.
+pub(crate) fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
 
 /// Values read on hot paths, mirrored from the text table.
 #[derive(Default)]
@@ -616,9 +649,32 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
                 Err("argument(s) must be one of the following: ".to_string() + &opts.join(", "))
             }
         }
+        Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
+            Err("dbfilename can't be a path, just a filename".into())
+        }
         Kind::Str => Ok(v.clone()),
         Kind::Words => unreachable!("handled above"),
     }
+}
+
+/// The value of parameter `idx` as reported: `dir` is the working directory (absolute, as
+/// Redis's getcwd), whatever text set it.
+fn shown(idx: usize, stored: &str) -> String {
+    if PARAMS[idx].name == "dir" {
+        if let Ok(d) = std::env::current_dir() {
+            return d.to_string_lossy().into_owned();
+        }
+    }
+    stored.to_string()
+}
+
+/// Make `dir` the working directory (Redis's chdir: the directory must exist; nothing is
+/// created). Returns the value to keep: the absolute path, as Redis's CONFIG GET dir prints.
+fn change_dir(dir: &str) -> Result<String, String> {
+    std::env::set_current_dir(dir).map_err(|e| strerror(&e))?;
+    Ok(std::env::current_dir()
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| dir.to_string()))
 }
 
 impl Default for Config {
@@ -665,7 +721,7 @@ impl Config {
 
     /// Current text value of a parameter (by name or alias).
     pub fn get(&self, name: &str) -> Option<String> {
-        find(name).map(|i| self.values.read()[i].clone())
+        find(name).map(|i| shown(i, &self.values.read()[i]))
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -679,14 +735,44 @@ impl Config {
     /// Set at startup (file or command line): any known directive, mutable or not.
     pub fn set_startup(&self, name: &str, words: &[String]) -> Result<(), String> {
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
-        let v = normalise(&PARAMS[idx], words)?;
+        let mut v = normalise(&PARAMS[idx], words)?;
+        if PARAMS[idx].name == "dir" {
+            v = change_dir(&v)?;
+        }
         self.values.write()[idx] = v;
         self.refresh_hot(idx);
         Ok(())
     }
 
-    /// CONFIG SET of several parameters, all or nothing. Err is the full error text.
+    /// CONFIG SET of several parameters, all or nothing, from the server itself (no
+    /// protected-config check). Err is the full error text.
     pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
+        self.set_runtime_for(pairs, None)
+    }
+
+    /// CONFIG SET from a client: as [`Config::set_runtime`], but the protected directives
+    /// ([`PROTECTED`]) are refused unless `enable-protected-configs` allows this client
+    /// (`local_client`: connected from 127.0.0.1 or ::1).
+    pub fn set_runtime_checked(
+        &self,
+        pairs: &[(String, String)],
+        local_client: bool,
+    ) -> Result<Vec<&'static str>, String> {
+        self.set_runtime_for(pairs, Some(local_client))
+    }
+
+    fn set_runtime_for(
+        &self,
+        pairs: &[(String, String)],
+        client_local: Option<bool>,
+    ) -> Result<Vec<&'static str>, String> {
+        let protected_allowed = match client_local {
+            None => true,
+            Some(local) => protected_action_allowed(
+                &self.get("enable-protected-configs").unwrap_or_default(),
+                local,
+            ),
+        };
         let mut staged = Vec::new();
         for (name, value) in pairs {
             let Some(idx) = find(name) else {
@@ -698,6 +784,11 @@ impl Config {
             if !prm.mutable {
                 return Err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                ));
+            }
+            if !protected_allowed && PROTECTED.contains(&prm.name) {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
                 ));
             }
             if staged.iter().any(|(i, _)| *i == idx) {
@@ -715,6 +806,16 @@ impl Config {
                 format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
             })?;
             staged.push((idx, v));
+        }
+        // `dir` is applied last, once everything else is known to be valid: it changes the
+        // working directory (as Redis's chdir), so a missing directory fails here and is
+        // never created.
+        for (idx, v) in staged.iter_mut() {
+            if PARAMS[*idx].name == "dir" {
+                *v = change_dir(v).map_err(|e| {
+                    format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}")
+                })?;
+            }
         }
         let mut names = Vec::new();
         {
@@ -741,7 +842,7 @@ impl Config {
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
-                    out.push((name.to_string(), vals[i].clone()));
+                    out.push((name.to_string(), shown(i, &vals[i])));
                 }
             }
         }
@@ -754,7 +855,8 @@ impl Config {
         PARAMS
             .iter()
             .zip(vals.iter())
-            .map(|(p, v)| (p.name, v.clone()))
+            .enumerate()
+            .map(|(i, (p, v))| (p.name, shown(i, v)))
             .collect()
     }
 
@@ -871,6 +973,24 @@ mod tests {
     }
 
     #[test]
+    fn protected_configs_and_actions() {
+        let c = Config::new();
+        let dir = vec![("dir".to_string(), "/".to_string())];
+        let err = c.set_runtime_checked(&dir, true).unwrap_err();
+        assert!(err.ends_with("- can't set protected config"), "{err}");
+        let c = Config::from_args(&["--enable-protected-configs".into(), "local".into()]).unwrap();
+        let missing = vec![("dir".to_string(), "/no/such/dir/x".to_string())];
+        let err = c.set_runtime_checked(&missing, true).unwrap_err();
+        assert!(err.ends_with("'dir') - No such file or directory"), "{err}");
+        let err = c.set_runtime_checked(&missing, false).unwrap_err();
+        assert!(err.ends_with("can't set protected config"), "{err}");
+        assert!(protected_action_allowed("yes", false));
+        assert!(protected_action_allowed("local", true));
+        assert!(!protected_action_allowed("local", false));
+        assert!(!protected_action_allowed("no", true));
+    }
+
+    #[test]
     fn file_and_command_line() {
         let c = Config::from_args(&["--port".into(), "7000".into(), "--save".into(), "".into()])
             .unwrap();
@@ -901,6 +1021,11 @@ mod shipped_conf {
                 "conf/podium.conf does not document '{}'",
                 p.name
             );
+            if p.name == "dir" || p.name == "bind" {
+                // dir is reported as the absolute working directory; the shipped file binds
+                // loopback where the default binds every address.
+                continue;
+            }
             assert_eq!(
                 c.get(p.name).as_deref(),
                 Some(p.default),

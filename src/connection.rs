@@ -201,6 +201,20 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
             .await;
         return;
     }
+    if crate::net::protected_mode_refuses(
+        srv.config.get_bool("protected-mode"),
+        crate::acl::default_user_nopass(&srv),
+        &info.addr,
+    ) {
+        let _ = sock
+            .write_all(crate::net::PROTECTED_MODE_DENIED.as_bytes())
+            .await;
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        srv.clients.lock().remove(&id);
+        return;
+    }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
     client.authenticated = !srv.config.hot.requirepass_set.load(Ordering::Relaxed);
@@ -298,6 +312,11 @@ async fn serve_client(
                 break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
+            if crate::net::is_cross_protocol(&args[0]) {
+                // Replies still unsent are dropped with the connection, as Redis does.
+                crate::net::warn_cross_protocol();
+                return Ok(());
+            }
             if srv.aof.loading() {
                 if let Some(spec) = crate::commands::lookup(&args[0]) {
                     if spec.flags & crate::commands::flags::LOADING == 0 {

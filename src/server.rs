@@ -300,21 +300,15 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     init_logging(&srv);
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
-    let mut listeners = Vec::new();
-    for addr in bind.split_whitespace() {
-        let optional = addr.starts_with('-');
-        let host = addr.trim_start_matches('-');
-        let sockaddr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        match TcpListener::bind(&sockaddr).await {
-            Ok(l) => listeners.push(l),
-            Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
-            Err(e) => return Err(format!("can't bind {sockaddr}: {e}")),
-        }
-    }
+    let backlog = srv
+        .config
+        .get_i64("tcp-backlog")
+        .clamp(1, i64::from(i32::MAX)) as i32;
+    let listeners = crate::net::bind_listeners(&bind, port, backlog)?
+        .into_iter()
+        .map(TcpListener::from_std)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("can't listen: {e}"))?;
     if listeners.is_empty() {
         return Err("no address to listen on".into());
     }

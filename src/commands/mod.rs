@@ -354,6 +354,14 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(wrong_arity(spec.name));
     }
+    if let Some(refusal) = protected_command_refusal(srv, spec.name, &client.info.addr) {
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(refusal);
+    }
     if !client.authenticated
         && spec.flags & flags::NO_AUTH == 0
         && srv.config.hot.requirepass_set.load(Ordering::Relaxed)
@@ -426,6 +434,23 @@ pub fn dispatch_with<'a>(
         block,
         close,
     }
+}
+
+/// DEBUG and MODULE run only where `enable-debug-command` / `enable-module-command` allow
+/// the client (`yes`, or `local` for a client on 127.0.0.1 or ::1): Redis's wording otherwise.
+fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Reply> {
+    let (label, directive) = match name {
+        "debug" => ("DEBUG", "enable-debug-command"),
+        "module" => ("MODULE", "enable-module-command"),
+        _ => return None,
+    };
+    let setting = srv.config.get(directive).unwrap_or_default();
+    if crate::config::protected_action_allowed(&setting, crate::net::is_local_peer(peer)) {
+        return None;
+    }
+    Some(Reply::Error(format!(
+        "ERR {label} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
+    )))
 }
 
 /// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF

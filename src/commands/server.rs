@@ -1021,7 +1021,8 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 })
                 .collect();
             let was_aof = ctx.srv.config.get_bool("appendonly");
-            match ctx.srv.config.set_runtime(&pairs) {
+            let local = crate::net::is_local_peer(&ctx.client.info.addr);
+            match ctx.srv.config.set_runtime_checked(&pairs, local) {
                 Ok(names) => {
                     if names.contains(&"appendonly") {
                         let now = ctx.srv.config.get_bool("appendonly");

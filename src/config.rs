@@ -530,6 +530,24 @@ pub static PARAMS: &[Param] = &[
         "who may CONFIG SET dir and dbfilename: no one, anyone, or local clients",
     ),
     fixed(
+        "aclfile",
+        Kind::Str,
+        "",
+        "file of ACL users (ACL LOAD/SAVE); not together with user directives",
+    ),
+    p(
+        "acllog-max-len",
+        INT,
+        "128",
+        "entries kept in the ACL LOG",
+    ),
+    p(
+        "acl-pubsub-default",
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+        "channel permissions of new users and selectors",
+    ),
+    fixed(
         "enable-module-command",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
@@ -581,6 +599,8 @@ pub struct Hot {
 pub struct Config {
     values: RwLock<Vec<String>>,
     pub hot: Hot,
+    /// `user <name> rules...` directives, in order (the words after `user`).
+    pub(crate) acl_users: parking_lot::Mutex<Vec<Vec<String>>>,
 }
 
 fn find(name: &str) -> Option<usize> {
@@ -688,6 +708,7 @@ impl Config {
         let c = Config {
             values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()),
             hot: Hot::default(),
+            acl_users: parking_lot::Mutex::new(Vec::new()),
         };
         for i in 0..PARAMS.len() {
             c.refresh_hot(i);
@@ -734,6 +755,20 @@ impl Config {
 
     /// Set at startup (file or command line): any known directive, mutable or not.
     pub fn set_startup(&self, name: &str, words: &[String]) -> Result<(), String> {
+        // Directives that may repeat: collected, applied when the server starts.
+        if name.eq_ignore_ascii_case("user") {
+            if words.is_empty() {
+                return Err("wrong number of arguments".into());
+            }
+            self.acl_users.lock().push(words.to_vec());
+            return Ok(());
+        }
+        if name.eq_ignore_ascii_case("rename-command") {
+            let [old, new] = words else {
+                return Err("wrong number of arguments".into());
+            };
+            return crate::commands::rename_command(old, new);
+        }
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
         let mut v = normalise(&PARAMS[idx], words)?;
         if PARAMS[idx].name == "dir" {

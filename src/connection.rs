@@ -124,6 +124,9 @@ pub struct Client {
     pub reply_mode: ReplyMode,
     pub block_timeout_ms: u64,
     pub block_timeout_reply: Option<Reply>,
+    /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
+    /// anything.
+    pub user: Option<crate::acl::UserRef>,
 }
 
 impl Client {
@@ -142,6 +145,7 @@ impl Client {
             reply_mode: ReplyMode::On,
             block_timeout_ms: 0,
             block_timeout_reply: None,
+            user: None,
         }
     }
 
@@ -217,7 +221,8 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
-    client.authenticated = !srv.config.hot.requirepass_set.load(Ordering::Relaxed);
+    client.user = Some(srv.acl.default_user());
+    client.authenticated = crate::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
@@ -312,6 +317,10 @@ async fn serve_client(
                 break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
+            if crate::acl::user_revoked(client) {
+                // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
+                return Ok(());
+            }
             if crate::net::is_cross_protocol(&args[0]) {
                 // Replies still unsent are dropped with the connection, as Redis does.
                 crate::net::warn_cross_protocol();

@@ -6,6 +6,7 @@
 //! [`persistence`] (the append-only file) and [`config`].
 
 pub mod acl;
+pub mod acl_commands;
 pub mod alloc;
 pub mod blocking;
 pub mod commands;

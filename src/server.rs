@@ -38,6 +38,8 @@ pub struct Stats {
 
 pub struct Server {
     pub config: Config,
+    /// ACL users and the ACL LOG.
+    pub acl: crate::acl::Acl,
     pub keyspace: Keyspace,
     pub stats: Stats,
     pub blocking: Registry,
@@ -109,6 +111,7 @@ impl Server {
         Server {
             keyspace: Keyspace::new(dbs, shards),
             port: AtomicI64::new(config.get_i64("port")),
+            acl: crate::acl::Acl::new(&config),
             config,
             stats: Stats::default(),
             blocking: Registry::default(),
@@ -298,6 +301,7 @@ fn init_logging(srv: &Server) {
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     init_logging(&srv);
+    crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
     let backlog = srv

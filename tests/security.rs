@@ -142,6 +142,11 @@ fn dir_must_exist_and_is_never_created() {
         .unwrap();
     assert_eq!(dir[1], real.to_str().unwrap());
     config_set(&mut con, "appendonly", "yes").unwrap();
+    // The AOF is written by a background rewrite: wait for its directory.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !real.join("appendonlydir").is_dir() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(real.join("appendonlydir").is_dir());
     // dbfilename is a file name, not a path.
     let err = config_set(&mut con, "dbfilename", "../x.rdb").unwrap_err();

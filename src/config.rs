@@ -86,8 +86,8 @@ pub static PARAMS: &[Param] = &[
     fixed(
         "bind",
         Kind::Words,
-        "127.0.0.1 -::1",
-        "addresses to listen on",
+        "* -::*",
+        "addresses to listen on (* = all IPv4, ::* = all IPv6, -addr = skip if absent)",
     ),
     fixed(
         "databases",
@@ -136,13 +136,13 @@ pub static PARAMS: &[Param] = &[
         "protected-mode",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "with no password for the default user, refuse clients not on 127.0.0.1 or ::1",
     ),
-    p(
+    fixed(
         "tcp-backlog",
         INT,
         "511",
-        "accepted for compatibility (the listen backlog is the OS default)",
+        "listen queue length of the listening sockets",
     ),
     p(
         "timeout",
@@ -546,17 +546,35 @@ pub static PARAMS: &[Param] = &[
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
         "pubsub: a subscriber holding more unwritten messages is disconnected; normal/slave are shown only",
     ),
-    p(
+    fixed(
         "enable-debug-command",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
-        "accepted for compatibility",
+        "who may run DEBUG: no one, anyone, or clients on 127.0.0.1/::1 (local)",
     ),
     fixed(
         "enable-protected-configs",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
-        "allow CONFIG SET of protected configs such as dir and dbfilename",
+        "who may CONFIG SET dir and dbfilename: no one, anyone, or local clients",
+    ),
+    fixed(
+        "aclfile",
+        Kind::Str,
+        "",
+        "file of ACL users (ACL LOAD/SAVE); not together with user directives",
+    ),
+    p(
+        "acllog-max-len",
+        INT,
+        "128",
+        "entries kept in the ACL LOG",
+    ),
+    p(
+        "acl-pubsub-default",
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+        "channel permissions of new users and selectors",
     ),
     fixed(
         "enable-module-command",
@@ -577,6 +595,27 @@ pub static PARAMS: &[Param] = &[
         "an error while replaying the AOF: logged and skipped (ignore), or ends the server (panic; panic-on-replicas: only replicas, so here as ignore)",
     ),
 ];
+
+/// Directives CONFIG SET refuses unless `enable-protected-configs` allows the client (Redis
+/// 7.0's PROTECTED_CONFIG set): they choose where files are written.
+pub(crate) const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+/// Whether a `no | yes | local` directive (enable-protected-configs, enable-debug-command)
+/// allows a client, `local` meaning one connected from 127.0.0.1 or ::1 (Redis's
+/// allowProtectedAction).
+pub(crate) fn protected_action_allowed(setting: &str, local_client: bool) -> bool {
+    setting == "yes" || (setting == "local" && local_client)
+}
+
+/// An OS error's text as C's strerror gives it (what Redis prints), without Rust's
+/// " (os error N)" suffix.
+pub(crate) fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
 
 /// Values read on hot paths, mirrored from the text table.
 #[derive(Default)]
@@ -607,6 +646,8 @@ pub struct Config {
     pub hot: Hot,
     /// A `save` directive was read at startup: later ones add save points (as redis.conf).
     save_loaded: AtomicBool,
+    /// `user <name> rules...` directives, in order (the words after `user`).
+    pub(crate) acl_users: parking_lot::Mutex<Vec<Vec<String>>>,
 }
 
 fn find(name: &str) -> Option<usize> {
@@ -655,10 +696,13 @@ fn save_points_text(words: &[String]) -> Result<String, String> {
 /// A stored value as CONFIG GET shows it: `notify-keyspace-events` is kept as set (its `n`
 /// must survive an `A`) and shown in Redis's canonical letters.
 fn shown(prm: &Param, v: &str) -> String {
-    if prm.name == "notify-keyspace-events" {
-        crate::notify::normalise(v).unwrap_or_else(|_| v.to_string())
-    } else {
-        v.to_string()
+    match prm.name {
+        "notify-keyspace-events" => crate::notify::normalise(v).unwrap_or_else(|_| v.to_string()),
+        // `dir` is the working directory (see change_dir): show where the process really is.
+        "dir" => std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| v.to_string()),
+        _ => v.to_string(),
     }
 }
 
@@ -711,6 +755,9 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
                 Err("argument(s) must be one of the following: ".to_string() + &opts.join(", "))
             }
         }
+        Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
+            Err("dbfilename can't be a path, just a filename".into())
+        }
         Kind::Str => Ok(v.clone()),
         Kind::Octal => u32::from_str_radix(v, 8)
             .ok()
@@ -719,6 +766,17 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             .ok_or_else(|| "argument must be an octal number".to_string()),
         Kind::Words => unreachable!("handled above"),
     }
+}
+
+/// The value of parameter `idx` as reported: `dir` is the working directory (absolute, as
+/// Redis's getcwd), whatever text set it.
+/// Make `dir` the working directory (Redis's chdir: the directory must exist; nothing is
+/// created). Returns the value to keep: the absolute path, as Redis's CONFIG GET dir prints.
+fn change_dir(dir: &str) -> Result<String, String> {
+    std::env::set_current_dir(dir).map_err(|e| strerror(&e))?;
+    Ok(std::env::current_dir()
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| dir.to_string()))
 }
 
 impl Default for Config {
@@ -733,6 +791,7 @@ impl Config {
             values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()),
             hot: Hot::default(),
             save_loaded: AtomicBool::new(false),
+            acl_users: parking_lot::Mutex::new(Vec::new()),
         };
         for i in 0..PARAMS.len() {
             c.refresh_hot(i);
@@ -786,6 +845,20 @@ impl Config {
 
     /// Set at startup (file or command line): any known directive, mutable or not.
     pub fn set_startup(&self, name: &str, words: &[String]) -> Result<(), String> {
+        // Directives that may repeat: collected, applied when the server starts.
+        if name.eq_ignore_ascii_case("user") {
+            if words.is_empty() {
+                return Err("wrong number of arguments".into());
+            }
+            self.acl_users.lock().push(words.to_vec());
+            return Ok(());
+        }
+        if name.eq_ignore_ascii_case("rename-command") {
+            let [old, new] = words else {
+                return Err("wrong number of arguments".into());
+            };
+            return crate::commands::rename_command(old, new);
+        }
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
         let mut v = normalise(&PARAMS[idx], words)?;
         if PARAMS[idx].name == "save" {
@@ -797,13 +870,43 @@ impl Config {
                 v = format!("{old} {v}");
             }
         }
+        if PARAMS[idx].name == "dir" {
+            v = change_dir(&v)?;
+        }
         self.values.write()[idx] = v;
         self.refresh_hot(idx);
         Ok(())
     }
 
-    /// CONFIG SET of several parameters, all or nothing. Err is the full error text.
+    /// CONFIG SET of several parameters, all or nothing, from the server itself (no
+    /// protected-config check). Err is the full error text.
     pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
+        self.set_runtime_for(pairs, None)
+    }
+
+    /// CONFIG SET from a client: as [`Config::set_runtime`], but the protected directives
+    /// ([`PROTECTED`]) are refused unless `enable-protected-configs` allows this client
+    /// (`local_client`: connected from 127.0.0.1 or ::1).
+    pub fn set_runtime_checked(
+        &self,
+        pairs: &[(String, String)],
+        local_client: bool,
+    ) -> Result<Vec<&'static str>, String> {
+        self.set_runtime_for(pairs, Some(local_client))
+    }
+
+    fn set_runtime_for(
+        &self,
+        pairs: &[(String, String)],
+        client_local: Option<bool>,
+    ) -> Result<Vec<&'static str>, String> {
+        let protected_allowed = match client_local {
+            None => true,
+            Some(local) => protected_action_allowed(
+                &self.get("enable-protected-configs").unwrap_or_default(),
+                local,
+            ),
+        };
         let mut staged = Vec::new();
         for (name, value) in pairs {
             let Some(idx) = find(name) else {
@@ -815,6 +918,11 @@ impl Config {
             if !prm.mutable {
                 return Err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                ));
+            }
+            if !protected_allowed && PROTECTED.contains(&prm.name) {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
                 ));
             }
             if staged.iter().any(|(i, _)| *i == idx) {
@@ -832,6 +940,16 @@ impl Config {
                 format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
             })?;
             staged.push((idx, v));
+        }
+        // `dir` is applied last, once everything else is known to be valid: it changes the
+        // working directory (as Redis's chdir), so a missing directory fails here and is
+        // never created.
+        for (idx, v) in staged.iter_mut() {
+            if PARAMS[*idx].name == "dir" {
+                *v = change_dir(v).map_err(|e| {
+                    format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}")
+                })?;
+            }
         }
         let mut names = Vec::new();
         {
@@ -871,7 +989,7 @@ impl Config {
         PARAMS
             .iter()
             .zip(vals.iter())
-            .map(|(p, v)| (p.name, v.clone()))
+            .map(|(p, v)| (p.name, shown(p, v)))
             .collect()
     }
 
@@ -988,6 +1106,24 @@ mod tests {
     }
 
     #[test]
+    fn protected_configs_and_actions() {
+        let c = Config::new();
+        let dir = vec![("dir".to_string(), "/".to_string())];
+        let err = c.set_runtime_checked(&dir, true).unwrap_err();
+        assert!(err.ends_with("- can't set protected config"), "{err}");
+        let c = Config::from_args(&["--enable-protected-configs".into(), "local".into()]).unwrap();
+        let missing = vec![("dir".to_string(), "/no/such/dir/x".to_string())];
+        let err = c.set_runtime_checked(&missing, true).unwrap_err();
+        assert!(err.ends_with("'dir') - No such file or directory"), "{err}");
+        let err = c.set_runtime_checked(&missing, false).unwrap_err();
+        assert!(err.ends_with("can't set protected config"), "{err}");
+        assert!(protected_action_allowed("yes", false));
+        assert!(protected_action_allowed("local", true));
+        assert!(!protected_action_allowed("local", false));
+        assert!(!protected_action_allowed("no", true));
+    }
+
+    #[test]
     fn file_and_command_line() {
         let c = Config::from_args(&["--port".into(), "7000".into(), "--save".into(), "".into()])
             .unwrap();
@@ -1041,6 +1177,11 @@ mod shipped_conf {
                 "conf/podium.conf does not document '{}'",
                 p.name
             );
+            if p.name == "dir" || p.name == "bind" {
+                // dir is reported as the absolute working directory; the shipped file binds
+                // loopback where the default binds every address.
+                continue;
+            }
             assert_eq!(
                 c.get(p.name).as_deref(),
                 Some(p.default),

@@ -152,6 +152,9 @@ pub struct Client {
     pub(crate) tracking_caching: bool,
     /// Invalidations caused by this client's own command: written after its reply.
     pub(crate) after_reply: Vec<u8>,
+    /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
+    /// anything.
+    pub user: Option<crate::acl::UserRef>,
 }
 
 impl Client {
@@ -175,6 +178,7 @@ impl Client {
             in_script: false,
             tracking_caching: false,
             after_reply: Vec::new(),
+            user: None,
         }
     }
 
@@ -251,9 +255,24 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
             .await;
         return;
     }
+    if crate::net::protected_mode_refuses(
+        srv.config.get_bool("protected-mode"),
+        crate::acl::default_user_nopass(&srv),
+        &info.addr,
+    ) {
+        let _ = sock
+            .write_all(crate::net::PROTECTED_MODE_DENIED.as_bytes())
+            .await;
+        srv.stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        srv.clients.lock().remove(&id);
+        return;
+    }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
-    client.authenticated = !srv.config.hot.requirepass_set.load(Ordering::Relaxed);
+    client.user = Some(srv.acl.default_user());
+    client.authenticated = crate::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
@@ -357,6 +376,15 @@ async fn serve_client(
                 break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
+            if crate::acl::user_revoked(client) {
+                // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
+                return Ok(());
+            }
+            if crate::net::is_cross_protocol(&args[0]) {
+                // Replies still unsent are dropped with the connection, as Redis does.
+                crate::net::warn_cross_protocol();
+                return Ok(());
+            }
             if srv.aof.loading() {
                 if let Some(spec) = crate::commands::lookup(&args[0]) {
                     if spec.flags & crate::commands::flags::LOADING == 0 {

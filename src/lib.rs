@@ -5,6 +5,8 @@
 //! (databases, shards, expiry), [`types`] (the skip list and other value types),
 //! [`persistence`] (the append-only file) and [`config`].
 
+pub mod acl;
+pub mod acl_commands;
 pub mod alloc;
 pub mod blocking;
 pub mod commands;

@@ -1,4 +1,11 @@
-//! A client socket that costs one `read` per readiness event.
+//! The network edge: listening sockets (`bind`), who may connect (`protected-mode`), the
+//! cross-protocol guard, and a client socket that costs one `read` per readiness event.
+//!
+//! `bind` takes Redis 7.0's forms: `*` (every IPv4 address), `::*` (every IPv6 address), plain
+//! addresses, and a leading `-` for an address that may be missing (skipped when the system
+//! does not have it). IPv6 sockets are IPv6-only, so `* -::*` (the default) binds both
+//! families on one port. With `protected-mode yes` and no password for the default user, a
+//! client not on 127.0.0.1 or ::1 gets Redis's `-DENIED` text and is closed.
 //!
 //! tokio's `TcpStream` keeps a socket marked readable until a read returns `WouldBlock`, so a
 //! request/response loop pays a third syscall per request (read, write, read→EAGAIN). Here a
@@ -16,6 +23,117 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use tokio::io::unix::AsyncFd;
+
+/// Redis's reply to a client refused by protected mode (sent as is, then the connection
+/// closes).
+pub(crate) const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// True when `name` (a request's first word) is `POST` or `Host:`: an HTTP request sent to the
+/// server, as a browser tricked by a web page would (cross-protocol scripting). The
+/// connection is closed before the request, or anything after it, runs.
+pub(crate) fn is_cross_protocol(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Log the cross-protocol warning, at most once a minute (as Redis).
+pub(crate) fn warn_cross_protocol() {
+    static LAST_LOGGED: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = crate::server::unix_ms() / 1000;
+    let last = LAST_LOGGED.load(std::sync::atomic::Ordering::Relaxed);
+    if (now - last).abs() > 60
+        && LAST_LOGGED
+            .compare_exchange(
+                last,
+                now,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+    {
+        tracing::warn!("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. Connection aborted.");
+    }
+}
+
+/// Whether protected mode refuses a client connecting from `peer`: `protected-mode yes`, no
+/// password for the default user (`default_user_nopass`), and a peer that is not local.
+pub(crate) fn protected_mode_refuses(
+    protected_mode: bool,
+    default_user_nopass: bool,
+    peer: &str,
+) -> bool {
+    protected_mode && default_user_nopass && !is_local_peer(peer)
+}
+
+/// Listening sockets for every address of a `bind` value on `port`. Err is the text to exit
+/// with (an address that cannot be bound and is not optional).
+pub(crate) fn bind_listeners(
+    bind: &str,
+    port: u16,
+    backlog: i32,
+) -> Result<Vec<std::net::TcpListener>, String> {
+    use socket2::{Domain, Socket, Type};
+    let mut listeners = Vec::new();
+    for word in bind.split_whitespace() {
+        let optional = word.starts_with('-');
+        let host = word.trim_start_matches('-');
+        let ip: std::net::IpAddr = match host {
+            "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            "::*" => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            h => h.parse().map_err(|_| {
+                format!(
+                    "Could not create server TCP listening socket {host}:{port}: Invalid argument"
+                )
+            })?,
+        };
+        let sockaddr = std::net::SocketAddr::new(ip, port);
+        let attempt = || -> io::Result<std::net::TcpListener> {
+            let sock = Socket::new(Domain::for_address(sockaddr), Type::STREAM, None)?;
+            if ip.is_ipv6() {
+                sock.set_only_v6(true)?;
+            }
+            sock.set_reuse_address(true)?;
+            sock.bind(&sockaddr.into())?;
+            sock.listen(backlog)?;
+            sock.set_nonblocking(true)?;
+            Ok(sock.into())
+        };
+        match attempt() {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                let code = e.raw_os_error().unwrap_or(0);
+                tracing::warn!(
+                    "Warning: Could not create server TCP listening socket {host}:{port}: {}",
+                    crate::config::strerror(&e)
+                );
+                let unsupported = [
+                    libc::ENOPROTOOPT,
+                    libc::EPROTONOSUPPORT,
+                    libc::ESOCKTNOSUPPORT,
+                    libc::EPFNOSUPPORT,
+                    libc::EAFNOSUPPORT,
+                ];
+                if (optional && code == libc::EADDRNOTAVAIL) || unsupported.contains(&code) {
+                    continue;
+                }
+                return Err(format!("can't bind {sockaddr}: {e}"));
+            }
+        }
+    }
+    Ok(listeners)
+}
+
+/// Whether a client address (`ip:port` as CLIENT LIST shows it) is local in Redis's sense
+/// (islocalClient): exactly 127.0.0.1 or ::1. Other 127.x addresses are not.
+pub(crate) fn is_local_peer(addr: &str) -> bool {
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) => {
+            a.ip() == std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+                || a.ip() == std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+        }
+        // Not ip:port: a Unix-socket client (`path:0`), which is local.
+        Err(_) => true,
+    }
+}
 
 /// The connected stream: TCP, or the local Unix socket.
 pub enum Stream {
@@ -191,6 +309,39 @@ impl ClientSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_peers_are_exactly_the_loopback_addresses() {
+        assert!(is_local_peer("127.0.0.1:5000"));
+        assert!(is_local_peer("[::1]:5000"));
+        assert!(is_local_peer("/tmp/redis.sock:0"));
+        assert!(!is_local_peer("127.0.0.2:5000"));
+        assert!(!is_local_peer("[::ffff:127.0.0.1]:5000"));
+        assert!(!is_local_peer("10.0.0.1:5000"));
+        assert!(is_local_peer("redis.sock:0"));
+        assert!(protected_mode_refuses(true, true, "127.0.0.2:1"));
+        assert!(!protected_mode_refuses(true, false, "127.0.0.2:1"));
+        assert!(!protected_mode_refuses(false, true, "127.0.0.2:1"));
+        assert!(!protected_mode_refuses(true, true, "127.0.0.1:1"));
+    }
+
+    #[test]
+    fn cross_protocol_names() {
+        for n in ["POST", "post", "Host:", "HOST:"] {
+            assert!(is_cross_protocol(n.as_bytes()), "{n}");
+        }
+        for n in ["host", "posts", "GET", ""] {
+            assert!(!is_cross_protocol(n.as_bytes()), "{n}");
+        }
+    }
+
+    #[test]
+    fn bind_forms() {
+        let l = bind_listeners("127.0.0.1 -10.254.254.254", 0, 16).unwrap();
+        assert_eq!(l.len(), 1);
+        assert!(bind_listeners("10.254.254.254", 0, 16).is_err());
+        assert!(bind_listeners("not-an-address", 0, 16).is_err());
+    }
 
     #[test]
     fn reads_into_spare_capacity() {

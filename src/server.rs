@@ -38,6 +38,8 @@ pub struct Stats {
 
 pub struct Server {
     pub config: Config,
+    /// ACL users and the ACL LOG.
+    pub acl: crate::acl::Acl,
     pub keyspace: Keyspace,
     pub stats: Stats,
     pub blocking: Registry,
@@ -113,6 +115,7 @@ impl Server {
         Server {
             keyspace: Keyspace::new(dbs, shards),
             port: AtomicI64::new(config.get_i64("port")),
+            acl: crate::acl::Acl::new(&config),
             config,
             stats: Stats::default(),
             blocking: Registry::default(),
@@ -330,31 +333,23 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
 
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
+    crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
-    let mut listeners = Vec::new();
-    for addr in bind.split_whitespace() {
-        let optional = addr.starts_with('-');
-        let host = addr.trim_start_matches('-');
-        let sockaddr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        match TcpListener::bind(&sockaddr).await {
-            Ok(l) => listeners.push(l),
-            Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
-            Err(e) => {
-                // Redis's words: its test harness looks for "Failed listening on port" to retry
-                // on another port.
-                tracing::warn!(
-                    "Warning: Could not create server TCP listening socket {sockaddr}: {e}"
-                );
-                tracing::warn!("Failed listening on port {port} (TCP), aborting.");
-                return Err(format!("can't bind {sockaddr}: {e}"));
-            }
-        }
-    }
+    let backlog = srv
+        .config
+        .get_i64("tcp-backlog")
+        .clamp(1, i64::from(i32::MAX)) as i32;
+    let listeners = crate::net::bind_listeners(&bind, port, backlog)
+        .inspect_err(|_| {
+            // Redis's words: its test harness looks for "Failed listening on port" to retry
+            // on another port.
+            tracing::warn!("Failed listening on port {port} (TCP), aborting.");
+        })?
+        .into_iter()
+        .map(TcpListener::from_std)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("can't listen: {e}"))?;
     if listeners.is_empty() {
         tracing::warn!("Failed listening on port {port} (TCP), aborting.");
         return Err("no address to listen on".into());

@@ -12,6 +12,7 @@
 
 pub mod argv;
 pub mod errors;
+pub mod acl;
 pub mod expire;
 pub mod hash;
 pub mod keys;
@@ -208,14 +209,72 @@ impl std::ops::Deref for Cmd {
     }
 }
 
-/// The whole table, by lowercase name.
+static TABLE: OnceLock<HashMap<&'static str, &'static Cmd>> = OnceLock::new();
+
+/// `rename-command` directives given so far: (original name, new name or "" to disable).
+static RENAMES: parking_lot::Mutex<Vec<(String, String)>> = parking_lot::Mutex::new(Vec::new());
+
+/// `rename-command old new` (config file or command line, before the server starts): the
+/// command answers to `new` only, or to nothing when `new` is empty. ACL rules still name
+/// commands by their original names, as in Redis. Err is Redis's text.
+pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
+    if TABLE.get().is_some() {
+        return Err("rename-command is only valid before the server starts".into());
+    }
+    let mut renames = RENAMES.lock();
+    let mut names: Vec<String> = base_specs().map(|s| s.name.to_string()).collect();
+    for (o, n) in renames.iter() {
+        names.retain(|x| x != o);
+        if !n.is_empty() {
+            names.push(n.clone());
+        }
+    }
+    let (old, new) = (old.to_ascii_lowercase(), new.to_ascii_lowercase());
+    if !names.contains(&old) {
+        return Err("No such command in rename-command".into());
+    }
+    if !new.is_empty() && names.contains(&new) && new != old {
+        return Err("Target command name already exists".into());
+    }
+    // Resolve chains (a renamed command renamed again) to the original name.
+    let original = renames
+        .iter()
+        .find(|(_, n)| *n == old)
+        .map(|(o, _)| o.clone())
+        .unwrap_or(old);
+    renames.retain(|(o, _)| *o != original);
+    renames.push((original, new));
+    Ok(())
+}
+
+fn base_specs() -> impl Iterator<Item = &'static Spec> {
+    [
+        server::COMMANDS,
+        acl::COMMANDS,
+        keys::COMMANDS,
+        sort::COMMANDS,
+        script::COMMANDS,
+        expire::COMMANDS,
+        string::COMMANDS,
+        zset::COMMANDS,
+        hash::COMMANDS,
+        set::COMMANDS,
+        list::COMMANDS,
+        tx::COMMANDS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// The whole table, by lowercase name (as renamed by `rename-command`).
 pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
-    static TABLE: OnceLock<HashMap<&'static str, &'static Cmd>> = OnceLock::new();
     TABLE.get_or_init(|| {
+        let renames = RENAMES.lock().clone();
         let mut m = HashMap::default();
         for family in [
             server::COMMANDS,
             persist::COMMANDS,
+            acl::COMMANDS,
             keys::COMMANDS,
             sort::COMMANDS,
             script::COMMANDS,
@@ -236,7 +295,16 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
                     rejected: AtomicU64::new(0),
                     failed: AtomicU64::new(0),
                 }));
-                m.insert(spec.name, cmd);
+                match renames.iter().find(|(o, _)| o == spec.name) {
+                    None => {
+                        m.insert(spec.name, cmd);
+                    }
+                    Some((_, new)) if new.is_empty() => {}
+                    Some((_, new)) => {
+                        let name: &'static str = Box::leak(new.clone().into_boxed_str());
+                        m.insert(name, cmd);
+                    }
+                }
             }
         }
         m
@@ -245,7 +313,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
 
 /// Look a command up by its name as sent (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
-    let mut buf = [0u8; 32];
+    let mut buf = [0u8; 64];
     if name.len() > buf.len() {
         return None;
     }
@@ -348,14 +416,33 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(wrong_arity(spec.name));
     }
-    if !client.authenticated
-        && spec.flags & flags::NO_AUTH == 0
-        && srv.config.hot.requirepass_set.load(Ordering::Relaxed)
-    {
+    if let Some(refusal) = protected_command_refusal(srv, spec.name, &client.info.addr) {
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(refusal);
+    }
+    if !client.authenticated && spec.flags & flags::NO_AUTH == 0 {
         if client.multi.is_some() {
             client.multi_abort = true;
         }
         return done(Reply::error("NOAUTH Authentication required."));
+    }
+    if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
+        let context = if client.multi.is_some() {
+            "multi"
+        } else {
+            "toplevel"
+        };
+        crate::acl::log_denial(srv, client, denied, pos, id, &args, context);
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(crate::acl::noperm(denied, id));
     }
     // A RESP2 client with subscriptions may only run what Redis allows in subscriber mode.
     if client.resp == crate::protocol::Resp::V2 && client.subs.total() > 0 {
@@ -447,6 +534,23 @@ pub fn dispatch_with<'a>(
         block,
         close,
     }
+}
+
+/// DEBUG and MODULE run only where `enable-debug-command` / `enable-module-command` allow
+/// the client (`yes`, or `local` for a client on 127.0.0.1 or ::1): Redis's wording otherwise.
+fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Reply> {
+    let (label, directive) = match name {
+        "debug" => ("DEBUG", "enable-debug-command"),
+        "module" => ("MODULE", "enable-module-command"),
+        _ => return None,
+    };
+    let setting = srv.config.get(directive).unwrap_or_default();
+    if crate::config::protected_action_allowed(&setting, crate::net::is_local_peer(peer)) {
+        return None;
+    }
+    Some(Reply::Error(format!(
+        "ERR {label} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
+    )))
 }
 
 /// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF

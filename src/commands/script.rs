@@ -575,6 +575,13 @@ fn call_command(
     if spec.flags & NOSCRIPT != 0 {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
+    if let Err((denied, pos, id)) = crate::acl::check(ctx.client, spec, &argv) {
+        crate::acl::log_denial(ctx.srv, ctx.client, denied, pos, id, &argv, "lua");
+        return Reply::Error(format!(
+            "ERR The user executing the script {}",
+            crate::acl::script_denial_text(denied)
+        ));
+    }
     if spec.is_write() {
         if read_only {
             return Reply::error("ERR Write commands are not allowed from read-only scripts.");

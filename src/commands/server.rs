@@ -168,38 +168,40 @@ fn select(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Ok
 }
 
-fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-    let required = ctx.srv.config.get("requirepass").unwrap_or_default();
-    if let Some(u) = user {
-        if u != b"default" {
-            return Err(Reply::error(
+/// AUTH / HELLO AUTH: switch the connection to `user` (the default user when None) if the
+/// password is right (ACL users, see crate::acl); a failure is logged in the ACL LOG under
+/// `command` (the name as sent).
+fn check_password(
+    ctx: &mut Ctx,
+    command: &[u8],
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), Reply> {
+    if user.is_none() && crate::acl::default_user_nopass(ctx.srv) {
+        return Err(Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    let name = user.unwrap_or(b"default");
+    match ctx.srv.acl.authenticate(name, pass) {
+        Some(u) => {
+            ctx.client.user = Some(u);
+            ctx.client.authenticated = true;
+            Ok(())
+        }
+        None => {
+            crate::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
+            Err(Reply::error(
                 "WRONGPASS invalid username-password pair or user is disabled.",
-            ));
+            ))
         }
-    }
-    if required.is_empty() {
-        if user.is_none() {
-            return Err(Reply::error(
-                "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            ));
-        }
-        ctx.client.authenticated = true;
-        return Ok(());
-    }
-    if pass == required.as_bytes() {
-        ctx.client.authenticated = true;
-        Ok(())
-    } else {
-        Err(Reply::error(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        ))
     }
 }
 
 fn auth(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let r = match a.len() {
-        2 => check_password(ctx, None, &a[1]),
-        3 => check_password(ctx, Some(&a[1]), &a[2]),
+        2 => check_password(ctx, &a[0], None, &a[1]),
+        3 => check_password(ctx, &a[0], Some(&a[1]), &a[2]),
         _ => return Reply::error(SYNTAX),
     };
     match r {
@@ -224,7 +226,7 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut setname = None;
     while i < a.len() {
         if eq(&a[i], "auth") && i + 2 < a.len() {
-            if let Err(e) = check_password(ctx, Some(&a[i + 1]), &a[i + 2]) {
+            if let Err(e) = check_password(ctx, &a[0], Some(&a[i + 1]), &a[i + 2]) {
                 return e;
             }
             i += 3;
@@ -241,7 +243,7 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ));
         }
     }
-    if !ctx.client.authenticated && ctx.srv.config.hot.requirepass_set.load(Ordering::Relaxed) {
+    if !ctx.client.authenticated {
         return Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(n) = setname {
@@ -282,7 +284,8 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.reply_mode = crate::connection::ReplyMode::On;
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
-    ctx.client.authenticated = !ctx.srv.config.hot.requirepass_set.load(Ordering::Relaxed);
+    ctx.client.user = Some(ctx.srv.acl.default_user());
+    ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
 
@@ -566,7 +569,12 @@ fn command_info(spec: &Spec) -> Reply {
         Reply::Int(first as i64),
         Reply::Int(last as i64),
         Reply::Int(step as i64),
-        Reply::Set(vec![Reply::StatusOwned(format!("@{}", spec.group))]),
+        Reply::Set(
+            crate::acl::view::categories_of(spec.name)
+                .into_iter()
+                .map(|c| Reply::StatusOwned(format!("@{c}")))
+                .collect(),
+        ),
         Reply::Set(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
@@ -1021,8 +1029,13 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 })
                 .collect();
             let was_aof = ctx.srv.config.get_bool("appendonly");
-            match ctx.srv.config.set_runtime(&pairs) {
+            let local = crate::net::is_local_peer(&ctx.client.info.addr);
+            match ctx.srv.config.set_runtime_checked(&pairs, local) {
                 Ok(names) => {
+                    if names.contains(&"requirepass") {
+                        let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
+                        ctx.srv.acl.set_requirepass(&pass);
+                    }
                     if names.contains(&"appendonly") {
                         let now = ctx.srv.config.get_bool("appendonly");
                         if now != was_aof {

@@ -201,6 +201,17 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             replies.push(super::unknown_command(&args));
             continue;
         };
+        // ACL rules may have changed since the command was queued (Redis checks again).
+        if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
+            crate::acl::log_denial(srv, client, denied, pos, id, &args, "multi");
+            let reason = match denied {
+                crate::acl::Denied::Command => "no permission to execute the command or subcommand",
+                crate::acl::Denied::Key => "no permission to touch the specified keys",
+                _ => "no permission to access one of the channels used as arguments",
+            };
+            replies.push(Reply::Error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}")));
+            continue;
+        }
         let started = std::time::Instant::now();
         let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true, started);
         srv.stats.commands.fetch_add(1, Ordering::Relaxed);

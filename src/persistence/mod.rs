@@ -547,6 +547,15 @@ pub(crate) fn paths(srv: &Server) -> (PathBuf, String) {
     (manifest::aof_dir(&dir, &dirname), filename)
 }
 
+/// Create the AOF directory inside `dir` (one level, as Redis's mkdir: `dir` itself must
+/// exist, so no CONFIG SET can make the server create directories elsewhere).
+pub(crate) fn create_aof_dir(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::create_dir(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        r => r,
+    }
+}
+
 pub(crate) fn open_append(path: &std::path::Path) -> std::io::Result<Out> {
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -588,7 +597,7 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         return Ok(());
     }
     let (dir, filename) = paths(srv);
-    std::fs::create_dir_all(&dir).map_err(|e| {
+    create_aof_dir(&dir).map_err(|e| {
         format!(
             "Can't open or create append-only dir {}: {e}",
             dir.display()

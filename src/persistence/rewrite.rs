@@ -167,7 +167,7 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 fn run(srv: &Server, kind: Kind) -> Result<(), String> {
     let inner = &srv.aof.inner;
     let (dir, filename) = paths(srv);
-    std::fs::create_dir_all(&dir).map_err(io("can't create the AOF directory"))?;
+    super::create_aof_dir(&dir).map_err(io("can't create the AOF directory"))?;
     let aof_on = kind == Kind::Enable || inner.enabled.load(Ordering::SeqCst);
     // The current manifest (from state when logging, else from disk: a previous run's files).
     let old: Manifest = if inner.enabled.load(Ordering::SeqCst) {

@@ -693,6 +693,8 @@ fn save_points_text(words: &[String]) -> Result<String, String> {
         .map(|w| w.parse::<i64>().unwrap_or(0).to_string())
         .collect::<Vec<_>>()
         .join(" "))
+}
+
 /// A stored value as CONFIG GET shows it: `notify-keyspace-events` is kept as set (its `n`
 /// must survive an `A`) and shown in Redis's canonical letters.
 fn shown(prm: &Param, v: &str) -> String {

@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod blocking;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod connection;

@@ -80,6 +80,31 @@ pub(crate) fn scan_cursor(a: &[u8]) -> Result<u64, Reply> {
     Ok(if neg { v.wrapping_neg() } else { v })
 }
 
+/// Redis's `getRangeLongFromObjectOrReply`: an integer in `min..=max`. With `msg`, both a
+/// non-integer and an out-of-range value answer `ERR msg`; without, they answer "not an
+/// integer" and "value is out of range, value must between MIN and MAX" (sic).
+pub(crate) fn range_long(a: &[u8], min: i64, max: i64, msg: Option<&str>) -> Result<i64, Reply> {
+    let fail = |fallback: String| Reply::error(msg.map_or(fallback, |m| format!("ERR {m}")));
+    let v = parse_i64(a).ok_or_else(|| fail(NOT_INT.to_string()))?;
+    if v < min || v > max {
+        return Err(fail(format!(
+            "ERR value is out of range, value must between {min} and {max}"
+        )));
+    }
+    Ok(v)
+}
+
+/// Redis's `getPositiveLongFromObjectOrReply`: an integer >= 0; both a non-integer and a
+/// negative value answer `msg` (default "value is out of range, must be positive").
+pub(crate) fn positive_long(a: &[u8], msg: Option<&str>) -> Result<i64, Reply> {
+    range_long(
+        a,
+        0,
+        i64::MAX,
+        Some(msg.unwrap_or("value is out of range, must be positive")),
+    )
+}
+
 /// The options of the SCAN family: `MATCH pattern`, `COUNT n`, and for SCAN itself
 /// `TYPE name`, any number of times in any order (the last one wins).
 pub(crate) struct ScanOptions {
@@ -285,6 +310,22 @@ mod tests {
             let e = ArgReader::new(&a, 0).scan_options(false);
             assert_eq!(err_text(e.err().expect("an error")), text);
         }
+    }
+
+    #[test]
+    fn ranged_integers_answer_redis_texts() {
+        assert_eq!(positive_long(b"5", None).ok(), Some(5));
+        let e = positive_long(b"x", None).expect_err("not an integer");
+        assert_eq!(err_text(e), "ERR value is out of range, must be positive");
+        let e = positive_long(b"-1", Some("COUNT can't be negative")).expect_err("negative");
+        assert_eq!(err_text(e), "ERR COUNT can't be negative");
+        let e = range_long(b"x", 1, 10, None).expect_err("not an integer");
+        assert_eq!(err_text(e), NOT_INT);
+        let e = range_long(b"0", 1, 10, None).expect_err("out of range");
+        assert_eq!(
+            err_text(e),
+            "ERR value is out of range, value must between 1 and 10"
+        );
     }
 
     #[test]

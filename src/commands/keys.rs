@@ -2,7 +2,7 @@
 //! TOUCH OBJECT DUMP RESTORE.
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
-use super::argv::{scan_reply, ArgReader};
+use super::argv::{range_long, scan_reply, ArgReader};
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::keyspace::NO_EXPIRE;
@@ -132,7 +132,7 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut out = Vec::new();
     ctx.db().for_each_shard(|_, sh| {
         for (k, e) in sh.keys() {
-            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+            if e.expire_at != NO_EXPIRE && e.expire_at < now {
                 continue;
             }
             if all || glob_match(pat, k, false) {
@@ -163,7 +163,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let sh = db.shard_at(shard as usize);
         let before = found.len();
         let next_pos = sh.scan_slots(pos, budget, |k, e| {
-            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+            if e.expire_at != NO_EXPIRE && e.expire_at < now {
                 expired.push(k.to_bytes());
                 return;
             }
@@ -255,6 +255,12 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
+/// A database number as COPY ... DB and MOVE read it (Redis's getIntFromObjectOrReply): a C
+/// `int`, with Redis's range text otherwise; whether that database exists is checked after.
+fn db_index(a: &[u8]) -> Result<i64, Reply> {
+    range_long(a, i64::from(i32::MIN), i64::from(i32::MAX), None)
+}
+
 fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let (src, dst) = (&a[1], &a[2]);
     let mut target_db = ctx.client.db;
@@ -265,9 +271,7 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             replace = true;
             i += 1;
         } else if eq(&a[i], "db") && i + 1 < a.len() {
-            let Ok(d) = int(&a[i + 1]) else {
-                return Reply::error(NOT_INT);
-            };
+            let d = crate::try_reply!(db_index(&a[i + 1]));
             if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
                 return Reply::error("ERR DB index is out of range");
             }
@@ -304,9 +308,7 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let key = &a[1];
-    let Ok(d) = int(&a[2]) else {
-        return Reply::error(NOT_INT);
-    };
+    let d = crate::try_reply!(db_index(&a[2]));
     if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
         return Reply::error("ERR DB index is out of range");
     }

@@ -8,7 +8,7 @@
 //! block: they answer as on timeout.
 
 use super::args::{eq, int, SYNTAX};
-use super::argv::block_timeout_ms;
+use super::argv::{block_timeout_ms, positive_long, range_long};
 use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
@@ -194,7 +194,9 @@ fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
         return super::wrong_arity(name);
     }
     let count = if args.len() == 3 {
-        Some(crate::try_reply!(super::args::positive(&args[2], "value")))
+        Some(crate::try_reply!(super::argv::positive_long(
+            &args[2], None
+        )))
     } else {
         None
     };
@@ -253,23 +255,26 @@ fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 }
 
 fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let i = crate::try_reply!(int(&args[2]));
+    // Redis looks the key up (nil, WRONGTYPE) before it reads the index.
     let mut db = ctx.db();
     match get_list(&mut db, &args[1], true) {
         Err(e) => e,
         Ok(None) => Reply::Null,
-        Ok(Some(l)) => l.index(i).map_or(Reply::Null, |p| bulk(&l.items[p])),
+        Ok(Some(l)) => {
+            let i = crate::try_reply!(int(&args[2]));
+            l.index(i).map_or(Reply::Null, |p| bulk(&l.items[p]))
+        }
     }
 }
 
 fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let i = crate::try_reply!(int(&args[2]));
+    // Redis looks the key up (no such key, WRONGTYPE) before it reads the index.
     let key = &args[1];
     let mut db = ctx.db();
     match get_list(&mut db, key, false) {
         Err(e) => e,
         Ok(None) => Reply::error("ERR no such key"),
-        Ok(Some(l)) => match l.index(i) {
+        Ok(Some(l)) => match l.index(crate::try_reply!(int(&args[2]))) {
             None => Reply::error("ERR index out of range"),
             Some(p) => {
                 l.items[p] = args[3].to_vec();
@@ -400,24 +405,21 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     while i < args.len() {
         let more = i + 1 < args.len();
         if eq(&args[i], "rank") && more {
-            rank = crate::try_reply!(int(&args[i + 1]));
+            rank = crate::try_reply!(range_long(&args[i + 1], -i64::MAX, i64::MAX, None));
             if rank == 0 {
                 return Reply::error(
                     "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
                 );
             }
         } else if eq(&args[i], "count") && more {
-            let c = crate::try_reply!(int(&args[i + 1]));
-            if c < 0 {
-                return Reply::error("ERR COUNT can't be negative");
-            }
-            count = Some(c as usize);
+            let c = crate::try_reply!(positive_long(&args[i + 1], Some("COUNT can't be negative")));
+            count = Some(usize::try_from(c).unwrap_or(usize::MAX));
         } else if eq(&args[i], "maxlen") && more {
-            let m = crate::try_reply!(int(&args[i + 1]));
-            if m < 0 {
-                return Reply::error("ERR MAXLEN can't be negative");
-            }
-            maxlen = m as usize;
+            let m = crate::try_reply!(positive_long(
+                &args[i + 1],
+                Some("MAXLEN can't be negative")
+            ));
+            maxlen = usize::try_from(m).unwrap_or(usize::MAX);
         } else {
             return Reply::error(SYNTAX);
         }

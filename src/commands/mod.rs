@@ -755,17 +755,6 @@ pub mod args {
         parse_f64(a).ok_or_else(|| Reply::error(NOT_FLOAT))
     }
 
-    /// An integer that must be >= 0, with Redis's "out of range" text otherwise.
-    pub fn positive(a: &[u8], what: &str) -> Result<i64, Reply> {
-        let v = int(a)?;
-        if v < 0 {
-            return Err(Reply::error(format!(
-                "ERR {what} is out of range, must be positive"
-            )));
-        }
-        Ok(v)
-    }
-
     pub fn eq(a: &[u8], word: &str) -> bool {
         a.eq_ignore_ascii_case(word.as_bytes())
     }

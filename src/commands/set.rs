@@ -216,7 +216,9 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::error(SYNTAX);
     }
     let count = if args.len() == 3 {
-        Some(crate::try_reply!(super::args::positive(&args[2], "value")))
+        Some(crate::try_reply!(super::argv::positive_long(
+            &args[2], None
+        )))
     } else {
         None
     };

@@ -935,6 +935,15 @@ fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    // Redis reads both keys (and checks their types) before the options.
+    let x = match read_str(ctx, &a[1]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+    };
+    let y = match read_str(ctx, &a[2]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+    };
     let (mut want_len, mut want_idx, mut with_len) = (false, false, false);
     let mut min_len: i64 = 0;
     let mut i = 3;
@@ -956,14 +965,6 @@ fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if want_len && want_idx {
         return Reply::error("ERR If you want both the length and indexes, please just use IDX.");
     }
-    let x = match read_str(ctx, &a[1]) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
-    };
-    let y = match read_str(ctx, &a[2]) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
-    };
     let (n, m) = (x.len(), y.len());
     if (n as u64 + 1) * (m as u64 + 1) > (1u64 << 32) {
         return Reply::error(

@@ -115,7 +115,7 @@ fn reset_multi(client: &mut Client) {
 
 fn watch(srv: &Server, client: &mut Client, keys: &[Bytes]) {
     let mut g = Guards::new(&srv.keyspace);
-    g.now_ms = crate::server::unix_ms();
+    g.now_ms = crate::clock::unix_ms();
     g.lock_keys(client.db, keys.iter().map(|k| &k[..]));
     for key in keys {
         if client
@@ -174,7 +174,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
     }
     let mut g = Guards::new(&srv.keyspace);
     g.lock_all();
-    g.now_ms = crate::server::unix_ms();
+    g.now_ms = crate::clock::unix_ms();
     g.expire_enabled = !srv.aof.loading();
     // A watched key that expired after WATCH counts as modified.
     let mut dirty = client.watch_flag.load(Ordering::Acquire);

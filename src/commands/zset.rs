@@ -10,7 +10,7 @@
 //! every change) and decides what is propagated to the AOF.
 
 use super::args::{eq, float, int, NOT_INT, SYNTAX};
-use super::argv::{block_timeout_ms, scan_reply, ArgReader};
+use super::argv::{block_timeout_ms, is_keyword, scan_reply, ArgReader};
 use super::flags::*;
 use super::{BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
@@ -415,6 +415,8 @@ fn f64_text(d: f64) -> Bytes {
 /// strtod-like parse used by score ranges: leading blanks skipped, the whole rest must be a
 /// number (an empty rest is 0, as strtod leaves it), NaN rejected.
 fn range_float(s: &[u8]) -> Option<f64> {
+    // strtod reads a C string: it ends at the first NUL.
+    let s = super::argv::c_str(s);
     let t = std::str::from_utf8(s).ok()?;
     let t = t.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     if t.is_empty() {
@@ -424,7 +426,12 @@ fn range_float(s: &[u8]) -> Option<f64> {
             None
         };
     }
-    let v: f64 = t.parse().ok()?;
+    // Decimal text (overflow to infinity and underflow to zero included, as strtod
+    // accepts them here), else the hex floats strtod also reads.
+    let v: f64 = t
+        .parse()
+        .ok()
+        .or_else(|| crate::util::numtext::parse_f64(t.as_bytes()))?;
     if v.is_nan() {
         return None;
     }
@@ -703,6 +710,14 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
 }
 
 fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    // Redis runs ZINCRBY through ZADD's parser: a ZADD flag where the increment goes leaves
+    // an odd number of score/member arguments, a syntax error.
+    if ["nx", "xx", "ch", "incr", "gt", "lt"]
+        .iter()
+        .any(|f| is_keyword(&args[2], f))
+    {
+        return Reply::error(SYNTAX);
+    }
     let incr = try_reply!(float(&args[2]));
     let pairs = [args[2].clone(), args[3].clone()];
     let flags = ZaddFlags {

@@ -217,7 +217,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 }
                 return None;
             }
-            Some(e) if !(enabled && e.expire_at != NO_EXPIRE && e.expire_at <= now) => {
+            Some(e) if !(enabled && e.expire_at != NO_EXPIRE && e.expire_at < now) => {
                 if count {
                     self.g.hits += 1;
                 }

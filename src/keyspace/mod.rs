@@ -103,9 +103,10 @@ impl Shard {
         self.map.get_mut(key)
     }
 
-    /// True if the key exists and its TTL has passed at `now_ms`.
+    /// True if the key exists and its TTL has passed at `now_ms`: as Redis's keyIsExpired, a
+    /// key lives through the millisecond its expiry names (`now > when`).
     pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
-        matches!(self.map.get(key), Some(e) if e.expire_at != NO_EXPIRE && e.expire_at <= now_ms)
+        matches!(self.map.get(key), Some(e) if e.expire_at != NO_EXPIRE && e.expire_at < now_ms)
     }
 
     /// Insert or overwrite; the TTL is cleared unless `keep_ttl`.
@@ -528,7 +529,8 @@ mod tests {
         assert!(sh.set_expire(b"a", 100));
         assert!(sh.set_expire(b"b", 5000));
         assert_eq!(sh.volatile_len(), 2);
-        assert!(sh.is_expired(b"a", 100));
+        assert!(!sh.is_expired(b"a", 100));
+        assert!(sh.is_expired(b"a", 101));
         assert!(!sh.is_expired(b"b", 100));
         // Overwrite without KEEPTTL clears the TTL.
         sh.insert(b"b", s("2"), false);

@@ -1,0 +1,49 @@
+//! The server's clock: Unix milliseconds as commands, expiry and persistence see them.
+//!
+//! The wall clock is read once per cron tick and otherwise derived from the monotonic clock
+//! the dispatcher already reads for each command ([`unix_ms_at`]). Kept apart from
+//! `server` so that lower layers (keyspace, persistence, commands) can tell the time without
+//! depending on the server's state.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+/// Current Unix time in milliseconds.
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The monotonic instant the wall clock is derived from (see [`unix_ms_at`]).
+fn clock_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Unix milliseconds at `clock_origin()`, as last measured by [`resync_wall_clock`].
+static WALL_AT_ORIGIN_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// Measure the wall clock against the monotonic one again, so [`unix_ms_at`] follows a wall
+/// clock that was stepped. Called by the cron on every tick.
+pub fn resync_wall_clock() {
+    let origin = clock_origin();
+    let wall = unix_ms();
+    let since = Instant::now().saturating_duration_since(origin).as_millis() as i64;
+    WALL_AT_ORIGIN_MS.store(wall - since, Ordering::Relaxed);
+}
+
+/// Unix milliseconds at the monotonic instant `at`, without reading the wall clock: the
+/// dispatcher reads one clock per command (for the command's duration) and derives the time
+/// expiry is judged by from it. Reading `SystemTime` as well cost a third clock call per
+/// command, ~3% of a pipelined GET. Between cron ticks the two clocks advance together; a
+/// stepped wall clock is picked up at the next tick.
+pub fn unix_ms_at(at: Instant) -> i64 {
+    let base = WALL_AT_ORIGIN_MS.load(Ordering::Relaxed);
+    if base == i64::MIN {
+        resync_wall_clock();
+        return unix_ms();
+    }
+    base + at.saturating_duration_since(clock_origin()).as_millis() as i64
+}

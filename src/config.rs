@@ -589,7 +589,7 @@ pub fn parse_memory(s: &str) -> Option<i64> {
 /// `save`: pairs of non-negative integers (seconds, changes), or nothing (`save ""`).
 fn save_points_text(words: &[String]) -> Result<String, String> {
     let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();
-    if words.len() % 2 != 0
+    if !words.len().is_multiple_of(2)
         || words
             .iter()
             .any(|w| w.parse::<i64>().map_or(true, |n| n < 0))

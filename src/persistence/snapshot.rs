@@ -286,7 +286,7 @@ pub(crate) fn parse(
         .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<u16>().ok())
         .ok_or_else(|| bad(5, "bad RDB version field"))?;
-    if version < 1 || version > rdb::RDB_VERSION {
+    if !(1..=rdb::RDB_VERSION).contains(&version) {
         return Err(format!(
             "Can't handle RDB format version {version} in {name} (Podium reads versions 1 to {})",
             rdb::RDB_VERSION
@@ -961,10 +961,7 @@ pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Resu
         return Ok(());
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    save(srv).map_err(|e| {
-        tracing::warn!("Error trying to save the DB, can't exit.");
-        e
-    })
+    save(srv).inspect_err(|_| tracing::warn!("Error trying to save the DB, can't exit."))
 }
 
 #[cfg(test)]

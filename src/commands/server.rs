@@ -1111,6 +1111,7 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     for db in 0..ctx.srv.keyspace.num_dbs() {
         empty_db(ctx, db);
     }
+    crate::persistence::snapshot::after_flushall(ctx.srv);
     ctx.dirty += 1;
     Reply::Ok
 }

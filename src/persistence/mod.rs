@@ -583,7 +583,10 @@ pub fn startup(srv: &Server) -> Result<(), String> {
             inner.loading.store(true, Ordering::SeqCst);
             let r = snapshot::load_file(srv, &path);
             inner.loading.store(false, Ordering::SeqCst);
-            r?;
+            if let Err(e) = r {
+                tracing::warn!("Fatal error loading the DB: {e}. Exiting.");
+                return Err(e);
+            }
         }
         return Ok(());
     }

@@ -408,7 +408,7 @@ pub(crate) fn parse(
             let got = rdb::crc64(0, &data[..crc_at]);
             if got != stored {
                 return Err(format!(
-                    "Wrong RDB checksum in {name}: expected {stored:x}, got {got:x} (the file is damaged)"
+                    "Wrong RDB checksum in {name} expected: ({stored:x}) but got ({got:x}): RDB CRC error"
                 ));
             }
         }
@@ -951,6 +951,33 @@ pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
             st.last_load_loaded.load(Ordering::Relaxed).to_string(),
         ),
     ]
+}
+
+/// FLUSHALL (every shard held by the caller, every database now empty): stop a running
+/// BGSAVE, and with save points write the (empty) dataset at once, as Redis does.
+pub(crate) fn after_flushall(srv: &Server) {
+    kill_child(srv);
+    if save_points(srv).is_empty() {
+        return;
+    }
+    let target = rdb_path(srv);
+    let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let opts = SaveOpts::from_config(srv, false);
+    match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
+        Ok(_) => {
+            tracing::info!("DB saved on disk");
+            let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+            srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
+            srv.lastsave
+                .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+            srv.aof
+                .inner
+                .snap
+                .last_bgsave_ok
+                .store(true, Ordering::Relaxed);
+        }
+        Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
+    }
 }
 
 /// The save SHUTDOWN and the signal handlers do: when `save` is forced or save points exist

@@ -176,7 +176,11 @@ mod tests {
         let ks = &srv.keyspace;
         ks.dbs[db].shards[ks.shard_of(key.as_bytes())]
             .lock()
-            .insert(key.as_bytes(), Value::Str(CompactBytes::new(value.as_bytes())), false);
+            .insert(
+                key.as_bytes(),
+                Value::Str(CompactBytes::new(value.as_bytes())),
+                false,
+            );
     }
 
     fn get(srv: &crate::server::Server, db: usize, key: &str) -> Option<Vec<u8>> {
@@ -200,13 +204,22 @@ mod tests {
         assert_eq!(get(&srv, 5, "b").as_deref(), Some(&b"2"[..]));
         // NOSAVE: what is loaded is the file, not the memory; a key added since is gone.
         set(&srv, 0, "c", "3");
-        assert!(matches!(debug_reload(&srv, &[Bytes::from("nosave")]), Reply::Ok));
+        assert!(matches!(
+            debug_reload(&srv, &[Bytes::from("nosave")]),
+            Reply::Ok
+        ));
         assert_eq!(get(&srv, 0, "c"), None);
         assert_eq!(get(&srv, 0, "a").as_deref(), Some(&b"1"[..]));
         // NOFLUSH over the same keys: a duplicate, refused, and nothing stays half-loaded.
         let r = debug_reload(&srv, &[Bytes::from("nosave"), Bytes::from("noflush")]);
-        assert!(matches!(r, Reply::Error(ref e) if e.contains("duplicated key")), "{r:?}");
+        assert!(
+            matches!(r, Reply::Error(ref e) if e.contains("duplicated key")),
+            "{r:?}"
+        );
         assert_eq!(get(&srv, 0, "a"), None);
-        assert!(matches!(debug_reload(&srv, &[Bytes::from("merge")]), Reply::Error(_)));
+        assert!(matches!(
+            debug_reload(&srv, &[Bytes::from("merge")]),
+            Reply::Error(_)
+        ));
     }
 }

@@ -788,13 +788,8 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let mut v: Vec<(&str, String)> = vec![
         ("loading", u8::from(loading).to_string()),
         ("async_loading", "0".into()),
-        ("current_cow_peak", "0".into()),
-        ("current_cow_size", "0".into()),
-        ("current_cow_size_age", "0".into()),
-        ("current_fork_perc", "0.00".into()),
-        ("current_save_keys_processed", "0".into()),
-        ("current_save_keys_total", "0".into()),
     ];
+    v.extend(snapshot::info_current(srv));
     v.extend(snapshot::info_fields(srv));
     v.extend([
         ("aof_enabled", u8::from(enabled).to_string()),

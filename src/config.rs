@@ -682,6 +682,10 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
                 Err("argument(s) must be one of the following: ".to_string() + &opts.join(", "))
             }
         }
+        // As Redis: the RDB file lives in `dir`; a path would write elsewhere.
+        Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
+            Err("dbfilename can't be a path, just a filename".into())
+        }
         Kind::Str => Ok(v.clone()),
         Kind::Octal => u32::from_str_radix(v, 8)
             .ok()
@@ -987,6 +991,10 @@ mod tests {
         assert_eq!(c.get("save").as_deref(), Some("100 10 200 20"));
         let e = c.set_runtime(&[("save".into(), "100".into())]).unwrap_err();
         assert!(e.contains("Invalid save parameters"), "{e}");
+        let e = c
+            .set_runtime(&[("dbfilename".into(), "a/b.rdb".into())])
+            .unwrap_err();
+        assert!(e.contains("can't be a path"), "{e}");
     }
 }
 

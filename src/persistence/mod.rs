@@ -581,12 +581,13 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         let path = snapshot::rdb_path(srv);
         if path.exists() {
             inner.loading.store(true, Ordering::SeqCst);
-            let r = snapshot::load_file(srv, &path);
-            inner.loading.store(false, Ordering::SeqCst);
-            if let Err(e) = r {
+            // On failure `loading` stays set: the process is about to exit, and a client must
+            // not see an empty dataset answered as if it were loaded meanwhile.
+            if let Err(e) = snapshot::load_file(srv, &path) {
                 tracing::warn!("Fatal error loading the DB: {e}. Exiting.");
                 return Err(e);
             }
+            inner.loading.store(false, Ordering::SeqCst);
         }
         return Ok(());
     }
@@ -636,8 +637,8 @@ pub fn startup(srv: &Server) -> Result<(), String> {
     for (i, p) in files.iter().enumerate() {
         let path = dir.join(&p.name);
         let last = i + 1 == files.len();
+        // On failure `loading` stays set until the process exits (see the RDB case above).
         if !path.exists() {
-            inner.loading.store(false, Ordering::SeqCst);
             return Err(format!(
                 "The AOF file {} listed in the manifest doesn't exist",
                 p.name
@@ -660,10 +661,7 @@ pub fn startup(srv: &Server) -> Result<(), String> {
                     );
                 }
             }
-            Err(e) => {
-                inner.loading.store(false, Ordering::SeqCst);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
     inner.loading.store(false, Ordering::SeqCst);

@@ -151,7 +151,7 @@ impl<W: Write> RdbWriter<W> {
             }
             rdb::put_object(&mut self.buf, &e.value, self.opts.compress);
             self.keys += 1;
-            if self.keys % 64 == 0 {
+            if self.keys.is_multiple_of(64) {
                 if let Some(p) = self.progress.as_mut() {
                     p(self.keys);
                 }

@@ -681,7 +681,7 @@ pub fn parse_memory(s: &str) -> Option<i64> {
 /// `save`: pairs of non-negative integers (seconds, changes), or nothing (`save ""`).
 fn save_points_text(words: &[String]) -> Result<String, String> {
     let words: Vec<&str> = words.iter().flat_map(|w| w.split_whitespace()).collect();
-    if words.len() % 2 != 0
+    if !words.len().is_multiple_of(2)
         || words
             .iter()
             .any(|w| w.parse::<i64>().map_or(true, |n| n < 0))
@@ -757,6 +757,7 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
                 Err("argument(s) must be one of the following: ".to_string() + &opts.join(", "))
             }
         }
+        // As Redis: the RDB file lives in `dir`; a path would write elsewhere.
         Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
             Err("dbfilename can't be a path, just a filename".into())
         }
@@ -1160,6 +1161,10 @@ mod tests {
         assert_eq!(c.get("save").as_deref(), Some("100 10 200 20"));
         let e = c.set_runtime(&[("save".into(), "100".into())]).unwrap_err();
         assert!(e.contains("Invalid save parameters"), "{e}");
+        let e = c
+            .set_runtime(&[("dbfilename".into(), "a/b.rdb".into())])
+            .unwrap_err();
+        assert!(e.contains("can't be a path"), "{e}");
     }
 }
 

@@ -309,6 +309,10 @@ fn bgsave_writes_one_instant_while_clients_write() {
     assert_eq!(status(&p, &["BGSAVE"]), "Background saving started");
     assert!(status(&p, &["BGSAVE"]).contains("already in progress"));
     assert!(status(&p, &["SAVE"]).contains("already in progress"));
+    let total: u64 = info_field(&p, "current_save_keys_total")
+        .parse()
+        .expect("number");
+    assert!(total >= 20_000, "current_save_keys_total {total}");
     // Other clients are served while the child writes.
     let mut pings = 0;
     while info_field(&p, "rdb_bgsave_in_progress") == "1" {

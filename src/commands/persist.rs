@@ -126,10 +126,9 @@ pub(crate) fn shutdown_save(
 
 /// DEBUG RELOAD: save the dataset to the RDB file, empty every database and load the file
 /// back (as Redis's `DEBUG RELOAD`; `NOSAVE` skips the save, `NOFLUSH` the emptying).
-/// Runs with every shard of the server idle from the caller's point of view: the caller must
-/// not hold shard locks (a DEBUG command is `Keys::None`).
-pub fn debug_reload(ctx: &mut Ctx, options: &[Bytes]) -> Reply {
-    let srv = ctx.srv;
+/// A DEBUG dispatcher calls it as `persist::debug_reload(ctx.srv, &args[2..])`; it must hold
+/// no shard lock (DEBUG is `Keys::None`): the save and the load take every shard themselves.
+pub fn debug_reload(srv: &crate::server::Server, options: &[Bytes]) -> Reply {
     let (mut do_save, mut flush) = (true, true);
     for o in options {
         if eq(o, "merge") {
@@ -156,5 +155,71 @@ pub fn debug_reload(ctx: &mut Ctx, options: &[Bytes]) -> Reply {
             Reply::Ok
         }
         Err(e) => Reply::Error(format!("ERR Error trying to load the RDB dump: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::compact::CompactBytes;
+    use crate::types::Value;
+
+    fn server(dir: &std::path::Path) -> std::sync::Arc<crate::server::Server> {
+        let config = crate::config::Config::new();
+        config
+            .set_startup("dir", &[dir.to_string_lossy().into_owned()])
+            .expect("dir");
+        crate::server::Server::new(config).into_arc()
+    }
+
+    fn set(srv: &crate::server::Server, db: usize, key: &str, value: &str) {
+        let ks = &srv.keyspace;
+        ks.dbs[db].shards[ks.shard_of(key.as_bytes())]
+            .lock()
+            .insert(
+                key.as_bytes(),
+                Value::Str(CompactBytes::new(value.as_bytes())),
+                false,
+            );
+    }
+
+    fn get(srv: &crate::server::Server, db: usize, key: &str) -> Option<Vec<u8>> {
+        let ks = &srv.keyspace;
+        let shard = ks.dbs[db].shards[ks.shard_of(key.as_bytes())].lock();
+        match shard.raw_get(key.as_bytes()).map(|e| &e.value) {
+            Some(Value::Str(s)) => Some(s.to_vec()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn debug_reload_saves_empties_and_loads_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let srv = server(dir.path());
+        set(&srv, 0, "a", "1");
+        set(&srv, 5, "b", "2");
+        assert!(matches!(debug_reload(&srv, &[]), Reply::Ok));
+        assert!(dir.path().join("dump.rdb").exists());
+        assert_eq!(get(&srv, 0, "a").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&srv, 5, "b").as_deref(), Some(&b"2"[..]));
+        // NOSAVE: what is loaded is the file, not the memory; a key added since is gone.
+        set(&srv, 0, "c", "3");
+        assert!(matches!(
+            debug_reload(&srv, &[Bytes::from("nosave")]),
+            Reply::Ok
+        ));
+        assert_eq!(get(&srv, 0, "c"), None);
+        assert_eq!(get(&srv, 0, "a").as_deref(), Some(&b"1"[..]));
+        // NOFLUSH over the same keys: a duplicate, refused, and nothing stays half-loaded.
+        let r = debug_reload(&srv, &[Bytes::from("nosave"), Bytes::from("noflush")]);
+        assert!(
+            matches!(r, Reply::Error(ref e) if e.contains("duplicated key")),
+            "{r:?}"
+        );
+        assert_eq!(get(&srv, 0, "a"), None);
+        assert!(matches!(
+            debug_reload(&srv, &[Bytes::from("merge")]),
+            Reply::Error(_)
+        ));
     }
 }

@@ -1157,6 +1157,7 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.srv
         .tracking
         .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply));
+    crate::persistence::snapshot::after_flushall(ctx.srv);
     ctx.dirty += 1;
     Reply::Ok
 }

@@ -590,9 +590,13 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         let path = snapshot::rdb_path(srv);
         if path.exists() {
             inner.loading.store(true, Ordering::SeqCst);
-            let r = snapshot::load_file(srv, &path);
+            // On failure `loading` stays set: the process is about to exit, and a client must
+            // not see an empty dataset answered as if it were loaded meanwhile.
+            if let Err(e) = snapshot::load_file(srv, &path) {
+                tracing::warn!("Fatal error loading the DB: {e}. Exiting.");
+                return Err(e);
+            }
             inner.loading.store(false, Ordering::SeqCst);
-            r?;
         }
         return Ok(());
     }
@@ -642,8 +646,8 @@ pub fn startup(srv: &Server) -> Result<(), String> {
     for (i, p) in files.iter().enumerate() {
         let path = dir.join(&p.name);
         let last = i + 1 == files.len();
+        // On failure `loading` stays set until the process exits (see the RDB case above).
         if !path.exists() {
-            inner.loading.store(false, Ordering::SeqCst);
             return Err(format!(
                 "The AOF file {} listed in the manifest doesn't exist",
                 p.name
@@ -666,10 +670,7 @@ pub fn startup(srv: &Server) -> Result<(), String> {
                     );
                 }
             }
-            Err(e) => {
-                inner.loading.store(false, Ordering::SeqCst);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
     inner.loading.store(false, Ordering::SeqCst);
@@ -794,13 +795,8 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let mut v: Vec<(&str, String)> = vec![
         ("loading", u8::from(loading).to_string()),
         ("async_loading", "0".into()),
-        ("current_cow_peak", "0".into()),
-        ("current_cow_size", "0".into()),
-        ("current_cow_size_age", "0".into()),
-        ("current_fork_perc", "0.00".into()),
-        ("current_save_keys_processed", "0".into()),
-        ("current_save_keys_total", "0".into()),
     ];
+    v.extend(snapshot::info_current(srv));
     v.extend(snapshot::info_fields(srv));
     v.extend([
         ("aof_enabled", u8::from(enabled).to_string()),

@@ -82,6 +82,8 @@ pub(crate) struct RdbWriter<W: Write> {
     crc: u64,
     opts: SaveOpts,
     pub keys: u64,
+    /// Called every 64 keys with the count so far (a BGSAVE child reports its progress).
+    progress: Option<Box<dyn FnMut(u64) + 'static>>,
 }
 
 impl<W: Write> RdbWriter<W> {
@@ -93,6 +95,7 @@ impl<W: Write> RdbWriter<W> {
             crc: 0,
             opts,
             keys: 0,
+            progress: None,
         };
         out.buf
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
@@ -148,6 +151,11 @@ impl<W: Write> RdbWriter<W> {
             }
             rdb::put_object(&mut self.buf, &e.value, self.opts.compress);
             self.keys += 1;
+            if self.keys.is_multiple_of(64) {
+                if let Some(p) = self.progress.as_mut() {
+                    p(self.keys);
+                }
+            }
             if self.buf.len() >= 1 << 16 {
                 self.spill()?;
             }
@@ -172,13 +180,25 @@ impl<W: Write> RdbWriter<W> {
 }
 
 /// Write a whole keyspace image: `dbs[i]` holds database i's shards (locked by the caller).
+#[cfg(test)]
 pub(crate) fn write_image<W: Write>(
     w: W,
     dbs: &[Vec<&Shard>],
     opts: SaveOpts,
     used_mem: usize,
 ) -> std::io::Result<(W, u64)> {
+    write_image_reporting(w, dbs, opts, used_mem, None)
+}
+
+fn write_image_reporting<W: Write>(
+    w: W,
+    dbs: &[Vec<&Shard>],
+    opts: SaveOpts,
+    used_mem: usize,
+    progress: Option<Box<dyn FnMut(u64)>>,
+) -> std::io::Result<(W, u64)> {
     let mut out = RdbWriter::new(w, opts, used_mem);
+    out.progress = progress;
     for (db, shards) in dbs.iter().enumerate() {
         let keys: usize = shards.iter().map(|s| s.len()).sum();
         if keys == 0 {
@@ -202,13 +222,25 @@ fn write_file_at(
     opts: SaveOpts,
     used_mem: usize,
 ) -> std::io::Result<u64> {
+    write_file_reporting(tmp, target, dbs, opts, used_mem, None)
+}
+
+fn write_file_reporting(
+    tmp: &Path,
+    target: &Path,
+    dbs: &[Vec<&Shard>],
+    opts: SaveOpts,
+    used_mem: usize,
+    progress: Option<Box<dyn FnMut(u64)>>,
+) -> std::io::Result<u64> {
     let r = (|| {
         let f = std::fs::File::create(tmp)?;
-        let (w, keys) = write_image(
+        let (w, keys) = write_image_reporting(
             std::io::BufWriter::with_capacity(1 << 16, f),
             dbs,
             opts,
             used_mem,
+            progress,
         )?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
@@ -286,7 +318,7 @@ pub(crate) fn parse(
         .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<u16>().ok())
         .ok_or_else(|| bad(5, "bad RDB version field"))?;
-    if version < 1 || version > rdb::RDB_VERSION {
+    if !(1..=rdb::RDB_VERSION).contains(&version) {
         return Err(format!(
             "Can't handle RDB format version {version} in {name} (Podium reads versions 1 to {})",
             rdb::RDB_VERSION
@@ -408,7 +440,7 @@ pub(crate) fn parse(
             let got = rdb::crc64(0, &data[..crc_at]);
             if got != stored {
                 return Err(format!(
-                    "Wrong RDB checksum in {name}: expected {stored:x}, got {got:x} (the file is damaged)"
+                    "Wrong RDB checksum in {name} expected: ({stored:x}) but got ({got:x}): RDB CRC error"
                 ));
             }
         }
@@ -550,6 +582,13 @@ pub(crate) struct SnapState {
     pub last_bgsave_try: AtomicI64,
     pub saves: AtomicU64,
     pub last_cow: AtomicU64,
+    /// The running child's reports (INFO current_*): keys written of the total, its
+    /// copy-on-write bytes, the peak of those, and when they were measured.
+    pub keys_total: AtomicU64,
+    pub keys_processed: AtomicU64,
+    pub cow: AtomicU64,
+    pub cow_peak: AtomicU64,
+    pub cow_at: Mutex<Option<Instant>>,
     /// The `dirty` counter when the running BGSAVE forked.
     pub dirty_at_fork: AtomicU64,
     /// BGSAVE SCHEDULE waiting for an AOF rewrite to end.
@@ -572,6 +611,11 @@ impl Default for SnapState {
             last_bgsave_try: AtomicI64::new(0),
             saves: AtomicU64::new(0),
             last_cow: AtomicU64::new(0),
+            keys_total: AtomicU64::new(0),
+            keys_processed: AtomicU64::new(0),
+            cow: AtomicU64::new(0),
+            cow_peak: AtomicU64::new(0),
+            cow_at: Mutex::new(None),
             dirty_at_fork: AtomicU64::new(0),
             scheduled: AtomicBool::new(false),
             last_load_loaded: AtomicU64::new(0),
@@ -711,8 +755,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let opts = SaveOpts::from_config(srv, false);
     let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut fds = [0i32; 2];
-    // SAFETY: pipe(2) writes two descriptors into the array we pass; nothing else is touched.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+    // SAFETY: pipe2(2) writes two descriptors into the array we pass; nothing else is touched.
+    // Close-on-exec, so nothing but this fork ever holds the write end.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(format!(
             "Can't create the pipe to the BGSAVE child: {}",
             std::io::Error::last_os_error()
@@ -724,6 +769,12 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
         .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
     let guards = lock_all(srv);
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
+    st.keys_total.store(total as u64, Ordering::Relaxed);
+    st.keys_processed.store(0, Ordering::Relaxed);
+    st.cow.store(0, Ordering::Relaxed);
+    st.cow_peak.store(0, Ordering::Relaxed);
+    *st.cow_at.lock() = None;
     let fork_started = Instant::now();
     // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
     // child (below) only reads the shards whose guards this thread holds, allocates through
@@ -738,8 +789,19 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
                 .iter()
                 .map(|g| g.iter().map(|s| &**s).collect())
                 .collect();
-            match write_file_at(&tmp, &target, &dbs, opts, used_mem) {
-                Ok(_) => 0,
+            // Once a second: keys written so far and the copy-on-write size, for INFO.
+            let mut last = Instant::now();
+            let progress = Box::new(move |keys: u64| {
+                if last.elapsed() >= std::time::Duration::from_secs(1) {
+                    last = Instant::now();
+                    child_report(write_fd, REPORT_PROGRESS, keys, private_dirty());
+                }
+            });
+            match write_file_reporting(&tmp, &target, &dbs, opts, used_mem, Some(progress)) {
+                Ok(keys) => {
+                    child_report(write_fd, REPORT_FINAL, keys, private_dirty());
+                    0
+                }
                 Err(e) => {
                     let msg = format!(
                         "Background saving error: can't write {}: {e}\n",
@@ -754,11 +816,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
             }
         }))
         .unwrap_or(1);
-        let cow = private_dirty().to_le_bytes();
-        // SAFETY: write(2) of 8 bytes we own to our end of the pipe, then _exit(2), which ends
-        // the child without running any destructor (the guards' memory is only our copy).
+        // SAFETY: _exit(2) ends the child without running any destructor (the guards'
+        // memory is only our copy of it).
         unsafe {
-            libc::write(write_fd, cow.as_ptr().cast(), cow.len());
             libc::_exit(code);
         }
     }
@@ -793,6 +853,42 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
 
 /// Wait for the child, then record how it ended.
 fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
+    let st = &srv.aof.inner.snap;
+    // The child's reports until it exits (end of file on the pipe).
+    let mut msg = [0u8; 24];
+    let mut have = 0usize;
+    loop {
+        // SAFETY: read(2) into the unfilled tail of a local buffer.
+        let n = unsafe { libc::read(read_fd, msg[have..].as_mut_ptr().cast(), msg.len() - have) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        have += n as usize;
+        if have < msg.len() {
+            continue;
+        }
+        have = 0;
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&msg[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (kind, keys, cow) = (word(0), word(1), word(2));
+        st.keys_processed.store(keys, Ordering::Relaxed);
+        st.cow.store(cow, Ordering::Relaxed);
+        st.cow_peak.fetch_max(cow, Ordering::Relaxed);
+        *st.cow_at.lock() = Some(Instant::now());
+        if kind == REPORT_FINAL {
+            st.last_cow.store(cow, Ordering::Relaxed);
+        }
+    }
+    // SAFETY: closing our read end of the pipe.
+    unsafe {
+        libc::close(read_fd);
+    }
     let mut status = 0i32;
     loop {
         // SAFETY: waitpid(2) on our own child, writing its status into a local.
@@ -805,21 +901,14 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
             break;
         }
     }
-    let mut cow = [0u8; 8];
-    // SAFETY: read(2) of at most 8 bytes into a local buffer, then close of our descriptor.
-    let got = unsafe {
-        let n = libc::read(read_fd, cow.as_mut_ptr().cast(), cow.len());
-        libc::close(read_fd);
-        n
-    };
-    let st = &srv.aof.inner.snap;
     let started = st.child_started.lock().take();
     let secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
     st.last_bgsave_secs.store(secs, Ordering::Relaxed);
-    if got == 8 {
-        st.last_cow
-            .store(u64::from_le_bytes(cow), Ordering::Relaxed);
-    }
+    st.keys_total.store(0, Ordering::Relaxed);
+    st.keys_processed.store(0, Ordering::Relaxed);
+    st.cow.store(0, Ordering::Relaxed);
+    st.cow_peak.store(0, Ordering::Relaxed);
+    *st.cow_at.lock() = None;
     let exited_ok = status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     if exited_ok {
         tracing::info!("Background saving terminated with success");
@@ -845,6 +934,22 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
         }
     }
     st.child.store(0, Ordering::SeqCst);
+}
+
+const REPORT_PROGRESS: u64 = 1;
+const REPORT_FINAL: u64 = 2;
+
+/// In the BGSAVE child: one 24-byte report (kind, keys written, copy-on-write bytes) to the
+/// parent. A write of at most PIPE_BUF bytes to a pipe is atomic: the reader gets whole ones.
+fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
+    let mut msg = [0u8; 24];
+    msg[..8].copy_from_slice(&kind.to_le_bytes());
+    msg[8..16].copy_from_slice(&keys.to_le_bytes());
+    msg[16..].copy_from_slice(&cow.to_le_bytes());
+    // SAFETY: write(2) of a local buffer to our end of the pipe; a failure only loses a report.
+    unsafe {
+        libc::write(fd, msg.as_ptr().cast(), msg.len());
+    }
 }
 
 /// Stop a running BGSAVE (SHUTDOWN, DEBUG RELOAD): SIGUSR1 as Redis, then wait for the reaper.
@@ -903,6 +1008,39 @@ pub(crate) fn cron(srv: &Server) {
     }
 }
 
+/// INFO persistence's `current_*` fields (the running child's reports), in Redis's order.
+pub(crate) fn info_current(srv: &Server) -> Vec<(&'static str, String)> {
+    let st = &srv.aof.inner.snap;
+    let running = bgsave_running(srv);
+    let get = |a: &AtomicU64| {
+        if running {
+            a.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    };
+    let (total, done) = (get(&st.keys_total), get(&st.keys_processed));
+    let age = st
+        .cow_at
+        .lock()
+        .filter(|_| running)
+        .map(|t| t.elapsed().as_secs())
+        .unwrap_or(0);
+    let perc = if total > 0 {
+        done as f64 * 100.0 / total as f64
+    } else {
+        0.0
+    };
+    vec![
+        ("current_cow_peak", get(&st.cow_peak).to_string()),
+        ("current_cow_size", get(&st.cow).to_string()),
+        ("current_cow_size_age", age.to_string()),
+        ("current_fork_perc", format!("{perc:.2}")),
+        ("current_save_keys_processed", done.to_string()),
+        ("current_save_keys_total", total.to_string()),
+    ]
+}
+
 /// RDB fields of INFO persistence, in Redis's order.
 pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
     let st = &srv.aof.inner.snap;
@@ -953,6 +1091,33 @@ pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// FLUSHALL (every shard held by the caller, every database now empty): stop a running
+/// BGSAVE, and with save points write the (empty) dataset at once, as Redis does.
+pub(crate) fn after_flushall(srv: &Server) {
+    kill_child(srv);
+    if save_points(srv).is_empty() {
+        return;
+    }
+    let target = rdb_path(srv);
+    let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let opts = SaveOpts::from_config(srv, false);
+    match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
+        Ok(_) => {
+            tracing::info!("DB saved on disk");
+            let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+            srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
+            srv.lastsave
+                .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+            srv.aof
+                .inner
+                .snap
+                .last_bgsave_ok
+                .store(true, Ordering::Relaxed);
+        }
+        Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
+    }
+}
+
 /// The save SHUTDOWN and the signal handlers do: when `save` is forced or save points exist
 /// (and not `nosave`), kill a running BGSAVE and save in the foreground.
 pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Result<(), String> {
@@ -961,10 +1126,7 @@ pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Resu
         return Ok(());
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    save(srv).map_err(|e| {
-        tracing::warn!("Error trying to save the DB, can't exit.");
-        e
-    })
+    save(srv).inspect_err(|_| tracing::warn!("Error trying to save the DB, can't exit."))
 }
 
 #[cfg(test)]

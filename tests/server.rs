@@ -503,5 +503,5 @@ fn logfile_receives_the_log() {
     let mut c = srv.con();
     let _: String = redis::cmd("PING").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("ready to accept connections"), "{text}");
+    assert!(text.contains("Ready to accept connections"), "{text}");
 }

@@ -23,6 +23,8 @@ pub enum Kind {
     Bool,
     Enum(&'static [&'static str]),
     Str,
+    /// A non-negative octal number (file permissions), printed in octal as given.
+    Octal,
     /// Any number of words, kept as given (e.g. `save`).
     Words,
 }
@@ -118,6 +120,18 @@ pub static PARAMS: &[Param] = &[
         "accepted for compatibility",
     ),
     fixed("pidfile", Kind::Str, "", "file to write the process id to"),
+    fixed(
+        "unixsocket",
+        Kind::Str,
+        "",
+        "also listen on this Unix socket path (empty = no Unix socket)",
+    ),
+    fixed(
+        "unixsocketperm",
+        Kind::Octal,
+        "0",
+        "permissions of the Unix socket, octal (0 = as the umask leaves them)",
+    ),
     p(
         "protected-mode",
         Kind::Bool,
@@ -506,7 +520,7 @@ pub static PARAMS: &[Param] = &[
         "always-show-logo",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "print the startup banner (port, pid) even when the log is not a terminal",
     ),
     p(
         "set-proc-title",
@@ -531,6 +545,30 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["no", "yes", "local"]),
         "no",
         "accepted for compatibility",
+    ),
+    fixed(
+        "enable-protected-configs",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "allow CONFIG SET of protected configs such as dir and dbfilename",
+    ),
+    fixed(
+        "enable-module-command",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "no effect: Podium loads no modules, MODULE is an unknown command whatever this says",
+    ),
+    p(
+        "repl-diskless-sync-delay",
+        INT,
+        "5",
+        "replication tuning, no effect until replication exists (README)",
+    ),
+    p(
+        "propagation-error-behavior",
+        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+        "an error while replaying the AOF: logged and skipped (ignore), or ends the server (panic; panic-on-replicas: only replicas, so here as ignore)",
     ),
 ];
 
@@ -648,6 +686,11 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             }
         }
         Kind::Str => Ok(v.clone()),
+        Kind::Octal => u32::from_str_radix(v, 8)
+            .ok()
+            .filter(|n| *n <= 0o7777)
+            .map(|n| format!("{n:o}"))
+            .ok_or_else(|| "argument must be an octal number".to_string()),
         Kind::Words => unreachable!("handled above"),
     }
 }
@@ -696,6 +739,7 @@ impl Config {
             ),
             // Only the classes named change; the stored text becomes all three.
             "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
+            "loglevel" => crate::log::set_level(&v),
             _ => {}
         }
     }

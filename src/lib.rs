@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod keyspace;
+pub mod log;
 pub mod net;
 pub mod notify;
 pub mod persistence;

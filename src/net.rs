@@ -6,15 +6,43 @@
 //! readiness is cleared through the `AsyncFd` guard (which only clears the event it saw, so a
 //! later arrival is never lost), and the next wait goes straight to the reactor. Redis's event
 //! loop does the same with level-triggered epoll.
+//!
+//! A client arrives over TCP or over the Unix socket (`unixsocket`); both are plain stream
+//! descriptors here, read and written with the same calls.
 
 use bytes::BytesMut;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use tokio::io::unix::AsyncFd;
 
+/// The connected stream: TCP, or the local Unix socket.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Stream {
+    fn write(&self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(data),
+            Stream::Unix(s) => (&*s).write(data),
+        }
+    }
+}
+
 pub struct ClientSocket {
-    fd: AsyncFd<TcpStream>,
+    fd: AsyncFd<Stream>,
 }
 
 /// Read from `fd` into the spare capacity of `buf` (which must have some).
@@ -38,15 +66,30 @@ impl ClientSocket {
         let _ = stream.set_nodelay(true);
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
-        // SAFETY: the AsyncFd owns the std TcpStream, whose descriptor stays open and the same
+        Self::register(Stream::Tcp(std))
+    }
+
+    pub fn new_unix(stream: tokio::net::UnixStream) -> io::Result<ClientSocket> {
+        let std = stream.into_std()?;
+        std.set_nonblocking(true)?;
+        Self::register(Stream::Unix(std))
+    }
+
+    fn register(stream: Stream) -> io::Result<ClientSocket> {
+        // SAFETY: the AsyncFd owns the std stream, whose descriptor stays open and the same
         // for as long as the stream lives, i.e. the AsyncFd's whole lifetime.
-        let fd = unsafe { AsyncFd::register(std) }.map_err(|e| e.into_parts().1)?;
+        let fd = unsafe { AsyncFd::register(stream) }.map_err(|e| e.into_parts().1)?;
         Ok(ClientSocket { fd })
+    }
+
+    /// Whether the client came over the Unix socket.
+    pub fn is_unix(&self) -> bool {
+        matches!(self.fd.get_ref(), Stream::Unix(_))
     }
 
     /// Enable TCP keepalive probes after `secs` idle seconds (`tcp-keepalive`; 0 = off).
     pub fn set_keepalive(&self, secs: i64) {
-        if secs <= 0 {
+        if secs <= 0 || self.is_unix() {
             return;
         }
         let fd = self.fd.get_ref().as_raw_fd();
@@ -80,12 +123,16 @@ impl ClientSocket {
         }
     }
 
+    /// The local address as CLIENT LIST shows it: `ip:port`, or `path:0` for the Unix socket.
     pub fn local_addr(&self) -> String {
-        self.fd
-            .get_ref()
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default()
+        match self.fd.get_ref() {
+            Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Unix(s) => s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("{}:0", p.display())))
+                .unwrap_or_default(),
+        }
     }
 
     /// Wait for data and append it to `buf`. Ok(0) means the peer closed.
@@ -134,7 +181,10 @@ impl ClientSocket {
     }
 
     pub fn shutdown(&self) {
-        let _ = self.fd.get_ref().shutdown(Shutdown::Both);
+        let _ = match self.fd.get_ref() {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
     }
 }
 

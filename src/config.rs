@@ -822,13 +822,13 @@ impl Config {
             "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
             "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
-            "loglevel" => crate::log::set_level(&v),
             "notify-keyspace-events" => h.notify_flags.store(
                 crate::notify::parse_flags(&v).unwrap_or(0),
                 Ordering::Relaxed,
             ),
             // Only the classes named change; the stored text becomes all three.
             "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
+            "loglevel" => crate::log::set_level(&v),
             _ => {}
         }
     }

@@ -150,6 +150,9 @@ pub struct Client {
     pub(crate) in_script: bool,
     /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
     pub(crate) tracking_caching: bool,
+    /// The keys the running script declared: what a read inside it makes a tracking client
+    /// remember (as Redis, which tracks the script's keys, not the inner command's).
+    pub(crate) script_keys: Vec<Bytes>,
     /// Invalidations caused by this client's own command: written after its reply.
     pub(crate) after_reply: Vec<u8>,
     /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
@@ -177,6 +180,7 @@ impl Client {
             push_reply: false,
             in_script: false,
             tracking_caching: false,
+            script_keys: Vec::new(),
             after_reply: Vec::new(),
             user: None,
         }

@@ -666,7 +666,7 @@ impl ObufLimits {
 /// Check a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups),
 /// with Redis's error texts.
 pub(crate) fn parse_obuf_limits(words: &[&str]) -> Result<Vec<(usize, ObufLimit)>, String> {
-    if words.len() % 4 != 0 {
+    if !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut v = Vec::new();

@@ -389,6 +389,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             // The reaper takes shard locks: run it off the async workers.
             let r = tokio::task::spawn_blocking(move || {
                 let capped = s.cron(&mut rng);
+                // A lowered tracking-table-max-keys takes effect without waiting for a read.
+                s.tracking.enforce_limit(&s);
                 (rng, capped)
             })
             .await;

@@ -211,6 +211,18 @@ impl Tracking {
         self.send(srv, evicted, 0, None);
     }
 
+    /// Apply `tracking-table-max-keys` now (the cron calls this).
+    pub(crate) fn enforce_limit(&self, srv: &Server) {
+        if !self.is_active() {
+            return;
+        }
+        let evicted = {
+            let mut s = self.state.lock();
+            self.evict_over_limit(&mut s, srv)
+        };
+        self.send(srv, evicted, 0, None);
+    }
+
     /// Past `tracking-table-max-keys`, forget keys (each with an invalidation).
     fn evict_over_limit(&self, s: &mut State, srv: &Server) -> Vec<Delivery> {
         let max = srv.config.get_i64("tracking-table-max-keys");
@@ -326,14 +338,20 @@ impl Tracking {
     }
 
     /// FLUSHDB/FLUSHALL: every tracking client is told to drop everything (a null key list).
-    pub(crate) fn invalidate_all(&self, srv: &Server, by: u64, own_after: Option<&mut Vec<u8>>) {
-        if !self.is_active() {
-            return;
-        }
+    /// FLUSHALL also empties the table (FLUSHDB leaves it, as Redis).
+    pub(crate) fn invalidate_all(
+        &self,
+        srv: &Server,
+        by: u64,
+        own_after: Option<&mut Vec<u8>>,
+        flushall: bool,
+    ) {
         let deliveries: Vec<Delivery> = {
             let mut s = self.state.lock();
-            s.keys.clear();
-            s.items = 0;
+            if flushall {
+                s.keys.clear();
+                s.items = 0;
+            }
             s.clients
                 .iter()
                 .map(|(&id, o)| {
@@ -365,7 +383,8 @@ impl Tracking {
         mut own_after: Option<&mut Vec<u8>>,
     ) {
         for d in deliveries {
-            let lookup = |id: u64| -> Option<Arc<ClientInfo>> { srv.clients.lock().get(&id).cloned() };
+            let lookup =
+                |id: u64| -> Option<Arc<ClientInfo>> { srv.clients.lock().get(&id).cloned() };
             let Some(me) = lookup(d.client) else {
                 continue;
             };
@@ -389,7 +408,12 @@ impl Tracking {
             };
             let mut msg = if target.resp.load(Ordering::Relaxed) == 3 {
                 b">2\r\n$10\r\ninvalidate\r\n".to_vec()
-            } else if redirected && target.push.counts.iter().any(|c| c.load(Ordering::Relaxed) > 0)
+            } else if redirected
+                && target
+                    .push
+                    .counts
+                    .iter()
+                    .any(|c| c.load(Ordering::Relaxed) > 0)
             {
                 b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n".to_vec()
             } else {
@@ -400,7 +424,13 @@ impl Tracking {
         }
     }
 
-    fn deliver(&self, target: &ClientInfo, msg: Vec<u8>, by: u64, own_after: &mut Option<&mut Vec<u8>>) {
+    fn deliver(
+        &self,
+        target: &ClientInfo,
+        msg: Vec<u8>,
+        by: u64,
+        own_after: &mut Option<&mut Vec<u8>>,
+    ) {
         if target.id == by {
             if let Some(buf) = own_after.as_deref_mut() {
                 buf.extend_from_slice(&msg);
@@ -425,13 +455,17 @@ pub(crate) fn client_subcommand(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Reply 
                 if eq(&a[j], "redirect") && more {
                     j += 1;
                     if opts.redirect != 0 {
-                        return Reply::error("ERR A client can only redirect to a single other client");
+                        return Reply::error(
+                            "ERR A client can only redirect to a single other client",
+                        );
                     }
                     let Some(r) = crate::util::numtext::parse_i64(&a[j]) else {
                         return Reply::error(crate::commands::args::NOT_INT);
                     };
                     if r <= 0 || !ctx.srv.clients.lock().contains_key(&(r as u64)) {
-                        return Reply::error("ERR The client ID you want redirect to does not exist");
+                        return Reply::error(
+                            "ERR The client ID you want redirect to does not exist",
+                        );
                     }
                     opts.redirect = r as u64;
                 } else if eq(&a[j], "bcast") {

@@ -394,3 +394,87 @@ fn monitor_shows_commands_as_redis_does() {
         lines[1]
     );
 }
+
+#[test]
+fn tracking_invalidates_after_the_reply_and_through_redirection() {
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
+    // RESP3, default mode: a key it read is invalidated once, after its own write's reply.
+    let mut s = srv.raw();
+    send(&mut s, &["HELLO", "3"]);
+    send(&mut s, &["PING", "sync"]);
+    let mut seen = Vec::new();
+    while !seen.ends_with(b"$4\r\nsync\r\n") {
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        seen.push(b[0]);
+    }
+    send(&mut s, &["CLIENT", "TRACKING", "on"]);
+    expect(&mut s, b"+OK\r\n");
+    send(&mut s, &["GET", "k"]);
+    expect(&mut s, b"_\r\n");
+    send(&mut s, &["SET", "k", "v"]);
+    expect(&mut s, b"+OK\r\n");
+    expect(&mut s, b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n");
+    // Forgotten after one invalidation: another write sends nothing until it reads again.
+    let _: () = redis::cmd("SET").arg("k").arg("w").query(&mut c).unwrap();
+    send(&mut s, &["PING", "after"]);
+    expect(&mut s, b"$5\r\nafter\r\n");
+
+    // RESP2 with REDIRECT to a connection subscribed to __redis__:invalidate.
+    let mut r = srv.raw();
+    send(&mut r, &["CLIENT", "ID"]);
+    let mut id = Vec::new();
+    while !id.ends_with(b"\r\n") {
+        let mut b = [0u8; 1];
+        r.read_exact(&mut b).unwrap();
+        id.push(b[0]);
+    }
+    let id = String::from_utf8_lossy(&id[1..id.len() - 2]).to_string();
+    send(&mut r, &["SUBSCRIBE", "__redis__:invalidate"]);
+    expect(
+        &mut r,
+        &sub_ack(false, "subscribe", "__redis__:invalidate", 1),
+    );
+    let mut t = srv.con();
+    let _: () = redis::cmd("CLIENT")
+        .arg("TRACKING")
+        .arg("on")
+        .arg("REDIRECT")
+        .arg(&id)
+        .arg("BCAST")
+        .arg("PREFIX")
+        .arg("user:")
+        .query(&mut t)
+        .unwrap();
+    let _: () = redis::cmd("MSET")
+        .arg("user:1")
+        .arg("a")
+        .arg("other")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    expect(
+        &mut r,
+        b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$6\r\nuser:1\r\n",
+    );
+    let info: redis::Value = redis::cmd("CLIENT")
+        .arg("TRACKINGINFO")
+        .query(&mut t)
+        .unwrap();
+    let text = format!("{info:?}");
+    assert!(text.contains("bcast") && text.contains("user:"), "{text}");
+    let e = redis::cmd("CLIENT")
+        .arg("TRACKING")
+        .arg("on")
+        .arg("BCAST")
+        .arg("PREFIX")
+        .arg("user:1")
+        .query::<()>(&mut t)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Prefix 'user:1' overlaps with an existing prefix 'user:'"),
+        "{e}"
+    );
+}

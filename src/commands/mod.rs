@@ -612,6 +612,15 @@ pub fn run_locked<'a>(
     if monitored && script_first {
         feed_monitors(srv, client, db_before, args);
     }
+    if script_first && srv.tracking.is_active() {
+        // EVAL script numkeys key ...: the declared keys.
+        let n = args
+            .get(2)
+            .and_then(|n| crate::util::numtext::parse_i64(n))
+            .unwrap_or(0)
+            .clamp(0, args.len().saturating_sub(3) as i64) as usize;
+        client.script_keys = args[3..3 + n].to_vec();
+    }
     let mut ctx = Ctx {
         srv,
         client,
@@ -714,11 +723,14 @@ fn tracking_after_command(
         .invalidate(srv, &touched, id, Some(&mut client.after_reply), broadcast);
     let script = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
     if spec.flags & flags::READONLY != 0 && spec.flags & flags::PUBSUB == 0 && !script {
-        let keys: Vec<&[u8]> = spec
-            .key_positions(args)
-            .into_iter()
-            .map(|i| &args[i][..])
-            .collect();
+        let keys: Vec<&[u8]> = if client.in_script {
+            client.script_keys.iter().map(|k| &k[..]).collect()
+        } else {
+            spec.key_positions(args)
+                .into_iter()
+                .map(|i| &args[i][..])
+                .collect()
+        };
         if !keys.is_empty() {
             srv.tracking
                 .remember(srv, id, &keys, client.tracking_caching);

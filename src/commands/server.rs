@@ -431,12 +431,10 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "tracking" | "caching" | "getredir" | "trackinginfo" => {
             crate::tracking::client_subcommand(ctx, &sub, a)
         }
-        "pause" | "unpause" => {
-            Reply::error(format!(
-                "ERR CLIENT {} is not available in Podium",
-                sub.to_ascii_uppercase()
-            ))
-        }
+        "pause" | "unpause" => Reply::error(format!(
+            "ERR CLIENT {} is not available in Podium",
+            sub.to_ascii_uppercase()
+        )),
         "help" => Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -814,10 +812,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("client_recent_max_input_buffer", "0".into());
                 kv("client_recent_max_output_buffer", "0".into());
                 kv("blocked_clients", blocked.to_string());
-                kv(
-                    "tracking_clients",
-                    srv.tracking.client_count().to_string(),
-                );
+                kv("tracking_clients", srv.tracking.client_count().to_string());
                 kv("clients_in_timeout_table", blocked.to_string());
             }
             "memory" => {
@@ -1141,7 +1136,7 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let id = ctx.client.id;
     ctx.srv
         .tracking
-        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply));
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), false);
     ctx.dirty += 1;
     Reply::Ok
 }
@@ -1156,7 +1151,7 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let id = ctx.client.id;
     ctx.srv
         .tracking
-        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply));
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), true);
     crate::persistence::snapshot::after_flushall(ctx.srv);
     ctx.dirty += 1;
     Reply::Ok

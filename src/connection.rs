@@ -151,7 +151,7 @@ impl Client {
     }
 }
 
-/// Serve one connection until it closes.
+/// Serve one TCP connection until it closes.
 pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     let sock = match ClientSocket::new(sock) {
         Ok(s) => s,
@@ -161,12 +161,30 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
         }
     };
     sock.set_keepalive(srv.config.get_i64("tcp-keepalive"));
+    handle_socket(srv, sock, peer.to_string()).await
+}
+
+/// Serve one connection of the Unix socket until it closes (Redis names such a client by
+/// the socket's path, `path:0`).
+pub async fn handle_unix(srv: Arc<Server>, sock: tokio::net::UnixStream) {
+    let sock = match ClientSocket::new_unix(sock) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("dropping Unix socket connection: {e}");
+            return;
+        }
+    };
+    let addr = sock.local_addr();
+    handle_socket(srv, sock, addr).await
+}
+
+async fn handle_socket(srv: Arc<Server>, sock: ClientSocket, addr: String) {
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
     let info = Arc::new(ClientInfo {
         id,
-        addr: peer.to_string(),
+        addr,
         laddr,
         name: Mutex::new(None),
         lib_name: Mutex::new(None),

@@ -11,10 +11,48 @@ use bytes::BytesMut;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use tokio::io::unix::AsyncFd;
 
 pub struct ClientSocket {
-    fd: AsyncFd<TcpStream>,
+    fd: AsyncFd<Stream>,
+}
+
+/// The connected socket: TCP, or a Unix-domain stream (`unixsocket`).
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Stream {
+    fn write(&self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => {
+                let mut w: &TcpStream = s;
+                w.write(data)
+            }
+            Stream::Unix(s) => {
+                let mut w: &UnixStream = s;
+                w.write(data)
+            }
+        }
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(how),
+            Stream::Unix(s) => s.shutdown(how),
+        }
+    }
 }
 
 /// Read from `fd` into the spare capacity of `buf` (which must have some).
@@ -38,15 +76,28 @@ impl ClientSocket {
         let _ = stream.set_nodelay(true);
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
-        // SAFETY: the AsyncFd owns the std TcpStream, whose descriptor stays open and the same
-        // for as long as the stream lives, i.e. the AsyncFd's whole lifetime.
-        let fd = unsafe { AsyncFd::register(std) }.map_err(|e| e.into_parts().1)?;
+        // SAFETY: the AsyncFd owns the stream, whose descriptor stays open and the same for as
+        // long as the stream lives, i.e. the AsyncFd's whole lifetime.
+        let fd = unsafe { AsyncFd::register(Stream::Tcp(std)) }.map_err(|e| e.into_parts().1)?;
         Ok(ClientSocket { fd })
+    }
+
+    /// A client of the Unix socket (`unixsocket`).
+    pub fn new_unix(stream: tokio::net::UnixStream) -> io::Result<ClientSocket> {
+        let std = stream.into_std()?;
+        std.set_nonblocking(true)?;
+        // SAFETY: as in `new`: the AsyncFd owns the stream and so its descriptor.
+        let fd = unsafe { AsyncFd::register(Stream::Unix(std)) }.map_err(|e| e.into_parts().1)?;
+        Ok(ClientSocket { fd })
+    }
+
+    pub fn is_unix(&self) -> bool {
+        matches!(self.fd.get_ref(), Stream::Unix(_))
     }
 
     /// Enable TCP keepalive probes after `secs` idle seconds (`tcp-keepalive`; 0 = off).
     pub fn set_keepalive(&self, secs: i64) {
-        if secs <= 0 {
+        if secs <= 0 || self.is_unix() {
             return;
         }
         let fd = self.fd.get_ref().as_raw_fd();
@@ -81,11 +132,14 @@ impl ClientSocket {
     }
 
     pub fn local_addr(&self) -> String {
-        self.fd
-            .get_ref()
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default()
+        match self.fd.get_ref() {
+            Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Unix(s) => s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("{}:0", p.display())))
+                .unwrap_or_default(),
+        }
     }
 
     /// Wait for data and append it to `buf`. Ok(0) means the peer closed.

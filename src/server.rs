@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 /// Counters INFO reports.
@@ -248,6 +247,18 @@ pub fn run(config: Config) -> Result<(), String> {
         b.worker_threads(threads);
         b
     };
+    // Fork before the runtime starts any thread; the pidfile names the process that serves.
+    let daemonized = config.get_bool("daemonize");
+    if daemonized {
+        crate::process::daemonize()?;
+    }
+    if config.get_bool("disable-thp") {
+        crate::process::disable_thp();
+    }
+    let _pidfile = crate::process::Pidfile::create(crate::process::pidfile_path(
+        &config.get("pidfile").unwrap_or_default(),
+        daemonized,
+    ));
     let server = Server::new(config).into_arc();
     let aof = server.aof.clone();
     builder
@@ -309,14 +320,53 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         } else {
             format!("{host}:{port}")
         };
-        match TcpListener::bind(&sockaddr).await {
+        let backlog = srv
+            .config
+            .get_i64("tcp-backlog")
+            .clamp(0, i64::from(u32::MAX)) as u32;
+        let bound = match tokio::net::lookup_host(&sockaddr).await {
+            Ok(mut addrs) => match addrs.next() {
+                Some(a) => crate::process::tcp_listener(a, backlog),
+                None => Err(std::io::Error::other("no address")),
+            },
+            Err(e) => Err(e),
+        };
+        match bound {
             Ok(l) => listeners.push(l),
             Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
             Err(e) => return Err(format!("can't bind {sockaddr}: {e}")),
         }
     }
-    if listeners.is_empty() {
+    let unixsocket = srv.config.get("unixsocket").unwrap_or_default();
+    let unix_listener = if unixsocket.is_empty() {
+        None
+    } else {
+        let perm = crate::directives::unixsocketperm(
+            &srv.config.get("unixsocketperm").unwrap_or_default(),
+        );
+        Some(
+            crate::process::unix_listener(&unixsocket, perm)
+                .map_err(|e| format!("can't open the Unix socket {unixsocket}: {e}"))?,
+        )
+    };
+    if listeners.is_empty() && unix_listener.is_none() {
         return Err("no address to listen on".into());
+    }
+    if let Some(l) = unix_listener {
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((sock, _)) => {
+                        tokio::spawn(crate::connection::handle_unix(srv.clone(), sock));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept on the Unix socket failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
     }
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
@@ -347,13 +397,12 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
-    if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
-        let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
-    }
     tracing::info!(
         "Podium {} ready to accept connections on port {port}",
         env!("CARGO_PKG_VERSION")
     );
+    let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
+    crate::process::notify_ready(supervisor);
     let cron_srv = srv.clone();
     tokio::spawn(async move {
         let mut rng = rand::rngs::SmallRng::from_entropy();
@@ -396,6 +445,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         _ = sigterm.recv() => tracing::info!("Received SIGTERM scheduling shutdown..."),
     }
     srv.shutting_down.store(true, Ordering::SeqCst);
+    crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
     tracing::info!("Podium is now ready to exit, bye bye...");
     Ok(())

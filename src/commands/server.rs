@@ -804,7 +804,14 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
                 );
-                kv("config_file", String::new());
+                kv(
+                    "config_file",
+                    srv.config
+                        .config_file
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
             }
             "clients" => {
                 let clients = srv.clients.lock();
@@ -1064,9 +1071,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Ok
         }
-        "rewrite" if a.len() == 2 => {
-            Reply::error("ERR The server is running without a config file")
-        }
+        "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(&ctx.srv.config) {
+            Ok(()) => Reply::Ok,
+            Err(e) => Reply::Error(e),
+        },
         "help" => Reply::Array(
             [
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -1,0 +1,291 @@
+//! The operators' surface: configuration files as Redis's (Debian's stock redis.conf,
+//! include, refusals, CONFIG REWRITE), the process (daemonize, pidfile, supervised systemd,
+//! tcp-backlog, unixsocket), and the introspection commands (SLOWLOG, LATENCY ...).
+
+mod common;
+
+use common::{Launch, Podium};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Run podium with `args` expecting it to refuse to start; its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podium");
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn debian_stock_redis_conf_starts_daemonized_and_cleans_its_pidfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let pidfile = dir.path().join("redis.pid");
+    let logfile = dir.path().join("redis.log");
+    let fixture = include_str!("fixtures/debian-redis.conf");
+    // Only where it listens and writes change; everything else is Debian's file as shipped
+    // (daemonize yes among it).
+    let conf: String = fixture
+        .lines()
+        .map(|l| match l.split_whitespace().next() {
+            Some("port") => format!("port {port}"),
+            Some("dir") => format!("dir {}", dir.path().display()),
+            Some("logfile") => format!("logfile {}", logfile.display()),
+            Some("pidfile") => format!("pidfile {}", pidfile.display()),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let conf_path = dir.path().join("redis.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run podium");
+    // daemonize yes: the command returns at once, the server goes on in the background.
+    assert!(status.success());
+    wait_for("the pidfile", Duration::from_secs(10), || pidfile.exists());
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid_alive(pid));
+    let mut con = None;
+    wait_for("the server", Duration::from_secs(10), || {
+        con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection())
+            .ok();
+        con.is_some()
+    });
+    let mut con = con.unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    assert!(info.contains(&format!("process_id:{pid}\r\n")), "{info}");
+    assert!(info.contains(&format!("config_file:{}", conf_path.display())));
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut con)
+        .unwrap();
+    // Debian gives one class per line: all three are kept.
+    assert_eq!(
+        cfg[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hash-max-listpack-entries")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(cfg[1], "512");
+    let _: Result<(), _> = redis::cmd("SHUTDOWN").query::<()>(&mut con);
+    wait_for("the exit", Duration::from_secs(10), || !pid_alive(pid));
+    assert!(!pidfile.exists(), "the pidfile is removed at exit");
+}
+
+#[test]
+fn refused_directives_say_why() {
+    let e = refused(&["--replicaof", "127.0.0.1", "6379"]);
+    assert!(e.contains("replication is not supported"), "{e}");
+    let e = refused(&["--masterauth", "secret"]);
+    assert!(e.contains("replication is not supported"), "{e}");
+    let e = refused(&["--cluster-enabled", "yes"]);
+    assert!(e.contains("cluster mode is not supported"), "{e}");
+    let e = refused(&["--tls-port", "6380"]);
+    assert!(e.contains("TLS is not supported"), "{e}");
+    let e = refused(&["--proto-max-bulk-len", "1000"]);
+    assert!(e.contains("between 1048576 and"), "{e}");
+    let e = refused(&["--client-query-buffer-limit", "512kb"]);
+    assert!(e.contains("between 1048576 and"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.conf");
+    std::fs::write(&f, "port 0\nloadmodule /x.so\n").unwrap();
+    let e = refused(&[f.to_str().unwrap()]);
+    assert!(e.contains("modules are not supported"), "{e}");
+    let e = refused(&["--nosuchdirective", "1"]);
+    assert!(e.contains("unknown directive"), "{e}");
+}
+
+#[test]
+fn include_and_config_rewrite_keep_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("extra.conf");
+    std::fs::write(&inc, "slowlog-max-len 42\n").unwrap();
+    let main = dir.path().join("main.conf");
+    let text = format!(
+        "# the operator's notes\nbind 127.0.0.1\ninclude {}\n\n# memory\nmaxmemory 10mb\nsave 60 1\nsave 300 10\n",
+        inc.display()
+    );
+    std::fs::write(&main, &text).unwrap();
+    let srv = Launch::podium().config_file(main.to_str().unwrap()).start();
+    let mut con = srv.con();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slowlog-max-len")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v[1], "42", "included file applied");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("2gb")
+        .arg("save")
+        .arg("900 1")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    let new = std::fs::read_to_string(&main).unwrap();
+    let expected_head = format!(
+        "# the operator's notes\nbind 127.0.0.1\ninclude {}\n\n# memory\nmaxmemory 2gb\nsave 900 1\n\n",
+        inc.display()
+    );
+    assert!(new.starts_with(&expected_head), "{new}");
+    assert!(new.contains("# Generated by CONFIG REWRITE\n"), "{new}");
+    assert!(new.contains("\nmaxmemory-policy allkeys-lru\n"), "{new}");
+    // The command-line port is written too (it differs from the default).
+    assert!(new.contains(&format!("\nport {}\n", srv.port)), "{new}");
+    // Rewrites with nothing changed settle: as Redis, the file's final newline becomes one
+    // empty line once, and then the text stays as it is.
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    let second = std::fs::read_to_string(&main).unwrap();
+    assert_eq!(second, new.clone() + "\n");
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), second);
+}
+
+#[test]
+fn config_rewrite_without_a_file_is_refused() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let e = redis::cmd("CONFIG")
+        .arg("REWRITE")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("without a config file"), "{e}");
+    let e = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg("100")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("between 1048576"), "{e}");
+}
+
+#[test]
+fn unixsocket_serves_with_its_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("podium.sock");
+    let srv = Podium::start(&[
+        "--unixsocket",
+        path.to_str().unwrap(),
+        "--unixsocketperm",
+        "700",
+    ]);
+    let mut con = redis::Client::open(format!("redis+unix://{}", path.display()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let v: String = redis::cmd("GET").arg("k").query(&mut srv.con()).unwrap();
+    assert_eq!(v, "v");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let perm: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("unixsocketperm")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(perm[1], "700");
+}
+
+#[test]
+fn tcp_backlog_is_the_listen_backlog() {
+    let srv = Podium::start(&["--tcp-backlog", "37"]);
+    let out = Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{}", srv.port)])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // For a listening socket, ss prints the backlog as Send-Q (third column).
+    let backlog: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(backlog, vec!["37"], "{text}");
+}
+
+#[test]
+fn supervised_systemd_notifies_ready_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--supervised",
+            "systemd",
+        ])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("a READY notification");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.contains("READY=1\n"), "{msg}");
+    assert!(
+        msg.contains("STATUS=Ready to accept connections\n"),
+        "{msg}"
+    );
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut con);
+    let n = sock.recv(&mut buf).expect("a STOPPING notification");
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(Path::new(&sock_path).exists());
+}

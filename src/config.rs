@@ -542,6 +542,10 @@ pub struct Hot {
     pub requirepass_set: AtomicBool,
     pub timeout: AtomicI64,
     pub busy_reply_threshold: AtomicI64,
+    pub slowlog_slower_than: AtomicI64,
+    pub slowlog_max_len: AtomicI64,
+    pub latency_threshold_ms: AtomicI64,
+    pub latency_tracking: AtomicBool,
 }
 
 /// The running configuration.
@@ -687,6 +691,10 @@ impl Config {
             "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
             "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
+            "slowlog-log-slower-than" => h.slowlog_slower_than.store(n, Ordering::Relaxed),
+            "slowlog-max-len" => h.slowlog_max_len.store(n, Ordering::Relaxed),
+            "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
+            "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
             _ => {}
         }
     }

@@ -124,6 +124,8 @@ pub struct Client {
     pub reply_mode: ReplyMode,
     pub block_timeout_ms: u64,
     pub block_timeout_reply: Option<Reply>,
+    /// How long the last command this client ran took, in microseconds (SLOWLOG, LATENCY).
+    pub last_duration_us: u64,
 }
 
 impl Client {
@@ -142,6 +144,7 @@ impl Client {
             reply_mode: ReplyMode::On,
             block_timeout_ms: 0,
             block_timeout_reply: None,
+            last_duration_us: 0,
         }
     }
 
@@ -323,7 +326,7 @@ async fn serve_client(
                             client.multi_abort = true;
                         }
                         let e = Reply::error("LOADING Redis is loading the dataset in memory");
-                        emit(client, &e, &mut out);
+                        emit(srv, client, &e, &mut out);
                         continue;
                     }
                 }
@@ -344,7 +347,7 @@ async fn serve_client(
                 }
                 None => reply,
             };
-            emit(client, &reply, &mut out);
+            emit(srv, client, &reply, &mut out);
             if quit || info.killed.load(Ordering::Relaxed) {
                 close = true;
                 break;
@@ -364,7 +367,8 @@ async fn serve_client(
     }
 }
 
-fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+    srv.errorstats.count_reply(reply);
     match client.reply_mode {
         ReplyMode::On => reply.encode(client.resp, out),
         ReplyMode::Off => {}

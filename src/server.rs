@@ -54,6 +54,12 @@ pub struct Server {
     pub lastsave: AtomicI64,
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
     pub expire_cursor: std::sync::atomic::AtomicUsize,
+    /// SLOWLOG entries.
+    pub slowlog: crate::commands::slowlog::SlowLog,
+    /// LATENCY monitor events.
+    pub latency: crate::commands::latency::Monitor,
+    /// INFO errorstats: error replies by their first word.
+    pub errorstats: crate::commands::introspect::ErrorStats,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -121,6 +127,9 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
             expire_cursor: std::sync::atomic::AtomicUsize::new(0),
+            slowlog: Default::default(),
+            latency: Default::default(),
+            errorstats: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -185,7 +194,7 @@ impl Server {
             loop {
                 let now = unix_ms();
                 let mut sh = shard.lock();
-                if sh.volatile_len() == 0 {
+                if sh.volatile_len() == 0 || !crate::commands::debug::active_expire_enabled() {
                     break;
                 }
                 let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);
@@ -220,6 +229,8 @@ impl Server {
                 }
             }
         }
+        self.latency
+            .add_if_needed(self, "expire-cycle", start.elapsed().as_millis() as u64);
         if let Some(perc) = (expired_total * 100).checked_div(sampled_total) {
             let perc = perc as u64;
             let old = self.stats.expired_stale_perc.load(Ordering::Relaxed);

@@ -289,3 +289,94 @@ fn supervised_systemd_notifies_ready_and_stopping() {
     assert!(status.success());
     assert!(Path::new(&sock_path).exists());
 }
+
+#[test]
+fn slowlog_latency_errorstats_and_cluster_section() {
+    let srv = Podium::start(&["--enable-debug-command", "yes"]);
+    let mut con = srv.con();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("100000")
+        .arg("latency-monitor-threshold")
+        .arg("50")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("slowpoke")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.15")
+        .query(&mut con)
+        .unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 1, "only the slow command is logged");
+    let entries: redis::Value = redis::cmd("SLOWLOG").arg("GET").query(&mut con).unwrap();
+    let redis::Value::Array(entries) = entries else {
+        panic!("{entries:?}")
+    };
+    let redis::Value::Array(e) = &entries[0] else {
+        panic!()
+    };
+    assert_eq!(e.len(), 6);
+    let redis::Value::Int(dur) = e[2] else {
+        panic!()
+    };
+    assert!(dur >= 150_000, "{dur}");
+    assert_eq!(
+        e[3],
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"DEBUG".to_vec()),
+            redis::Value::BulkString(b"SLEEP".to_vec()),
+            redis::Value::BulkString(b"0.15".to_vec()),
+        ])
+    );
+    assert_eq!(e[5], redis::Value::BulkString(b"slowpoke".to_vec()));
+    let latest: Vec<(String, i64, i64, i64)> =
+        redis::cmd("LATENCY").arg("LATEST").query(&mut con).unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].0, "command");
+    assert!(latest[0].2 >= 150 && latest[0].3 >= 150, "{latest:?}");
+    let hist: Vec<(i64, i64)> = redis::cmd("LATENCY")
+        .arg("HISTORY")
+        .arg("command")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(hist.len(), 1);
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 0);
+    // Errorstats count error replies by kind.
+    let _ = redis::cmd("NOSUCHCOMMAND").query::<()>(&mut con);
+    let _ = redis::cmd("INCR").arg("k").query::<()>(&mut con);
+    let _: () = redis::cmd("SADD")
+        .arg("s")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    let _ = redis::cmd("GET").arg("s").query::<()>(&mut con);
+    let info: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(info.contains("errorstat_ERR:count=2\r\n"), "{info}");
+    assert!(info.contains("errorstat_WRONGTYPE:count=1\r\n"), "{info}");
+    assert!(
+        info.contains("# Cluster\r\ncluster_enabled:0\r\n"),
+        "{info}"
+    );
+    let info: String = redis::cmd("INFO")
+        .arg("latencystats")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("latency_percentiles_usec_set:p50="), "{info}");
+    // DEBUG is refused unless enabled.
+    let plain = Podium::start(&[]);
+    let e = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0")
+        .query::<()>(&mut plain.con())
+        .unwrap_err();
+    assert!(e.to_string().contains("DEBUG command not allowed"), "{e}");
+}

@@ -10,13 +10,17 @@
 //! shards the keys live in (in global order), run, then feed the AOF and serve clients that
 //! were blocked on keys the command touched.
 
+pub mod debug;
 pub mod expire;
 pub mod hash;
+pub mod introspect;
 pub mod keys;
+pub mod latency;
 pub mod list;
 pub mod script;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod string;
 pub mod tx;
@@ -214,6 +218,9 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
             set::COMMANDS,
             list::COMMANDS,
             tx::COMMANDS,
+            slowlog::COMMANDS,
+            latency::COMMANDS,
+            debug::COMMANDS,
         ] {
             for spec in family {
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
@@ -421,6 +428,9 @@ pub fn dispatch_with<'a>(
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    if block.is_none() {
+        slowlog::record(srv, client, spec, &args, client.last_duration_us);
+    }
     Outcome {
         reply,
         block,
@@ -486,8 +496,9 @@ pub fn run_locked<'a>(
         close_after_reply: false,
     };
     let reply = (spec.handler)(&mut ctx, args);
-    spec.usec
-        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let duration_us = started.elapsed().as_micros() as u64;
+    ctx.client.last_duration_us = duration_us;
+    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
     spec.calls.fetch_add(1, Ordering::Relaxed);
     let Ctx {
         dirty,

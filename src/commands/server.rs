@@ -724,8 +724,10 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
         "replication",
         "cpu",
         "modules",
-        "errorstats",
         "commandstats",
+        "errorstats",
+        "latencystats",
+        "cluster",
         "keyspace",
     ];
     let default = [
@@ -738,6 +740,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
         "cpu",
         "modules",
         "errorstats",
+        "cluster",
         "keyspace",
     ];
     let mut want: Vec<&str> = Vec::new();
@@ -965,6 +968,17 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     );
                 }
             }
+            "errorstats" => {
+                for (k, v) in srv.errorstats.info_lines() {
+                    kv(&k, v);
+                }
+            }
+            "latencystats" => {
+                for (k, v) in crate::commands::latency::info_lines(srv) {
+                    kv(&k, v);
+                }
+            }
+            "cluster" => kv("cluster_enabled", "0".into()),
             "keyspace" => {
                 for db in 0..srv.keyspace.num_dbs() {
                     let (keys, vol) = srv.keyspace.db_sizes(db);
@@ -1062,6 +1076,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 &st.net_output_bytes,
             ] {
                 c.store(0, Ordering::Relaxed);
+            }
+            ctx.srv.errorstats.reset();
+            for h in crate::commands::latency::histograms().values() {
+                h.reset();
             }
             for c in table().values() {
                 c.calls.store(0, Ordering::Relaxed);

@@ -695,6 +695,9 @@ impl Config {
             "slowlog-max-len" => h.slowlog_max_len.store(n, Ordering::Relaxed),
             "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
             "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
+            name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
+                crate::evict::configure(name, &v)
+            }
             _ => {}
         }
     }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod config_rewrite;
 pub mod connection;
 pub mod directives;
+pub mod evict;
 pub mod keyspace;
 pub mod net;
 pub mod persistence;

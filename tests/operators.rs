@@ -380,3 +380,192 @@ fn slowlog_latency_errorstats_and_cluster_section() {
         .unwrap_err();
     assert!(e.to_string().contains("DEBUG command not allowed"), "{e}");
 }
+
+fn info_field(con: &mut redis::Connection, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+}
+
+/// Set maxmemory to what is in use now plus `headroom` bytes.
+fn limit_memory(con: &mut redis::Connection, headroom: i64, policy: &str) -> i64 {
+    let used = info_field(con, "used_memory");
+    let max = used + headroom;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(max)
+        .arg("maxmemory-policy")
+        .arg(policy)
+        .query(con)
+        .unwrap();
+    max
+}
+
+#[test]
+fn allkeys_lru_evicts_cold_keys_and_keeps_hot_ones() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let value = "x".repeat(1000);
+    limit_memory(&mut con, 3 << 20, "allkeys-lru");
+    for i in 0..1000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("cold:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    assert_eq!(info_field(&mut con, "evicted_keys"), 0);
+    std::thread::sleep(Duration::from_millis(2100));
+    for i in 0..200 {
+        let _: Option<String> = redis::cmd("GET")
+            .arg(format!("cold:{i}"))
+            .query(&mut con)
+            .unwrap();
+    }
+    // More than fits: every write must still succeed, by evicting.
+    for i in 0..2000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("new:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    let evicted = info_field(&mut con, "evicted_keys");
+    assert!(evicted > 100, "{evicted}");
+    let max = info_field(&mut con, "maxmemory");
+    let used = info_field(&mut con, "used_memory");
+    assert!(used <= max + (64 << 10), "{used} > {max}");
+    // The recently read keys were idle the least among the old ones: most survive, while
+    // most of the untouched old keys are gone.
+    let mut hot = 0;
+    let mut cold = 0;
+    for i in 0..1000 {
+        let there: bool = redis::cmd("EXISTS")
+            .arg(format!("cold:{i}"))
+            .query(&mut con)
+            .unwrap();
+        if there && i < 200 {
+            hot += 1;
+        } else if there {
+            cold += 1;
+        }
+    }
+    assert!(
+        hot >= 190 && cold + evicted as usize >= 790,
+        "hot survivors {hot}/200, cold {cold}/800, evicted {evicted}"
+    );
+    let idle: i64 = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("new:1999")
+        .query(&mut con)
+        .unwrap();
+    assert!(idle <= 1, "{idle}");
+}
+
+#[test]
+fn volatile_policies_only_evict_keys_with_a_ttl_and_noeviction_refuses() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let value = "y".repeat(1000);
+    for i in 0..500 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("keep:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("ttl:{i}"))
+            .arg(&value)
+            .arg("EX")
+            .arg(1000 + i)
+            .query(&mut con)
+            .unwrap();
+    }
+    limit_memory(&mut con, 0, "volatile-ttl");
+    for i in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("more:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    let mut keep = 0;
+    for i in 0..500 {
+        let there: bool = redis::cmd("EXISTS")
+            .arg(format!("keep:{i}"))
+            .query(&mut con)
+            .unwrap();
+        keep += there as usize;
+    }
+    assert_eq!(
+        keep, 500,
+        "keys without a TTL are never evicted by volatile-ttl"
+    );
+    // The soonest to expire go first (by sampling: compare the first and last fifths).
+    let survivors = |con: &mut redis::Connection, range: std::ops::Range<i32>| {
+        range
+            .filter(|i| {
+                redis::cmd("EXISTS")
+                    .arg(format!("ttl:{i}"))
+                    .query::<bool>(con)
+                    .unwrap()
+            })
+            .count()
+    };
+    let early = survivors(&mut con, 0..100);
+    let late = survivors(&mut con, 400..500);
+    assert!(
+        early < 60 && late > 90,
+        "early {early}/100, late {late}/100"
+    );
+    // Once no key can be evicted: -OOM, as with noeviction.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query(&mut con)
+        .unwrap();
+    let e = redis::cmd("SET")
+        .arg("x")
+        .arg(&value)
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("OOM"), "{e}");
+    // Reads still work.
+    let v: String = redis::cmd("GET").arg("keep:1").query(&mut con).unwrap();
+    assert_eq!(v.len(), 1000);
+}
+
+#[test]
+fn allkeys_lfu_tracks_frequency() {
+    let srv = Podium::start(&["--maxmemory-policy", "allkeys-lfu"]);
+    let mut con = srv.con();
+    let _: () = redis::cmd("SET").arg("f").arg("1").query(&mut con).unwrap();
+    let f0: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("f")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(f0, 5, "new keys start at LFU_INIT_VAL");
+    for _ in 0..2000 {
+        let _: String = redis::cmd("GET").arg("f").query(&mut con).unwrap();
+    }
+    let f1: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("f")
+        .query(&mut con)
+        .unwrap();
+    assert!(f1 > 10 && f1 < 255, "{f1}");
+    let e = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("f")
+        .query::<i64>(&mut con)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("LFU maxmemory policy is selected"),
+        "{e}"
+    );
+}

@@ -449,7 +449,11 @@ fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
         }
     }
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
-    if max > 0 && spec.flags & flags::DENYOOM != 0 && crate::alloc::used_memory() as i64 > max {
+    if max > 0
+        && spec.flags & flags::DENYOOM != 0
+        && crate::alloc::used_memory() as i64 > max
+        && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
+    {
         return Some(Reply::error(
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));

@@ -910,7 +910,12 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         .load(Ordering::Relaxed)
                         .to_string(),
                 );
-                kv("evicted_keys", "0".into());
+                kv(
+                    "evicted_keys",
+                    crate::evict::EVICTED_KEYS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
                 kv(
                     "keyspace_hits",
                     st.keyspace_hits.load(Ordering::Relaxed).to_string(),
@@ -1078,6 +1083,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 c.store(0, Ordering::Relaxed);
             }
             ctx.srv.errorstats.reset();
+            crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
             for h in crate::commands::latency::histograms().values() {
                 h.reset();
             }

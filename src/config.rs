@@ -23,6 +23,8 @@ pub enum Kind {
     Bool,
     Enum(&'static [&'static str]),
     Str,
+    /// A non-negative octal number (file permissions), printed in octal as given.
+    Octal,
     /// Any number of words, kept as given (e.g. `save`).
     Words,
 }
@@ -118,6 +120,18 @@ pub static PARAMS: &[Param] = &[
         "systemd: report READY=1, STATUS and STOPPING=1 to $NOTIFY_SOCKET; upstart: raise SIGSTOP when ready; auto: by the environment",
     ),
     fixed("pidfile", Kind::Str, "", "file to write the process id to"),
+    fixed(
+        "unixsocket",
+        Kind::Str,
+        "",
+        "also listen on this Unix socket path (empty = no Unix socket)",
+    ),
+    fixed(
+        "unixsocketperm",
+        Kind::Octal,
+        "0",
+        "permissions of the Unix socket, octal (0 = as the umask leaves them)",
+    ),
     p(
         "protected-mode",
         Kind::Bool,
@@ -497,7 +511,7 @@ pub static PARAMS: &[Param] = &[
         "always-show-logo",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium prints no ASCII-art logo",
+        "print the startup banner (port, pid) even when the log is not a terminal",
     ),
     p(
         "set-proc-title",
@@ -522,6 +536,30 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["no", "yes", "local"]),
         "no",
         "accepted for compatibility",
+    ),
+    fixed(
+        "enable-protected-configs",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "allow CONFIG SET of protected configs such as dir and dbfilename",
+    ),
+    fixed(
+        "enable-module-command",
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        "no effect: Podium loads no modules, MODULE is an unknown command whatever this says",
+    ),
+    p(
+        "repl-diskless-sync-delay",
+        INT,
+        "5",
+        "replication tuning, no effect until replication exists (README)",
+    ),
+    p(
+        "propagation-error-behavior",
+        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+        "an error while replaying the AOF: logged and skipped (ignore), or ends the server (panic; panic-on-replicas: only replicas, so here as ignore)",
     ),
 ];
 
@@ -648,6 +686,11 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             }
         }
         Kind::Str => Ok(v.clone()),
+        Kind::Octal => u32::from_str_radix(v, 8)
+            .ok()
+            .filter(|n| *n <= 0o7777)
+            .map(|n| format!("{n:o}"))
+            .ok_or_else(|| "argument must be an octal number".to_string()),
         Kind::Words => unreachable!("handled above"),
     }
 }
@@ -698,6 +741,7 @@ impl Config {
             name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
                 crate::evict::configure(name, &v)
             }
+            "loglevel" => crate::log::set_level(&v),
             _ => {}
         }
     }
@@ -738,7 +782,6 @@ impl Config {
         } else {
             normalise(prm, words)?
         };
-        crate::directives::validate(prm.name, &v)?;
         if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
             return Err(why);
         }

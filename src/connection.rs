@@ -164,30 +164,28 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
         }
     };
     sock.set_keepalive(srv.config.get_i64("tcp-keepalive"));
-    handle_socket(srv, sock, peer.to_string()).await
+    serve_socket(srv, sock, peer.to_string()).await
 }
 
-/// Serve one connection of the Unix socket until it closes (Redis names such a client by
-/// the socket's path, `path:0`).
-pub async fn handle_unix(srv: Arc<Server>, sock: tokio::net::UnixStream) {
+/// A client of the Unix socket at `path`; Redis shows its address as `path:0`.
+pub async fn handle_unix(srv: Arc<Server>, sock: tokio::net::UnixStream, path: String) {
     let sock = match ClientSocket::new_unix(sock) {
         Ok(s) => s,
         Err(e) => {
-            tracing::debug!("dropping Unix socket connection: {e}");
+            tracing::debug!("dropping connection on {path}: {e}");
             return;
         }
     };
-    let addr = sock.local_addr();
-    handle_socket(srv, sock, addr).await
+    serve_socket(srv, sock, format!("{path}:0")).await
 }
 
-async fn handle_socket(srv: Arc<Server>, sock: ClientSocket, addr: String) {
+async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
     let info = Arc::new(ClientInfo {
         id,
-        addr,
+        addr: peer,
         laddr,
         name: Mutex::new(None),
         lib_name: Mutex::new(None),

@@ -60,18 +60,6 @@ const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is acce
 
 /// Directives of Redis 7.0 that the core table does not list.
 pub static EXTRA: &[Param] = &[
-    fixed_row(
-        "unixsocket",
-        Kind::Str,
-        "",
-        "path of a Unix socket to listen on as well (empty = none)",
-    ),
-    fixed_row(
-        "unixsocketperm",
-        Kind::Str,
-        "0",
-        "permissions of the Unix socket, octal (0 = leave as created)",
-    ),
     // Eviction (see crate::evict).
     row(
         "lfu-log-factor",
@@ -400,7 +388,6 @@ pub static EXTRA: &[Param] = &[
         "replication is not supported yet: only the empty default is accepted",
     ),
     row("repl-diskless-sync", YES_NO, "yes", NO_REPL),
-    row("repl-diskless-sync-delay", UINT, "5", NO_REPL),
     row("repl-diskless-sync-max-replicas", UINT, "0", NO_REPL),
     row(
         "repl-diskless-load",
@@ -460,12 +447,6 @@ pub static EXTRA: &[Param] = &[
     ),
     row("replica-ignore-disk-write-errors", YES_NO, "no", NO_REPL),
     row("bind-source-addr", Kind::Str, "", NO_REPL),
-    row(
-        "propagation-error-behavior",
-        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
-        "ignore",
-        NO_REPL,
-    ),
     // Cluster.
     fixed_row(
         "cluster-enabled",
@@ -576,23 +557,6 @@ pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
         return None;
     }
     Some(reason.to_string())
-}
-
-/// Checks beyond the value's kind: `unixsocketperm` is octal, 0 to 777, as in Redis.
-pub fn validate(name: &str, value: &str) -> Result<(), String> {
-    if name == "unixsocketperm" {
-        match u32::from_str_radix(value, 8) {
-            Ok(n) if n <= 0o777 => {}
-            Ok(_) => return Err("argument must be between 0 and 777 inclusive".into()),
-            Err(_) => return Err("argument couldn't be parsed into an integer".into()),
-        }
-    }
-    Ok(())
-}
-
-/// `unixsocketperm` as permission bits.
-pub fn unixsocketperm(value: &str) -> u32 {
-    u32::from_str_radix(value, 8).unwrap_or(0) & 0o777
 }
 
 /// Why a directive of redis.conf that is not a configuration parameter is refused.
@@ -726,6 +690,17 @@ mod tests {
             .unwrap_err()
             .contains("hard, soft"));
         assert_eq!(parse_obuf_limits(&v)[0].hard, 1048576);
+    }
+
+    #[test]
+    fn extra_directives_do_not_repeat_core_ones() {
+        for e in EXTRA {
+            assert!(
+                !crate::config::PARAMS.iter().any(|p| p.name == e.name),
+                "{} is in both tables",
+                e.name
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod connection;
 pub mod directives;
 pub mod evict;
 pub mod keyspace;
+pub mod log;
 pub mod net;
 pub mod persistence;
 pub mod process;

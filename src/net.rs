@@ -6,26 +6,25 @@
 //! readiness is cleared through the `AsyncFd` guard (which only clears the event it saw, so a
 //! later arrival is never lost), and the next wait goes straight to the reactor. Redis's event
 //! loop does the same with level-triggered epoll.
+//!
+//! A client arrives over TCP or over the Unix socket (`unixsocket`); both are plain stream
+//! descriptors here, read and written with the same calls.
 
 use bytes::BytesMut;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use tokio::io::unix::AsyncFd;
 
-pub struct ClientSocket {
-    fd: AsyncFd<Stream>,
-}
-
-/// The connected socket: TCP, or a Unix-domain stream (`unixsocket`).
-pub(crate) enum Stream {
+/// The connected stream: TCP, or the local Unix socket.
+pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
 impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+    fn as_raw_fd(&self) -> RawFd {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
@@ -36,23 +35,14 @@ impl AsRawFd for Stream {
 impl Stream {
     fn write(&self, data: &[u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => {
-                let mut w: &TcpStream = s;
-                w.write(data)
-            }
-            Stream::Unix(s) => {
-                let mut w: &UnixStream = s;
-                w.write(data)
-            }
+            Stream::Tcp(s) => (&*s).write(data),
+            Stream::Unix(s) => (&*s).write(data),
         }
     }
+}
 
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(how),
-            Stream::Unix(s) => s.shutdown(how),
-        }
-    }
+pub struct ClientSocket {
+    fd: AsyncFd<Stream>,
 }
 
 /// Read from `fd` into the spare capacity of `buf` (which must have some).
@@ -76,21 +66,23 @@ impl ClientSocket {
         let _ = stream.set_nodelay(true);
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
-        // SAFETY: the AsyncFd owns the stream, whose descriptor stays open and the same for as
-        // long as the stream lives, i.e. the AsyncFd's whole lifetime.
-        let fd = unsafe { AsyncFd::register(Stream::Tcp(std)) }.map_err(|e| e.into_parts().1)?;
-        Ok(ClientSocket { fd })
+        Self::register(Stream::Tcp(std))
     }
 
-    /// A client of the Unix socket (`unixsocket`).
     pub fn new_unix(stream: tokio::net::UnixStream) -> io::Result<ClientSocket> {
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
-        // SAFETY: as in `new`: the AsyncFd owns the stream and so its descriptor.
-        let fd = unsafe { AsyncFd::register(Stream::Unix(std)) }.map_err(|e| e.into_parts().1)?;
+        Self::register(Stream::Unix(std))
+    }
+
+    fn register(stream: Stream) -> io::Result<ClientSocket> {
+        // SAFETY: the AsyncFd owns the std stream, whose descriptor stays open and the same
+        // for as long as the stream lives, i.e. the AsyncFd's whole lifetime.
+        let fd = unsafe { AsyncFd::register(stream) }.map_err(|e| e.into_parts().1)?;
         Ok(ClientSocket { fd })
     }
 
+    /// Whether the client came over the Unix socket.
     pub fn is_unix(&self) -> bool {
         matches!(self.fd.get_ref(), Stream::Unix(_))
     }
@@ -131,6 +123,7 @@ impl ClientSocket {
         }
     }
 
+    /// The local address as CLIENT LIST shows it: `ip:port`, or `path:0` for the Unix socket.
     pub fn local_addr(&self) -> String {
         match self.fd.get_ref() {
             Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
@@ -188,7 +181,10 @@ impl ClientSocket {
     }
 
     pub fn shutdown(&self) {
-        let _ = self.fd.get_ref().shutdown(Shutdown::Both);
+        let _ = match self.fd.get_ref() {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
     }
 }
 

@@ -183,18 +183,6 @@ pub fn tcp_listener(
     sock.listen(backlog)
 }
 
-/// The listener of `unixsocket`, with `unixsocketperm` applied (0 = as created). A stale
-/// socket file left by an earlier run is replaced.
-pub fn unix_listener(path: &str, perm: u32) -> io::Result<tokio::net::UnixListener> {
-    let _ = std::fs::remove_file(path);
-    let l = tokio::net::UnixListener::bind(path)?;
-    if perm != 0 {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
-    }
-    Ok(l)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -244,6 +244,13 @@ impl Server {
 
 /// Build the runtime and serve until shutdown.
 pub fn run(config: Config) -> Result<(), String> {
+    // Fork before the runtime (or anything else) starts a thread; the log and the pidfile
+    // name the process that serves.
+    let daemonized = config.get_bool("daemonize");
+    if daemonized {
+        crate::process::daemonize()?;
+    }
+    init_logging(&config);
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())
@@ -258,11 +265,6 @@ pub fn run(config: Config) -> Result<(), String> {
         b.worker_threads(threads);
         b
     };
-    // Fork before the runtime starts any thread; the pidfile names the process that serves.
-    let daemonized = config.get_bool("daemonize");
-    if daemonized {
-        crate::process::daemonize()?;
-    }
     if config.get_bool("disable-thp") {
         crate::process::disable_thp();
     }
@@ -283,43 +285,65 @@ pub fn run(config: Config) -> Result<(), String> {
     result
 }
 
-fn init_logging(srv: &Server) {
-    let level = match srv.config.get("loglevel").as_deref() {
-        Some("debug") => "debug",
-        Some("verbose") => "info",
-        Some("warning") => "warn",
-        Some("nothing") => "error",
-        _ => "info",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false);
-    // `logfile` as in redis.conf: empty means standard output.
-    let logfile = srv.config.get("logfile").unwrap_or_default();
-    if !logfile.is_empty() {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&logfile)
-        {
-            Ok(f) => {
-                let _ = builder
-                    .with_ansi(false)
-                    .with_writer(std::sync::Mutex::new(f))
-                    .try_init();
-                return;
-            }
-            Err(e) => eprintln!("podium: can't open logfile {logfile}: {e}; logging to stdout"),
-        }
+/// Point the log at the configured file and level and print the lines Redis prints before
+/// the server is built (tools and Redis's test harness read them).
+fn init_logging(config: &Config) {
+    crate::log::set_level(&config.get("loglevel").unwrap_or_default());
+    crate::log::set_logfile(&config.get("logfile").unwrap_or_default());
+    crate::log::install();
+    let pid = std::process::id();
+    let version = env!("CARGO_PKG_VERSION");
+    tracing::warn!("Podium is starting");
+    tracing::warn!(
+        "Podium version={version}, bits={}, pid={pid}, just started",
+        usize::BITS
+    );
+    tracing::warn!("Configuration loaded");
+}
+
+/// Redis shows a banner with the port and pid when `always-show-logo` is set or the log goes
+/// to a terminal, and a one-line summary otherwise. Redis's test harness waits for the banner's
+/// " PID: <pid>" (its default.conf sets `always-show-logo yes`).
+fn log_banner(config: &Config, port: u16) {
+    let pid = std::process::id();
+    let to_terminal = config.get("logfile").unwrap_or_default().is_empty()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    if config.get_bool("always-show-logo") || to_terminal {
+        crate::log::raw(&format!(
+            "\n    Podium {} {} bit, Redis 7.0 protocol\n    Running in standalone mode\n    Port: {port}\n    PID: {pid}\n\n",
+            env!("CARGO_PKG_VERSION"),
+            usize::BITS
+        ));
+    } else {
+        tracing::info!("Running mode=standalone, port={port}.");
     }
-    let _ = builder.try_init();
+}
+
+/// The Unix socket listener of `unixsocket` (none when it is empty), with the permissions of
+/// `unixsocketperm` (octal, as in redis.conf; 0 leaves the umask's). A stale socket file at
+/// the path is removed first, as Redis does.
+fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener, String)>, String> {
+    let Some(path) = config.get("unixsocket").filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let perm = config.get("unixsocketperm").unwrap_or_default();
+    let perm = u32::from_str_radix(&perm, 8)
+        .map_err(|_| format!("unixsocketperm {perm} is not an octal permission"))?;
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path).map_err(|e| {
+        tracing::warn!("Failed opening Unix socket: {e}");
+        format!("can't bind the Unix socket {path}: {e}")
+    })?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(perm))
+            .map_err(|e| format!("can't set unixsocketperm on {path}: {e}"))?;
+    }
+    Ok(Some((listener, path)))
 }
 
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
-    init_logging(&srv);
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
     let mut listeners = Vec::new();
@@ -345,40 +369,24 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         match bound {
             Ok(l) => listeners.push(l),
             Err(e) if optional => tracing::debug!("skipping optional bind {sockaddr}: {e}"),
-            Err(e) => return Err(format!("can't bind {sockaddr}: {e}")),
+            Err(e) => {
+                // Redis's words: its test harness looks for "Failed listening on port" to retry
+                // on another port.
+                tracing::warn!(
+                    "Warning: Could not create server TCP listening socket {sockaddr}: {e}"
+                );
+                tracing::warn!("Failed listening on port {port} (TCP), aborting.");
+                return Err(format!("can't bind {sockaddr}: {e}"));
+            }
         }
     }
-    let unixsocket = srv.config.get("unixsocket").unwrap_or_default();
-    let unix_listener = if unixsocket.is_empty() {
-        None
-    } else {
-        let perm = crate::directives::unixsocketperm(
-            &srv.config.get("unixsocketperm").unwrap_or_default(),
-        );
-        Some(
-            crate::process::unix_listener(&unixsocket, perm)
-                .map_err(|e| format!("can't open the Unix socket {unixsocket}: {e}"))?,
-        )
-    };
-    if listeners.is_empty() && unix_listener.is_none() {
+    if listeners.is_empty() {
+        tracing::warn!("Failed listening on port {port} (TCP), aborting.");
         return Err("no address to listen on".into());
     }
-    if let Some(l) = unix_listener {
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((sock, _)) => {
-                        tokio::spawn(crate::connection::handle_unix(srv.clone(), sock));
-                    }
-                    Err(e) => {
-                        tracing::warn!("accept on the Unix socket failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-            }
-        });
-    }
+    let unix_listener = bind_unix_socket(&srv.config)?;
+    log_banner(&srv.config, port);
+    tracing::warn!("Server initialized");
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
     // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
@@ -402,16 +410,30 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         });
     }
+    if let Some((l, path)) = unix_listener {
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((sock, _)) => {
+                        let srv = srv.clone();
+                        tokio::spawn(crate::connection::handle_unix(srv, sock, path.clone()));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed on {path}: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
     let loader = srv.clone();
     let loaded = tokio::task::spawn_blocking(move || crate::persistence::startup(&loader)).await;
     match loaded {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
-    tracing::info!(
-        "Podium {} ready to accept connections on port {port}",
-        env!("CARGO_PKG_VERSION")
-    );
+    tracing::info!("Ready to accept connections");
     let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
     crate::process::notify_ready(supervisor);
     let cron_srv = srv.clone();
@@ -458,6 +480,9 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     srv.shutting_down.store(true, Ordering::SeqCst);
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
+    if let Some(path) = srv.config.get("unixsocket").filter(|p| !p.is_empty()) {
+        let _ = std::fs::remove_file(path);
+    }
     tracing::info!("Podium is now ready to exit, bye bye...");
     Ok(())
 }

@@ -11,7 +11,7 @@ use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
 use crate::net::ClientSocket;
-use crate::protocol::{parse_request, ParseLimits, Parsed, Reply, Resp};
+use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply, Resp};
 use crate::server::{unix_ms, Server};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -239,6 +239,8 @@ async fn serve_client(
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     // Requests parsed from the buffer and not yet run (see the loop below).
     let mut pending: std::collections::VecDeque<Vec<Bytes>> = std::collections::VecDeque::new();
+    // Progress through a long request that has not fully arrived yet.
+    let mut partial = Partial::default();
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     loop {
@@ -290,7 +292,7 @@ async fn serve_client(
                     authenticated: client.authenticated,
                 };
                 loop {
-                    match parse_request(&mut buf, &limits) {
+                    match parse_request_resuming(&mut buf, &limits, &mut partial) {
                         Ok(Parsed::Command(args)) => {
                             pending.push_back(args);
                             if !client.authenticated || pending.len() >= MAX_BATCH {
@@ -351,6 +353,9 @@ async fn serve_client(
                 break;
             }
             if out.len() > 64 * 1024 {
+                if over_hard_limit(srv, client, out.len()) {
+                    return Ok(());
+                }
                 flush(srv, sock, &mut out).await?;
             }
         }
@@ -379,13 +384,54 @@ fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
 /// once; the rest stay in the read buffer).
 const MAX_BATCH: usize = 256;
 
+/// `client-output-buffer-limit` (normal class): true, after logging, if `pending` reply bytes
+/// exceed the hard limit; the connection is then closed without them, as Redis closes it.
+fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
+    let limit = normal_obuf_limit(srv);
+    if limit.hard > 0 && pending as u64 > limit.hard {
+        tracing::warn!(
+            "Client id={} addr={} closed for overcoming of output buffer limits.",
+            client.id,
+            client.info.addr
+        );
+        return true;
+    }
+    false
+}
+
+fn normal_obuf_limit(srv: &Server) -> crate::directives::ObufLimit {
+    let v = srv
+        .config
+        .get("client-output-buffer-limit")
+        .unwrap_or_default();
+    crate::directives::parse_obuf_limits(&v)[0]
+}
+
 async fn flush(srv: &Server, sock: &ClientSocket, out: &mut Vec<u8>) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     // Under appendfsync always, nothing is acknowledged before it is on disk.
     srv.aof.wait_durable(srv.aof.last_seq()).await;
-    sock.write_all(out).await?;
+    // Over the soft limit, the reader gets soft_seconds to take the data; a client that stays
+    // over it longer is closed (client-output-buffer-limit, normal class).
+    let soft = if out.len() > 64 * 1024 {
+        normal_obuf_limit(srv)
+    } else {
+        crate::directives::ObufLimit::default()
+    };
+    if soft.soft > 0 && out.len() as u64 > soft.soft {
+        let grace = Duration::from_secs(soft.soft_seconds.max(1));
+        if tokio::time::timeout(grace, sock.write_all(out))
+            .await
+            .is_err()
+        {
+            tracing::warn!("Client closed for overcoming of output buffer soft limit.");
+            return Err(std::io::Error::other("output buffer soft limit"));
+        }
+    } else {
+        sock.write_all(out).await?;
+    }
     srv.stats
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);

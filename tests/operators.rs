@@ -569,3 +569,69 @@ fn allkeys_lfu_tracks_frequency() {
         "{e}"
     );
 }
+
+#[test]
+fn a_request_in_small_pieces_parses_in_linear_time() {
+    use std::io::{Read, Write};
+    let srv = Podium::start(&[]);
+    let n = 200_000;
+    let mut req = format!("*{}\r\n$4\r\nSADD\r\n$1\r\ns\r\n", n + 2).into_bytes();
+    for i in 0..n {
+        let m = i.to_string();
+        req.extend_from_slice(format!("${}\r\n{m}\r\n", m.len()).as_bytes());
+    }
+    let mut s = srv.raw();
+    s.set_nodelay(true).unwrap();
+    let started = Instant::now();
+    for piece in req.chunks(512) {
+        s.write_all(piece).unwrap();
+    }
+    let mut reply = [0u8; 32];
+    let got = s.read(&mut reply).unwrap();
+    assert_eq!(&reply[..got], format!(":{n}\r\n").as_bytes());
+    // Re-parsing from the start on each of the ~5000 reads took seconds; now it is the cost of
+    // one pass.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn output_buffer_hard_limit_closes_the_client() {
+    use std::io::{Read, Write};
+    let srv = Podium::start(&["--client-output-buffer-limit", "normal", "1mb", "0", "0"]);
+    let mut con = srv.con();
+    let big = "z".repeat(2 << 20);
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg("ok")
+        .query(&mut con)
+        .unwrap();
+    let small: String = redis::cmd("GET").arg("small").query(&mut con).unwrap();
+    assert_eq!(small, "ok");
+    let mut s = srv.raw();
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(
+        got.is_empty(),
+        "{} bytes of a reply over the hard limit were sent",
+        got.len()
+    );
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        v[1],
+        "normal 1048576 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+}

@@ -782,6 +782,7 @@ impl Config {
         } else {
             normalise(prm, words)?
         };
+        crate::directives::validate(prm.name, &v)?;
         if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
             return Err(why);
         }

@@ -559,6 +559,24 @@ pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
     Some(reason.to_string())
 }
 
+/// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
+/// from 0 to 100, as Redis requires.
+pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == "latency-tracking-info-percentiles" {
+        for w in value.split_whitespace() {
+            match w.parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => {}
+                Ok(_) => return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .into(),
+                ),
+                Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why a directive of redis.conf that is not a configuration parameter is refused.
 pub fn refused_keyword(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_lowercase().as_str() {

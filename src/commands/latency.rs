@@ -270,13 +270,7 @@ pub fn info_lines(srv: &Server) -> Vec<(String, String)> {
         }
         let fields: Vec<String> = percentiles
             .iter()
-            .map(|p| {
-                format!(
-                    "p{}={:.3}",
-                    String::from_utf8_lossy(&crate::util::numtext::f64_to_vec(*p)),
-                    h.percentile_us(*p).unwrap_or(0.0)
-                )
-            })
+            .map(|p| format!("p{}={:.3}", p, h.percentile_us(*p).unwrap_or(0.0)))
             .collect();
         out.push((format!("latency_percentiles_usec_{name}"), fields.join(",")));
     }

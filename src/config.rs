@@ -111,13 +111,13 @@ pub static PARAMS: &[Param] = &[
         "daemonize",
         Kind::Bool,
         "no",
-        "accepted for compatibility; Podium stays in the foreground",
+        "fork into the background at startup (before any thread starts); logs go to logfile, or nowhere if it is empty",
     ),
     fixed(
         "supervised",
         Kind::Enum(&["no", "upstart", "systemd", "auto"]),
         "no",
-        "accepted for compatibility",
+        "systemd: report READY=1, STATUS and STOPPING=1 to $NOTIFY_SOCKET; upstart: raise SIGSTOP when ready; auto: by the environment",
     ),
     fixed("pidfile", Kind::Str, "", "file to write the process id to"),
     fixed(
@@ -142,7 +142,7 @@ pub static PARAMS: &[Param] = &[
         "tcp-backlog",
         INT,
         "511",
-        "listen queue length of the listening sockets",
+        "listen(2) backlog of the TCP sockets",
     ),
     p(
         "timeout",
@@ -197,9 +197,9 @@ pub static PARAMS: &[Param] = &[
             "volatile-ttl",
         ]),
         "noeviction",
-        "what to do at maxmemory (Podium: noeviction)",
+        "what a write does over maxmemory: evict keys by this policy, or fail with -OOM (noeviction)",
     ),
-    p("maxmemory-samples", INT, "5", "accepted for compatibility"),
+    p("maxmemory-samples", INT, "5", "keys sampled per eviction round (more is closer to true LRU/LFU/TTL order)"),
     p(
         "hz",
         Kind::Int { min: 1, max: 500 },
@@ -210,7 +210,7 @@ pub static PARAMS: &[Param] = &[
         "dynamic-hz",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "accepted, no effect: Podium's cron runs at hz whatever the number of clients",
     ),
     p(
         "active-expire-effort",
@@ -277,7 +277,7 @@ pub static PARAMS: &[Param] = &[
             "list-max-listpack-size",
             INT_ANY,
             "-2",
-            "accepted for compatibility",
+            "accepted, no effect: Podium's lists have one encoding (OBJECT ENCODING says quicklist or listpack by this size)",
         ),
         &["list-max-ziplist-size"],
     ),
@@ -285,7 +285,7 @@ pub static PARAMS: &[Param] = &[
         "list-compress-depth",
         INT,
         "0",
-        "accepted for compatibility",
+        "accepted, no effect: Podium does not compress list nodes",
     ),
     p(
         "dir",
@@ -333,7 +333,7 @@ pub static PARAMS: &[Param] = &[
         "no-appendfsync-on-rewrite",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium's AOF rewrite does not compete with the fsync of the live file",
     ),
     p(
         "auto-aof-rewrite-percentage",
@@ -369,49 +369,49 @@ pub static PARAMS: &[Param] = &[
         "aof-timestamp-enabled",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium writes no timestamp annotations",
     ),
     p(
         "aof-rewrite-incremental-fsync",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "accepted, no effect: Podium fsyncs a rewritten AOF once, when it is complete",
     ),
     p(
         "lazyfree-lazy-eviction",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
     p(
         "lazyfree-lazy-expire",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium frees expired values outside the shard locks already",
     ),
     p(
         "lazyfree-lazy-server-del",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
     p(
         "lazyfree-lazy-user-del",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
     p(
         "lazyfree-lazy-user-flush",
         Kind::Bool,
         "no",
-        "accepted for compatibility",
+        "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
     p(
         "io-threads",
         Kind::Int { min: 1, max: 128 },
         "1",
-        "accepted for compatibility",
+        "accepted, no effect: every worker thread (see threads) does its own clients' I/O",
     ),
     alias(
         p(
@@ -426,14 +426,14 @@ pub static PARAMS: &[Param] = &[
         "slowlog-log-slower-than",
         INT_ANY,
         "10000",
-        "accepted for compatibility",
+        "log commands slower than this many microseconds in the SLOWLOG (-1 = never, 0 = all)",
     ),
-    p("slowlog-max-len", INT, "128", "accepted for compatibility"),
+    p("slowlog-max-len", INT, "128", "entries kept in the SLOWLOG"),
     p(
         "latency-monitor-threshold",
         INT,
         "0",
-        "accepted for compatibility",
+        "record LATENCY events of at least this many milliseconds (0 = off)",
     ),
     p(
         "tracking-table-max-keys",
@@ -455,7 +455,7 @@ pub static PARAMS: &[Param] = &[
             "min-replicas-to-write",
             INT,
             "0",
-            "accepted for compatibility",
+            "accepted, no effect: replication is not supported, so there are no replicas to count",
         ),
         &["min-slaves-to-write"],
     ),
@@ -464,7 +464,7 @@ pub static PARAMS: &[Param] = &[
             "min-replicas-max-lag",
             INT,
             "10",
-            "accepted for compatibility",
+            "accepted, no effect: replication is not supported, so there are no replicas to count",
         ),
         &["min-slaves-max-lag"],
     ),
@@ -473,7 +473,7 @@ pub static PARAMS: &[Param] = &[
             "replica-serve-stale-data",
             Kind::Bool,
             "yes",
-            "accepted for compatibility",
+            "accepted, no effect: replication is not supported, so a Podium server is never a replica",
         ),
         &["slave-serve-stale-data"],
     ),
@@ -482,7 +482,7 @@ pub static PARAMS: &[Param] = &[
             "replica-read-only",
             Kind::Bool,
             "yes",
-            "accepted for compatibility",
+            "accepted, no effect: replication is not supported, so a Podium server is never a replica",
         ),
         &["slave-read-only"],
     ),
@@ -532,19 +532,19 @@ pub static PARAMS: &[Param] = &[
         "set-proc-title",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "accepted, no effect: Podium does not rewrite its process title",
     ),
     p(
         "activerehashing",
         Kind::Bool,
         "yes",
-        "accepted for compatibility",
+        "accepted, no effect: Podium's hash tables resize incrementally on their own",
     ),
     p(
         "client-output-buffer-limit",
         Kind::Words,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-        "pubsub: a subscriber holding more unwritten messages is disconnected; normal/slave are shown only",
+        "per class (normal, replica, pubsub): hard limit, soft limit and seconds over the soft limit before a client with that much reply data pending is disconnected (normal and pubsub enforced; replica: no replication)",
     ),
     fixed(
         "enable-debug-command",
@@ -638,6 +638,10 @@ pub struct Hot {
     pub notify_flags: std::sync::atomic::AtomicU32,
     /// `client-output-buffer-limit`, per client class.
     pub(crate) obuf: crate::pubsub::ObufLimits,
+    pub slowlog_slower_than: AtomicI64,
+    pub slowlog_max_len: AtomicI64,
+    pub latency_threshold_ms: AtomicI64,
+    pub latency_tracking: AtomicBool,
 }
 
 /// The running configuration.
@@ -648,11 +652,28 @@ pub struct Config {
     save_loaded: AtomicBool,
     /// `user <name> rules...` directives, in order (the words after `user`).
     pub(crate) acl_users: parking_lot::Mutex<Vec<Vec<String>>>,
+    /// The file the server was started with, as an absolute path (CONFIG REWRITE writes it).
+    pub config_file: Option<std::path::PathBuf>,
+}
+
+/// Every directive: [`PARAMS`], then the rest of Redis 7.0's vocabulary
+/// ([`crate::directives::EXTRA`]). Values are indexed by position in this list.
+pub fn params() -> &'static [&'static Param] {
+    static ALL: std::sync::OnceLock<Vec<&'static Param>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut v: Vec<&'static Param> = PARAMS.iter().collect();
+        for e in crate::directives::EXTRA {
+            if !v.iter().any(|p| p.name == e.name) {
+                v.push(e);
+            }
+        }
+        v
+    })
 }
 
 fn find(name: &str) -> Option<usize> {
     let lname = name.to_ascii_lowercase();
-    PARAMS
+    params()
         .iter()
         .position(|p| p.name == lname || p.aliases.contains(&lname.as_str()))
 }
@@ -740,10 +761,20 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             }
             Ok(n.to_string())
         }
-        Kind::Memory => parse_memory(v)
-            .filter(|n| *n >= 0)
-            .map(|n| n.to_string())
-            .ok_or_else(|| "argument must be a memory value".to_string()),
+        Kind::Memory => {
+            let n = parse_memory(v)
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| "argument must be a memory value".to_string())?;
+            if let Some(min) = crate::directives::memory_min(prm.name) {
+                if n < min {
+                    return Err(format!(
+                        "argument must be between {min} and {} inclusive",
+                        i64::MAX
+                    ));
+                }
+            }
+            Ok(n.to_string())
+        }
         Kind::Bool => match v.to_ascii_lowercase().as_str() {
             "yes" => Ok("yes".into()),
             "no" => Ok("no".into()),
@@ -791,12 +822,13 @@ impl Default for Config {
 impl Config {
     pub fn new() -> Config {
         let c = Config {
-            values: RwLock::new(PARAMS.iter().map(|p| p.default.to_string()).collect()),
+            values: RwLock::new(params().iter().map(|p| p.default.to_string()).collect()),
             hot: Hot::default(),
             save_loaded: AtomicBool::new(false),
             acl_users: parking_lot::Mutex::new(Vec::new()),
+            config_file: None,
         };
-        for i in 0..PARAMS.len() {
+        for i in 0..params().len() {
             c.refresh_hot(i);
         }
         c
@@ -807,7 +839,7 @@ impl Config {
         let n = v.parse::<i64>().unwrap_or(0);
         let u = n.max(0) as usize;
         let h = &self.hot;
-        match PARAMS[idx].name {
+        match params()[idx].name {
             "zset-max-listpack-entries" => h.zset_max_entries.store(u, Ordering::Relaxed),
             "zset-max-listpack-value" => h.zset_max_value.store(u, Ordering::Relaxed),
             "hash-max-listpack-entries" => h.hash_max_entries.store(u, Ordering::Relaxed),
@@ -828,6 +860,13 @@ impl Config {
             ),
             // Only the classes named change; the stored text becomes all three.
             "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
+            "slowlog-log-slower-than" => h.slowlog_slower_than.store(n, Ordering::Relaxed),
+            "slowlog-max-len" => h.slowlog_max_len.store(n, Ordering::Relaxed),
+            "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
+            "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
+            name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
+                crate::evict::configure(name, &v)
+            }
             "loglevel" => crate::log::set_level(&v),
             _ => {}
         }
@@ -835,7 +874,7 @@ impl Config {
 
     /// Current text value of a parameter (by name or alias).
     pub fn get(&self, name: &str) -> Option<String> {
-        find(name).map(|i| shown(&PARAMS[i], &self.values.read()[i]))
+        find(name).map(|i| shown(params()[i], &self.values.read()[i]))
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
@@ -862,9 +901,12 @@ impl Config {
             };
             return crate::commands::rename_command(old, new);
         }
+        if let Some(why) = crate::directives::refused_keyword(name) {
+            return Err(format!("'{name}' is not supported: {why}"));
+        }
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
-        let mut v = normalise(&PARAMS[idx], words)?;
-        if PARAMS[idx].name == "save" {
+        let mut v = self.checked_value(idx, words)?;
+        if params()[idx].name == "save" {
             // redis.conf: the first `save` line replaces the default save points, each later
             // one adds to them; `save ""` clears them.
             let first = !self.save_loaded.swap(true, Ordering::Relaxed);
@@ -873,12 +915,30 @@ impl Config {
                 v = format!("{old} {v}");
             }
         }
-        if PARAMS[idx].name == "dir" {
+        if params()[idx].name == "dir" {
             v = change_dir(&v)?;
         }
         self.values.write()[idx] = v;
         self.refresh_hot(idx);
         Ok(())
+    }
+
+    /// Normalise `words` for parameter `idx`, with the directive-specific rules: the
+    /// per-class merge of client-output-buffer-limit and the refusal of values that need a
+    /// feature Podium lacks.
+    fn checked_value(&self, idx: usize, words: &[String]) -> Result<String, String> {
+        let prm = params()[idx];
+        let v = if prm.name == "client-output-buffer-limit" {
+            let current = self.values.read()[idx].clone();
+            crate::directives::merge_obuf_limits(&current, words)?
+        } else {
+            normalise(prm, words)?
+        };
+        crate::directives::validate(prm.name, &v)?;
+        if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
+            return Err(why);
+        }
+        Ok(v)
     }
 
     /// CONFIG SET of several parameters, all or nothing, from the server itself (no
@@ -917,7 +977,7 @@ impl Config {
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
                 ));
             };
-            let prm = &PARAMS[idx];
+            let prm = params()[idx];
             if !prm.mutable {
                 return Err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
@@ -939,7 +999,7 @@ impl Config {
                     .collect(),
                 _ => vec![value.clone()],
             };
-            let v = normalise(prm, &words).map_err(|e| {
+            let v = self.checked_value(idx, &words).map_err(|e| {
                 format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {e}")
             })?;
             staged.push((idx, v));
@@ -948,7 +1008,7 @@ impl Config {
         // working directory (as Redis's chdir), so a missing directory fails here and is
         // never created.
         for (idx, v) in staged.iter_mut() {
-            if PARAMS[*idx].name == "dir" {
+            if params()[*idx].name == "dir" {
                 *v = change_dir(v).map_err(|e| {
                     format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}")
                 })?;
@@ -959,7 +1019,7 @@ impl Config {
             let mut vals = self.values.write();
             for (idx, v) in &staged {
                 vals[*idx] = v.clone();
-                names.push(PARAMS[*idx].name);
+                names.push(params()[*idx].name);
             }
         }
         for (idx, _) in staged {
@@ -972,7 +1032,7 @@ impl Config {
     pub fn matching(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
         let vals = self.values.read();
         let mut out: Vec<(String, String)> = Vec::new();
-        for (i, prm) in PARAMS.iter().enumerate() {
+        for (i, prm) in params().iter().enumerate() {
             for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
                 if patterns
                     .iter()
@@ -989,7 +1049,7 @@ impl Config {
     /// All parameters and values (for CONFIG REWRITE).
     pub fn all(&self) -> Vec<(&'static str, String)> {
         let vals = self.values.read();
-        PARAMS
+        params()
             .iter()
             .zip(vals.iter())
             .map(|(p, v)| (p.name, shown(p, v)))
@@ -1035,7 +1095,7 @@ impl Config {
 
     /// Build from redis-server style arguments: `[config-file] [--name value...]...`.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
-        let cfg = Config::new();
+        let mut cfg = Config::new();
         let mut rest = args;
         if let Some(first) = rest.first() {
             if !first.starts_with("--") {
@@ -1049,6 +1109,9 @@ impl Config {
                         .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
                 cfg.load_text(&text, first)?;
+                if first != "-" {
+                    cfg.config_file = std::fs::canonicalize(first).ok();
+                }
                 rest = &rest[1..];
             }
         }
@@ -1177,7 +1240,7 @@ mod shipped_conf {
         let text = include_str!("../conf/podium.conf");
         let c = Config::new();
         c.load_text(text, "conf/podium.conf").unwrap();
-        for p in PARAMS {
+        for p in params() {
             assert!(
                 text.lines()
                     .any(|l| l.split_whitespace().next() == Some(p.name)),

@@ -11,7 +11,7 @@ use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
 use crate::net::ClientSocket;
-use crate::protocol::{parse_request, ParseLimits, Parsed, Reply, Resp};
+use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply, Resp};
 use crate::server::{unix_ms, Server};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -158,6 +158,8 @@ pub struct Client {
     /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
     /// anything.
     pub user: Option<crate::acl::UserRef>,
+    /// How long the last command this client ran took, in microseconds (SLOWLOG, LATENCY).
+    pub last_duration_us: u64,
 }
 
 impl Client {
@@ -183,6 +185,7 @@ impl Client {
             script_keys: Vec::new(),
             after_reply: Vec::new(),
             user: None,
+            last_duration_us: 0,
         }
     }
 
@@ -192,7 +195,7 @@ impl Client {
     }
 }
 
-/// Serve one connection until it closes.
+/// Serve one TCP connection until it closes.
 pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
     let sock = match ClientSocket::new(sock) {
         Ok(s) => s,
@@ -296,6 +299,8 @@ async fn serve_client(
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     // Requests parsed from the buffer and not yet run (see the loop below).
     let mut pending: std::collections::VecDeque<Vec<Bytes>> = std::collections::VecDeque::new();
+    // Progress through a long request that has not fully arrived yet.
+    let mut partial = Partial::default();
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     loop {
@@ -353,7 +358,7 @@ async fn serve_client(
                     authenticated: client.authenticated,
                 };
                 loop {
-                    match parse_request(&mut buf, &limits) {
+                    match parse_request_resuming(&mut buf, &limits, &mut partial) {
                         Ok(Parsed::Command(args)) => {
                             pending.push_back(args);
                             if !client.authenticated || pending.len() >= MAX_BATCH {
@@ -396,7 +401,7 @@ async fn serve_client(
                             client.multi_abort = true;
                         }
                         let e = Reply::error("LOADING Redis is loading the dataset in memory");
-                        emit(client, &e, &mut out);
+                        emit(srv, client, &e, &mut out);
                         continue;
                     }
                 }
@@ -419,7 +424,7 @@ async fn serve_client(
             };
             // Messages this command published to its own client go before its reply.
             info.push.drain_into(&mut out);
-            emit(client, &reply, &mut out);
+            emit(srv, client, &reply, &mut out);
             if !client.after_reply.is_empty() {
                 out.append(&mut client.after_reply);
             }
@@ -428,6 +433,9 @@ async fn serve_client(
                 break;
             }
             if out.len() > 64 * 1024 {
+                if over_hard_limit(srv, client, out.len()) {
+                    return Ok(());
+                }
                 flush(srv, sock, &info, &mut out).await?;
             }
         }
@@ -442,7 +450,8 @@ async fn serve_client(
     }
 }
 
-fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+    srv.errorstats.count_reply(reply);
     // Pushes (subscribe confirmations) are written even when replies are silenced.
     let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {
@@ -471,6 +480,29 @@ fn emit(client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
 /// once; the rest stay in the read buffer).
 const MAX_BATCH: usize = 256;
 
+/// `client-output-buffer-limit` (normal class): true, after logging, if `pending` reply bytes
+/// exceed the hard limit; the connection is then closed without them, as Redis closes it.
+fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
+    let limit = normal_obuf_limit(srv);
+    if limit.hard > 0 && pending as u64 > limit.hard {
+        tracing::warn!(
+            "Client id={} addr={} closed for overcoming of output buffer limits.",
+            client.id,
+            client.info.addr
+        );
+        return true;
+    }
+    false
+}
+
+fn normal_obuf_limit(srv: &Server) -> crate::directives::ObufLimit {
+    let v = srv
+        .config
+        .get("client-output-buffer-limit")
+        .unwrap_or_default();
+    crate::directives::parse_obuf_limits(&v)[0]
+}
+
 async fn flush(
     srv: &Server,
     sock: &ClientSocket,
@@ -482,10 +514,31 @@ async fn flush(
     }
     // Under appendfsync always, nothing is acknowledged before it is on disk.
     srv.aof.wait_durable(srv.aof.last_seq()).await;
+    // Over the soft limit, the reader gets soft_seconds to take the data; a client that stays
+    // over it longer is closed (client-output-buffer-limit, normal class).
+    let soft = if out.len() > 64 * 1024 {
+        normal_obuf_limit(srv)
+    } else {
+        crate::directives::ObufLimit::default()
+    };
+    let write = async {
+        if soft.soft > 0 && out.len() as u64 > soft.soft {
+            let grace = Duration::from_secs(soft.soft_seconds.max(1));
+            match tokio::time::timeout(grace, sock.write_all(out)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!("Client closed for overcoming of output buffer soft limit.");
+                    Err(std::io::Error::other("output buffer soft limit"))
+                }
+            }
+        } else {
+            sock.write_all(out).await
+        }
+    };
     // A client killed while its write is stuck (a subscriber over its output buffer limit
     // that stopped reading) is dropped rather than waited for.
     tokio::select! {
-        r = sock.write_all(out) => r?,
+        r = write => r?,
         _ = info.kill.notified() => {
             return Err(std::io::Error::other("client killed while writing"));
         }

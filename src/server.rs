@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 /// Counters INFO reports.
@@ -61,6 +60,12 @@ pub struct Server {
     pub lastsave: AtomicI64,
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
     pub expire_cursor: std::sync::atomic::AtomicUsize,
+    /// SLOWLOG entries.
+    pub slowlog: crate::commands::slowlog::SlowLog,
+    /// LATENCY monitor events.
+    pub latency: crate::commands::latency::Monitor,
+    /// INFO errorstats: error replies by their first word.
+    pub errorstats: crate::commands::introspect::ErrorStats,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -94,6 +99,9 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
             expire_cursor: std::sync::atomic::AtomicUsize::new(0),
+            slowlog: Default::default(),
+            latency: Default::default(),
+            errorstats: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -158,7 +166,7 @@ impl Server {
             loop {
                 let now = unix_ms();
                 let mut sh = shard.lock();
-                if sh.volatile_len() == 0 {
+                if sh.volatile_len() == 0 || !crate::commands::debug::active_expire_enabled() {
                     break;
                 }
                 let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);
@@ -196,6 +204,8 @@ impl Server {
                 }
             }
         }
+        self.latency
+            .add_if_needed(self, "expire-cycle", start.elapsed().as_millis() as u64);
         if let Some(perc) = (expired_total * 100).checked_div(sampled_total) {
             let perc = perc as u64;
             let old = self.stats.expired_stale_perc.load(Ordering::Relaxed);
@@ -209,6 +219,12 @@ impl Server {
 
 /// Build the runtime and serve until shutdown.
 pub fn run(config: Config) -> Result<(), String> {
+    // Fork before the runtime (or anything else) starts a thread; the log and the pidfile
+    // name the process that serves.
+    let daemonized = config.get_bool("daemonize");
+    if daemonized {
+        crate::process::daemonize()?;
+    }
     init_logging(&config);
     let threads = match config.get_i64("threads") {
         0 => std::thread::available_parallelism()
@@ -224,6 +240,13 @@ pub fn run(config: Config) -> Result<(), String> {
         b.worker_threads(threads);
         b
     };
+    if config.get_bool("disable-thp") {
+        crate::process::disable_thp();
+    }
+    let _pidfile = crate::process::Pidfile::create(crate::process::pidfile_path(
+        &config.get("pidfile").unwrap_or_default(),
+        daemonized,
+    ));
     let server = Server::new(config).into_arc();
     let aof = server.aof.clone();
     builder
@@ -366,10 +389,9 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
-    if let Some(pidfile) = srv.config.get("pidfile").filter(|p| !p.is_empty()) {
-        let _ = std::fs::write(pidfile, format!("{}\n", std::process::id()));
-    }
     tracing::info!("Ready to accept connections");
+    let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
+    crate::process::notify_ready(supervisor);
     let cron_srv = srv.clone();
     tokio::spawn(async move {
         let mut rng = rand::rngs::SmallRng::from_entropy();
@@ -414,6 +436,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         _ = sigterm.recv() => tracing::info!("Received SIGTERM scheduling shutdown..."),
     }
     srv.shutting_down.store(true, Ordering::SeqCst);
+    crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
     if let Some(path) = srv.config.get("unixsocket").filter(|p| !p.is_empty()) {
         let _ = std::fs::remove_file(path);

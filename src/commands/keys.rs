@@ -484,13 +484,16 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return super::wrong_arity(&format!("object|{sub}"));
     }
     let mut db = ctx.db();
-    let Some(v) = db.value(&a[2]) else {
+    // OBJECT looks without touching: the idle time it reports is not reset by asking.
+    let Some(e) = db.peek(&a[2]) else {
         return Reply::Null;
     };
     match sub.as_str() {
-        "encoding" => Reply::bulk_slice(encoding_name(v).as_bytes()),
+        "encoding" => Reply::bulk_slice(encoding_name(&e.value).as_bytes()),
         "refcount" => Reply::Int(1),
-        "idletime" => Reply::Int(0),
+        "idletime" if crate::evict::lfu_mode() => Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
+        "idletime" => Reply::Int((crate::evict::idle_ms(e) / 1000) as i64),
+        _ if crate::evict::lfu_mode() => Reply::Int(i64::from(crate::evict::frequency(e))),
         _ => Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
     }
 }

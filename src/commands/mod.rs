@@ -13,15 +13,19 @@
 pub mod argv;
 pub mod errors;
 pub mod acl;
+pub mod debug;
 pub mod expire;
 pub mod hash;
+pub mod introspect;
 pub mod keys;
+pub mod latency;
 pub mod list;
 pub mod persist;
 pub mod pubsub;
 pub mod script;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod string;
 pub mod tx;
@@ -286,6 +290,9 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
             list::COMMANDS,
             tx::COMMANDS,
             pubsub::COMMANDS,
+            slowlog::COMMANDS,
+            latency::COMMANDS,
+            debug::COMMANDS,
         ] {
             for spec in family {
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
@@ -529,6 +536,9 @@ pub fn dispatch_with<'a>(
     if spec.name != "client" && client.multi.is_none() {
         client.tracking_caching = false;
     }
+    if block.is_none() {
+        slowlog::record(srv, client, spec, &args, client.last_duration_us);
+    }
     Outcome {
         reply,
         block,
@@ -567,7 +577,11 @@ fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
         }
     }
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
-    if max > 0 && spec.flags & flags::DENYOOM != 0 && crate::alloc::used_memory() as i64 > max {
+    if max > 0
+        && spec.flags & flags::DENYOOM != 0
+        && crate::alloc::used_memory() as i64 > max
+        && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
+    {
         return Some(Reply::error(
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));
@@ -632,8 +646,9 @@ pub fn run_locked<'a>(
         close_after_reply: false,
     };
     let reply = (spec.handler)(&mut ctx, args);
-    spec.usec
-        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let duration_us = started.elapsed().as_micros() as u64;
+    ctx.client.last_duration_us = duration_us;
+    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
     spec.calls.fetch_add(1, Ordering::Relaxed);
     let Ctx {
         dirty,

@@ -718,8 +718,10 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
         "replication",
         "cpu",
         "modules",
-        "errorstats",
         "commandstats",
+        "errorstats",
+        "latencystats",
+        "cluster",
         "keyspace",
     ];
     let default = [
@@ -732,6 +734,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
         "cpu",
         "modules",
         "errorstats",
+        "cluster",
         "keyspace",
     ];
     let mut want: Vec<&str> = Vec::new();
@@ -798,7 +801,14 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
                 );
-                kv("config_file", String::new());
+                kv(
+                    "config_file",
+                    srv.config
+                        .config_file
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
             }
             "clients" => {
                 let clients = srv.clients.lock();
@@ -894,7 +904,12 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         .load(Ordering::Relaxed)
                         .to_string(),
                 );
-                kv("evicted_keys", "0".into());
+                kv(
+                    "evicted_keys",
+                    crate::evict::EVICTED_KEYS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
                 kv(
                     "keyspace_hits",
                     st.keyspace_hits.load(Ordering::Relaxed).to_string(),
@@ -961,6 +976,17 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     );
                 }
             }
+            "errorstats" => {
+                for (k, v) in srv.errorstats.info_lines() {
+                    kv(&k, v);
+                }
+            }
+            "latencystats" => {
+                for (k, v) in crate::commands::latency::info_lines(srv) {
+                    kv(&k, v);
+                }
+            }
+            "cluster" => kv("cluster_enabled", "0".into()),
             "keyspace" => {
                 for db in 0..srv.keyspace.num_dbs() {
                     let (keys, vol) = srv.keyspace.db_sizes(db);
@@ -1064,6 +1090,11 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ] {
                 c.store(0, Ordering::Relaxed);
             }
+            ctx.srv.errorstats.reset();
+            crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            for h in crate::commands::latency::histograms().values() {
+                h.reset();
+            }
             for c in table().values() {
                 c.calls.store(0, Ordering::Relaxed);
                 c.usec.store(0, Ordering::Relaxed);
@@ -1072,9 +1103,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Ok
         }
-        "rewrite" if a.len() == 2 => {
-            Reply::error("ERR The server is running without a config file")
-        }
+        "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(&ctx.srv.config) {
+            Ok(()) => Reply::Ok,
+            Err(e) => Reply::Error(e),
+        },
         "help" => Reply::Array(
             [
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

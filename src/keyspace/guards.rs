@@ -221,6 +221,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 if count {
                     self.g.hits += 1;
                 }
+                crate::evict::touch(e, now);
                 return Some(e);
             }
             Some(_) => {}
@@ -230,6 +231,11 @@ impl<'g, 'a> DbHandle<'g, 'a> {
             self.g.misses += 1;
         }
         None
+    }
+
+    /// The live entry for `key` without counting as an access (OBJECT, eviction figures).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.shard(key).raw_get(key)
     }
 
     /// The live value for `key`, if any.

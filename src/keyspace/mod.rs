@@ -44,6 +44,8 @@ pub struct Entry {
     slot: u32,
     /// Position in the shard's volatile-key list, when `expire_at` is set.
     vol: u32,
+    /// Last access (LRU clock) or access frequency (LFU), see [`crate::evict`].
+    pub access: u32,
 }
 
 impl Entry {
@@ -136,6 +138,7 @@ impl Shard {
                 expire_at: NO_EXPIRE,
                 slot,
                 vol: 0,
+                access: crate::evict::initial_access(),
             },
         );
     }
@@ -255,6 +258,14 @@ impl Shard {
 
     pub fn keys(&self) -> impl Iterator<Item = (&Key, &Entry)> {
         self.map.iter()
+    }
+
+    /// A uniformly random key among those with a TTL, if any (volatile-* eviction).
+    pub fn random_volatile_key(&self, rng: &mut impl rand::Rng) -> Option<Bytes> {
+        if self.volatile.is_empty() {
+            return None;
+        }
+        Some(self.volatile[rng.gen_range(0..self.volatile.len())].to_bytes())
     }
 
     /// A uniformly random key of this shard, if any.

@@ -94,20 +94,54 @@ fn parse_header_int(s: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// How far a multibulk request at the front of the buffer was parsed before its end arrived,
+/// so the next attempt resumes there: a request arriving in many small reads costs time in
+/// proportion to its size, not to its size times the number of reads.
+#[derive(Default, Debug)]
+pub struct Partial {
+    /// Arguments announced by the header; 0 when nothing is in progress.
+    count: usize,
+    /// Where the next argument's `$` header starts.
+    pos: usize,
+    /// Positions of the arguments already complete.
+    spans: Vec<(usize, usize)>,
+}
+
 /// Take one request off the front of `buf`.
 pub fn parse_request(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, ProtocolError> {
+    parse_request_resuming(buf, limits, &mut Partial::default())
+}
+
+/// [`parse_request`] that resumes a multibulk request where `partial` left it (the buffer's
+/// front must not have changed since) and records its progress when it is still incomplete.
+pub fn parse_request_resuming(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+    partial: &mut Partial,
+) -> Result<Parsed, ProtocolError> {
     if buf.is_empty() {
         return Ok(Parsed::Incomplete);
     }
-    if buf[0] == b'*' {
-        parse_multibulk(buf, limits)
+    let r = if buf[0] == b'*' {
+        parse_multibulk(buf, limits, partial)
     } else {
         parse_inline(buf)
+    };
+    if !matches!(r, Ok(Parsed::Incomplete)) {
+        *partial = Partial::default();
     }
+    r
 }
 
-fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, ProtocolError> {
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+    partial: &mut Partial,
+) -> Result<Parsed, ProtocolError> {
     let data = &buf[..];
+    if partial.count > 0 {
+        return parse_arguments(buf, limits, partial);
+    }
     let Some(eol) = find_crlf(data, 1) else {
         if data.len() > INLINE_MAX {
             return Err(ProtocolError(
@@ -129,17 +163,26 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
             "Protocol error: unauthenticated multibulk length".into(),
         ));
     }
-    let mut pos = eol + 2;
+    let pos = eol + 2;
     if count <= 0 {
         let _ = buf.split_to(pos);
         return Ok(Parsed::Empty);
     }
     let count = count as usize;
+    if count > 8 {
+        // Long requests keep their progress (short ones are parsed again: cheaper than saving).
+        *partial = Partial {
+            count,
+            pos,
+            spans: Vec::with_capacity(count.min(1024)),
+        };
+        return parse_arguments(buf, limits, partial);
+    }
+    let mut pos = pos;
     // Record argument positions first; only split the buffer once the whole request is there.
     // Short commands (the common case) keep their positions on the stack.
     let mut inline_spans = [(0usize, 0usize); 8];
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for i in 0..count {
+    for span in inline_spans.iter_mut().take(count) {
         if pos >= data.len() {
             return Ok(Parsed::Incomplete);
         }
@@ -171,25 +214,64 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &ParseLimits) -> Result<Parsed, P
         if data.len() < end + 2 {
             return Ok(Parsed::Incomplete);
         }
-        if count <= inline_spans.len() {
-            inline_spans[i] = (start, end);
-        } else {
-            if spans.is_empty() {
-                spans.reserve(count.min(1024));
-            }
-            spans.push((start, end));
-        }
+        *span = (start, end);
         pos = end + 2;
     }
     let frame = buf.split_to(pos).freeze();
-    if count <= inline_spans.len() {
-        return Ok(Parsed::Command(
-            inline_spans[..count]
-                .iter()
-                .map(|&(s, e)| frame.slice(s..e))
-                .collect(),
-        ));
+    Ok(Parsed::Command(
+        inline_spans[..count]
+            .iter()
+            .map(|&(s, e)| frame.slice(s..e))
+            .collect(),
+    ))
+}
+
+/// The arguments of a multibulk request of `partial.count` arguments, from `partial.pos` on.
+fn parse_arguments(
+    buf: &mut BytesMut,
+    limits: &ParseLimits,
+    partial: &mut Partial,
+) -> Result<Parsed, ProtocolError> {
+    let data = &buf[..];
+    while partial.spans.len() < partial.count {
+        let pos = partial.pos;
+        if pos >= data.len() {
+            return Ok(Parsed::Incomplete);
+        }
+        if data[pos] != b'$' {
+            return Err(ProtocolError(format!(
+                "Protocol error: expected '$', got '{}'",
+                data[pos] as char
+            )));
+        }
+        let Some(eol) = find_crlf(data, pos + 1) else {
+            if data.len() - pos > INLINE_MAX {
+                return Err(ProtocolError(
+                    "Protocol error: too big bulk count string".into(),
+                ));
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let len = match parse_header_int(&data[pos + 1..eol]) {
+            Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
+            _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
+        };
+        if !limits.authenticated && len > 16384 {
+            return Err(ProtocolError(
+                "Protocol error: unauthenticated bulk length".into(),
+            ));
+        }
+        let start = eol + 2;
+        let end = start + len;
+        if data.len() < end + 2 {
+            return Ok(Parsed::Incomplete);
+        }
+        partial.spans.push((start, end));
+        partial.pos = end + 2;
     }
+    let frame = buf.split_to(partial.pos).freeze();
+    let spans = std::mem::take(&mut partial.spans);
+    *partial = Partial::default();
     Ok(Parsed::Command(
         spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect(),
     ))
@@ -420,5 +502,38 @@ mod tests {
             parse_request(&mut b, &l).unwrap_err().0,
             "Protocol error: unauthenticated bulk length"
         );
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_request_resumes_where_it_stopped() {
+        let mut req = b"*12\r\n$4\r\nSADD\r\n$1\r\ns\r\n".to_vec();
+        for i in 0..10 {
+            req.extend_from_slice(format!("$2\r\nm{i}\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        let mut buf = BytesMut::new();
+        let mut partial = Partial::default();
+        let limits = ParseLimits::default();
+        let mut got = Vec::new();
+        for b in &req {
+            buf.extend_from_slice(&[*b]);
+            loop {
+                match parse_request_resuming(&mut buf, &limits, &mut partial).unwrap() {
+                    Parsed::Command(args) => got.push(args),
+                    Parsed::Empty => {}
+                    Parsed::Incomplete => break,
+                }
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].len(), 12);
+        assert_eq!(&got[0][11][..], b"m9");
+        assert_eq!(&got[1][0][..], b"PING");
+        assert!(buf.is_empty());
     }
 }

@@ -1,0 +1,105 @@
+//! DEBUG: the subcommands Redis's own test suites rely on, behind `enable-debug-command`.
+//!
+//! Refused unless `enable-debug-command` is `yes`, or `local` and the client is on a loopback
+//! address or the Unix socket (Redis's rule for protected commands). SLEEP blocks the worker
+//! thread it runs on, as it blocks Redis's only thread; SET-ACTIVE-EXPIRE switches the
+//! active-expiry cron. RELOAD goes through [`RELOAD_HOOK`], which the RDB code installs.
+
+use super::flags::*;
+use super::{Ctx, Keys, Spec};
+use crate::protocol::Reply;
+use crate::server::Server;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+pub static COMMANDS: &[Spec] = &[Spec::new(
+    "debug",
+    -2,
+    ADMIN | NOSCRIPT | LOADING | STALE,
+    Keys::None,
+    debug,
+    "server",
+)];
+
+/// False after `DEBUG SET-ACTIVE-EXPIRE 0`: the cron then expires no key.
+static ACTIVE_EXPIRE: AtomicBool = AtomicBool::new(true);
+
+pub fn active_expire_enabled() -> bool {
+    ACTIVE_EXPIRE.load(Ordering::Relaxed)
+}
+
+/// DEBUG RELOAD: save and load the dataset again; set by the snapshot code.
+pub static RELOAD_HOOK: OnceLock<ReloadFn> = OnceLock::new();
+
+/// What DEBUG RELOAD calls: save, empty, load; Err is the reason it failed.
+pub type ReloadFn = fn(&Server) -> Result<(), String>;
+
+/// Whether `enable-debug-command` lets this client run DEBUG.
+fn allowed(ctx: &Ctx) -> bool {
+    match ctx.srv.config.get("enable-debug-command").as_deref() {
+        Some("yes") => true,
+        Some("local") => {
+            let addr = &ctx.client.info.addr;
+            addr.starts_with("127.") || addr.starts_with("[::1]") || addr.starts_with('/')
+        }
+        _ => false,
+    }
+}
+
+fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if !allowed(ctx) {
+        return Reply::error(
+            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+             you can run it from a local connection, otherwise you need to set this option in the \
+             configuration file, and then restart the server.",
+        );
+    }
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match (sub.as_str(), a.len()) {
+        ("sleep", 3) => {
+            let secs = match crate::util::numtext::parse_f64(&a[2]) {
+                Some(s) if s.is_finite() && s >= 0.0 => s,
+                _ => return Reply::error(super::args::NOT_FLOAT),
+            };
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            Reply::Ok
+        }
+        ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
+            Some(n) => {
+                ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);
+                Reply::Ok
+            }
+            None => Reply::error(super::args::NOT_INT),
+        },
+        ("reload", _) => match RELOAD_HOOK.get() {
+            Some(reload) => match reload(ctx.srv) {
+                Ok(()) => Reply::Ok,
+                Err(e) => Reply::Error(format!("ERR Error trying to load the RDB dump: {e}")),
+            },
+            None => {
+                Reply::error("ERR DEBUG RELOAD is not supported: Podium has no RDB snapshots yet")
+            }
+        },
+        ("help", 2) => Reply::Array(
+            [
+                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "SLEEP <seconds>",
+                "    Stop the server's worker thread for <seconds> (a decimal number).",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Turn the active expiry of keys off or on.",
+                "RELOAD",
+                "    Save the dataset and load it again.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        _ => Reply::error(format!(
+            "ERR DEBUG {} is not supported by Podium. Try DEBUG HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}

@@ -1,0 +1,538 @@
+//! LATENCY: the latency monitor (events over `latency-monitor-threshold`) and the per-command
+//! latency histograms (LATENCY HISTOGRAM, INFO latencystats).
+//!
+//! The monitor keeps, per event name ("command", "fast-command", "expire-cycle"), the last 160
+//! samples as (Unix second, milliseconds), one per second (a second's worst), and the all-time
+//! maximum, as Redis's latency.c does. The histograms count each command's durations in
+//! power-of-two buckets of nanoseconds starting at 1024 ns, which is the bucketing Redis's
+//! LATENCY HISTOGRAM reports, so the replies have Redis's shape and bucket labels.
+
+use super::flags::*;
+use super::{table, Ctx, Keys, Spec};
+use crate::protocol::Reply;
+use crate::server::Server;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub static COMMANDS: &[Spec] = &[Spec::new(
+    "latency",
+    -2,
+    ADMIN | NOSCRIPT | LOADING | STALE,
+    Keys::None,
+    latency,
+    "server",
+)];
+
+/// Samples kept per event.
+const SAMPLES: usize = 160;
+
+#[derive(Default, Clone)]
+struct Series {
+    /// Ring of (unix second, ms); a zero second is an empty slot.
+    samples: Vec<(i64, u64)>,
+    next: usize,
+    max: u64,
+}
+
+impl Series {
+    fn add(&mut self, now: i64, ms: u64) {
+        if self.samples.is_empty() {
+            self.samples = vec![(0, 0); SAMPLES];
+        }
+        self.max = self.max.max(ms);
+        let prev = (self.next + SAMPLES - 1) % SAMPLES;
+        if self.samples[prev].0 == now {
+            self.samples[prev].1 = self.samples[prev].1.max(ms);
+            return;
+        }
+        self.samples[self.next] = (now, ms);
+        self.next = (self.next + 1) % SAMPLES;
+    }
+
+    /// Samples oldest first.
+    fn history(&self) -> Vec<(i64, u64)> {
+        (0..self.samples.len())
+            .map(|i| self.samples[(self.next + i) % self.samples.len()])
+            .filter(|s| s.0 != 0)
+            .collect()
+    }
+
+    fn latest(&self) -> (i64, u64) {
+        let prev = (self.next + SAMPLES - 1) % SAMPLES;
+        self.samples.get(prev).copied().unwrap_or((0, 0))
+    }
+}
+
+/// The latency monitor's events.
+#[derive(Default)]
+pub struct Monitor {
+    events: Mutex<BTreeMap<&'static str, Series>>,
+}
+
+impl Monitor {
+    /// Record `ms` for `event` if the monitor is on and it reaches the threshold.
+    pub fn add_if_needed(&self, srv: &Server, event: &'static str, ms: u64) {
+        let threshold = srv.config.hot.latency_threshold_ms.load(Ordering::Relaxed);
+        if threshold > 0 && ms >= threshold as u64 {
+            let now = crate::server::unix_ms() / 1000;
+            self.events.lock().entry(event).or_default().add(now, ms);
+        }
+    }
+}
+
+/// Buckets of a command's latency histogram: bucket 0 is below 1024 ns, bucket i holds
+/// [1024·2^(i-1), 1024·2^i) ns; the last one takes everything from ~1 s up (Redis's ceiling).
+const BUCKETS: usize = 21;
+
+/// One command's durations.
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Histogram {
+    pub fn record_ns(&self, ns: u64) {
+        let i = if ns < 1024 {
+            0
+        } else {
+            ((64 - ns.leading_zeros()) as usize - 10).min(BUCKETS - 1)
+        };
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn reset(&self) {
+        for b in &self.buckets {
+            b.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn counts(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
+    }
+
+    /// The upper bound of bucket `i` in microseconds, as Redis labels it.
+    fn label_us(i: usize) -> u64 {
+        ((1024u64 << i) - 1) / 1000
+    }
+
+    /// (bucket label in µs, cumulative count) for the buckets that hold samples.
+    pub fn cdf(&self) -> Vec<(u64, u64)> {
+        let mut total = 0;
+        let mut out = Vec::new();
+        for (i, c) in self.counts().iter().enumerate() {
+            if *c > 0 {
+                total += c;
+                out.push((Self::label_us(i), total));
+            }
+        }
+        out
+    }
+
+    /// The `p`th percentile in microseconds (a bucket's upper bound), or None without samples.
+    pub fn percentile_us(&self, p: f64) -> Option<f64> {
+        let counts = self.counts();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((p / 100.0) * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(((1024u64 << i) - 1) as f64 / 1000.0);
+            }
+        }
+        None
+    }
+}
+
+/// Commands with subcommands: Redis keeps their figures per subcommand (`config|set`).
+const CONTAINERS: &[(&str, &[&str])] = &[
+    ("config", &["get", "set", "resetstat", "rewrite", "help"]),
+    (
+        "client",
+        &[
+            "id", "getname", "setname", "setinfo", "info", "list", "kill", "no-evict", "no-touch",
+            "reply", "unblock", "pause", "unpause", "help",
+        ],
+    ),
+    (
+        "command",
+        &[
+            "count",
+            "docs",
+            "getkeys",
+            "getkeysandflags",
+            "info",
+            "list",
+            "help",
+        ],
+    ),
+    (
+        "memory",
+        &["usage", "stats", "doctor", "malloc-stats", "purge", "help"],
+    ),
+    (
+        "object",
+        &["encoding", "freq", "idletime", "refcount", "help"],
+    ),
+    ("slowlog", &["get", "len", "reset", "help"]),
+    (
+        "latency",
+        &[
+            "latest",
+            "history",
+            "reset",
+            "graph",
+            "doctor",
+            "histogram",
+            "help",
+        ],
+    ),
+    ("script", &["load", "exists", "flush", "kill", "help"]),
+    ("function", &["flush", "list", "stats", "help"]),
+];
+
+/// Per-command histograms, by command name (`name|sub` for subcommands).
+pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
+    static H: std::sync::OnceLock<std::collections::HashMap<String, Histogram>> =
+        std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        let mut m: std::collections::HashMap<String, Histogram> = table()
+            .keys()
+            .filter(|k| !CONTAINERS.iter().any(|(c, _)| c == *k))
+            .map(|k| (k.to_string(), Histogram::default()))
+            .collect();
+        for (c, subs) in CONTAINERS {
+            for s in *subs {
+                m.insert(format!("{c}|{s}"), Histogram::default());
+            }
+        }
+        m
+    })
+}
+
+/// The histogram a command's run counts in.
+fn histogram_for(spec: &Spec, args: &[Bytes]) -> Option<&'static Histogram> {
+    if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {
+        let sub = String::from_utf8_lossy(args.get(1)?).to_ascii_lowercase();
+        histograms().get(&format!("{}|{sub}", spec.name))
+    } else {
+        histograms().get(spec.name)
+    }
+}
+
+/// After a command ran: its histogram (when latency-tracking is on) and the monitor's
+/// "command" / "fast-command" event.
+pub fn after_command(srv: &Server, spec: &Spec, args: &[Bytes], duration_us: u64) {
+    if srv.config.hot.latency_tracking.load(Ordering::Relaxed) {
+        if let Some(h) = histogram_for(spec, args) {
+            h.record_ns(duration_us.saturating_mul(1000));
+        }
+    }
+    let event = if spec.flags & FAST != 0 {
+        "fast-command"
+    } else {
+        "command"
+    };
+    srv.latency.add_if_needed(srv, event, duration_us / 1000);
+}
+
+/// INFO latencystats lines: `latency_percentiles_usec_<cmd>:p50=...,p99=...`.
+pub fn info_lines(srv: &Server) -> Vec<(String, String)> {
+    if !srv.config.hot.latency_tracking.load(Ordering::Relaxed) {
+        return Vec::new();
+    }
+    let percentiles: Vec<f64> = srv
+        .config
+        .get("latency-tracking-info-percentiles")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let mut names: Vec<&String> = histograms().keys().collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let h = &histograms()[name];
+        if h.percentile_us(50.0).is_none() {
+            continue;
+        }
+        let fields: Vec<String> = percentiles
+            .iter()
+            .map(|p| format!("p{}={:.3}", p, h.percentile_us(*p).unwrap_or(0.0)))
+            .collect();
+        out.push((format!("latency_percentiles_usec_{name}"), fields.join(",")));
+    }
+    out
+}
+
+fn histogram_reply(name: &str, h: &Histogram) -> (Reply, Reply) {
+    let cdf = h.cdf();
+    let calls = cdf.last().map(|c| c.1).unwrap_or(0);
+    (
+        Reply::bulk(name.as_bytes().to_vec()),
+        Reply::Map(vec![
+            (Reply::bulk_slice(b"calls"), Reply::Int(calls as i64)),
+            (
+                Reply::bulk_slice(b"histogram_usec"),
+                Reply::Map(
+                    cdf.into_iter()
+                        .map(|(us, n)| (Reply::Int(us as i64), Reply::Int(n as i64)))
+                        .collect(),
+                ),
+            ),
+        ]),
+    )
+}
+
+/// LATENCY DOCTOR's report: each event's figures in plain words.
+fn doctor(events: &BTreeMap<&'static str, Series>, threshold: i64) -> String {
+    if threshold == 0 {
+        return "The latency monitor is off (latency-monitor-threshold is 0): no event is recorded. \
+                Set it with CONFIG SET latency-monitor-threshold <milliseconds>.\n"
+            .into();
+    }
+    let recorded: Vec<_> = events
+        .iter()
+        .filter(|(_, s)| !s.history().is_empty())
+        .collect();
+    if recorded.is_empty() {
+        return format!(
+            "No latency event of {threshold} ms or more was recorded since the last reset.\n"
+        );
+    }
+    let mut s =
+        format!("Latency events of {threshold} ms or more recorded since the last reset:\n\n");
+    for (i, (name, series)) in recorded.iter().enumerate() {
+        let h = series.history();
+        let avg = h.iter().map(|x| x.1).sum::<u64>() / h.len() as u64;
+        let span = h.last().map(|l| l.0).unwrap_or(0) - h.first().map(|f| f.0).unwrap_or(0);
+        let _ = std::fmt::Write::write_fmt(
+            &mut s,
+            format_args!(
+                "{}. {name}: {} latency spikes (average {avg} ms, worst {} ms) over {span} s.\n",
+                i + 1,
+                h.len(),
+                series.max
+            ),
+        );
+        let advice = match **name {
+            "command" => "   Slow commands: see SLOWLOG GET for which ones; commands on big values (ZRANGE of a whole large sorted set, KEYS, SMEMBERS ...) cost time in proportion to their size.\n",
+            "fast-command" => "   O(1) commands were slow: the machine may be overloaded or swapping.\n",
+            "expire-cycle" => "   The active expiry cycle was slow: many keys, or big values, expiring at once.\n",
+            _ => "",
+        };
+        s.push_str(advice);
+    }
+    s
+}
+
+/// LATENCY GRAPH: the event's samples as a bar chart, one column per sample, oldest left.
+fn graph(name: &str, series: &Series) -> String {
+    let h = series.history();
+    let hi = h.iter().map(|x| x.1).max().unwrap_or(0);
+    let lo = h.iter().map(|x| x.1).min().unwrap_or(0);
+    let mut s = format!(
+        "{name} - high {hi} ms, low {lo} ms (all time high {} ms)\n",
+        series.max
+    );
+    s.push_str(&"-".repeat(80));
+    s.push('\n');
+    const ROWS: u64 = 4;
+    for row in (1..=ROWS).rev() {
+        let line: String = h
+            .iter()
+            .map(|x| {
+                let level = if hi == 0 {
+                    0
+                } else {
+                    (x.1 * ROWS).div_ceil(hi)
+                };
+                if level >= row {
+                    '#'
+                } else {
+                    ' '
+                }
+            })
+            .collect();
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    let now = crate::server::unix_ms() / 1000;
+    let ages: Vec<String> = h.iter().map(|x| format!("{}s", now - x.0)).collect();
+    s.push_str(&format!("sample ages, oldest first: {}\n", ages.join(" ")));
+    s
+}
+
+fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    let srv = ctx.srv;
+    let mon = &srv.latency;
+    match (sub.as_str(), a.len()) {
+        ("latest", 2) => Reply::Array(
+            mon.events
+                .lock()
+                .iter()
+                .filter(|(_, s)| s.latest().0 != 0)
+                .map(|(name, s)| {
+                    let (t, ms) = s.latest();
+                    Reply::Array(vec![
+                        Reply::bulk(name.as_bytes().to_vec()),
+                        Reply::Int(t),
+                        Reply::Int(ms as i64),
+                        Reply::Int(s.max as i64),
+                    ])
+                })
+                .collect(),
+        ),
+        ("history", 3) => {
+            let name = String::from_utf8_lossy(&a[2]);
+            let events = mon.events.lock();
+            Reply::Array(
+                events
+                    .get(name.as_ref())
+                    .map(|s| s.history())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(t, ms)| Reply::Array(vec![Reply::Int(t), Reply::Int(ms as i64)]))
+                    .collect(),
+            )
+        }
+        ("reset", _) => {
+            let mut events = mon.events.lock();
+            if a.len() == 2 {
+                let n = events.len();
+                events.clear();
+                Reply::Int(n as i64)
+            } else {
+                let mut n = 0;
+                for e in &a[2..] {
+                    if events.remove(String::from_utf8_lossy(e).as_ref()).is_some() {
+                        n += 1;
+                    }
+                }
+                Reply::Int(n)
+            }
+        }
+        ("graph", 3) => {
+            let name = String::from_utf8_lossy(&a[2]).into_owned();
+            let events = mon.events.lock();
+            match events.get(name.as_str()) {
+                Some(s) if !s.history().is_empty() => {
+                    Reply::Verbatim("txt", Bytes::from(graph(&name, s)))
+                }
+                _ => Reply::error(format!("ERR No samples available for event '{name}'")),
+            }
+        }
+        ("doctor", 2) => {
+            let threshold = srv.config.hot.latency_threshold_ms.load(Ordering::Relaxed);
+            Reply::Verbatim(
+                "txt",
+                Bytes::from(doctor(&mon.events.lock(), threshold)),
+            )
+        }
+        ("histogram", _) => {
+            let mut out = Vec::new();
+            let mut names: Vec<&String> = histograms().keys().collect();
+            names.sort();
+            let mut chosen: Vec<&String> = Vec::new();
+            if a.len() == 2 {
+                chosen = names;
+            } else {
+                // A command name selects it, or all its subcommands; `name|sub` one of them.
+                for arg in &a[2..] {
+                    let want = String::from_utf8_lossy(arg).to_ascii_lowercase();
+                    for n in &names {
+                        let hit = **n == want || n.split('|').next() == Some(want.as_str());
+                        if hit && !chosen.contains(n) {
+                            chosen.push(n);
+                        }
+                    }
+                }
+            }
+            for name in chosen {
+                let h = &histograms()[name];
+                if !h.cdf().is_empty() {
+                    out.push(histogram_reply(name, h));
+                }
+            }
+            Reply::Map(out)
+        }
+        ("help", 2) => Reply::Array(
+            [
+                "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "GRAPH <event>",
+                "    Return an ASCII latency graph for the <event> class.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                "    If no commands are specified then all histograms are replied.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        ("latest" | "history" | "graph" | "doctor" | "help", _) => {
+            super::wrong_arity(&format!("latency|{sub}"))
+        }
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try LATENCY HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_keeps_one_sample_per_second_and_the_max() {
+        let mut s = Series::default();
+        s.add(100, 5);
+        s.add(100, 9);
+        s.add(100, 3);
+        s.add(101, 4);
+        assert_eq!(s.history(), vec![(100, 9), (101, 4)]);
+        assert_eq!(s.latest(), (101, 4));
+        assert_eq!(s.max, 9);
+        for t in 0..200 {
+            s.add(1000 + t, 1);
+        }
+        assert_eq!(s.history().len(), SAMPLES);
+        assert_eq!(s.history()[0].0, 1040);
+    }
+
+    #[test]
+    fn histogram_buckets_have_redis_labels() {
+        let h = Histogram::default();
+        h.record_ns(10);
+        h.record_ns(1500);
+        h.record_ns(1600);
+        h.record_ns(70_000);
+        assert_eq!(h.cdf(), vec![(1, 1), (2, 3), (131, 4)]);
+        assert_eq!(h.percentile_us(50.0), Some(2.047));
+        assert_eq!(h.percentile_us(100.0), Some(131.071));
+    }
+}

@@ -1,0 +1,713 @@
+//! Redis 7.0 directives beyond Podium's core table, and the rules for refusing a value.
+//!
+//! [`crate::config::PARAMS`] holds the directives Podium acts on. This module owns the rest of
+//! Redis 7.0's redis.conf vocabulary, so that any file Redis accepts (Debian's stock
+//! /etc/redis/redis.conf among them) either starts Podium or stops it with a reason:
+//! - [`EXTRA`]: directives accepted with no effect, each with the reason in its help text
+//!   (tuning knobs of machinery Podium does not have: the defragmenter, replication links,
+//!   cluster buses), plus a few Podium acts on (eviction, latency tracking);
+//! - [`refusal`]: directives, or values of them, that would need a feature Podium lacks
+//!   (replication, cluster mode, TLS, modules, syslog ...), refused with a message saying so;
+//! - [`memory_min`]: Redis's lower bounds of the two buffer limits;
+//! - [`merge_obuf_limits`]: `client-output-buffer-limit`, given one class per line as Redis
+//!   allows, merged into the full three-class value.
+
+use crate::config::{Kind, Param};
+
+const fn row(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
+    Param {
+        name,
+        aliases: &[],
+        kind,
+        default,
+        mutable: true,
+        help,
+    }
+}
+
+const fn fixed_row(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    help: &'static str,
+) -> Param {
+    Param {
+        name,
+        aliases: &[],
+        kind,
+        default,
+        mutable: false,
+        help,
+    }
+}
+
+const fn aka(mut prm: Param, aliases: &'static [&'static str]) -> Param {
+    prm.aliases = aliases;
+    prm
+}
+
+const UINT: Kind = Kind::Int {
+    min: 0,
+    max: i64::MAX,
+};
+const PORT: Kind = Kind::Int { min: 0, max: 65535 };
+const YES_NO: Kind = Kind::Bool;
+
+const NO_REPL: &str = "accepted, no effect: replication is not supported, so a Podium server never has replicas nor is one";
+const NO_CLUSTER: &str =
+    "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
+const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
+
+/// Directives of Redis 7.0 that the core table does not list.
+pub static EXTRA: &[Param] = &[
+    // Eviction (see crate::evict).
+    row(
+        "lfu-log-factor",
+        UINT,
+        "10",
+        "LFU counter growth: higher means more hits per counter step",
+    ),
+    row(
+        "lfu-decay-time",
+        UINT,
+        "1",
+        "LFU counter decay: minutes per halving step (0 = never decay)",
+    ),
+    row(
+        "maxmemory-eviction-tenacity",
+        Kind::Int { min: 0, max: 100 },
+        "10",
+        "how long one command may evict before the rest is left to later commands",
+    ),
+    row(
+        "maxmemory-clients",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        "0",
+        "client eviction is not supported: only 0 is accepted",
+    ),
+    // Latency tracking (INFO latencystats).
+    row(
+        "latency-tracking",
+        YES_NO,
+        "yes",
+        "per-command latency percentiles in INFO latencystats",
+    ),
+    row(
+        "latency-tracking-info-percentiles",
+        Kind::Words,
+        "50 99 99.9",
+        "percentiles INFO latencystats reports",
+    ),
+    // Memory and process tuning.
+    row(
+        "jemalloc-bg-thread",
+        YES_NO,
+        "yes",
+        "accepted, no effect: Podium's jemalloc returns freed pages at once (decay 0), so a purging thread has nothing to do",
+    ),
+    row(
+        "activedefrag",
+        YES_NO,
+        "no",
+        "accepted, no effect: Podium has no active defragmenter (freed pages go back to the OS at once)",
+    ),
+    row(
+        "active-defrag-ignore-bytes",
+        Kind::Memory,
+        "104857600",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    row(
+        "active-defrag-threshold-lower",
+        Kind::Int { min: 0, max: 1000 },
+        "10",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    row(
+        "active-defrag-threshold-upper",
+        Kind::Int { min: 0, max: 1000 },
+        "100",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    row(
+        "active-defrag-cycle-min",
+        Kind::Int { min: 1, max: 99 },
+        "1",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    row(
+        "active-defrag-cycle-max",
+        Kind::Int { min: 1, max: 99 },
+        "25",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    row(
+        "active-defrag-max-scan-fields",
+        Kind::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+        "1000",
+        "accepted, no effect: Podium has no active defragmenter",
+    ),
+    fixed_row(
+        "disable-thp",
+        YES_NO,
+        "yes",
+        "turn transparent huge pages off for the process at startup (prctl PR_SET_THP_DISABLE)",
+    ),
+    fixed_row(
+        "io-threads-do-reads",
+        YES_NO,
+        "no",
+        "accepted, no effect: every Podium worker thread reads and parses its own clients",
+    ),
+    row(
+        "oom-score-adj",
+        Kind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+        "accepted, no effect: Podium does not change its OOM-killer score",
+    ),
+    row(
+        "oom-score-adj-values",
+        Kind::Words,
+        "0 200 800",
+        "accepted, no effect: Podium does not change its OOM-killer score",
+    ),
+    row(
+        "proc-title-template",
+        Kind::Str,
+        "{title} {listen-addr} {server-mode}",
+        "accepted, no effect: Podium does not rewrite its process title",
+    ),
+    fixed_row(
+        "server_cpulist",
+        Kind::Str,
+        "",
+        "accepted, no effect: Podium does not pin threads to CPUs",
+    ),
+    fixed_row(
+        "bio_cpulist",
+        Kind::Str,
+        "",
+        "accepted, no effect: Podium does not pin threads to CPUs",
+    ),
+    fixed_row(
+        "aof_rewrite_cpulist",
+        Kind::Str,
+        "",
+        "accepted, no effect: Podium does not pin threads to CPUs",
+    ),
+    fixed_row(
+        "bgsave_cpulist",
+        Kind::Str,
+        "",
+        "accepted, no effect: Podium does not pin threads to CPUs",
+    ),
+    row(
+        "ignore-warnings",
+        Kind::Str,
+        "",
+        "accepted, no effect: Podium prints none of Redis's kernel warnings",
+    ),
+    row(
+        "crash-log-enabled",
+        YES_NO,
+        "yes",
+        "accepted, no effect: a Rust panic is reported by the runtime, there is no crash log",
+    ),
+    row(
+        "crash-memcheck-enabled",
+        YES_NO,
+        "yes",
+        "accepted, no effect: a Rust panic is reported by the runtime, there is no memory check",
+    ),
+    row(
+        "use-exit-on-panic",
+        YES_NO,
+        "no",
+        "accepted, no effect: a Rust panic is reported by the runtime",
+    ),
+    row(
+        "shutdown-timeout",
+        UINT,
+        "10",
+        "accepted, no effect: it bounds the wait for replicas at shutdown, and there are none",
+    ),
+    row(
+        "shutdown-on-sigint",
+        Kind::Words,
+        "default",
+        "only 'default' is accepted: Podium shuts down on SIGINT as SHUTDOWN does",
+    ),
+    row(
+        "shutdown-on-sigterm",
+        Kind::Words,
+        "default",
+        "only 'default' is accepted: Podium shuts down on SIGTERM as SHUTDOWN does",
+    ),
+    row(
+        "watchdog-period",
+        UINT,
+        "0",
+        "the software watchdog is not supported: only 0 is accepted",
+    ),
+    row(
+        "key-load-delay",
+        Kind::Int {
+            min: i32::MIN as i64,
+            max: i32::MAX as i64,
+        },
+        "0",
+        "a test knob Podium does not have: only 0 is accepted",
+    ),
+    row(
+        "loading-process-events-interval-bytes",
+        Kind::Int {
+            min: 1024,
+            max: i32::MAX as i64,
+        },
+        "2097152",
+        "accepted, no effect: Podium serves clients on other threads while it loads",
+    ),
+    row(
+        "aof-disable-auto-gc",
+        YES_NO,
+        "no",
+        "keeping history AOF files is not supported: only 'no' is accepted",
+    ),
+    // RDB knobs Debian's file sets.
+    row(
+        "rdb-del-sync-files",
+        YES_NO,
+        "no",
+        "accepted, no effect: it deletes RDB files made for replication syncs, and there is no replication",
+    ),
+    row(
+        "rdb-save-incremental-fsync",
+        YES_NO,
+        "yes",
+        "accepted, no effect: Podium fsyncs an RDB file once, when it is complete",
+    ),
+    // Logging.
+    fixed_row(
+        "syslog-enabled",
+        YES_NO,
+        "no",
+        "logging to syslog is not supported: only 'no' is accepted (use logfile)",
+    ),
+    fixed_row(
+        "syslog-ident",
+        Kind::Str,
+        "redis",
+        "accepted, no effect: syslog-enabled yes is refused",
+    ),
+    fixed_row(
+        "syslog-facility",
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+        "accepted, no effect: syslog-enabled yes is refused",
+    ),
+    // Features Podium does not have.
+    row(
+        "hll-sparse-max-bytes",
+        Kind::Memory,
+        "3000",
+        "accepted, no effect: HyperLogLog commands are not supported",
+    ),
+    row(
+        "stream-node-max-bytes",
+        Kind::Memory,
+        "4096",
+        "accepted, no effect: stream commands are not supported",
+    ),
+    row(
+        "stream-node-max-entries",
+        UINT,
+        "100",
+        "accepted, no effect: stream commands are not supported",
+    ),
+    fixed_row(
+        "socket-mark-id",
+        Kind::Int {
+            min: 0,
+            max: u32::MAX as i64,
+        },
+        "0",
+        "socket marks are not supported: only 0 is accepted",
+    ),
+    // Replication.
+    aka(
+        fixed_row(
+            "replicaof",
+            Kind::Words,
+            "",
+            "replication is not supported yet: only the empty default is accepted",
+        ),
+        &["slaveof"],
+    ),
+    row(
+        "masterauth",
+        Kind::Str,
+        "",
+        "replication is not supported yet: only the empty default is accepted",
+    ),
+    row(
+        "masteruser",
+        Kind::Str,
+        "",
+        "replication is not supported yet: only the empty default is accepted",
+    ),
+    row("repl-diskless-sync", YES_NO, "yes", NO_REPL),
+    row("repl-diskless-sync-max-replicas", UINT, "0", NO_REPL),
+    row(
+        "repl-diskless-load",
+        Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+        NO_REPL,
+    ),
+    row("repl-disable-tcp-nodelay", YES_NO, "no", NO_REPL),
+    row(
+        "repl-backlog-size",
+        Kind::Memory,
+        "1048576",
+        NO_REPL,
+    ),
+    row("repl-backlog-ttl", UINT, "3600", NO_REPL),
+    row(
+        "repl-timeout",
+        Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        "60",
+        NO_REPL,
+    ),
+    aka(
+        row(
+            "repl-ping-replica-period",
+            Kind::Int {
+                min: 1,
+                max: i32::MAX as i64,
+            },
+            "10",
+            NO_REPL,
+        ),
+        &["repl-ping-slave-period"],
+    ),
+    aka(
+        row("replica-priority", UINT, "100", NO_REPL),
+        &["slave-priority"],
+    ),
+    aka(
+        row("replica-lazy-flush", YES_NO, "no", NO_REPL),
+        &["slave-lazy-flush"],
+    ),
+    aka(
+        row("replica-ignore-maxmemory", YES_NO, "yes", NO_REPL),
+        &["slave-ignore-maxmemory"],
+    ),
+    row("replica-announced", YES_NO, "yes", NO_REPL),
+    aka(
+        row("replica-announce-ip", Kind::Str, "", NO_REPL),
+        &["slave-announce-ip"],
+    ),
+    aka(
+        row("replica-announce-port", PORT, "0", NO_REPL),
+        &["slave-announce-port"],
+    ),
+    row("replica-ignore-disk-write-errors", YES_NO, "no", NO_REPL),
+    row("bind-source-addr", Kind::Str, "", NO_REPL),
+    // Cluster.
+    fixed_row(
+        "cluster-enabled",
+        YES_NO,
+        "no",
+        "cluster mode is not supported: only 'no' is accepted",
+    ),
+    fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
+    row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
+    fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
+    row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
+    aka(
+        row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER),
+        &["cluster-slave-no-failover"],
+    ),
+    aka(
+        row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER),
+        &["cluster-slave-validity-factor"],
+    ),
+    row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
+    row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
+    row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
+    row(
+        "cluster-allow-pubsubshard-when-down",
+        YES_NO,
+        "yes",
+        NO_CLUSTER,
+    ),
+    row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
+    row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
+    row("cluster-announce-port", PORT, "0", NO_CLUSTER),
+    row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
+    row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
+    row(
+        "cluster-preferred-endpoint-type",
+        Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+        NO_CLUSTER,
+    ),
+    row("cluster-link-sendbuf-limit", Kind::Memory, "0", NO_CLUSTER),
+    // TLS.
+    fixed_row("tls-port", PORT, "0", NO_TLS),
+    row("tls-cert-file", Kind::Str, "", NO_TLS),
+    row("tls-key-file", Kind::Str, "", NO_TLS),
+    row("tls-key-file-pass", Kind::Str, "", NO_TLS),
+    row("tls-client-cert-file", Kind::Str, "", NO_TLS),
+    row("tls-client-key-file", Kind::Str, "", NO_TLS),
+    row("tls-client-key-file-pass", Kind::Str, "", NO_TLS),
+    row("tls-dh-params-file", Kind::Str, "", NO_TLS),
+    row("tls-ca-cert-file", Kind::Str, "", NO_TLS),
+    row("tls-ca-cert-dir", Kind::Str, "", NO_TLS),
+    row("tls-protocols", Kind::Str, "", NO_TLS),
+    row("tls-ciphers", Kind::Str, "", NO_TLS),
+    row("tls-ciphersuites", Kind::Str, "", NO_TLS),
+    row(
+        "tls-auth-clients",
+        Kind::Enum(&["no", "yes", "optional"]),
+        "yes",
+        NO_TLS,
+    ),
+    row("tls-replication", YES_NO, "no", NO_TLS),
+    row("tls-cluster", YES_NO, "no", NO_TLS),
+    row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
+    row("tls-session-caching", YES_NO, "yes", NO_TLS),
+    row("tls-session-cache-size", UINT, "20480", NO_TLS),
+    row("tls-session-cache-timeout", UINT, "300", NO_TLS),
+];
+
+/// Directives whose every value but the default needs a feature Podium lacks: the reason.
+fn unsupported_unless_default(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "replicaof" | "masterauth" | "masteruser" => {
+            "replication is not supported yet (Podium runs as a primary only)"
+        }
+        "cluster-enabled" => "cluster mode is not supported",
+        "syslog-enabled" => "logging to syslog is not supported (use logfile)",
+        "maxmemory-clients" => "client eviction (maxmemory-clients) is not supported",
+        "watchdog-period" => "the software watchdog is not supported",
+        "key-load-delay" => "key-load-delay is not supported",
+        "socket-mark-id" => "socket marks are not supported",
+        "aof-disable-auto-gc" => "keeping history AOF files is not supported",
+        "shutdown-on-sigint" | "shutdown-on-sigterm" => {
+            "only 'default' is supported: a signal shuts down as SHUTDOWN does"
+        }
+        "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
+        n if n.starts_with("tls-")
+            && !matches!(
+                n,
+                "tls-auth-clients"
+                    | "tls-prefer-server-ciphers"
+                    | "tls-session-caching"
+                    | "tls-session-cache-size"
+                    | "tls-session-cache-timeout"
+            ) =>
+        {
+            "TLS is not supported"
+        }
+        _ => return None,
+    })
+}
+
+/// Why `name` set to `value` (already normalised; `default` is the directive's default) is
+/// refused, if it is.
+pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
+    let reason = unsupported_unless_default(name)?;
+    if value == default {
+        return None;
+    }
+    Some(reason.to_string())
+}
+
+/// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
+/// from 0 to 100, as Redis requires.
+pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == "latency-tracking-info-percentiles" {
+        for w in value.split_whitespace() {
+            match w.parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => {}
+                Ok(_) => return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .into(),
+                ),
+                Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why a directive of redis.conf that is not a configuration parameter is refused.
+pub fn refused_keyword(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "loadmodule" => "modules are not supported",
+        "sentinel" => "Sentinel mode is not supported",
+        _ => return None,
+    })
+}
+
+/// Redis's lower bound of a memory directive, where it has one above zero.
+pub fn memory_min(name: &str) -> Option<i64> {
+    match name {
+        "proto-max-bulk-len" | "client-query-buffer-limit" => Some(1024 * 1024),
+        "active-defrag-ignore-bytes" | "repl-backlog-size" => Some(1),
+        _ => None,
+    }
+}
+
+/// One class of `client-output-buffer-limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+/// The three classes in Redis's order (normal, replica, pubsub) from the canonical value.
+pub fn parse_obuf_limits(value: &str) -> [ObufLimit; 3] {
+    let mut out = [
+        ObufLimit::default(),
+        ObufLimit {
+            hard: 256 << 20,
+            soft: 64 << 20,
+            soft_seconds: 60,
+        },
+        ObufLimit {
+            hard: 32 << 20,
+            soft: 8 << 20,
+            soft_seconds: 60,
+        },
+    ];
+    let w: Vec<&str> = value.split_whitespace().collect();
+    for c in w.chunks(4) {
+        if let [class, h, s, secs] = c {
+            if let (Some(i), Ok(h), Ok(s), Ok(secs)) =
+                (class_index(class), h.parse(), s.parse(), secs.parse())
+            {
+                out[i] = ObufLimit {
+                    hard: h,
+                    soft: s,
+                    soft_seconds: secs,
+                };
+            }
+        }
+    }
+    out
+}
+
+fn class_index(class: &str) -> Option<usize> {
+    match class.to_ascii_lowercase().as_str() {
+        "normal" => Some(0),
+        "replica" | "slave" => Some(1),
+        "pubsub" => Some(2),
+        _ => None,
+    }
+}
+
+/// `client-output-buffer-limit <class> <hard> <soft> <seconds> [...]` applied to the current
+/// value: the classes named change, the others stay. Err carries Redis's reason text.
+pub fn merge_obuf_limits(current: &str, words: &[String]) -> Result<String, String> {
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut limits = parse_obuf_limits(current);
+    for c in words.chunks(4) {
+        let Some(i) = class_index(&c[0]) else {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let hard = crate::config::parse_memory(&c[1]).ok_or_else(bad)?;
+        let soft = crate::config::parse_memory(&c[2]).ok_or_else(bad)?;
+        let secs: i64 = c[3].parse().map_err(|_| bad())?;
+        if hard < 0 || soft < 0 || secs < 0 {
+            return Err(bad().into());
+        }
+        limits[i] = ObufLimit {
+            hard: hard as u64,
+            soft: soft as u64,
+            soft_seconds: secs as u64,
+        };
+    }
+    Ok(format_obuf_limits(&limits))
+}
+
+fn format_obuf_limits(l: &[ObufLimit; 3]) -> String {
+    let names = ["normal", "slave", "pubsub"];
+    names
+        .iter()
+        .zip(l.iter())
+        .map(|(n, c)| format!("{n} {} {} {}", c.hard, c.soft, c.soft_seconds))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn obuf_classes_merge_one_line_at_a_time() {
+        let d = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
+        let w = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let v = merge_obuf_limits(d, &w("normal 1mb 512kb 10")).unwrap();
+        assert_eq!(
+            v,
+            "normal 1048576 524288 10 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        let v = merge_obuf_limits(&v, &w("replica 1 2 3 pubsub 4 5 6")).unwrap();
+        assert_eq!(v, "normal 1048576 524288 10 slave 1 2 3 pubsub 4 5 6");
+        assert!(merge_obuf_limits(d, &w("normal 1 2"))
+            .unwrap_err()
+            .contains("Wrong number"));
+        assert!(merge_obuf_limits(d, &w("bogus 1 2 3"))
+            .unwrap_err()
+            .contains("Invalid client class"));
+        assert!(merge_obuf_limits(d, &w("normal x 2 3"))
+            .unwrap_err()
+            .contains("hard, soft"));
+        assert_eq!(parse_obuf_limits(&v)[0].hard, 1048576);
+    }
+
+    #[test]
+    fn extra_directives_do_not_repeat_core_ones() {
+        for e in EXTRA {
+            assert!(
+                !crate::config::PARAMS.iter().any(|p| p.name == e.name),
+                "{} is in both tables",
+                e.name
+            );
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_missing_feature() {
+        assert!(refusal("replicaof", "127.0.0.1 6379", "")
+            .unwrap()
+            .contains("replication"));
+        assert!(refusal("cluster-enabled", "no", "no").is_none());
+        assert!(refusal("cluster-enabled", "yes", "no")
+            .unwrap()
+            .contains("cluster"));
+        assert!(refusal("tls-cert-file", "x.pem", "")
+            .unwrap()
+            .contains("TLS"));
+        assert!(refusal("tls-session-cache-size", "1", "20480").is_none());
+        assert!(refused_keyword("LOADMODULE").unwrap().contains("modules"));
+        assert!(refused_keyword("port").is_none());
+    }
+}

@@ -1,0 +1,416 @@
+//! Eviction under `maxmemory`: Redis's policies with Redis's sampling approximation.
+//!
+//! Every keyspace entry carries a 24-bit access field ([`crate::keyspace::Entry::access`]),
+//! Redis's `lru` field: under an LRU (or TTL/random) policy the Unix second of the last access,
+//! modulo 2^24; under an LFU policy the last decrement time in minutes (16 bits) and a
+//! logarithmic access counter (8 bits) that starts at 5, grows with probability
+//! 1/((counter-5)·lfu-log-factor+1) per access and loses one per `lfu-decay-time` minutes idle.
+//! Lookups update it ([`touch`]); OBJECT IDLETIME / FREQ read it.
+//!
+//! Before a command flagged `denyoom` runs over `maxmemory`, [`free_memory`] evicts keys until
+//! the allocator's count is under the limit: the LRU/LFU/TTL policies sample
+//! `maxmemory-samples` keys per database (all keys, or those with a TTL for volatile-*) into a
+//! pool of the 16 best candidates kept between calls, and delete the best one still present;
+//! the random policies delete random keys, one database after another. Evicted keys are logged
+//! to the AOF as DEL and counted in INFO evicted_keys. Nothing to evict means -OOM; running out
+//! of the `maxmemory-eviction-tenacity` time budget lets the command through, as Redis does.
+
+use crate::keyspace::Entry;
+use crate::server::Server;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use rand::Rng;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+
+/// The eviction policy, from `maxmemory-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    NoEviction,
+    VolatileLru,
+    AllkeysLru,
+    VolatileLfu,
+    AllkeysLfu,
+    VolatileRandom,
+    AllkeysRandom,
+    VolatileTtl,
+}
+
+impl Policy {
+    pub fn parse(name: &str) -> Policy {
+        match name {
+            "volatile-lru" => Policy::VolatileLru,
+            "allkeys-lru" => Policy::AllkeysLru,
+            "volatile-lfu" => Policy::VolatileLfu,
+            "allkeys-lfu" => Policy::AllkeysLfu,
+            "volatile-random" => Policy::VolatileRandom,
+            "allkeys-random" => Policy::AllkeysRandom,
+            "volatile-ttl" => Policy::VolatileTtl,
+            _ => Policy::NoEviction,
+        }
+    }
+
+    fn volatile(self) -> bool {
+        matches!(
+            self,
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
+        )
+    }
+
+    fn is_lfu(self) -> bool {
+        matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
+    }
+
+    fn is_random(self) -> bool {
+        matches!(self, Policy::VolatileRandom | Policy::AllkeysRandom)
+    }
+}
+
+static POLICY: AtomicU8 = AtomicU8::new(0);
+static LFU: AtomicBool = AtomicBool::new(false);
+static LFU_LOG_FACTOR: AtomicU32 = AtomicU32::new(10);
+static LFU_DECAY_TIME: AtomicU32 = AtomicU32::new(1);
+/// Keys evicted since start (INFO evicted_keys).
+pub static EVICTED_KEYS: AtomicU64 = AtomicU64::new(0);
+
+const POLICIES: [Policy; 8] = [
+    Policy::NoEviction,
+    Policy::VolatileLru,
+    Policy::AllkeysLru,
+    Policy::VolatileLfu,
+    Policy::AllkeysLfu,
+    Policy::VolatileRandom,
+    Policy::AllkeysRandom,
+    Policy::VolatileTtl,
+];
+
+/// Called when `maxmemory-policy`, `lfu-log-factor` or `lfu-decay-time` change.
+pub fn configure(name: &str, value: &str) {
+    match name {
+        "maxmemory-policy" => {
+            let p = Policy::parse(value);
+            let idx = POLICIES.iter().position(|x| *x == p).unwrap_or(0);
+            POLICY.store(idx as u8, Ordering::Relaxed);
+            LFU.store(p.is_lfu(), Ordering::Relaxed);
+        }
+        "lfu-log-factor" => LFU_LOG_FACTOR.store(
+            value.parse::<u64>().unwrap_or(10).min(u64::from(u32::MAX)) as u32,
+            Ordering::Relaxed,
+        ),
+        "lfu-decay-time" => LFU_DECAY_TIME.store(
+            value.parse::<u64>().unwrap_or(1).min(u64::from(u32::MAX)) as u32,
+            Ordering::Relaxed,
+        ),
+        _ => {}
+    }
+}
+
+pub fn policy() -> Policy {
+    POLICIES[POLICY.load(Ordering::Relaxed) as usize % POLICIES.len()]
+}
+
+pub fn lfu_mode() -> bool {
+    LFU.load(Ordering::Relaxed)
+}
+
+const LRU_BITS_MASK: u32 = (1 << 24) - 1;
+/// A new key's LFU counter, so it survives a few samplings before it is seen as cold.
+const LFU_INIT_VAL: u32 = 5;
+
+fn unix_secs() -> u64 {
+    (crate::server::unix_ms().max(0) / 1000) as u64
+}
+
+fn lru_clock(now_secs: u64) -> u32 {
+    (now_secs as u32) & LRU_BITS_MASK
+}
+
+fn lfu_minutes(now_secs: u64) -> u32 {
+    ((now_secs / 60) & 0xffff) as u32
+}
+
+/// The access field of a key created now.
+pub fn initial_access() -> u32 {
+    let now = unix_secs();
+    if lfu_mode() {
+        (lfu_minutes(now) << 8) | LFU_INIT_VAL
+    } else {
+        lru_clock(now)
+    }
+}
+
+/// The LFU counter after decay for the time since its last decrement.
+fn lfu_decayed(access: u32, now_secs: u64) -> u32 {
+    let ldt = access >> 8;
+    let counter = access & 255;
+    let now = lfu_minutes(now_secs);
+    let elapsed = if now >= ldt {
+        now - ldt
+    } else {
+        65535 - ldt + now
+    };
+    let decay = LFU_DECAY_TIME.load(Ordering::Relaxed);
+    let periods = elapsed.checked_div(decay).unwrap_or(0);
+    counter.saturating_sub(periods)
+}
+
+/// Record an access at `now_ms` (the command's clock).
+#[inline]
+pub fn touch(e: &mut Entry, now_ms: i64) {
+    let now = (now_ms.max(0) / 1000) as u64;
+    if lfu_mode() {
+        let mut counter = lfu_decayed(e.access, now);
+        if counter < 255 {
+            let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+            let p = 1.0 / (base * f64::from(LFU_LOG_FACTOR.load(Ordering::Relaxed)) + 1.0);
+            if rand::thread_rng().gen::<f64>() < p {
+                counter += 1;
+            }
+        }
+        e.access = (lfu_minutes(now) << 8) | counter;
+    } else {
+        e.access = lru_clock(now);
+    }
+}
+
+/// Milliseconds since the entry's last access (LRU mode; OBJECT IDLETIME).
+pub fn idle_ms(e: &Entry) -> u64 {
+    let clock = lru_clock(unix_secs());
+    let idle = if clock >= e.access {
+        clock - e.access
+    } else {
+        clock + (LRU_BITS_MASK - e.access)
+    };
+    u64::from(idle) * 1000
+}
+
+/// The LFU counter as OBJECT FREQ reports it (decayed to now).
+pub fn frequency(e: &Entry) -> u32 {
+    lfu_decayed(e.access, unix_secs())
+}
+
+/// Set by RESTORE ... IDLETIME / FREQ.
+pub fn set_idle_secs(e: &mut Entry, secs: u64) {
+    if !lfu_mode() {
+        let clock = u64::from(lru_clock(unix_secs()));
+        e.access = ((clock + u64::from(LRU_BITS_MASK) + 1 - (secs & u64::from(LRU_BITS_MASK)))
+            & u64::from(LRU_BITS_MASK)) as u32;
+    }
+}
+
+pub fn set_frequency(e: &mut Entry, freq: u8) {
+    if lfu_mode() {
+        e.access = (lfu_minutes(unix_secs()) << 8) | u32::from(freq);
+    }
+}
+
+/// How much better a candidate is to evict (higher = evict first).
+fn score(policy: Policy, e: &Entry) -> u64 {
+    match policy {
+        Policy::VolatileTtl => u64::MAX - e.expire_at.max(0) as u64,
+        p if p.is_lfu() => 255 - u64::from(frequency(e)),
+        _ => idle_ms(e),
+    }
+}
+
+/// Candidates kept between evictions: (score, db, key), best last.
+const POOL_SIZE: usize = 16;
+static POOL: Mutex<Vec<(u64, usize, Bytes)>> = Mutex::new(Vec::new());
+
+fn pool_insert(pool: &mut Vec<(u64, usize, Bytes)>, cand: (u64, usize, Bytes)) {
+    if pool.iter().any(|c| c.1 == cand.1 && c.2 == cand.2) {
+        return;
+    }
+    if pool.len() >= POOL_SIZE {
+        if pool[0].0 >= cand.0 {
+            return;
+        }
+        pool.remove(0);
+    }
+    let at = pool.partition_point(|c| c.0 <= cand.0);
+    pool.insert(at, cand);
+}
+
+/// Sample up to `samples` keys of database `db` into the pool.
+fn sample_db(srv: &Server, db: usize, policy: Policy, samples: usize, rng: &mut impl Rng) {
+    let shards = &srv.keyspace.dbs[db].shards;
+    let mut found = Vec::with_capacity(samples);
+    for _ in 0..samples * 2 {
+        if found.len() >= samples {
+            break;
+        }
+        let sh = shards[rng.gen_range(0..shards.len())].lock();
+        let key = if policy.volatile() {
+            sh.random_volatile_key(rng)
+        } else {
+            sh.random_key(rng)
+        };
+        if let Some(k) = key {
+            if let Some(e) = sh.raw_get(&k) {
+                found.push((score(policy, e), db, k));
+            }
+        }
+    }
+    let mut pool = POOL.lock();
+    for c in found {
+        pool_insert(&mut pool, c);
+    }
+}
+
+/// Delete `key` of `db` if it is still there (and still volatile for a volatile policy).
+fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> bool {
+    let sid = srv.keyspace.shard_of(key);
+    let mut sh = srv.keyspace.dbs[db].shards[sid].lock();
+    match sh.raw_get(key) {
+        Some(e) if !policy.volatile() || e.has_expire() => {}
+        _ => return false,
+    }
+    let entry = sh.remove(key);
+    sh.touch_watched(key);
+    // Logged while the shard is locked, so a later write to the key follows the DEL.
+    srv.propagate(
+        db,
+        vec![Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)],
+    );
+    drop(sh);
+    drop(entry);
+    EVICTED_KEYS.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Databases holding keys the policy may evict.
+fn candidate_dbs(srv: &Server, policy: Policy) -> Vec<usize> {
+    (0..srv.keyspace.num_dbs())
+        .filter(|&db| {
+            let (keys, volatile) = srv.keyspace.db_sizes(db);
+            if policy.volatile() {
+                volatile > 0
+            } else {
+                keys > 0
+            }
+        })
+        .collect()
+}
+
+/// Redis's per-call eviction time budget for a tenacity of 0..=100 (None = no limit).
+fn time_limit_us(tenacity: i64) -> Option<u64> {
+    match tenacity {
+        t if t <= 10 => Some(50 * t.max(0) as u64),
+        t if t < 100 => Some((500.0 * 1.15f64.powi((t - 10) as i32)) as u64),
+        _ => None,
+    }
+}
+
+/// What a write over `maxmemory` may do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit (or no limit).
+    Ok,
+    /// Still over the limit, but eviction is under way: the command may run.
+    Running,
+    /// Nothing can be evicted: the command gets -OOM.
+    Fail,
+}
+
+/// Evict until used memory is under `maxmemory`, per the policy.
+pub fn free_memory(srv: &Server) -> Outcome {
+    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    if max <= 0 || crate::alloc::used_memory() as i64 <= max {
+        return Outcome::Ok;
+    }
+    let policy = policy();
+    if policy == Policy::NoEviction {
+        return Outcome::Fail;
+    }
+    let samples = srv.config.get_i64("maxmemory-samples").max(1) as usize;
+    let limit = time_limit_us(srv.config.get_i64("maxmemory-eviction-tenacity"));
+    let start = Instant::now();
+    let mut rng = rand::thread_rng();
+    let mut evicted = 0u64;
+    let mut next_db = 0usize;
+    while crate::alloc::used_memory() as i64 > max {
+        let dbs = candidate_dbs(srv, policy);
+        if dbs.is_empty() {
+            return Outcome::Fail;
+        }
+        let done = if policy.is_random() {
+            let db = dbs[next_db % dbs.len()];
+            next_db += 1;
+            let shards = &srv.keyspace.dbs[db].shards;
+            let mut key = None;
+            for _ in 0..shards.len() * 4 {
+                let sh = shards[rng.gen_range(0..shards.len())].lock();
+                key = if policy.volatile() {
+                    sh.random_volatile_key(&mut rng)
+                } else {
+                    sh.random_key(&mut rng)
+                };
+                if key.is_some() {
+                    break;
+                }
+            }
+            key.is_some_and(|k| evict_key(srv, db, &k, policy))
+        } else {
+            for &db in &dbs {
+                sample_db(srv, db, policy, samples, &mut rng);
+            }
+            let mut done = false;
+            loop {
+                let best = POOL.lock().pop();
+                let Some((_, db, key)) = best else { break };
+                if evict_key(srv, db, &key, policy) {
+                    done = true;
+                    break;
+                }
+            }
+            done
+        };
+        if done {
+            evicted += 1;
+        }
+        // As Redis: look at the clock every 16 evictions.
+        if evicted.is_multiple_of(16) {
+            if let Some(us) = limit {
+                if start.elapsed().as_micros() as u64 > us {
+                    return Outcome::Running;
+                }
+            }
+        }
+    }
+    Outcome::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_keeps_the_best_sixteen_in_order() {
+        let mut pool = Vec::new();
+        for i in 0..40u64 {
+            pool_insert(&mut pool, ((i * 7) % 40, 0, Bytes::from(i.to_string())));
+        }
+        assert_eq!(pool.len(), POOL_SIZE);
+        let scores: Vec<u64> = pool.iter().map(|c| c.0).collect();
+        assert_eq!(scores, (24..40).collect::<Vec<_>>());
+        // A duplicate key is not added twice.
+        let dup = pool[15].clone();
+        pool_insert(&mut pool, (99, dup.1, dup.2));
+        assert_eq!(pool.len(), POOL_SIZE);
+    }
+
+    #[test]
+    fn lfu_counter_decays_by_elapsed_periods() {
+        LFU_DECAY_TIME.store(1, Ordering::Relaxed);
+        let now = 60 * 1000;
+        let access = (lfu_minutes(now) << 8) | 20;
+        assert_eq!(lfu_decayed(access, now), 20);
+        assert_eq!(lfu_decayed(access, now + 5 * 60), 15);
+        assert_eq!(lfu_decayed(access, now + 50 * 60), 0);
+        assert_eq!(time_limit_us(10), Some(500));
+        assert_eq!(time_limit_us(100), None);
+    }
+}

@@ -1,0 +1,216 @@
+//! The process around the server: daemonizing, the pidfile, the supervisor (systemd, upstart),
+//! transparent huge pages, and the listening sockets with their backlog.
+//!
+//! These follow redis-server's startup order: fork (`daemonize yes`) before any thread exists,
+//! so the child is a full copy; write the pidfile before the data loads and remove it at exit;
+//! tell systemd READY=1 once clients are accepted and STOPPING=1 when shutdown begins.
+
+use std::io;
+use std::os::unix::net::UnixDatagram;
+
+/// Redis's pidfile when `daemonize yes` names none.
+const DEFAULT_PIDFILE: &str = "/var/run/redis.pid";
+
+/// Fork into the background: the parent exits 0, the child leaves the terminal's session and
+/// points its standard streams at /dev/null. Must run before any thread is started.
+pub fn daemonize() -> Result<(), String> {
+    // SAFETY: called from main's thread before the runtime (or any other thread) exists, so
+    // the child is a complete copy of the process; fork has no memory-safety preconditions.
+    match unsafe { libc::fork() } {
+        -1 => return Err(format!("fork failed: {}", io::Error::last_os_error())),
+        0 => {}
+        _ => std::process::exit(0),
+    }
+    // SAFETY: setsid and the dup2 calls only manipulate this process's session and descriptor
+    // table; the path is a valid NUL-terminated string.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pidfile to write: `pidfile`, or Redis's default when daemonized without one.
+pub fn pidfile_path(configured: &str, daemonized: bool) -> Option<String> {
+    if !configured.is_empty() {
+        Some(configured.to_string())
+    } else if daemonized {
+        Some(DEFAULT_PIDFILE.to_string())
+    } else {
+        None
+    }
+}
+
+/// Holds the pidfile while the server runs; removing it on drop (at exit).
+pub struct Pidfile(Option<String>);
+
+impl Pidfile {
+    /// Write our pid. A failure is logged, not fatal, as in Redis.
+    pub fn create(path: Option<String>) -> Pidfile {
+        if let Some(p) = &path {
+            if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
+                eprintln!("podium: failed to write PID file {p}: {e}");
+                return Pidfile(None);
+            }
+        }
+        Pidfile(path)
+    }
+}
+
+impl Drop for Pidfile {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Which supervisor to talk to, resolved from `supervised` and the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Supervisor {
+    None,
+    Systemd,
+    Upstart,
+}
+
+pub fn supervisor(mode: &str) -> Supervisor {
+    let systemd = std::env::var_os("NOTIFY_SOCKET").is_some();
+    let upstart = std::env::var_os("UPSTART_JOB").is_some();
+    match mode {
+        "systemd" if systemd => Supervisor::Systemd,
+        "upstart" if upstart => Supervisor::Upstart,
+        "auto" if systemd => Supervisor::Systemd,
+        "auto" if upstart => Supervisor::Upstart,
+        "systemd" | "upstart" => {
+            tracing::warn!(
+                "supervised {mode} requested, but {} is not set",
+                if mode == "systemd" {
+                    "NOTIFY_SOCKET"
+                } else {
+                    "UPSTART_JOB"
+                }
+            );
+            Supervisor::None
+        }
+        _ => Supervisor::None,
+    }
+}
+
+/// Send an sd_notify message (`READY=1\n` ...) to $NOTIFY_SOCKET; a leading '@' names an
+/// abstract socket.
+pub fn sd_notify(message: &str) -> io::Result<()> {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return Ok(());
+    };
+    let sock = UnixDatagram::unbound()?;
+    let bytes = path.as_encoded_bytes();
+    if let Some(name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+        sock.send_to_addr(message.as_bytes(), &addr)?;
+    } else {
+        sock.send_to(message.as_bytes(), path)?;
+    }
+    Ok(())
+}
+
+/// Tell the supervisor the server accepts connections.
+pub fn notify_ready(sup: Supervisor) {
+    match sup {
+        Supervisor::Systemd => {
+            if let Err(e) = sd_notify("STATUS=Ready to accept connections\nREADY=1\n") {
+                tracing::warn!("failed to notify systemd: {e}");
+            }
+        }
+        Supervisor::Upstart => {
+            // Upstart's `expect stop`: the job is ready when the process stops itself.
+            // SAFETY: raising a signal at ourselves has no memory-safety preconditions.
+            unsafe { libc::raise(libc::SIGSTOP) };
+            std::env::remove_var("UPSTART_JOB");
+        }
+        Supervisor::None => {}
+    }
+}
+
+/// Tell the supervisor shutdown has begun.
+pub fn notify_stopping(sup: Supervisor) {
+    if sup == Supervisor::Systemd {
+        let _ = sd_notify("STOPPING=1\n");
+    }
+}
+
+/// `disable-thp yes`: no transparent huge pages for this process (their copy-on-write and
+/// compaction stalls are what Redis avoids by it).
+pub fn disable_thp() {
+    // SAFETY: prctl with PR_SET_THP_DISABLE takes plain integers.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
+/// A TCP listener on `addr` with `backlog` (tcp-backlog), address reuse on as Redis sets it.
+pub fn tcp_listener(
+    addr: std::net::SocketAddr,
+    backlog: u32,
+) -> io::Result<tokio::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        let s = tokio::net::TcpSocket::new_v6()?;
+        // As Redis: an IPv6 listener serves IPv6 only (127.0.0.1 and ::1 are bound apart).
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt reads one c_int from a live local on an open socket.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        s
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(backlog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pidfile_is_written_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.pid").display().to_string();
+        {
+            let _g = Pidfile::create(Some(p.clone()));
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert_eq!(text.trim(), std::process::id().to_string());
+        }
+        assert!(!std::path::Path::new(&p).exists());
+        assert_eq!(pidfile_path("", true).as_deref(), Some(DEFAULT_PIDFILE));
+        assert_eq!(pidfile_path("", false), None);
+    }
+
+    #[test]
+    fn sd_notify_reaches_the_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let listener = UnixDatagram::bind(&path).unwrap();
+        std::env::set_var("NOTIFY_SOCKET", &path);
+        sd_notify("READY=1\n").unwrap();
+        std::env::remove_var("NOTIFY_SOCKET");
+        let mut buf = [0u8; 64];
+        let n = listener.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1\n");
+    }
+}

@@ -1,0 +1,637 @@
+//! The operators' surface: configuration files as Redis's (Debian's stock redis.conf,
+//! include, refusals, CONFIG REWRITE), the process (daemonize, pidfile, supervised systemd,
+//! tcp-backlog, unixsocket), and the introspection commands (SLOWLOG, LATENCY ...).
+
+mod common;
+
+use common::{Launch, Podium};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Run podium with `args` expecting it to refuse to start; its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podium");
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn debian_stock_redis_conf_starts_daemonized_and_cleans_its_pidfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let pidfile = dir.path().join("redis.pid");
+    let logfile = dir.path().join("redis.log");
+    let fixture = include_str!("fixtures/debian-redis.conf");
+    // Only where it listens and writes change; everything else is Debian's file as shipped
+    // (daemonize yes among it).
+    let conf: String = fixture
+        .lines()
+        .map(|l| match l.split_whitespace().next() {
+            Some("port") => format!("port {port}"),
+            Some("dir") => format!("dir {}", dir.path().display()),
+            Some("logfile") => format!("logfile {}", logfile.display()),
+            Some("pidfile") => format!("pidfile {}", pidfile.display()),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let conf_path = dir.path().join("redis.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run podium");
+    // daemonize yes: the command returns at once, the server goes on in the background.
+    assert!(status.success());
+    wait_for("the pidfile", Duration::from_secs(10), || pidfile.exists());
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid_alive(pid));
+    let mut con = None;
+    wait_for("the server", Duration::from_secs(10), || {
+        con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection())
+            .ok();
+        con.is_some()
+    });
+    let mut con = con.unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    assert!(info.contains(&format!("process_id:{pid}\r\n")), "{info}");
+    assert!(info.contains(&format!("config_file:{}", conf_path.display())));
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut con)
+        .unwrap();
+    // Debian gives one class per line: all three are kept.
+    assert_eq!(
+        cfg[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hash-max-listpack-entries")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(cfg[1], "512");
+    let _: Result<(), _> = redis::cmd("SHUTDOWN").query::<()>(&mut con);
+    wait_for("the exit", Duration::from_secs(10), || !pid_alive(pid));
+    assert!(!pidfile.exists(), "the pidfile is removed at exit");
+}
+
+#[test]
+fn refused_directives_say_why() {
+    let e = refused(&["--replicaof", "127.0.0.1", "6379"]);
+    assert!(e.contains("replication is not supported"), "{e}");
+    let e = refused(&["--masterauth", "secret"]);
+    assert!(e.contains("replication is not supported"), "{e}");
+    let e = refused(&["--cluster-enabled", "yes"]);
+    assert!(e.contains("cluster mode is not supported"), "{e}");
+    let e = refused(&["--tls-port", "6380"]);
+    assert!(e.contains("TLS is not supported"), "{e}");
+    let e = refused(&["--proto-max-bulk-len", "1000"]);
+    assert!(e.contains("between 1048576 and"), "{e}");
+    let e = refused(&["--client-query-buffer-limit", "512kb"]);
+    assert!(e.contains("between 1048576 and"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.conf");
+    std::fs::write(&f, "port 0\nloadmodule /x.so\n").unwrap();
+    let e = refused(&[f.to_str().unwrap()]);
+    assert!(e.contains("modules are not supported"), "{e}");
+    let e = refused(&["--nosuchdirective", "1"]);
+    assert!(e.contains("unknown directive"), "{e}");
+}
+
+#[test]
+fn include_and_config_rewrite_keep_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("extra.conf");
+    std::fs::write(&inc, "slowlog-max-len 42\n").unwrap();
+    let main = dir.path().join("main.conf");
+    let text = format!(
+        "# the operator's notes\nbind 127.0.0.1\ninclude {}\n\n# memory\nmaxmemory 10mb\nsave 60 1\nsave 300 10\n",
+        inc.display()
+    );
+    std::fs::write(&main, &text).unwrap();
+    let srv = Launch::podium().config_file(main.to_str().unwrap()).start();
+    let mut con = srv.con();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slowlog-max-len")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v[1], "42", "included file applied");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("2gb")
+        .arg("save")
+        .arg("900 1")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    let new = std::fs::read_to_string(&main).unwrap();
+    let expected_head = format!(
+        "# the operator's notes\nbind 127.0.0.1\ninclude {}\n\n# memory\nmaxmemory 2gb\nsave 900 1\n\n",
+        inc.display()
+    );
+    assert!(new.starts_with(&expected_head), "{new}");
+    assert!(new.contains("# Generated by CONFIG REWRITE\n"), "{new}");
+    assert!(new.contains("\nmaxmemory-policy allkeys-lru\n"), "{new}");
+    // The command-line port is written too (it differs from the default).
+    assert!(new.contains(&format!("\nport {}\n", srv.port)), "{new}");
+    // Rewrites with nothing changed settle: as Redis, the file's final newline becomes one
+    // empty line once, and then the text stays as it is.
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    let second = std::fs::read_to_string(&main).unwrap();
+    assert_eq!(second, new.clone() + "\n");
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut con).unwrap();
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), second);
+}
+
+#[test]
+fn config_rewrite_without_a_file_is_refused() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let e = redis::cmd("CONFIG")
+        .arg("REWRITE")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("without a config file"), "{e}");
+    let e = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg("100")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("between 1048576"), "{e}");
+}
+
+#[test]
+fn unixsocket_serves_with_its_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("podium.sock");
+    let srv = Podium::start(&[
+        "--unixsocket",
+        path.to_str().unwrap(),
+        "--unixsocketperm",
+        "700",
+    ]);
+    let mut con = redis::Client::open(format!("redis+unix://{}", path.display()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let v: String = redis::cmd("GET").arg("k").query(&mut srv.con()).unwrap();
+    assert_eq!(v, "v");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    let perm: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("unixsocketperm")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(perm[1], "700");
+}
+
+#[test]
+fn tcp_backlog_is_the_listen_backlog() {
+    let srv = Podium::start(&["--tcp-backlog", "37"]);
+    let out = Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{}", srv.port)])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // For a listening socket, ss prints the backlog as Send-Q (third column).
+    let backlog: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(backlog, vec!["37"], "{text}");
+}
+
+#[test]
+fn supervised_systemd_notifies_ready_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--supervised",
+            "systemd",
+        ])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("a READY notification");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.contains("READY=1\n"), "{msg}");
+    assert!(
+        msg.contains("STATUS=Ready to accept connections\n"),
+        "{msg}"
+    );
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut con);
+    let n = sock.recv(&mut buf).expect("a STOPPING notification");
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(Path::new(&sock_path).exists());
+}
+
+#[test]
+fn slowlog_latency_errorstats_and_cluster_section() {
+    let srv = Podium::start(&["--enable-debug-command", "yes"]);
+    let mut con = srv.con();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("100000")
+        .arg("latency-monitor-threshold")
+        .arg("50")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("slowpoke")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.15")
+        .query(&mut con)
+        .unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 1, "only the slow command is logged");
+    let entries: redis::Value = redis::cmd("SLOWLOG").arg("GET").query(&mut con).unwrap();
+    let redis::Value::Array(entries) = entries else {
+        panic!("{entries:?}")
+    };
+    let redis::Value::Array(e) = &entries[0] else {
+        panic!()
+    };
+    assert_eq!(e.len(), 6);
+    let redis::Value::Int(dur) = e[2] else {
+        panic!()
+    };
+    assert!(dur >= 150_000, "{dur}");
+    assert_eq!(
+        e[3],
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"DEBUG".to_vec()),
+            redis::Value::BulkString(b"SLEEP".to_vec()),
+            redis::Value::BulkString(b"0.15".to_vec()),
+        ])
+    );
+    assert_eq!(e[5], redis::Value::BulkString(b"slowpoke".to_vec()));
+    let latest: Vec<(String, i64, i64, i64)> =
+        redis::cmd("LATENCY").arg("LATEST").query(&mut con).unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].0, "command");
+    assert!(latest[0].2 >= 150 && latest[0].3 >= 150, "{latest:?}");
+    let hist: Vec<(i64, i64)> = redis::cmd("LATENCY")
+        .arg("HISTORY")
+        .arg("command")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(hist.len(), 1);
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 0);
+    // Errorstats count error replies by kind.
+    let _ = redis::cmd("NOSUCHCOMMAND").query::<()>(&mut con);
+    let _ = redis::cmd("INCR").arg("k").query::<()>(&mut con);
+    let _: () = redis::cmd("SADD")
+        .arg("s")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    let _ = redis::cmd("GET").arg("s").query::<()>(&mut con);
+    let info: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(info.contains("errorstat_ERR:count=2\r\n"), "{info}");
+    assert!(info.contains("errorstat_WRONGTYPE:count=1\r\n"), "{info}");
+    assert!(
+        info.contains("# Cluster\r\ncluster_enabled:0\r\n"),
+        "{info}"
+    );
+    let info: String = redis::cmd("INFO")
+        .arg("latencystats")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("latency_percentiles_usec_set:p50="), "{info}");
+    // DEBUG is refused unless enabled.
+    let plain = Podium::start(&[]);
+    let e = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0")
+        .query::<()>(&mut plain.con())
+        .unwrap_err();
+    assert!(e.to_string().contains("DEBUG command not allowed"), "{e}");
+}
+
+fn info_field(con: &mut redis::Connection, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+}
+
+/// Set maxmemory to what is in use now plus `headroom` bytes.
+fn limit_memory(con: &mut redis::Connection, headroom: i64, policy: &str) -> i64 {
+    let used = info_field(con, "used_memory");
+    let max = used + headroom;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(max)
+        .arg("maxmemory-policy")
+        .arg(policy)
+        .query(con)
+        .unwrap();
+    max
+}
+
+#[test]
+fn allkeys_lru_evicts_cold_keys_and_keeps_hot_ones() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let value = "x".repeat(1000);
+    limit_memory(&mut con, 3 << 20, "allkeys-lru");
+    for i in 0..1000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("cold:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    assert_eq!(info_field(&mut con, "evicted_keys"), 0);
+    std::thread::sleep(Duration::from_millis(2100));
+    for i in 0..200 {
+        let _: Option<String> = redis::cmd("GET")
+            .arg(format!("cold:{i}"))
+            .query(&mut con)
+            .unwrap();
+    }
+    // More than fits: every write must still succeed, by evicting.
+    for i in 0..2000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("new:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    let evicted = info_field(&mut con, "evicted_keys");
+    assert!(evicted > 100, "{evicted}");
+    let max = info_field(&mut con, "maxmemory");
+    let used = info_field(&mut con, "used_memory");
+    assert!(used <= max + (64 << 10), "{used} > {max}");
+    // The recently read keys were idle the least among the old ones: most survive, while
+    // most of the untouched old keys are gone.
+    let mut hot = 0;
+    let mut cold = 0;
+    for i in 0..1000 {
+        let there: bool = redis::cmd("EXISTS")
+            .arg(format!("cold:{i}"))
+            .query(&mut con)
+            .unwrap();
+        if there && i < 200 {
+            hot += 1;
+        } else if there {
+            cold += 1;
+        }
+    }
+    assert!(
+        hot >= 190 && cold + evicted as usize >= 790,
+        "hot survivors {hot}/200, cold {cold}/800, evicted {evicted}"
+    );
+    let idle: i64 = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("new:1999")
+        .query(&mut con)
+        .unwrap();
+    assert!(idle <= 1, "{idle}");
+}
+
+#[test]
+fn volatile_policies_only_evict_keys_with_a_ttl_and_noeviction_refuses() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let value = "y".repeat(1000);
+    for i in 0..500 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("keep:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("ttl:{i}"))
+            .arg(&value)
+            .arg("EX")
+            .arg(1000 + i)
+            .query(&mut con)
+            .unwrap();
+    }
+    limit_memory(&mut con, 0, "volatile-ttl");
+    for i in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("more:{i}"))
+            .arg(&value)
+            .query(&mut con)
+            .unwrap();
+    }
+    let mut keep = 0;
+    for i in 0..500 {
+        let there: bool = redis::cmd("EXISTS")
+            .arg(format!("keep:{i}"))
+            .query(&mut con)
+            .unwrap();
+        keep += there as usize;
+    }
+    assert_eq!(
+        keep, 500,
+        "keys without a TTL are never evicted by volatile-ttl"
+    );
+    // The soonest to expire go first (by sampling: compare the first and last fifths).
+    let survivors = |con: &mut redis::Connection, range: std::ops::Range<i32>| {
+        range
+            .filter(|i| {
+                redis::cmd("EXISTS")
+                    .arg(format!("ttl:{i}"))
+                    .query::<bool>(con)
+                    .unwrap()
+            })
+            .count()
+    };
+    let early = survivors(&mut con, 0..100);
+    let late = survivors(&mut con, 400..500);
+    assert!(
+        early < 60 && late > 90,
+        "early {early}/100, late {late}/100"
+    );
+    // Once no key can be evicted: -OOM, as with noeviction.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query(&mut con)
+        .unwrap();
+    let e = redis::cmd("SET")
+        .arg("x")
+        .arg(&value)
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert!(e.to_string().contains("OOM"), "{e}");
+    // Reads still work.
+    let v: String = redis::cmd("GET").arg("keep:1").query(&mut con).unwrap();
+    assert_eq!(v.len(), 1000);
+}
+
+#[test]
+fn allkeys_lfu_tracks_frequency() {
+    let srv = Podium::start(&["--maxmemory-policy", "allkeys-lfu"]);
+    let mut con = srv.con();
+    let _: () = redis::cmd("SET").arg("f").arg("1").query(&mut con).unwrap();
+    let f0: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("f")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(f0, 5, "new keys start at LFU_INIT_VAL");
+    for _ in 0..2000 {
+        let _: String = redis::cmd("GET").arg("f").query(&mut con).unwrap();
+    }
+    let f1: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("f")
+        .query(&mut con)
+        .unwrap();
+    assert!(f1 > 10 && f1 < 255, "{f1}");
+    let e = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("f")
+        .query::<i64>(&mut con)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("LFU maxmemory policy is selected"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_request_in_small_pieces_parses_in_linear_time() {
+    use std::io::{Read, Write};
+    let srv = Podium::start(&[]);
+    let n = 200_000;
+    let mut req = format!("*{}\r\n$4\r\nSADD\r\n$1\r\ns\r\n", n + 2).into_bytes();
+    for i in 0..n {
+        let m = i.to_string();
+        req.extend_from_slice(format!("${}\r\n{m}\r\n", m.len()).as_bytes());
+    }
+    let mut s = srv.raw();
+    s.set_nodelay(true).unwrap();
+    let started = Instant::now();
+    for piece in req.chunks(512) {
+        s.write_all(piece).unwrap();
+    }
+    let mut reply = [0u8; 32];
+    let got = s.read(&mut reply).unwrap();
+    assert_eq!(&reply[..got], format!(":{n}\r\n").as_bytes());
+    // Re-parsing from the start on each of the ~5000 reads took seconds; now it is the cost of
+    // one pass.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn output_buffer_hard_limit_closes_the_client() {
+    use std::io::{Read, Write};
+    let srv = Podium::start(&["--client-output-buffer-limit", "normal", "1mb", "0", "0"]);
+    let mut con = srv.con();
+    let big = "z".repeat(2 << 20);
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg("ok")
+        .query(&mut con)
+        .unwrap();
+    let small: String = redis::cmd("GET").arg("small").query(&mut con).unwrap();
+    assert_eq!(small, "ok");
+    let mut s = srv.raw();
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(
+        got.is_empty(),
+        "{} bytes of a reply over the hard limit were sent",
+        got.len()
+    );
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        v[1],
+        "normal 1048576 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+}

@@ -333,7 +333,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             tracing::warn!("Failed listening on port {port} (TCP), aborting.");
         })?
         .into_iter()
-        .map(TcpListener::from_std)
+        .map(tokio::net::TcpListener::from_std)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("can't listen: {e}"))?;
     if listeners.is_empty() {

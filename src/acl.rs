@@ -841,7 +841,7 @@ impl Acl {
         acl
     }
 
-    pub(crate) fn default_user(&self) -> UserRef {
+    pub fn default_user(&self) -> UserRef {
         self.get(b"default")
             .unwrap_or_else(|| Arc::new(RwLock::new(User::new(b"default", true))))
     }

@@ -36,6 +36,8 @@ pub(crate) struct AclCommand {
     /// Bit i set: in category CATEGORIES[i].
     pub categories: u32,
     pub no_auth: bool,
+    /// Redis's arity (for subcommands: counting the container's name).
+    pub arity: i32,
     pub keys: &'static [KeySpec],
 }
 
@@ -839,7 +841,7 @@ impl Acl {
         acl
     }
 
-    pub(crate) fn default_user(&self) -> UserRef {
+    pub fn default_user(&self) -> UserRef {
         self.get(b"default")
             .unwrap_or_else(|| Arc::new(RwLock::new(User::new(b"default", true))))
     }
@@ -1101,6 +1103,16 @@ pub(crate) fn resolve(name: &str, args: &[Bytes]) -> Option<usize> {
     Some(id)
 }
 
+/// Redis's arity check for a subcommand (`acl|getuser` takes exactly 3 arguments): the
+/// wrong-arity error naming it, when `args` names a known subcommand with the wrong count.
+pub(crate) fn subcommand_arity_error(name: &str, args: &[Bytes]) -> Option<crate::protocol::Reply> {
+    let id = resolve(name, args)?;
+    let cmd = &COMMANDS[id];
+    cmd.parent?;
+    (!crate::commands::arity_ok(cmd.arity, args.len()))
+        .then(|| crate::commands::wrong_arity(cmd.name))
+}
+
 /// Full name of an ACL id (`config|get`).
 pub(crate) fn full_name(id: usize) -> &'static str {
     COMMANDS[id].name
@@ -1126,6 +1138,27 @@ pub(crate) fn check(
     };
     let keys = keys_of(id, args, &|| spec.key_positions(args));
     u.check(id, args, &keys).map_err(|(d, pos)| (d, pos, id))
+}
+
+/// Whether some selector of the client's user allows this command and reading every key
+/// (`allkeys`, `~*` or `%R~*`): SORT's BY and GET name keys by pattern (Redis's
+/// ACLUserCheckCmdWithUnrestrictedKeyAccess with key access).
+pub(crate) fn full_read_access(client: &Client, name: &str, args: &[Bytes]) -> bool {
+    let Some(user) = client.user.as_ref() else {
+        return true;
+    };
+    let u = user.read();
+    let Some(id) = resolve(name, args) else {
+        return true;
+    };
+    let keys = keys_of(id, args, &Vec::new);
+    u.selectors.iter().any(|s| {
+        s.check(id, args, &keys).is_ok()
+            && (s.allkeys
+                || s.patterns
+                    .iter()
+                    .any(|(p, f)| f & READ != 0 && p[..] == b"*"[..]))
+    })
 }
 
 /// `check` for a user other than the client's (ACL DRYRUN).

@@ -37,6 +37,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 13,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -45,6 +46,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -53,6 +55,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -61,6 +64,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -69,6 +73,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -77,6 +82,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -85,6 +91,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -93,6 +100,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -101,6 +109,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -109,6 +118,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -117,6 +127,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -125,6 +136,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -133,6 +145,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -141,6 +154,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -149,6 +163,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -163,6 +178,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -171,6 +187,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: true,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -179,6 +196,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -187,6 +205,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -195,6 +214,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8102,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -209,6 +229,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8104,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -223,6 +244,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4102,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -237,6 +259,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8104,
         no_auth: false,
+        arity: -4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(2),
@@ -260,6 +283,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8102,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -274,6 +298,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18024,
         no_auth: false,
+        arity: 6,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -297,6 +322,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18024,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -311,6 +337,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-2, 1, 0),
@@ -325,6 +352,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-2, 1, 0),
@@ -339,6 +367,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18024,
         no_auth: false,
+        arity: 4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -362,6 +391,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18014,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -376,6 +406,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x14014,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-2, 1, 0),
@@ -390,6 +421,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x14014,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-2, 1, 0),
@@ -404,6 +436,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 16,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -412,6 +445,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -420,6 +454,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -428,6 +463,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -436,6 +472,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -444,6 +481,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -452,6 +490,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -460,6 +499,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -468,6 +508,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -476,6 +517,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -484,6 +526,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -492,6 +535,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -500,6 +544,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -508,6 +553,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -516,6 +562,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -524,6 +571,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -532,6 +580,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x6a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -540,6 +589,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 27,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -548,6 +598,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -556,6 +607,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -564,6 +616,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -572,6 +625,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -580,6 +634,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -588,6 +643,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -596,6 +652,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -604,6 +661,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -612,6 +670,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -620,6 +679,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -628,6 +688,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 4,
         keys: &[],
     },
     AclCommand {
@@ -636,6 +697,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -644,6 +706,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -652,6 +715,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -660,6 +724,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -668,6 +733,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -676,6 +742,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -684,6 +751,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -692,6 +760,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -700,6 +769,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -708,6 +778,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -716,6 +787,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -724,6 +796,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -732,6 +805,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -740,6 +814,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -748,6 +823,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -756,6 +832,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -764,6 +841,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 7,
         categories: 0x48000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -772,6 +850,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -780,6 +859,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -788,6 +868,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -796,6 +877,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -804,6 +886,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -812,6 +895,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -820,6 +904,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -828,6 +913,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 5,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -836,6 +922,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -844,6 +931,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -852,6 +940,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -860,6 +949,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -868,6 +958,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -4,
         keys: &[],
     },
     AclCommand {
@@ -876,6 +967,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8005,
         no_auth: false,
+        arity: -3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -899,6 +991,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -907,6 +1000,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -915,6 +1009,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -929,6 +1024,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -943,6 +1039,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8005,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -957,6 +1054,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x84000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -965,6 +1063,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -979,6 +1078,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -987,6 +1087,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1001,6 +1102,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1015,6 +1117,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1029,6 +1132,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1043,6 +1147,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x88000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -1051,6 +1156,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -1065,6 +1171,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1079,6 +1186,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1093,6 +1201,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1107,6 +1216,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1115,6 +1225,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1129,6 +1240,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Keynum(0, 1, 1),
@@ -1143,6 +1255,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28005,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1151,6 +1264,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28005,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1159,6 +1273,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 9,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1167,6 +1282,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108004,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -1175,6 +1291,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1183,6 +1300,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108004,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1191,6 +1309,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1199,6 +1318,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1207,6 +1327,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1215,6 +1336,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108004,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -1223,6 +1345,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108004,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -1231,6 +1354,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1239,6 +1363,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8404,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1253,6 +1378,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1267,6 +1393,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1281,6 +1408,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1295,6 +1423,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8404,
         no_auth: false,
+        arity: -6,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -1325,6 +1454,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -6,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1339,6 +1469,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8404,
         no_auth: false,
+        arity: -5,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -1369,6 +1500,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1383,6 +1515,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8402,
         no_auth: false,
+        arity: -7,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1397,6 +1530,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8404,
         no_auth: false,
+        arity: -8,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -1420,6 +1554,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4082,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1434,6 +1569,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4102,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1448,6 +1584,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1462,6 +1599,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1476,6 +1614,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8082,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1490,6 +1629,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1504,6 +1644,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1518,6 +1659,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: true,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1526,6 +1668,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4042,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1540,6 +1683,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4042,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1554,6 +1698,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8042,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1568,6 +1713,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1582,6 +1728,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1596,6 +1743,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8042,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1610,6 +1758,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4042,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1624,6 +1773,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4042,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1638,6 +1788,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1652,6 +1803,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8042,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1666,6 +1818,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8042,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1680,6 +1833,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1694,6 +1848,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4044,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1708,6 +1863,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4042,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1722,6 +1878,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8042,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1736,6 +1893,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1750,6 +1908,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1764,6 +1923,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1778,6 +1938,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1786,6 +1947,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28003,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1794,6 +1956,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x26000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -1802,6 +1965,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 7,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1810,6 +1974,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1818,6 +1983,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -1826,6 +1992,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1834,6 +2001,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1842,6 +2010,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -1850,6 +2019,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -1858,6 +2028,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -1866,6 +2037,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8082,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(1, 1, 0),
@@ -1880,6 +2052,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8022,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1894,6 +2067,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 5,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1908,6 +2082,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4022,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1922,6 +2097,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 5,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -1945,6 +2121,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -1959,6 +2136,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4002,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -1967,6 +2145,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1981,6 +2160,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8022,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -1995,6 +2175,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2009,6 +2190,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2023,6 +2205,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8022,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2037,6 +2220,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2051,6 +2235,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2065,6 +2250,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2079,6 +2265,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 6,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2087,6 +2274,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2095,6 +2283,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2103,6 +2292,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2111,6 +2301,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2119,6 +2310,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2127,6 +2319,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8002,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2141,6 +2334,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4082,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -2155,6 +2349,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28005,
         no_auth: false,
+        arity: -6,
         keys: &[
             KeySpec {
                 begin: Begin::Index(3),
@@ -2178,6 +2373,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 5,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2186,6 +2382,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2194,6 +2391,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2202,6 +2400,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -2210,6 +2409,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -2218,6 +2418,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2226,6 +2427,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2234,6 +2436,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2248,6 +2451,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 2, 0),
@@ -2262,6 +2466,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 2, 0),
@@ -2276,6 +2481,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x84000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2284,6 +2490,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 5,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2292,6 +2499,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2306,6 +2514,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2320,6 +2529,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8001,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2328,6 +2538,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2342,6 +2553,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2356,6 +2568,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2370,6 +2583,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2384,6 +2598,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2398,6 +2613,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2412,6 +2628,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4204,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2426,6 +2643,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8202,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -2440,6 +2658,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a204,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -2454,6 +2673,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8204,
         no_auth: false,
+        arity: -2,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -2477,6 +2697,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a200,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2485,6 +2706,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -2493,6 +2715,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2507,6 +2730,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2515,6 +2739,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -2523,6 +2748,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2537,6 +2763,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x5000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2545,6 +2772,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 6,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2553,6 +2781,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2561,6 +2790,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2569,6 +2799,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2577,6 +2808,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2585,6 +2817,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2593,6 +2826,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2601,6 +2835,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -2609,6 +2844,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: true,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -2617,6 +2853,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2625,6 +2862,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2633,6 +2871,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2641,6 +2880,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8005,
         no_auth: false,
+        arity: 3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -2664,6 +2904,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: 3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -2687,6 +2928,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -2695,6 +2937,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2703,6 +2946,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: true,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2711,6 +2955,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28005,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2725,6 +2970,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x28005,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2739,6 +2985,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x26000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2747,6 +2994,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2761,6 +3009,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8024,
         no_auth: false,
+        arity: 3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -2784,6 +3033,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2798,6 +3048,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4024,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2812,6 +3063,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400c,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2826,6 +3078,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -2834,6 +3087,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8003,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2842,6 +3096,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400a,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -2856,6 +3111,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 6,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2864,6 +3120,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2872,6 +3129,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -2880,6 +3138,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2888,6 +3147,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2896,6 +3156,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2904,6 +3165,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x108000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2912,6 +3174,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -2926,6 +3189,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800c,
         no_auth: false,
+        arity: -3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -2949,6 +3213,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x44000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -2957,6 +3222,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 21,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2965,6 +3231,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2973,6 +3240,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -2981,6 +3249,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -2989,6 +3258,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -2997,6 +3267,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3005,6 +3276,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3013,6 +3285,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3021,6 +3294,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -3029,6 +3303,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 6,
         keys: &[],
     },
     AclCommand {
@@ -3037,6 +3312,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3045,6 +3321,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3053,6 +3330,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 6,
         keys: &[],
     },
     AclCommand {
@@ -3061,6 +3339,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3069,6 +3348,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3077,6 +3357,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3085,6 +3366,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3093,6 +3375,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3101,6 +3384,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3109,6 +3393,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -5,
         keys: &[],
     },
     AclCommand {
@@ -3117,6 +3402,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -3,
         keys: &[],
     },
     AclCommand {
@@ -3125,6 +3411,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3133,6 +3420,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3147,6 +3435,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8104,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3161,6 +3450,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3175,6 +3465,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4084,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3189,6 +3480,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8084,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3203,6 +3495,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -3211,6 +3504,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3225,6 +3519,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -3239,6 +3534,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800c,
         no_auth: false,
+        arity: -3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -3262,6 +3558,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400a,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3276,6 +3573,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3284,6 +3582,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 4,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -3292,6 +3591,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -3300,6 +3600,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3308,6 +3609,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3316,6 +3618,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3324,6 +3627,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3338,6 +3642,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400a,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3352,6 +3657,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400c,
         no_auth: false,
+        arity: 4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -3375,6 +3681,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2803c,
         no_auth: false,
+        arity: -2,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -3405,6 +3712,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2803a,
         no_auth: false,
+        arity: -2,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -3428,6 +3736,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400c,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3442,6 +3751,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x5000,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3456,6 +3766,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3470,6 +3781,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x400c,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3484,6 +3796,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3498,6 +3811,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3512,6 +3826,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4082,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3526,6 +3841,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -3534,6 +3850,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8082,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3548,6 +3865,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800a,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3562,6 +3880,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x800c,
         no_auth: false,
+        arity: -3,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -3585,6 +3904,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -1,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3599,6 +3919,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x24005,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3607,6 +3928,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x2a000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -3615,6 +3937,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -3623,6 +3946,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3637,6 +3961,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3651,6 +3976,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4003,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3665,6 +3991,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4005,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3679,6 +4006,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x9000,
         no_auth: false,
+        arity: -1,
         keys: &[],
     },
     AclCommand {
@@ -3687,6 +4015,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x84000,
         no_auth: false,
+        arity: 1,
         keys: &[],
     },
     AclCommand {
@@ -3695,6 +4024,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x48000,
         no_auth: false,
+        arity: 3,
         keys: &[],
     },
     AclCommand {
@@ -3703,6 +4033,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x84000,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(-1, 1, 0),
@@ -3717,6 +4048,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3731,6 +4063,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3745,6 +4078,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -6,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3759,6 +4093,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -6,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3773,6 +4108,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3787,6 +4123,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 6,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -3795,6 +4132,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3809,6 +4147,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: 5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3823,6 +4162,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: 5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3837,6 +4177,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3851,6 +4192,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8800,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3859,6 +4201,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: -5,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3873,6 +4216,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 4,
         categories: 0x8000,
         no_auth: false,
+        arity: -2,
         keys: &[],
     },
     AclCommand {
@@ -3881,6 +4225,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3895,6 +4240,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3909,6 +4255,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8800,
         no_auth: false,
+        arity: 2,
         keys: &[],
     },
     AclCommand {
@@ -3917,6 +4264,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(2),
             find: Find::Range(0, 1, 0),
@@ -3931,6 +4279,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4802,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3945,6 +4294,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3959,6 +4309,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -3973,6 +4324,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18802,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Keyword(b"streams", 1),
             find: Find::Range(-1, 1, 2),
@@ -3987,6 +4339,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x18804,
         no_auth: false,
+        arity: -7,
         keys: &[KeySpec {
             begin: Begin::Keyword(b"streams", 4),
             find: Find::Range(-1, 1, 2),
@@ -4001,6 +4354,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8802,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4015,6 +4369,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4804,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4029,6 +4384,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8804,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4043,6 +4399,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4014,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4057,6 +4414,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4071,6 +4429,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4085,6 +4444,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -4099,6 +4459,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: -4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -4122,6 +4483,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4014,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4136,6 +4498,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -4150,6 +4513,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -4164,6 +4528,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: -4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -4187,6 +4552,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4201,6 +4567,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -4215,6 +4582,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4229,6 +4597,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4014,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4243,6 +4612,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4014,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4257,6 +4627,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -2,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4271,6 +4642,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4285,6 +4657,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4299,6 +4672,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4313,6 +4687,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: -5,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),
@@ -4336,6 +4711,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4350,6 +4726,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4014,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4364,6 +4741,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4378,6 +4756,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4392,6 +4771,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: 4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4406,6 +4786,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4420,6 +4801,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4434,6 +4816,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -4,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4448,6 +4831,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4462,6 +4846,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4476,6 +4861,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x4012,
         no_auth: false,
+        arity: 3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Range(0, 1, 0),
@@ -4490,6 +4876,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8012,
         no_auth: false,
+        arity: -3,
         keys: &[KeySpec {
             begin: Begin::Index(1),
             find: Find::Keynum(0, 1, 1),
@@ -4504,6 +4891,7 @@ pub(crate) static COMMANDS: &[AclCommand] = &[
         subcommands: 0,
         categories: 0x8014,
         no_auth: false,
+        arity: -4,
         keys: &[
             KeySpec {
                 begin: Begin::Index(1),

@@ -122,7 +122,30 @@ fn scenario(port: u16) -> Vec<String> {
     );
     step(&mut admin, &["ACL", "DRYRUN", "rw", "SET", "w", "v", "GET"]);
     step(&mut admin, &["ACL", "DRYRUN", "rw", "COPY", "r1", "w1"]);
-    step(&mut admin, &["ACL", "DELUSER", "bad", "sel", "rw"]);
+    step(&mut admin, &["ACL", "GETUSER"]);
+    step(&mut admin, &["ACL", "HELP", "extra"]);
+    // SORT's BY and GET patterns need read access to every key.
+    step(&mut admin, &["RPUSH", "mylist", "1"]);
+    step(
+        &mut admin,
+        &[
+            "ACL", "SETUSER", "sorter", "on", "nopass", "+sort", "~mylist",
+        ],
+    );
+    let mut sorter = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    step(&mut sorter, &["AUTH", "sorter", "x"]);
+    step(&mut sorter, &["SORT", "mylist", "BY", "v*"]);
+    step(&mut sorter, &["SORT", "mylist", "GET", "#"]);
+    step(&mut sorter, &["SORT", "mylist", "BY", "nosort"]);
+    step(&mut admin, &["ACL", "SETUSER", "sorter", "%R~*"]);
+    step(&mut sorter, &["SORT", "mylist", "BY", "v*"]);
+    step(
+        &mut admin,
+        &["ACL", "DELUSER", "bad", "sel", "rw", "sorter"],
+    );
     step(&mut admin, &["ACL", "USERS"]);
     out
 }

@@ -4,7 +4,7 @@
 Reads Redis's src/commands/*.json (the source tree's command definitions) and writes, for
 every command and subcommand, its full name, ACL categories (the declared ones plus those
 Redis derives from the command flags in setImplicitACLCategories), whether it is flagged
-no-auth, and its key specs reduced to what ACL needs (where the keys are, and
+no-auth, its arity, and its key specs reduced to what ACL needs (where the keys are, and
 whether each is read and/or written).
 
     python3 tools/gen_acl_commands.py ~/.cache/redis-suite/redis-7.0.15/src/commands \
@@ -104,9 +104,9 @@ def main():
     out.append("pub(crate) static COMMANDS: &[AclCommand] = &[")
     for name, c, parent, nsubs in rows:
         specs = ", ".join(key_spec(ks) for ks in c.get("key_specs", []))
-        out.append("    AclCommand { name: \"%s\", parent: %s, subcommands: %d, categories: 0x%x, no_auth: %s, keys: &[%s] }," % (
+        out.append("    AclCommand { name: \"%s\", parent: %s, subcommands: %d, categories: 0x%x, no_auth: %s, arity: %d, keys: &[%s] }," % (
             name, "None" if parent is None else "Some(%d)" % parent, nsubs, categories(c),
-            str("NO_AUTH" in c.get("command_flags", [])).lower(), specs))
+            str("NO_AUTH" in c.get("command_flags", [])).lower(), c.get("arity", 0), specs))
     out.append("];")
     print("\n".join(out))
 

@@ -21,6 +21,9 @@ fn bulk(s: impl Into<Vec<u8>>) -> Reply {
 }
 
 fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if let Some(e) = acl::subcommand_arity_error("acl", a) {
+        return e;
+    }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let srv = ctx.srv;
     let pubsub_all = srv.config.get("acl-pubsub-default").as_deref() == Some("allchannels");

@@ -85,7 +85,13 @@ struct Options<'a> {
     store: Option<&'a Bytes>,
 }
 
-fn parse_options<'a>(a: &'a [Bytes], read_only: bool) -> Result<Options<'a>, Reply> {
+/// `full_key_access`: the client's ACL user may read every key (BY and GET patterns name keys
+/// no ACL check saw, so Redis refuses them otherwise).
+fn parse_options<'a>(
+    a: &'a [Bytes],
+    read_only: bool,
+    full_key_access: bool,
+) -> Result<Options<'a>, Reply> {
     let mut o = Options {
         by: None,
         dont_sort: false,
@@ -116,9 +122,19 @@ fn parse_options<'a>(a: &'a [Bytes], read_only: bool) -> Result<Options<'a>, Rep
             let p = &a[i + 1][..];
             // Without a `*` every element would read the same key: nothing to sort by.
             o.dont_sort = !p.contains(&b'*');
+            if !o.dont_sort && !full_key_access {
+                return Err(Reply::error(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             o.by = Some(p);
             i += 1;
         } else if eq(&a[i], "get") && left >= 1 {
+            if !full_key_access {
+                return Err(Reply::error(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             o.gets.push(&a[i + 1]);
             i += 1;
         } else {
@@ -177,7 +193,9 @@ struct Item {
 
 fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let read_only = eq(&a[0], "sort_ro");
-    let mut o = match parse_options(a, read_only) {
+    let full_key_access =
+        crate::acl::full_read_access(ctx.client, if read_only { "sort_ro" } else { "sort" }, a);
+    let mut o = match parse_options(a, read_only, full_key_access) {
         Ok(o) => o,
         Err(r) => return r,
     };

@@ -14,6 +14,7 @@ pub mod keyspace;
 pub mod net;
 pub mod persistence;
 pub mod protocol;
+pub mod scripting;
 pub mod server;
 pub mod types;
 pub mod util;

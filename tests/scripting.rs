@@ -363,3 +363,252 @@ fn a_long_script_gets_busy_replies_and_script_kill() {
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// EVAL `script` with no keys; the error text or the reply.
+fn run(con: &mut Connection, script: &str) -> Result<Value, String> {
+    eval(con, script, &[], &[]).map_err(|e| {
+        format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+            .trim()
+            .to_string()
+    })
+}
+
+/// The error of `script` up to Redis's " script: <sha>" suffix.
+fn run_err(con: &mut Connection, script: &str) -> String {
+    let e = run(con, script).expect_err(script);
+    e.split(" script: ").next().unwrap_or("").to_string()
+}
+
+#[test]
+fn bytecode_is_refused_everywhere() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // EVAL of a binary chunk: Redis 7.0's text-only parser fails on the ESC byte.
+    assert_eq!(
+        run_err(&mut con, "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00garbage"),
+        "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
+    );
+    // loadstring / load of string.dump's output (the text redis-server 7.0.15 gives).
+    assert_eq!(
+        run(
+            &mut con,
+            "local f, e = loadstring(string.dump(function() return 1 end)) return {tostring(f), e}"
+        )
+        .unwrap(),
+        Value::Array(vec![
+            bulk("nil"),
+            bulk("[string \"\x1bLuaQ\"]:1: unexpected symbol near 'char(27)'")
+        ])
+    );
+    let v = run(
+        &mut con,
+        "local done = false
+         local f, e = load(function()
+           if done then return nil end
+           done = true
+           return string.dump(function() return 1 end)
+         end)
+         return {tostring(f), e}",
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        Value::Array(vec![
+            bulk("nil"),
+            bulk("(load):1: unexpected symbol near 'char(27)'")
+        ])
+    );
+    // Text still loads.
+    assert_eq!(
+        run(&mut con, "return loadstring('return 7')()").unwrap(),
+        Value::Int(7)
+    );
+    // A corrupted bytecode chunk (which once made Lua ask for 2^48 bytes) is just refused.
+    let mut chunk = b"\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00".to_vec();
+    chunk.extend_from_slice(&[0xff; 64]);
+    let script = format!(
+        "return loadstring({})",
+        chunk
+            .iter()
+            .map(|b| format!("string.char({b})"))
+            .collect::<Vec<_>>()
+            .join("..")
+    );
+    assert_eq!(run(&mut con, &script).unwrap(), Value::Nil);
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn globals_redis_removes_are_absent() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    for name in [
+        "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require", "os",
+        "io", "debug", "package",
+    ] {
+        assert_eq!(
+            run_err(&mut con, &format!("return type({name})")),
+            format!(
+                "ERR user_script:1: Script attempted to access nonexistent global variable '{name}'"
+            )
+        );
+    }
+    // What is left is exactly Redis 7.0.15's list.
+    let v = run(
+        &mut con,
+        "local t = {} for k in pairs(_G) do t[#t+1] = k end table.sort(t) return t",
+    )
+    .unwrap();
+    let Value::Array(names) = v else {
+        panic!("{v:?}")
+    };
+    let names: Vec<String> = names
+        .into_iter()
+        .map(|n| match n {
+            Value::BulkString(b) => String::from_utf8(b).unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    for expected in [
+        "ARGV",
+        "KEYS",
+        "_G",
+        "_VERSION",
+        "assert",
+        "collectgarbage",
+        "coroutine",
+        "error",
+        "gcinfo",
+        "getmetatable",
+        "ipairs",
+        "load",
+        "loadstring",
+        "math",
+        "next",
+        "pairs",
+        "pcall",
+        "rawequal",
+        "rawget",
+        "rawset",
+        "redis",
+        "select",
+        "setmetatable",
+        "string",
+        "table",
+        "tonumber",
+        "tostring",
+        "type",
+        "unpack",
+        "xpcall",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    assert!(!names.iter().any(|n| n == "print" || n == "setfenv"));
+}
+
+#[test]
+fn the_environment_cannot_be_broken_for_the_next_script() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // Each attempt gets Redis 7.0.15's error (checked side by side with redis-server).
+    for (script, want) in [
+        (
+            "redis.call = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "rawset(_G, 'x', 1)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "setmetatable(_G, nil)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "string.x = 1",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "table.insert(string, 'x')",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "getmetatable('').__index = {}",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "getmetatable(_G).__index = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "math.random = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "_G.redis = {}",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "coroutine.x = 1",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "rawset(redis, 'call', 1)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "setmetatable(string, {})",
+            "ERR Attempt to modify a readonly table",
+        ),
+    ] {
+        assert_eq!(run_err(&mut con, script), want, "{script}");
+    }
+    // Nothing was left behind: redis.call, strings and globals work as before.
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        run(
+            &mut con,
+            "return {redis.call('get', 'k'), ('ab'):upper(), type(rawget(_G, 'x'))}"
+        )
+        .unwrap(),
+        Value::Array(vec![bulk("v"), bulk("AB"), bulk("nil")])
+    );
+    // KEYS and ARGV are the script's own.
+    assert_eq!(
+        eval(
+            &mut con,
+            "KEYS[1] = 'changed' table.insert(ARGV, 'more') return #ARGV",
+            &["a"],
+            &["b"]
+        )
+        .unwrap(),
+        Value::Int(2)
+    );
+    assert_eq!(
+        eval(&mut con, "return {KEYS[1], #ARGV}", &["a"], &["b"]).unwrap(),
+        Value::Array(vec![bulk("a"), Value::Int(1)])
+    );
+    // Library tables still iterate (through the read-only views).
+    assert_eq!(
+        run(
+            &mut con,
+            "local n = 0 for k, v in pairs(string) do n = n + 1 end return n > 10"
+        )
+        .unwrap(),
+        Value::Int(1)
+    );
+    // A script that stops the collector does not leave it stopped.
+    run(&mut con, "collectgarbage('stop') return 1").unwrap();
+    assert_eq!(
+        run(&mut con, "local before = collectgarbage('count') for i = 1, 20000 do local t = {i} end return collectgarbage('count') < before + 2000").unwrap(),
+        Value::Int(1)
+    );
+}

@@ -430,7 +430,7 @@ pub fn dispatch_with<'a>(
 
 /// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF
 /// cannot be written, `-OOM` for memory-growing commands over `maxmemory`.
-fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
+pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
     if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
         if let Some(e) = srv.aof.write_error() {
             return Some(Reply::error(format!(

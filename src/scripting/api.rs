@@ -292,6 +292,13 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     if spec.flags & NOSCRIPT != 0 {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
+    // Safety net for the lock scope: a script judged to stay in one database holds only its
+    // shards, so it must not reach another (stays_in_one_db rules these out beforehand).
+    if inv.one_db && (spec.name == "select" || matches!(spec.keys, crate::commands::Keys::All)) {
+        return Reply::error(
+            "ERR this script was judged to stay in one database; it cannot call this command",
+        );
+    }
     if inv.read_only && (spec.is_write() || spec.flags & MAY_REPLICATE != 0) {
         return Reply::error("ERR Write commands are not allowed from read-only scripts.");
     }

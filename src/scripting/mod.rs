@@ -55,7 +55,7 @@ pub static COMMANDS: &[Spec] = &[
         "eval",
         -3,
         NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
-        Keys::All,
+        Keys::Custom(eval_key_positions),
         eval,
         "scripting",
     ),
@@ -63,7 +63,7 @@ pub static COMMANDS: &[Spec] = &[
         "evalsha",
         -3,
         NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
-        Keys::All,
+        Keys::Custom(eval_key_positions),
         eval,
         "scripting",
     ),
@@ -71,7 +71,7 @@ pub static COMMANDS: &[Spec] = &[
         "eval_ro",
         -3,
         NOSCRIPT | READONLY | MOVABLE_KEYS,
-        Keys::All,
+        Keys::Custom(eval_key_positions),
         eval,
         "scripting",
     ),
@@ -79,7 +79,7 @@ pub static COMMANDS: &[Spec] = &[
         "evalsha_ro",
         -3,
         NOSCRIPT | READONLY | MOVABLE_KEYS,
-        Keys::All,
+        Keys::Custom(eval_key_positions),
         eval,
         "scripting",
     ),
@@ -91,6 +91,9 @@ pub static COMMANDS: &[Spec] = &[
 struct Script {
     body: Bytes,
     flags: ScriptFlags,
+    /// The script can only reach the caller's database (see [`stays_in_one_db`]): it locks
+    /// that database's shards instead of every database's.
+    one_db: bool,
     /// Where the code starts: after the shebang line (its newline kept, so line numbers stay
     /// the user's).
     code_start: usize,
@@ -103,6 +106,7 @@ impl Script {
         Ok(Script {
             body: body.clone(),
             flags,
+            one_db: stays_in_one_db(&body[code_start..]),
             code_start,
         })
     }
@@ -127,6 +131,94 @@ impl ScriptFlags {
     fn has(self, flag: u8) -> bool {
         self.0.is_some_and(|f| f & flag != 0)
     }
+}
+
+/// Argument positions of EVAL's keys (COMMAND GETKEYS, and the shards the dispatcher locks
+/// first).
+fn eval_key_positions(a: &[Bytes]) -> Vec<usize> {
+    match a.get(2).map(|n| int(n)) {
+        Some(Ok(n)) if n >= 0 && (n as u64) <= (a.len() - 3) as u64 => {
+            (3..3 + n as usize).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// True when the script's text shows it can only run commands on the caller's database, so
+/// locking that database's shards keeps it atomic. Conservative, by the text alone: every
+/// mention of `redis` must be `redis.<name>`, `redis.call` / `redis.pcall` must be called with
+/// a plain string literal as the command, and that command must be neither SELECT nor one
+/// that works across databases (MOVE, COPY, SWAPDB, FLUSHALL); `_G`, `load` and `loadstring`
+/// (other ways to reach `redis` or to run text) must not appear. Anything else (a computed
+/// command name, `local call = redis.call`, `pairs(redis)` ...) makes the script lock every
+/// database, as before.
+pub(crate) fn stays_in_one_db(code: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let skip_blank = |mut i: usize| {
+        while i < code.len() && code[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut i = 0;
+    while i < code.len() {
+        if !(code[i].is_ascii_alphabetic() || code[i] == b'_') || (i > 0 && is_ident(code[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < code.len() && is_ident(code[i]) {
+            i += 1;
+        }
+        match &code[start..i] {
+            b"_G" | b"load" | b"loadstring" => return false,
+            b"redis" => {
+                if code.get(i) != Some(&b'.') {
+                    return false;
+                }
+                let name_start = i + 1;
+                let mut j = name_start;
+                while j < code.len() && is_ident(code[j]) {
+                    j += 1;
+                }
+                let name = &code[name_start..j];
+                if name.is_empty() {
+                    return false;
+                }
+                if name == b"call" || name == b"pcall" {
+                    let k = skip_blank(j);
+                    if code.get(k) != Some(&b'(') {
+                        return false;
+                    }
+                    let q = skip_blank(k + 1);
+                    let Some(&quote) = code.get(q) else {
+                        return false;
+                    };
+                    if quote != b'\'' && quote != b'"' {
+                        return false;
+                    }
+                    let Some(len) = code[q + 1..].iter().position(|&b| b == quote) else {
+                        return false;
+                    };
+                    let command = &code[q + 1..q + 1 + len];
+                    if command.iter().any(|&b| b == b'\\' || b == b'\n') {
+                        return false;
+                    }
+                    if command.eq_ignore_ascii_case(b"select") {
+                        return false;
+                    }
+                    if let Some(spec) = crate::commands::lookup(command) {
+                        if matches!(spec.keys, Keys::All) {
+                            return false;
+                        }
+                    }
+                }
+                i = j;
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// Read a script's shebang line: its flags and the length of the line (blanked before
@@ -257,6 +349,8 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
     resp3: bool,
     /// `redis.set_repl` flags (REPL_AOF | REPL_REPLICA by default).
     repl: u8,
+    /// Only the caller's database is locked (see [`stays_in_one_db`]).
+    one_db: bool,
 }
 
 impl Invocation<'_, '_, '_> {
@@ -308,6 +402,14 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if let Some(refusal) = refuse_to_start(ctx, script.flags, read_only_command) {
         return refusal;
     }
+    // The dispatcher locked the shards of KEYS; nothing has run yet, so widening now (in the
+    // global lock order) keeps the script atomic: the caller's database, or every database
+    // for a script that may leave it.
+    if script.one_db {
+        ctx.g.lock_db(ctx.client.db);
+    } else {
+        ctx.g.lock_all();
+    }
     let keys = &a[3..3 + numkeys];
     let argv = &a[3 + numkeys..];
     let saved_db = ctx.client.db;
@@ -320,6 +422,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         multi_logged: false,
         resp3: false,
         repl: api::REPL_ALL,
+        one_db: script.one_db,
     };
     let id = inv.ctx.srv.scripts.engine_id();
     let run = |inv: &mut Invocation| -> Reply {
@@ -524,6 +627,38 @@ mod tests {
             sha1_hex(b"return 1"),
             "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
         );
+    }
+
+    #[test]
+    fn scripts_that_stay_in_one_database() {
+        for code in [
+            "return redis.call('zincrby', KEYS[1], 1, ARGV[1])",
+            "local v = redis.pcall(\"GET\", 'k') redis.log(redis.LOG_NOTICE, v) return v",
+            "return redis.call ( 'set' , 'a', 'b')",
+            "return 1",
+            "local myredis = 1 return myredis",
+        ] {
+            assert!(stays_in_one_db(code.as_bytes()), "{code}");
+        }
+        for code in [
+            "return redis.call('select', 1)",
+            "return redis.call('SELECT', 1)",
+            "return redis.call('move', 'k', 1)",
+            "return redis.call('swapdb', 0, 1)",
+            "return redis.call('flushall')",
+            "return redis.call('copy', 'a', 'b', 'db', 1)",
+            "return redis.call(ARGV[1], 1)",
+            "local c = redis.call return c('select', 1)",
+            "for k, f in pairs(redis) do end",
+            "return _G.redis.call('select', 1)",
+            "return loadstring(ARGV[1])()",
+            "return redis.call('sel\\101ct', 1)",
+            "return redis.call([[select]], 1)",
+            "return redis['call']('select', 1)",
+            "return redis . call('select', 1)",
+        ] {
+            assert!(!stays_in_one_db(code.as_bytes()), "{code}");
+        }
     }
 
     #[test]

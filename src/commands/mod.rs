@@ -375,14 +375,14 @@ pub fn dispatch_with<'a>(
             tx::discard_for(srv, client);
             return done(Reply::error(format!(
                 "EXECABORT Transaction discarded because of: {}",
-                script::BUSY
+                srv.scripts.busy_reply()
             )));
         }
         if client.multi.is_some() {
             client.multi_abort = true;
         }
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
-        return done(Reply::error(script::BUSY));
+        return done(Reply::error(srv.scripts.busy_reply()));
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();

@@ -24,6 +24,9 @@ use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
+/// How long a library's code may run in FUNCTION LOAD (Redis's LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Lua 5.1's default collector pace (restored after a script changed it).
 const LUA_GC_PAUSE: std::ffi::c_int = 200;
 const LUA_GC_STEPMUL: std::ffi::c_int = 200;
@@ -172,16 +175,44 @@ struct Handles {
     xpcall: Function,
     /// The error handler: Redis's `__redis__err__handler`.
     handler: Function,
+    /// Calls a FUNCTION callback under the handler: (handler, f, keys, args) -> xpcall's results.
+    run_function: Function,
+    /// The metatable of the globals view: its `__index` is switched to `library_api` while a
+    /// FUNCTION LOAD runs a library's code.
+    globals_metatable: Table,
+    /// What a library's top-level code sees (`redis.register_function`, `redis.log` ...).
+    library_api: Table,
+    /// The real globals a script sees (the normal `__index` of `globals_metatable`).
+    script_api: Table,
+    /// FUNCTION libraries loaded in this state: name -> (load id, callbacks by name).
+    libraries: HashMap<String, (u64, HashMap<String, Function>)>,
     /// `[1]` is set by the sandbox's collectgarbage when a script stopped the collector or
     /// changed its pace.
     gc_touched: Table,
     lua: Lua,
 }
 
+/// What `Engine::build` sets up.
+struct Built {
+    hidden_globals: Table,
+    xpcall: Function,
+    handler: Function,
+    run_function: Function,
+    globals_metatable: Table,
+    library_api: Table,
+    gc_touched: Table,
+}
+
+/// The functions a library's code registers while FUNCTION LOAD runs it (None otherwise).
+pub(super) type Loading = Rc<RefCell<Option<Vec<super::functions::Registered>>>>;
+
 pub(super) struct Engine {
     id: EngineId,
     handles: ManuallyDrop<Handles>,
     current: Current,
+    loading: Loading,
+    /// When the running FUNCTION LOAD started (None when none runs).
+    load_started: Rc<Cell<Option<std::time::Instant>>>,
     state: *mut ffi::lua_State,
 }
 
@@ -190,6 +221,7 @@ impl Drop for Engine {
         // SAFETY: the handles are dropped exactly once, here; then nothing refers to the
         // state (mlua keeps no owner for a state it did not create), so it can be closed.
         unsafe {
+            self.loading.borrow_mut().take();
             ManuallyDrop::drop(&mut self.handles);
             ffi::lua_close(self.state);
         }
@@ -215,19 +247,28 @@ impl Engine {
         // mlua handle to it is dropped.
         let lua = unsafe { Lua::init_from_ptr(state) };
         let current: Current = Rc::new(Cell::new(std::ptr::null_mut()));
-        let built = Self::build(&lua, &current);
+        let loading: Loading = Rc::new(RefCell::new(None));
+        let load_started: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
+        let built = Self::build(&lua, &current, &loading, &load_started);
         match built {
-            Ok((hidden_globals, xpcall, handler, gc_touched)) => Ok(Engine {
+            Ok(b) => Ok(Engine {
                 id,
                 handles: ManuallyDrop::new(Handles {
                     functions: HashMap::new(),
-                    hidden_globals,
-                    xpcall,
-                    handler,
-                    gc_touched,
+                    hidden_globals: b.hidden_globals.clone(),
+                    xpcall: b.xpcall,
+                    handler: b.handler,
+                    run_function: b.run_function,
+                    globals_metatable: b.globals_metatable,
+                    library_api: b.library_api,
+                    script_api: b.hidden_globals,
+                    libraries: HashMap::new(),
+                    gc_touched: b.gc_touched,
                     lua,
                 }),
                 current,
+                loading,
+                load_started,
                 state,
             }),
             Err(e) => {
@@ -240,15 +281,29 @@ impl Engine {
     }
 
     /// Libraries, the redis table, the hook and the sandbox.
-    fn build(lua: &Lua, current: &Current) -> mlua::Result<(Table, Function, Function, Table)> {
+    fn build(
+        lua: &Lua,
+        current: &Current,
+        loading: &Loading,
+        load_started: &Rc<Cell<Option<std::time::Instant>>>,
+    ) -> mlua::Result<Built> {
         lua.load_std_libs(StdLib::STRING | StdLib::TABLE | StdLib::MATH)?;
         let g = lua.globals();
         super::api::register(lua, &g, current)?;
         // SCRIPT KILL: looked at every 10,000 instructions.
         let hook_current = current.clone();
+        let hook_load_started = load_started.clone();
         lua.set_hook(
             mlua::HookTriggers::new().every_nth_instruction(10_000),
             move |_, _| {
+                // FUNCTION LOAD gives a library's code 500 ms to register its functions.
+                if let Some(t) = hook_load_started.get() {
+                    if t.elapsed() > LOAD_TIMEOUT {
+                        return Err(mlua::Error::external(CommandError(
+                            "ERR FUNCTION LOAD timeout".into(),
+                        )));
+                    }
+                }
                 let inv = hook_current.get();
                 if inv.is_null() {
                     return Ok(mlua::VmState::Continue);
@@ -270,10 +325,30 @@ impl Engine {
         g.raw_set("__redis__err__handler", handler.clone())?;
         let unwrap = lua.create_function(unwrap_error)?;
         let gc_touched = lua.create_table()?;
-        lua.load(include_str!("sandbox.lua"))
+        let register = super::functions::register_function(lua, loading.clone())?;
+        let (globals_metatable, library_api, hidden_globals, run_function): (
+            Table,
+            Table,
+            Table,
+            Function,
+        ) = lua
+            .load(include_str!("sandbox.lua"))
             .set_name("=podium_sandbox")
-            .call::<()>((unwrap, REMOVED_GLOBALS.to_vec(), gc_touched.clone()))?;
-        Ok((g, xpcall, handler, gc_touched))
+            .call((
+                unwrap,
+                REMOVED_GLOBALS.to_vec(),
+                gc_touched.clone(),
+                register,
+            ))?;
+        Ok(Built {
+            hidden_globals,
+            xpcall,
+            handler,
+            run_function,
+            globals_metatable,
+            library_api,
+            gc_touched,
+        })
     }
 
     /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state
@@ -306,25 +381,141 @@ impl Engine {
         Ok(f)
     }
 
-    /// Run compiled script `f` for `inv`; its reply.
+    /// Run a FUNCTION library's code (`code`: after its shebang line) with the library API as
+    /// its globals; the functions it registered, or Redis's error text.
+    pub(super) fn load_library(
+        &mut self,
+        code: &[u8],
+    ) -> Result<Vec<super::functions::Registered>, String> {
+        let source: &[u8] = if code.first() == Some(&27) {
+            b" \x1b"
+        } else {
+            code
+        };
+        let f = self
+            .handles
+            .lua
+            .load(source)
+            .set_name("@user_function")
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling function: {}", lua_message(&e)))?;
+        let mt = &self.handles.globals_metatable;
+        mt.raw_set("__index", self.handles.library_api.clone())
+            .map_err(|e| format!("ERR {}", lua_message(&e)))?;
+        *self.loading.borrow_mut() = Some(Vec::new());
+        self.load_started.set(Some(std::time::Instant::now()));
+        let result = self
+            .handles
+            .xpcall
+            .call::<MultiValue>((f, self.handles.handler.clone()));
+        self.load_started.set(None);
+        let registered = self.loading.borrow_mut().take().unwrap_or_default();
+        let restored = mt.raw_set("__index", self.handles.script_api.clone());
+        if let Err(e) = restored {
+            return Err(format!("ERR {}", lua_message(&e)));
+        }
+        let values =
+            result.map_err(|e| format!("ERR Error registering functions: {}", lua_message(&e)))?;
+        let mut it = values.into_iter();
+        if !matches!(it.next(), Some(LuaValue::Boolean(true))) {
+            let msg = match it.next() {
+                Some(LuaValue::Table(t)) => t
+                    .raw_get::<mlua::String>("err")
+                    .map(|m| String::from_utf8_lossy(&m.as_bytes()).into_owned())
+                    .unwrap_or_else(|_| "ERR execution failure".into()),
+                Some(other) => self
+                    .handles
+                    .lua
+                    .coerce_string(other)
+                    .ok()
+                    .flatten()
+                    .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        Ok(registered)
+    }
+
+    /// The callback of function `name` of library `lib` (load id `load_id`, code `code`),
+    /// loading the library into this state first if it has not seen this version of it.
+    pub(super) fn library_function(
+        &mut self,
+        lib: &str,
+        load_id: u64,
+        code: &[u8],
+        name: &str,
+    ) -> Result<Function, String> {
+        let fresh = self
+            .handles
+            .libraries
+            .get(lib)
+            .is_some_and(|(id, _)| *id == load_id);
+        if !fresh {
+            let registered = self.load_library(code)?;
+            let callbacks = registered
+                .into_iter()
+                .map(|r| (r.name, r.callback))
+                .collect();
+            self.handles
+                .libraries
+                .insert(lib.to_string(), (load_id, callbacks));
+        }
+        self.handles
+            .libraries
+            .get(lib)
+            .and_then(|(_, fns)| fns.get(name).cloned())
+            .ok_or_else(|| "ERR Function not found".to_string())
+    }
+
+    /// Keep `registered` as library `lib`'s callbacks (load id `load_id`) in this state.
+    pub(super) fn keep_library(
+        &mut self,
+        lib: &str,
+        load_id: u64,
+        registered: &[super::functions::Registered],
+    ) {
+        let callbacks = registered
+            .iter()
+            .map(|r| (r.name.clone(), r.callback.clone()))
+            .collect();
+        self.handles
+            .libraries
+            .insert(lib.to_string(), (load_id, callbacks));
+    }
+
+    /// Run compiled script `f` for `inv` (`as_function`: a FUNCTION's callback, called with
+    /// the keys and arguments as its two parameters; otherwise an EVAL script, which finds
+    /// them in `KEYS` and `ARGV`); its reply. `name` ends error texts (`script: <name>`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &mut self,
         inv: &mut Invocation<'_, '_, '_>,
         f: Function,
-        sha: &str,
+        name: &str,
         keys: &[bytes::Bytes],
         argv: &[bytes::Bytes],
+        as_function: bool,
         caller_resp3: bool,
     ) -> Reply {
         let lua = &self.handles.lua;
-        let set_args = || -> mlua::Result<()> {
-            let g = &self.handles.hidden_globals;
-            g.raw_set("KEYS", string_array(lua, keys)?)?;
-            g.raw_set("ARGV", string_array(lua, argv)?)?;
-            Ok(())
+        let g = &self.handles.hidden_globals;
+        let tables = || -> mlua::Result<(Table, Table)> {
+            Ok((string_array(lua, keys)?, string_array(lua, argv)?))
         };
-        if let Err(e) = set_args() {
-            return Reply::Error(format!("ERR {}", lua_message(&e)));
+        let (keys_table, argv_table) = match tables() {
+            Ok(t) => t,
+            Err(e) => return Reply::Error(format!("ERR {}", lua_message(&e))),
+        };
+        if !as_function {
+            if let Err(e) = g
+                .raw_set("KEYS", keys_table.clone())
+                .and_then(|_| g.raw_set("ARGV", argv_table.clone()))
+            {
+                return Reply::Error(format!("ERR {}", lua_message(&e)));
+            }
         }
         // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
         // duration of this call only and cleared before `inv`'s borrow ends; Lua is single
@@ -332,11 +523,24 @@ impl Engine {
         // thread. The lifetimes are erased for storage, never extended.
         self.current
             .set((inv as *mut Invocation<'_, '_, '_>).cast());
-        let result = self
-            .handles
-            .xpcall
-            .call::<MultiValue>((f, self.handles.handler.clone()));
+        let result = if as_function {
+            self.handles.run_function.call::<MultiValue>((
+                self.handles.handler.clone(),
+                f,
+                keys_table,
+                argv_table,
+            ))
+        } else {
+            self.handles
+                .xpcall
+                .call::<MultiValue>((f, self.handles.handler.clone()))
+        };
         self.current.set(std::ptr::null_mut());
+        if !as_function {
+            // KEYS and ARGV belong to this call only.
+            let _ = g.raw_set("KEYS", LuaValue::Nil);
+            let _ = g.raw_set("ARGV", LuaValue::Nil);
+        }
         // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
         // notes a stop or a change of its parameters).
         if let Ok(true) = self.handles.gc_touched.raw_get::<bool>(1) {
@@ -354,7 +558,7 @@ impl Engine {
         if ok {
             return lua_to_reply(&value, inv.resp3, caller_resp3, 0);
         }
-        error_reply(lua, sha, &value)
+        error_reply(lua, name, &value)
     }
 }
 
@@ -455,8 +659,9 @@ fn with_position(lua: &Lua, t: Table) -> mlua::Result<Table> {
         let Some(frame) = lua.inspect_stack(level) else {
             break;
         };
-        if frame.source().source.as_deref() == Some("@user_script") {
-            t.raw_set("source", "@user_script")?;
+        let source = frame.source().source;
+        if let Some(src @ ("@user_script" | "@user_function")) = source.as_deref() {
+            t.raw_set("source", src)?;
             t.raw_set("line", frame.curr_line())?;
             break;
         }

@@ -39,6 +39,7 @@
 mod api;
 mod convert;
 mod engine;
+mod functions;
 
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
@@ -84,6 +85,30 @@ pub static COMMANDS: &[Spec] = &[
         "scripting",
     ),
     Spec::new("script", -2, NOSCRIPT, Keys::None, script, "scripting"),
+    Spec::new(
+        "fcall",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        fcall,
+        "scripting",
+    ),
+    Spec::new(
+        "fcall_ro",
+        -3,
+        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        fcall,
+        "scripting",
+    ),
+    Spec::new(
+        "function",
+        -2,
+        NOSCRIPT | MAY_REPLICATE,
+        Keys::None,
+        functions::function,
+        "scripting",
+    ),
 ];
 
 /// A cached script: its body and the flags its shebang line declares.
@@ -120,6 +145,18 @@ impl Script {
 /// without one (Redis's EVAL compatibility mode).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub(crate) struct ScriptFlags(Option<u8>);
+
+/// A shebang / register_function flag by name.
+pub(crate) fn shebang_flag(name: &str) -> Option<u8> {
+    Some(match name {
+        "no-writes" => ScriptFlags::NO_WRITES,
+        "allow-oom" => ScriptFlags::ALLOW_OOM,
+        "allow-stale" => ScriptFlags::ALLOW_STALE,
+        "no-cluster" => ScriptFlags::NO_CLUSTER,
+        "allow-cross-slot-keys" => ScriptFlags::ALLOW_CROSS_SLOT,
+        _ => return None,
+    })
+}
 
 impl ScriptFlags {
     const NO_WRITES: u8 = 1;
@@ -247,14 +284,8 @@ pub(crate) fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
             return Err(format!("ERR Unknown lua shebang option: {part}"));
         };
         for name in list.split(',') {
-            flags |= match name {
-                "no-writes" => ScriptFlags::NO_WRITES,
-                "allow-oom" => ScriptFlags::ALLOW_OOM,
-                "allow-stale" => ScriptFlags::ALLOW_STALE,
-                "no-cluster" => ScriptFlags::NO_CLUSTER,
-                "allow-cross-slot-keys" => ScriptFlags::ALLOW_CROSS_SLOT,
-                _ => return Err(format!("ERR Unexpected flag in script shebang: {name}")),
-            };
+            flags |= shebang_flag(name)
+                .ok_or_else(|| format!("ERR Unexpected flag in script shebang: {name}"))?;
         }
     }
     Ok((ScriptFlags(Some(flags)), end))
@@ -275,13 +306,31 @@ pub struct Scripts {
     wrote: AtomicBool,
     /// When the running script started.
     started: Mutex<Option<std::time::Instant>>,
+    /// The running FCALL's function name (FUNCTION STATS), empty for EVAL.
+    running_name: Mutex<String>,
+    /// FUNCTION libraries.
+    functions: Mutex<functions::Registry>,
 }
 
 /// What other clients get while a script has run past `busy-reply-threshold`.
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
+/// The same while a FUNCTION runs.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
 impl Scripts {
+    /// What other clients get while the running script is busy: -BUSY naming the KILL that
+    /// applies (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
+    pub fn busy_reply(&self) -> &'static str {
+        if self.running_name.lock().is_empty() {
+            BUSY
+        } else {
+            BUSY_FUNCTION
+        }
+    }
+
     /// True when a script has been running for `threshold_ms` or longer: other clients'
     /// commands are then refused with -BUSY (see the dispatcher) instead of waiting for it.
     pub fn busy(&self, threshold_ms: i64) -> bool {
@@ -291,6 +340,23 @@ impl Scripts {
         self.started
             .lock()
             .is_some_and(|t| t.elapsed().as_millis() as i64 >= threshold_ms)
+    }
+
+    /// The running function's name and how long it has run (FUNCTION STATS).
+    fn running_function(&self) -> Option<(String, i64)> {
+        if !self.running.load(Ordering::Acquire) {
+            return None;
+        }
+        let name = self.running_name.lock().clone();
+        if name.is_empty() {
+            return None;
+        }
+        let ms = self
+            .started
+            .lock()
+            .map(|t| t.elapsed().as_millis() as i64)
+            .unwrap_or(0);
+        Some((name, ms))
     }
 
     /// Which Lua state generation a thread must run scripts of this server in.
@@ -324,9 +390,11 @@ pub fn aof_suppressed() -> bool {
     AOF_SUPPRESSED.with(|s| s.get())
 }
 
-/// SCRIPT KILL (which a busy server still serves).
+/// SCRIPT KILL, FUNCTION KILL and FUNCTION STATS (which a busy server still serves).
 pub fn is_script_kill(args: &[Bytes]) -> bool {
-    args.len() == 2 && eq(&args[0], "script") && eq(&args[1], "kill")
+    args.len() == 2
+        && ((eq(&args[0], "script") && eq(&args[1], "kill"))
+            || (eq(&args[0], "function") && (eq(&args[1], "kill") || eq(&args[1], "stats"))))
 }
 
 /// Lowercase hex SHA1 of `data` (script names, `redis.sha1hex`).
@@ -399,60 +467,120 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             },
         }
     };
-    if let Some(refusal) = refuse_to_start(ctx, script.flags, read_only_command) {
+    let keys = &a[3..3 + numkeys];
+    let argv = &a[3 + numkeys..];
+    let target = Target::Eval {
+        sha: &sha,
+        script: &script,
+        remember: !by_sha,
+    };
+    run_atomically(ctx, target, read_only_command, keys, argv)
+}
+
+/// What a call runs: an EVAL script or a FUNCTION.
+enum Target<'t> {
+    Eval {
+        sha: &'t str,
+        script: &'t Script,
+        /// Cache the script for EVALSHA once it compiled (EVAL, not EVALSHA).
+        remember: bool,
+    },
+    Function {
+        library: &'t functions::Library,
+        info: &'t functions::FunctionInfo,
+    },
+}
+
+/// Run `target` as one atomic unit for the caller: lock scope, the flags' checks, the Lua
+/// call (out of the runtime's way, see the module doc), the AOF's MULTI/EXEC and the caller's
+/// database restored.
+fn run_atomically(
+    ctx: &mut Ctx,
+    target: Target,
+    read_only_command: bool,
+    keys: &[Bytes],
+    argv: &[Bytes],
+) -> Reply {
+    let (flags, one_db) = match &target {
+        Target::Eval { script, .. } => (script.flags, script.one_db),
+        Target::Function { library, info } => (ScriptFlags(Some(info.flags)), library.one_db),
+    };
+    if let Some(refusal) = refuse_to_start(ctx, flags, read_only_command) {
         return refusal;
     }
     // The dispatcher locked the shards of KEYS; nothing has run yet, so widening now (in the
     // global lock order) keeps the script atomic: the caller's database, or every database
     // for a script that may leave it.
-    if script.one_db {
+    if one_db {
         ctx.g.lock_db(ctx.client.db);
     } else {
         ctx.g.lock_all();
     }
-    let keys = &a[3..3 + numkeys];
-    let argv = &a[3 + numkeys..];
     let saved_db = ctx.client.db;
     let caller_resp3 = ctx.client.resp == Resp::V3;
     let mut inv = Invocation {
         ctx,
-        read_only: read_only_command || script.flags.has(ScriptFlags::NO_WRITES),
-        allow_oom: script.flags.has(ScriptFlags::ALLOW_OOM),
+        read_only: read_only_command || flags.has(ScriptFlags::NO_WRITES),
+        allow_oom: flags.has(ScriptFlags::ALLOW_OOM),
         wrote: false,
         multi_logged: false,
         resp3: false,
         repl: api::REPL_ALL,
-        one_db: script.one_db,
+        one_db,
     };
     let id = inv.ctx.srv.scripts.engine_id();
     let run = |inv: &mut Invocation| -> Reply {
         let outcome = engine::with_engine(id, |engine| {
-            let f = match engine.compile(&sha, script.code()) {
-                Ok(f) => f,
-                Err(e) => return (e, false),
+            let (f, name, as_function) = match &target {
+                Target::Eval { sha, script, .. } => match engine.compile(sha, script.code()) {
+                    Ok(f) => (f, sha.to_string(), false),
+                    Err(e) => return (e, false),
+                },
+                Target::Function { library, info } => {
+                    match engine.library_function(
+                        &library.name,
+                        library.load_id,
+                        &library.code[library.code_start..],
+                        &info.name,
+                    ) {
+                        Ok(f) => (f, info.name.clone(), true),
+                        Err(e) => return (Reply::Error(e), false),
+                    }
+                }
             };
             let scripts = &inv.ctx.srv.scripts;
             scripts.kill.store(false, Ordering::Relaxed);
             scripts.wrote.store(false, Ordering::Relaxed);
             *scripts.started.lock() = Some(std::time::Instant::now());
+            if as_function {
+                *scripts.running_name.lock() = name.clone();
+            }
             scripts.running.store(true, Ordering::Release);
-            let reply = engine.run(inv, f, &sha, keys, argv, caller_resp3);
+            let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
             scripts.running.store(false, Ordering::Release);
             *scripts.started.lock() = None;
+            scripts.running_name.lock().clear();
             (reply, true)
         });
         match outcome {
             Ok((reply, compiled)) => {
                 // A script that compiled is remembered for EVALSHA, as Redis caches every
                 // EVAL'd body.
-                if compiled && !by_sha {
-                    inv.ctx
-                        .srv
-                        .scripts
-                        .cache
-                        .lock()
-                        .entry(sha.clone())
-                        .or_insert_with(|| script.clone());
+                if let Target::Eval {
+                    sha,
+                    script,
+                    remember: true,
+                } = &target
+                {
+                    if compiled {
+                        inv.ctx
+                            .srv
+                            .scripts
+                            .cache
+                            .lock()
+                            .entry(sha.to_string())
+                            .or_insert_with(|| (*script).clone());
+                    }
                 }
                 reply
             }
@@ -478,6 +606,54 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ctx.client.select(saved_db);
     }
     reply
+}
+
+/// FCALL / FCALL_RO function numkeys [key ...] [arg ...].
+fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let read_only_command = eq(&a[0], "fcall_ro");
+    let name = String::from_utf8_lossy(&a[1]).into_owned();
+    let Some((library, info)) = functions::find(ctx, &name) else {
+        return Reply::error("ERR Function not found");
+    };
+    let Ok(n) = int(&a[2]) else {
+        return Reply::error("ERR Bad number of keys provided");
+    };
+    if n > (a.len() - 3) as i64 {
+        return Reply::error("ERR Number of keys can't be greater than number of args");
+    }
+    if n < 0 {
+        return Reply::error("ERR Number of keys can't be negative");
+    }
+    let numkeys = n as usize;
+    let keys = &a[3..3 + numkeys];
+    let argv = &a[3 + numkeys..];
+    run_atomically(
+        ctx,
+        Target::Function {
+            library: &library,
+            info: &info,
+        },
+        read_only_command,
+        keys,
+        argv,
+    )
+}
+
+/// SCRIPT KILL / FUNCTION KILL (`eval`: which of the two asks).
+fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
+    let function_running = !scripts.running_name.lock().is_empty();
+    if !scripts.running.load(Ordering::Acquire) {
+        Reply::error("NOTBUSY No scripts in execution right now.")
+    } else if scripts.wrote.load(Ordering::Acquire) {
+        Reply::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
+    } else if eval && function_running {
+        Reply::error(BUSY_FUNCTION)
+    } else if !eval && !function_running {
+        Reply::error(BUSY)
+    } else {
+        scripts.kill.store(true, Ordering::Release);
+        Reply::Ok
+    }
 }
 
 /// Why a script with `flags` may not start now (Redis's scriptPrepareForRun), if it may not.
@@ -552,16 +728,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             scripts.generation.fetch_add(1, Ordering::AcqRel);
             Reply::Ok
         }
-        "kill" if a.len() == 2 => {
-            if !scripts.running.load(Ordering::Acquire) {
-                Reply::error("NOTBUSY No scripts in execution right now.")
-            } else if scripts.wrote.load(Ordering::Acquire) {
-                Reply::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
-            } else {
-                scripts.kill.store(true, Ordering::Release);
-                Reply::Ok
-            }
-        }
+        "kill" if a.len() == 2 => kill_running(scripts, true),
         "help" if a.len() == 2 => Reply::Array(
             [
                 "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -10,7 +10,7 @@
 -- tables stay out of reach (no debug library, no getfenv), so nothing a script does can
 -- outlive it. The thread's global table becomes the globals proxy itself, so functions
 -- compiled later (scripts, loadstring) see it as their environment.
-local unwrap, removed, gc_touched = ...
+local unwrap, removed, gc_touched, register_function = ...
 local real_globals = _G
 local READONLY = "Attempt to modify a readonly table"
 local type, tostring, error, select, unpack = type, tostring, error, select, unpack
@@ -131,6 +131,8 @@ real_globals.load = function(reader, chunkname)
   return load(text_only, chunkname)
 end
 
+local real_redis_table = rawget(real_globals, 'redis')
+
 -- The libraries and the redis table become read-only views.
 for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'bit', 'cjson',
                         'struct', 'cmsgpack' }) do
@@ -141,8 +143,25 @@ for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'bit', 
 end
 string_metatable_view = protect({ __index = rawget(real_globals, 'string') })
 
+-- What a library's code sees while FUNCTION LOAD runs it (Redis 7.0's library API).
+local real_redis = real_redis_table
+local library_redis = {
+  register_function = register_function,
+  log = real_redis.log,
+  LOG_DEBUG = real_redis.LOG_DEBUG, LOG_VERBOSE = real_redis.LOG_VERBOSE,
+  LOG_NOTICE = real_redis.LOG_NOTICE, LOG_WARNING = real_redis.LOG_WARNING,
+  REDIS_VERSION = real_redis.REDIS_VERSION, REDIS_VERSION_NUM = real_redis.REDIS_VERSION_NUM,
+}
+setmetatable(library_redis, { __index = missing_global })
+local library_api = setmetatable({ redis = protect(library_redis) }, { __index = missing_global })
+
 -- The globals themselves: what getmetatable(_G) shows is a read-only table like Redis's.
 local globals = protect(real_globals)
 shown_metatable[globals] = protect({ __index = missing_global })
 rawset(real_globals, '_G', globals)
 set_thread_globals(0, globals)
+
+local function run_function(handler, f, keys, args)
+  return xpcall(function() return f(keys, args) end, handler)
+end
+return getmetatable(globals), library_api, real_globals, run_function

@@ -612,3 +612,146 @@ fn the_environment_cannot_be_broken_for_the_next_script() {
         Value::Int(1)
     );
 }
+
+#[test]
+fn functions_load_call_and_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = ["--appendonly", "yes", "--appendfsync", "always", "--dir", d];
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let lib = "#!lua name=lb\n\
+        redis.register_function('bump', function(keys, args) return redis.call('zincrby', keys[1], args[1], args[2]) end)\n\
+        redis.register_function{function_name='top', callback=function(keys) return redis.call('zrange', keys[1], 0, 0, 'REV') end, flags={'no-writes'}, description='leader'}";
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(name, "lb");
+    assert_eq!(
+        err(redis::cmd("FUNCTION").arg("LOAD").arg(lib).query(&mut con)),
+        "ERR Library 'lb' already exists"
+    );
+    let v: String = redis::cmd("FCALL")
+        .arg("bump")
+        .arg(1)
+        .arg("board")
+        .arg(5)
+        .arg("ann")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "5");
+    let top: Vec<String> = redis::cmd("FCALL_RO")
+        .arg("top")
+        .arg(1)
+        .arg("board")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(top, vec!["ann"]);
+    // A function without no-writes cannot run through FCALL_RO.
+    assert_eq!(
+        err(redis::cmd("FCALL_RO")
+            .arg("bump")
+            .arg(1)
+            .arg("board")
+            .arg(1)
+            .arg("x")
+            .query(&mut con)),
+        "ERR Can not execute a script with write flag using *_ro command."
+    );
+    // Errors read as Redis 7.0's (checked side by side with redis-server 7.0.15).
+    for (payload, want) in [
+        ("return 1", "ERR Missing library metadata"),
+        ("#!lua\n", "ERR Library name was not given"),
+        ("#!lua name=x\nreturn 1", "ERR No functions registered"),
+        (
+            "#!lua name=x\nredis.call('ping')",
+            "ERR Error registering functions: user_function:2: Script attempted to access nonexistent global variable 'call'",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('bump', function() end)",
+            "ERR Function bump already exists",
+        ),
+    ] {
+        let got = err(redis::cmd("FUNCTION").arg("LOAD").arg(payload).query(&mut con));
+        assert!(got.starts_with(want), "{payload}: {got}");
+    }
+    assert_eq!(
+        err(redis::cmd("FCALL").arg("nosuch").arg(0).query(&mut con)),
+        "ERR Function not found"
+    );
+    // Libraries come back from the AOF.
+    s.kill9();
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let v: String = redis::cmd("FCALL")
+        .arg("bump")
+        .arg(1)
+        .arg("board")
+        .arg(1)
+        .arg("ann")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "6");
+    redis::cmd("FUNCTION")
+        .arg("DELETE")
+        .arg("lb")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        err(redis::cmd("FCALL").arg("bump").arg(0).query(&mut con)),
+        "ERR Function not found"
+    );
+}
+
+#[test]
+fn embedded_libraries_answer_as_redis() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // Expected values from redis-server 7.0.15.
+    assert_eq!(
+        run(
+            &mut con,
+            "return {bit.tohex(65535, -4), bit.tohex(-1), bit.tobit(2^32+3), bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 12), bit.bswap(0x12345678), bit.bor(1,2,4,8,16,32,64,128)}"
+        )
+        .unwrap(),
+        Value::Array(vec![
+            bulk("FFFF"),
+            bulk("ffffffff"),
+            Value::Int(3),
+            Value::Int(-2147483648),
+            Value::Int(15),
+            Value::Int(-16),
+            Value::Int(1164411171),
+            Value::Int(2018915346),
+            Value::Int(255)
+        ])
+    );
+    assert_eq!(
+        run(
+            &mut con,
+            "return cjson.encode({1, 2.5, 'a/b', true, {x = 1e20}, cjson.null})"
+        )
+        .unwrap(),
+        bulk("[1,2.5,\"a\\/b\",true,{\"x\":1e+20},null]")
+    );
+    assert_eq!(
+        run(&mut con, "local t = cjson.decode('{\"a\":[1,2,{\"b\":null}],\"c\":\"\\u00e9\"}') return {t.a[2], tostring(t.a[3].b == cjson.null), t.c}").unwrap(),
+        Value::Array(vec![Value::Int(2), bulk("true"), bulk("é")])
+    );
+    assert_eq!(
+        run_err(&mut con, "return cjson.decode('[1,2')"),
+        "ERR user_script:1: Expected comma or array end but found T_END at character 5"
+    );
+    assert_eq!(
+        run_err(&mut con, "return cjson.encode({[1]=1, [100]=2})"),
+        "ERR user_script:1: Cannot serialise table: excessively sparse array"
+    );
+    // A script's cjson settings do not outlive it.
+    run(&mut con, "cjson.encode_max_depth(1) return 1").unwrap();
+    assert_eq!(
+        run(&mut con, "return cjson.encode({{1}})").unwrap(),
+        bulk("[[1]]")
+    );
+}

@@ -201,6 +201,17 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
             )
         })?,
     )?;
+    // The sandbox's pcall / xpcall ask this after catching an error: a script being killed
+    // must not be able to swallow the kill.
+    let killed_current = current.clone();
+    g.raw_set(
+        "__podium_killed",
+        lua.create_function(move |_, ()| {
+            let inv = killed_current.get();
+            // SAFETY: as in with_invocation (non-null only during the script's run).
+            Ok(!inv.is_null() && unsafe { (*inv).killed() })
+        })?,
+    )?;
     redis.raw_set("REDIS_VERSION", crate::commands::server::REDIS_VERSION)?;
     redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
     g.raw_set("redis", redis)?;
@@ -256,7 +267,7 @@ fn log(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
 
 /// The arguments of redis.call as a command: strings and numbers (in Lua's `%.14g`), anything
 /// else refused with Redis's error.
-fn command_args(lua: &Lua, args: MultiValue) -> mlua::Result<Vec<Bytes>> {
+fn command_args(_lua: &Lua, args: MultiValue) -> mlua::Result<Vec<Bytes>> {
     if args.is_empty() {
         return Err(lua_error(
             "Please specify at least one argument for this redis lib call",
@@ -266,10 +277,9 @@ fn command_args(lua: &Lua, args: MultiValue) -> mlua::Result<Vec<Bytes>> {
     for v in args {
         match v {
             LuaValue::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            LuaValue::Integer(_) | LuaValue::Number(_) => match lua.coerce_string(v)? {
-                Some(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-                None => return Err(non_string_argument()),
-            },
+            // Not Lua's own %.14g: Redis writes numbers with %.17g so none loses precision.
+            LuaValue::Integer(i) => argv.push(Bytes::from(i.to_string())),
+            LuaValue::Number(n) => argv.push(Bytes::from(super::convert::format_g(n, 17))),
             _ => return Err(non_string_argument()),
         }
     }

@@ -250,3 +250,57 @@ pub(super) fn lua_to_reply(
         _ => Reply::Null,
     }
 }
+
+/// `x` as C's printf `%.<precision>g` writes it (Redis passes numbers to commands as `%.17g`;
+/// cjson encodes them as `%.14g`).
+pub(crate) fn format_g(x: f64, precision: usize) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let p = precision.max(1);
+    let sci = format!("{:.*e}", p - 1, x);
+    let Some((mantissa, exp)) = sci.split_once('e') else {
+        return sci;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim(&format!("{x:.decimals$}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_g;
+
+    #[test]
+    fn printf_g_formatting() {
+        // The texts redis-server 7.0.15 gives for redis.call('set', k, n) then GET.
+        assert_eq!(format_g(0.1, 17), "0.10000000000000001");
+        assert_eq!(format_g(1e300, 17), "1.0000000000000001e+300");
+        assert_eq!(format_g(-0.0, 17), "-0");
+        assert_eq!(format_g(1.0 / 3.0, 17), "0.33333333333333331");
+        assert_eq!(format_g(9007199254740991.0, 17), "9007199254740991");
+        assert_eq!(format_g(3.0, 14), "3");
+        assert_eq!(format_g(0.0001, 14), "0.0001");
+        assert_eq!(format_g(0.00001, 14), "1e-05");
+        assert_eq!(format_g(123456789012345678.0, 14), "1.2345678901235e+17");
+        assert_eq!(format_g(f64::INFINITY, 14), "inf");
+    }
+}

@@ -194,6 +194,7 @@ struct Handles {
 
 /// What `Engine::build` sets up.
 struct Built {
+    libs: super::libs::LibState,
     hidden_globals: Table,
     xpcall: Function,
     handler: Function,
@@ -208,6 +209,8 @@ pub(super) type Loading = Rc<RefCell<Option<Vec<super::functions::Registered>>>>
 
 pub(super) struct Engine {
     id: EngineId,
+    /// The embedded libraries' settings, reset after every call.
+    libs: super::libs::LibState,
     handles: ManuallyDrop<Handles>,
     current: Current,
     loading: Loading,
@@ -253,6 +256,7 @@ impl Engine {
         match built {
             Ok(b) => Ok(Engine {
                 id,
+                libs: b.libs,
                 handles: ManuallyDrop::new(Handles {
                     functions: HashMap::new(),
                     hidden_globals: b.hidden_globals.clone(),
@@ -290,6 +294,7 @@ impl Engine {
         lua.load_std_libs(StdLib::STRING | StdLib::TABLE | StdLib::MATH)?;
         let g = lua.globals();
         super::api::register(lua, &g, current)?;
+        let libs = super::libs::register(lua, &g)?;
         // SCRIPT KILL: looked at every 10,000 instructions.
         let hook_current = current.clone();
         let hook_load_started = load_started.clone();
@@ -341,6 +346,7 @@ impl Engine {
                 register,
             ))?;
         Ok(Built {
+            libs,
             hidden_globals,
             xpcall,
             handler,
@@ -536,6 +542,7 @@ impl Engine {
                 .call::<MultiValue>((f, self.handles.handler.clone()))
         };
         self.current.set(std::ptr::null_mut());
+        self.libs.reset();
         if !as_function {
             // KEYS and ARGV belong to this call only.
             let _ = g.raw_set("KEYS", LuaValue::Nil);
@@ -638,6 +645,18 @@ fn error_handler(lua: &Lua) -> mlua::Result<Function> {
                     }
                 }
                 let text = match &other {
+                    // A library function written in Rust failed: Lua's luaL_error would have
+                    // put the calling line of the script first.
+                    LuaValue::Error(e) if matches!(**e, mlua::Error::CallbackError { .. }) => {
+                        match script_position(lua) {
+                            Some((source, line)) => format!(
+                                "{}:{line}: {}",
+                                source.trim_start_matches('@'),
+                                lua_message(e)
+                            ),
+                            None => lua_message(e),
+                        }
+                    }
                     LuaValue::Error(e) => lua_message(e),
                     v => lua
                         .coerce_string(v.clone())?
@@ -651,6 +670,18 @@ fn error_handler(lua: &Lua) -> mlua::Result<Function> {
         };
         with_position(lua, t)
     })
+}
+
+/// The innermost frame of the user's script: its source name and current line.
+fn script_position(lua: &Lua) -> Option<(String, i64)> {
+    for level in 0..200 {
+        let frame = lua.inspect_stack(level)?;
+        let source = frame.source().source;
+        if let Some(src @ ("@user_script" | "@user_function")) = source.as_deref() {
+            return Some((src.to_string(), frame.curr_line() as i64));
+        }
+    }
+    None
 }
 
 /// Add where in the user's script the error happened (its innermost frame) to `t`.

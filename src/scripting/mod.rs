@@ -40,6 +40,7 @@ mod api;
 mod convert;
 mod engine;
 mod functions;
+mod libs;
 
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;

@@ -11,6 +11,8 @@
 -- outlive it. The thread's global table becomes the globals proxy itself, so functions
 -- compiled later (scripts, loadstring) see it as their environment.
 local unwrap, removed, gc_touched, register_function = ...
+local killed = rawget(_G, '__podium_killed')
+rawset(_G, '__podium_killed', nil)
 local real_globals = _G
 local READONLY = "Attempt to modify a readonly table"
 local type, tostring, error, select, unpack = type, tostring, error, select, unpack
@@ -51,13 +53,23 @@ end
 -- pcall / xpcall hand a failed redis.call's error to Lua code as Redis 7.0 does (pcall: the
 -- error's text; an xpcall handler: the {err=...} table), not as the host error object it
 -- travels as.
+-- A script SCRIPT KILL stopped cannot catch that: the error goes on up.
 real_globals.pcall = function(...)
   local r = pack(pcall(...))
-  if not r[1] then r[2] = unwrap(r[2], false) end
+  if not r[1] then
+    if killed() then error(r[2], 0) end
+    r[2] = unwrap(r[2], false)
+  end
   return unpack(r, 1, r.n)
 end
 real_globals.xpcall = function(f, handler)
-  return xpcall(f, function(e) return handler(unwrap(e, true)) end)
+  local kill_error
+  local r = pack(xpcall(f, function(e)
+    if killed() then kill_error = e return e end
+    return handler(unwrap(e, true))
+  end))
+  if kill_error ~= nil then error(kill_error, 0) end
+  return unpack(r, 1, r.n)
 end
 
 local collectgarbage = collectgarbage

@@ -667,7 +667,7 @@ fn functions_load_call_and_persist() {
         ("#!lua name=x\nreturn 1", "ERR No functions registered"),
         (
             "#!lua name=x\nredis.call('ping')",
-            "ERR Error registering functions: user_function:2: Script attempted to access nonexistent global variable 'call'",
+            "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'",
         ),
         (
             "#!lua name=x\nredis.register_function('bump', function() end)",
@@ -737,7 +737,7 @@ fn embedded_libraries_answer_as_redis() {
         bulk("[1,2.5,\"a\\/b\",true,{\"x\":1e+20},null]")
     );
     assert_eq!(
-        run(&mut con, "local t = cjson.decode('{\"a\":[1,2,{\"b\":null}],\"c\":\"\\u00e9\"}') return {t.a[2], tostring(t.a[3].b == cjson.null), t.c}").unwrap(),
+        run(&mut con, "local t = cjson.decode('{\"a\":[1,2,{\"b\":null}],\"c\":\"\\\\u00e9\"}') return {t.a[2], tostring(t.a[3].b == cjson.null), t.c}").unwrap(),
         Value::Array(vec![Value::Int(2), bulk("true"), bulk("é")])
     );
     assert_eq!(

@@ -24,6 +24,7 @@ pub mod persistence;
 pub mod process;
 pub mod protocol;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod tracking;
 pub mod types;

@@ -124,6 +124,10 @@ impl Server {
 
     /// Log a change to the AOF (if enabled).
     pub fn propagate(&self, db: usize, argv: Vec<Bytes>) {
+        // A script's redis.set_repl can keep its commands out of the AOF.
+        if crate::scripting::aof_suppressed() {
+            return;
+        }
         self.aof.feed(db, argv);
     }
 

@@ -363,3 +363,395 @@ fn a_long_script_gets_busy_replies_and_script_kill() {
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// EVAL `script` with no keys; the error text or the reply.
+fn run(con: &mut Connection, script: &str) -> Result<Value, String> {
+    eval(con, script, &[], &[]).map_err(|e| {
+        format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+            .trim()
+            .to_string()
+    })
+}
+
+/// The error of `script` up to Redis's " script: <sha>" suffix.
+fn run_err(con: &mut Connection, script: &str) -> String {
+    let e = run(con, script).expect_err(script);
+    e.split(" script: ").next().unwrap_or("").to_string()
+}
+
+#[test]
+fn bytecode_is_refused_everywhere() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // EVAL of a binary chunk: Redis 7.0's text-only parser fails on the ESC byte.
+    assert_eq!(
+        run_err(&mut con, "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00garbage"),
+        "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
+    );
+    // loadstring / load of string.dump's output (the text redis-server 7.0.15 gives).
+    assert_eq!(
+        run(
+            &mut con,
+            "local f, e = loadstring(string.dump(function() return 1 end)) return {tostring(f), e}"
+        )
+        .unwrap(),
+        Value::Array(vec![
+            bulk("nil"),
+            bulk("[string \"\x1bLuaQ\"]:1: unexpected symbol near 'char(27)'")
+        ])
+    );
+    let v = run(
+        &mut con,
+        "local done = false
+         local f, e = load(function()
+           if done then return nil end
+           done = true
+           return string.dump(function() return 1 end)
+         end)
+         return {tostring(f), e}",
+    )
+    .unwrap();
+    assert_eq!(
+        v,
+        Value::Array(vec![
+            bulk("nil"),
+            bulk("(load):1: unexpected symbol near 'char(27)'")
+        ])
+    );
+    // Text still loads.
+    assert_eq!(
+        run(&mut con, "return loadstring('return 7')()").unwrap(),
+        Value::Int(7)
+    );
+    // A corrupted bytecode chunk (which once made Lua ask for 2^48 bytes) is just refused.
+    let mut chunk = b"\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00".to_vec();
+    chunk.extend_from_slice(&[0xff; 64]);
+    let script = format!(
+        "return loadstring({})",
+        chunk
+            .iter()
+            .map(|b| format!("string.char({b})"))
+            .collect::<Vec<_>>()
+            .join("..")
+    );
+    assert_eq!(run(&mut con, &script).unwrap(), Value::Nil);
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn globals_redis_removes_are_absent() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    for name in [
+        "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require", "os",
+        "io", "debug", "package",
+    ] {
+        assert_eq!(
+            run_err(&mut con, &format!("return type({name})")),
+            format!(
+                "ERR user_script:1: Script attempted to access nonexistent global variable '{name}'"
+            )
+        );
+    }
+    // What is left is exactly Redis 7.0.15's list.
+    let v = run(
+        &mut con,
+        "local t = {} for k in pairs(_G) do t[#t+1] = k end table.sort(t) return t",
+    )
+    .unwrap();
+    let Value::Array(names) = v else {
+        panic!("{v:?}")
+    };
+    let names: Vec<String> = names
+        .into_iter()
+        .map(|n| match n {
+            Value::BulkString(b) => String::from_utf8(b).unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    for expected in [
+        "ARGV",
+        "KEYS",
+        "_G",
+        "_VERSION",
+        "assert",
+        "collectgarbage",
+        "coroutine",
+        "error",
+        "gcinfo",
+        "getmetatable",
+        "ipairs",
+        "load",
+        "loadstring",
+        "math",
+        "next",
+        "pairs",
+        "pcall",
+        "rawequal",
+        "rawget",
+        "rawset",
+        "redis",
+        "select",
+        "setmetatable",
+        "string",
+        "table",
+        "tonumber",
+        "tostring",
+        "type",
+        "unpack",
+        "xpcall",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    assert!(!names.iter().any(|n| n == "print" || n == "setfenv"));
+}
+
+#[test]
+fn the_environment_cannot_be_broken_for_the_next_script() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // Each attempt gets Redis 7.0.15's error (checked side by side with redis-server).
+    for (script, want) in [
+        (
+            "redis.call = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "rawset(_G, 'x', 1)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "setmetatable(_G, nil)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "string.x = 1",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "table.insert(string, 'x')",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "getmetatable('').__index = {}",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "getmetatable(_G).__index = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "math.random = nil",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "_G.redis = {}",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "coroutine.x = 1",
+            "ERR user_script:1: Attempt to modify a readonly table",
+        ),
+        (
+            "rawset(redis, 'call', 1)",
+            "ERR Attempt to modify a readonly table",
+        ),
+        (
+            "setmetatable(string, {})",
+            "ERR Attempt to modify a readonly table",
+        ),
+    ] {
+        assert_eq!(run_err(&mut con, script), want, "{script}");
+    }
+    // Nothing was left behind: redis.call, strings and globals work as before.
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        run(
+            &mut con,
+            "return {redis.call('get', 'k'), ('ab'):upper(), type(rawget(_G, 'x'))}"
+        )
+        .unwrap(),
+        Value::Array(vec![bulk("v"), bulk("AB"), bulk("nil")])
+    );
+    // KEYS and ARGV are the script's own.
+    assert_eq!(
+        eval(
+            &mut con,
+            "KEYS[1] = 'changed' table.insert(ARGV, 'more') return #ARGV",
+            &["a"],
+            &["b"]
+        )
+        .unwrap(),
+        Value::Int(2)
+    );
+    assert_eq!(
+        eval(&mut con, "return {KEYS[1], #ARGV}", &["a"], &["b"]).unwrap(),
+        Value::Array(vec![bulk("a"), Value::Int(1)])
+    );
+    // Library tables still iterate (through the read-only views).
+    assert_eq!(
+        run(
+            &mut con,
+            "local n = 0 for k, v in pairs(string) do n = n + 1 end return n > 10"
+        )
+        .unwrap(),
+        Value::Int(1)
+    );
+    // A script that stops the collector does not leave it stopped.
+    run(&mut con, "collectgarbage('stop') return 1").unwrap();
+    assert_eq!(
+        run(&mut con, "local before = collectgarbage('count') for i = 1, 20000 do local t = {i} end return collectgarbage('count') < before + 2000").unwrap(),
+        Value::Int(1)
+    );
+}
+
+#[test]
+fn functions_load_call_and_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = ["--appendonly", "yes", "--appendfsync", "always", "--dir", d];
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let lib = "#!lua name=lb\n\
+        redis.register_function('bump', function(keys, args) return redis.call('zincrby', keys[1], args[1], args[2]) end)\n\
+        redis.register_function{function_name='top', callback=function(keys) return redis.call('zrange', keys[1], 0, 0, 'REV') end, flags={'no-writes'}, description='leader'}";
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(name, "lb");
+    assert_eq!(
+        err(redis::cmd("FUNCTION").arg("LOAD").arg(lib).query(&mut con)),
+        "ERR Library 'lb' already exists"
+    );
+    let v: String = redis::cmd("FCALL")
+        .arg("bump")
+        .arg(1)
+        .arg("board")
+        .arg(5)
+        .arg("ann")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "5");
+    let top: Vec<String> = redis::cmd("FCALL_RO")
+        .arg("top")
+        .arg(1)
+        .arg("board")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(top, vec!["ann"]);
+    // A function without no-writes cannot run through FCALL_RO.
+    assert_eq!(
+        err(redis::cmd("FCALL_RO")
+            .arg("bump")
+            .arg(1)
+            .arg("board")
+            .arg(1)
+            .arg("x")
+            .query(&mut con)),
+        "ERR Can not execute a script with write flag using *_ro command."
+    );
+    // Errors read as Redis 7.0's (checked side by side with redis-server 7.0.15).
+    for (payload, want) in [
+        ("return 1", "ERR Missing library metadata"),
+        ("#!lua\n", "ERR Library name was not given"),
+        ("#!lua name=x\nreturn 1", "ERR No functions registered"),
+        (
+            "#!lua name=x\nredis.call('ping')",
+            "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('bump', function() end)",
+            "ERR Function bump already exists",
+        ),
+    ] {
+        let got = err(redis::cmd("FUNCTION").arg("LOAD").arg(payload).query(&mut con));
+        assert!(got.starts_with(want), "{payload}: {got}");
+    }
+    assert_eq!(
+        err(redis::cmd("FCALL").arg("nosuch").arg(0).query(&mut con)),
+        "ERR Function not found"
+    );
+    // Libraries come back from the AOF.
+    s.kill9();
+    let s = Launch::podium().args(&args).wait_loaded().start();
+    let mut con = s.con();
+    let v: String = redis::cmd("FCALL")
+        .arg("bump")
+        .arg(1)
+        .arg("board")
+        .arg(1)
+        .arg("ann")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "6");
+    redis::cmd("FUNCTION")
+        .arg("DELETE")
+        .arg("lb")
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        err(redis::cmd("FCALL").arg("bump").arg(0).query(&mut con)),
+        "ERR Function not found"
+    );
+}
+
+#[test]
+fn embedded_libraries_answer_as_redis() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    // Expected values from redis-server 7.0.15.
+    assert_eq!(
+        run(
+            &mut con,
+            "return {bit.tohex(65535, -4), bit.tohex(-1), bit.tobit(2^32+3), bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 12), bit.bswap(0x12345678), bit.bor(1,2,4,8,16,32,64,128)}"
+        )
+        .unwrap(),
+        Value::Array(vec![
+            bulk("FFFF"),
+            bulk("ffffffff"),
+            Value::Int(3),
+            Value::Int(-2147483648),
+            Value::Int(15),
+            Value::Int(-16),
+            Value::Int(1164411171),
+            Value::Int(2018915346),
+            Value::Int(255)
+        ])
+    );
+    assert_eq!(
+        run(
+            &mut con,
+            "return cjson.encode({1, 2.5, 'a/b', true, {x = 1e20}, cjson.null})"
+        )
+        .unwrap(),
+        bulk("[1,2.5,\"a\\/b\",true,{\"x\":1e+20},null]")
+    );
+    assert_eq!(
+        run(&mut con, "local t = cjson.decode('{\"a\":[1,2,{\"b\":null}],\"c\":\"\\\\u00e9\"}') return {t.a[2], tostring(t.a[3].b == cjson.null), t.c}").unwrap(),
+        Value::Array(vec![Value::Int(2), bulk("true"), bulk("é")])
+    );
+    assert_eq!(
+        run_err(&mut con, "return cjson.decode('[1,2')"),
+        "ERR user_script:1: Expected comma or array end but found T_END at character 5"
+    );
+    assert_eq!(
+        run_err(&mut con, "return cjson.encode({[1]=1, [100]=2})"),
+        "ERR user_script:1: Cannot serialise table: excessively sparse array"
+    );
+    // A script's cjson settings do not outlive it.
+    run(&mut con, "cjson.encode_max_depth(1) return 1").unwrap();
+    assert_eq!(
+        run(&mut con, "return cjson.encode({{1}})").unwrap(),
+        bulk("[[1]]")
+    );
+}

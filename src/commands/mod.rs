@@ -474,14 +474,14 @@ pub fn dispatch_with<'a>(
             tx::discard_for(srv, client);
             return done(Reply::error(format!(
                 "EXECABORT Transaction discarded because of: {}",
-                script::BUSY
+                srv.scripts.busy_reply()
             )));
         }
         if client.multi.is_some() {
             client.multi_abort = true;
         }
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
-        return done(Reply::error(script::BUSY));
+        return done(Reply::error(srv.scripts.busy_reply()));
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
@@ -565,7 +565,7 @@ fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Rep
 
 /// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF
 /// cannot be written, `-OOM` for memory-growing commands over `maxmemory`.
-fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
+pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
     if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
         if let Some(e) = crate::persistence::snapshot::write_refusal(srv) {
             return Some(Reply::error(e));

@@ -1,0 +1,353 @@
+//! The `redis` table scripts see: `call` / `pcall` (commands through the dispatcher, with the
+//! checks Redis 7.0 makes for scripts), `sha1hex`, `error_reply` / `status_reply`, `log`,
+//! `setresp`, `set_repl`, `replicate_commands`, `breakpoint` / `debug` (the debugger is not
+//! provided, so these do what Redis's do without one: nothing, `breakpoint` answering false),
+//! `acl_check_cmd`, and the constants (`LOG_*`, `REPL_*`, `REDIS_VERSION[_NUM]`).
+//!
+//! Errors raised by these functions are Redis's `{err=...}` errors: they travel as a
+//! [`CommandError`] and reach Lua code (pcall, xpcall handlers) and the client as Redis's do.
+
+use super::engine::{reply_for_lua, CommandError};
+use super::{error_reply_text, redis_version_num, sha1_hex, Invocation};
+use crate::commands::flags::{MAY_REPLICATE, NOSCRIPT};
+use crate::commands::{arity_ok, lookup};
+use crate::protocol::Reply;
+use bytes::Bytes;
+use mlua::{Lua, MultiValue, Table, Value as LuaValue};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+/// `redis.set_repl` flags (Redis's PROPAGATE_AOF / PROPAGATE_REPL).
+pub(super) const REPL_AOF: u8 = 1;
+pub(super) const REPL_REPLICA: u8 = 2;
+pub(super) const REPL_ALL: u8 = REPL_AOF | REPL_REPLICA;
+
+type Current = Rc<Cell<*mut Invocation<'static, 'static, 'static>>>;
+
+/// A `{err=...}` error for Lua, as Redis's luaPushError builds it (a text without an error
+/// code gets `ERR`).
+fn lua_error(text: &str) -> mlua::Error {
+    let text = match text.strip_prefix('-') {
+        Some(coded) => coded.to_string(),
+        None => format!("ERR {text}"),
+    };
+    mlua::Error::external(CommandError(text))
+}
+
+/// Run `f` with the running script's invocation, or raise `outside` when none runs.
+fn with_invocation<R>(
+    current: &Current,
+    outside: &str,
+    f: impl FnOnce(&mut Invocation<'static, 'static, 'static>) -> mlua::Result<R>,
+) -> mlua::Result<R> {
+    let inv = current.get();
+    if inv.is_null() {
+        return Err(lua_error(outside));
+    }
+    // SAFETY: non-null only while Engine::run executes the script on this thread, pointing
+    // at that run's Invocation, which outlives the call; Lua is single-threaded and redis.*
+    // functions are not re-entered while this borrow lives (commands they run cannot call
+    // back into Lua: EVAL and FCALL are NOSCRIPT).
+    f(unsafe { &mut *inv })
+}
+
+pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<()> {
+    let redis = lua.create_table()?;
+    for (name, raise) in [("call", true), ("pcall", false)] {
+        let current = current.clone();
+        redis.raw_set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                let argv = command_args(lua, args)?;
+                with_invocation(
+                    &current,
+                    "redis.call/pcall can only be called inside a script invocation",
+                    |inv| match call_command(inv, argv) {
+                        Reply::Error(e) if raise => Err(mlua::Error::external(CommandError(e))),
+                        r => reply_for_lua(lua, &r, inv.resp3),
+                    },
+                )
+            })?,
+        )?;
+    }
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|_, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(lua_error("wrong number of arguments"));
+            }
+            let bytes = match &args[0] {
+                LuaValue::String(s) => s.as_bytes().to_vec(),
+                LuaValue::Integer(_) | LuaValue::Number(_) => {
+                    let v = args[0].to_string().unwrap_or_default();
+                    v.into_bytes()
+                }
+                _ => Vec::new(),
+            };
+            Ok(sha1_hex(&bytes))
+        })?,
+    )?;
+    redis.raw_set(
+        "error_reply",
+        lua.create_function(|lua, args: MultiValue| {
+            let t = lua.create_table()?;
+            match (args.len(), args.front()) {
+                (1, Some(LuaValue::String(s))) => {
+                    t.raw_set("err", lua.create_string(error_reply_text(&s.as_bytes()))?)?
+                }
+                _ => t.raw_set("err", "ERR wrong number or type of arguments")?,
+            }
+            Ok(t)
+        })?,
+    )?;
+    redis.raw_set(
+        "status_reply",
+        lua.create_function(|lua, args: MultiValue| {
+            let t = lua.create_table()?;
+            match (args.len(), args.front()) {
+                (1, Some(LuaValue::String(s))) => t.raw_set("ok", s.clone())?,
+                _ => t.raw_set("err", "ERR wrong number or type of arguments")?,
+            }
+            Ok(t)
+        })?,
+    )?;
+    redis.raw_set("log", lua.create_function(log)?)?;
+    for (name, level) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+    ] {
+        redis.raw_set(name, level)?;
+    }
+    let setresp_current = current.clone();
+    redis.raw_set(
+        "setresp",
+        lua.create_function(move |_, args: MultiValue| {
+            with_invocation(
+                &setresp_current,
+                "redis.setresp can only be called inside a script invocation",
+                |inv| {
+                    if args.len() != 1 {
+                        return Err(lua_error("redis.setresp() requires one argument."));
+                    }
+                    match lua_number(&args[0]) as i64 {
+                        2 => inv.resp3 = false,
+                        3 => inv.resp3 = true,
+                        _ => return Err(lua_error("RESP version must be 2 or 3.")),
+                    }
+                    Ok(())
+                },
+            )
+        })?,
+    )?;
+    let repl_current = current.clone();
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(move |_, args: MultiValue| {
+            with_invocation(
+                &repl_current,
+                "redis.set_repl can only be called inside a script invocation",
+                |inv| {
+                    if args.len() != 1 {
+                        return Err(lua_error("redis.set_repl() requires two arguments."));
+                    }
+                    let flags = lua_number(&args[0]) as i64;
+                    if flags & !i64::from(REPL_ALL) != 0 {
+                        return Err(lua_error("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."));
+                    }
+                    inv.repl = flags as u8;
+                    Ok(())
+                },
+            )
+        })?,
+    )?;
+    for (name, value) in [
+        ("REPL_NONE", 0),
+        ("REPL_AOF", REPL_AOF),
+        ("REPL_SLAVE", REPL_REPLICA),
+        ("REPL_REPLICA", REPL_REPLICA),
+        ("REPL_ALL", REPL_ALL),
+    ] {
+        redis.raw_set(name, value)?;
+    }
+    redis.raw_set(
+        "replicate_commands",
+        lua.create_function(|_, _: MultiValue| Ok(true))?,
+    )?;
+    // Without the Lua debugger (SCRIPT DEBUG is not provided) Redis's breakpoint answers
+    // false and debug does nothing.
+    redis.raw_set(
+        "breakpoint",
+        lua.create_function(|_, _: MultiValue| Ok(false))?,
+    )?;
+    redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    let acl_current = current.clone();
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(move |lua, args: MultiValue| {
+            let argv = command_args(lua, args)?;
+            with_invocation(
+                &acl_current,
+                "redis.acl_check_cmd can only be called inside a script invocation",
+                |inv| {
+                    let Some(spec) = lookup(&argv[0]) else {
+                        return Err(lua_error("Invalid command passed to redis.acl_check_cmd()"));
+                    };
+                    // Whether the script's user may run it (keys and channels included).
+                    Ok(crate::acl::check(inv.ctx.client, spec, &argv).is_ok())
+                },
+            )
+        })?,
+    )?;
+    // The sandbox's pcall / xpcall ask this after catching an error: a script being killed
+    // must not be able to swallow the kill.
+    let killed_current = current.clone();
+    g.raw_set(
+        "__podium_killed",
+        lua.create_function(move |_, ()| {
+            let inv = killed_current.get();
+            // SAFETY: as in with_invocation (non-null only during the script's run).
+            Ok(!inv.is_null() && unsafe { (*inv).killed() })
+        })?,
+    )?;
+    redis.raw_set("REDIS_VERSION", crate::commands::server::REDIS_VERSION)?;
+    redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
+    g.raw_set("redis", redis)?;
+    Ok(())
+}
+
+/// A Lua value as `lua_tonumber` reads it (0 when it is not a number).
+fn lua_number(v: &LuaValue) -> f64 {
+    match v {
+        LuaValue::Integer(i) => *i as f64,
+        LuaValue::Number(n) => *n,
+        LuaValue::String(s) => std::str::from_utf8(&s.as_bytes())
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+/// `redis.log(level, ...)`: Redis's checks and texts; the message goes to the server log.
+fn log(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+    if args.len() < 2 {
+        return Err(lua_error("redis.log() requires two arguments or more."));
+    }
+    let level = match &args[0] {
+        LuaValue::Integer(_) | LuaValue::Number(_) => lua_number(&args[0]) as i64,
+        LuaValue::String(_) if lua.coerce_number(args[0].clone())?.is_some() => {
+            lua_number(&args[0]) as i64
+        }
+        _ => return Err(lua_error("First argument must be a number (log level).")),
+    };
+    if !(0..=3).contains(&level) {
+        return Err(lua_error("Invalid debug level."));
+    }
+    let mut text = Vec::new();
+    for (i, v) in args.into_iter().enumerate().skip(1) {
+        if let Some(s) = lua.coerce_string(v)? {
+            if i != 1 {
+                text.push(b' ');
+            }
+            text.extend_from_slice(&s.as_bytes());
+        }
+    }
+    let text = String::from_utf8_lossy(&text);
+    match level {
+        0 => tracing::debug!("{text}"),
+        1 => tracing::info!("{text}"),
+        2 => tracing::info!("{text}"),
+        _ => tracing::warn!("{text}"),
+    }
+    Ok(())
+}
+
+/// The arguments of redis.call as a command: strings and numbers (in Lua's `%.14g`), anything
+/// else refused with Redis's error.
+fn command_args(_lua: &Lua, args: MultiValue) -> mlua::Result<Vec<Bytes>> {
+    if args.is_empty() {
+        return Err(lua_error(
+            "Please specify at least one argument for this redis lib call",
+        ));
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for v in args {
+        match v {
+            LuaValue::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
+            // Not Lua's own %.14g: Redis writes numbers with %.17g so none loses precision.
+            LuaValue::Integer(i) => argv.push(Bytes::from(i.to_string())),
+            LuaValue::Number(n) => argv.push(Bytes::from(super::convert::format_g(n, 17))),
+            _ => return Err(non_string_argument()),
+        }
+    }
+    Ok(argv)
+}
+
+fn non_string_argument() -> mlua::Error {
+    lua_error("Lua redis lib command arguments must be strings or integers")
+}
+
+/// Run one command for the script: the checks Redis makes for scripts (scriptCall), then the
+/// dispatcher with the script's locks.
+fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
+    let Some(spec) = lookup(&argv[0]) else {
+        return Reply::error("ERR Unknown Redis command called from script");
+    };
+    if !arity_ok(spec.arity, argv.len()) {
+        return Reply::error("ERR Wrong number of args calling Redis command from script");
+    }
+    if spec.flags & NOSCRIPT != 0 {
+        return Reply::error("ERR This Redis command is not allowed from script");
+    }
+    if let Err((denied, pos, id)) = crate::acl::check(inv.ctx.client, spec, &argv) {
+        crate::acl::log_denial(inv.ctx.srv, inv.ctx.client, denied, pos, id, &argv, "lua");
+        return Reply::Error(format!(
+            "ERR The user executing the script {}",
+            crate::acl::script_denial_text(denied)
+        ));
+    }
+    // Safety net for the lock scope: a script judged to stay in one database holds only its
+    // shards, so it must not reach another (stays_in_one_db rules these out beforehand).
+    if inv.one_db && (spec.name == "select" || matches!(spec.keys, crate::commands::Keys::All)) {
+        return Reply::error(
+            "ERR this script was judged to stay in one database; it cannot call this command",
+        );
+    }
+    if inv.read_only && (spec.is_write() || spec.flags & MAY_REPLICATE != 0) {
+        return Reply::error("ERR Write commands are not allowed from read-only scripts.");
+    }
+    let srv = inv.ctx.srv;
+    if spec.is_write() && !inv.wrote {
+        // Refused only before the script's first write: it cannot stop half way.
+        if let Some(e) = crate::commands::write_refusal(srv, spec) {
+            let oom = e.is_error() && matches!(&e, Reply::Error(t) if t.starts_with("OOM"));
+            if !(oom && inv.allow_oom) {
+                return e;
+            }
+        }
+    }
+    if spec.is_write() {
+        inv.wrote = true;
+        srv.scripts.wrote.store(true, Ordering::Relaxed);
+        // The effects go to the AOF wrapped in MULTI/EXEC (inside EXEC the transaction's own
+        // MULTI/EXEC already wraps them).
+        if !inv.multi_logged && !inv.ctx.in_exec && inv.repl & REPL_AOF != 0 && srv.aof.is_enabled()
+        {
+            srv.propagate(inv.ctx.client.db, vec![Bytes::from_static(b"MULTI")]);
+            inv.multi_logged = true;
+        }
+    }
+    let started = std::time::Instant::now();
+    let ctx = &mut *inv.ctx;
+    let suppress = inv.repl & REPL_AOF == 0;
+    ctx.client.in_script = true;
+    let (reply, _block, _close) = super::without_aof_if(suppress, || {
+        crate::commands::run_locked(srv, ctx.client, spec, &argv, ctx.g, true, started)
+    });
+    ctx.client.in_script = false;
+    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    reply
+}

@@ -1,0 +1,306 @@
+//! Values crossing between Redis replies and Lua, by Redis 7.0's rules (script_lua.c).
+//!
+//! Command replies reach a script as the script's protocol would carry them (RESP2 unless it
+//! called `redis.setresp(3)`): the reply is encoded and the wire form parsed into Lua values,
+//! so every reply shape converts the way a client would see it. RESP2: integers as numbers,
+//! bulk strings as strings, nil as false, arrays as tables, status as `{ok=}`, errors as
+//! `{err=}`. RESP3 adds maps (`{map={...}}`), sets (`{set={member=true}}`), null as nil,
+//! booleans, doubles (`{double=n}`), big numbers and verbatim strings.
+//!
+//! A script's return value goes the other way ([`lua_to_reply`]): numbers truncated to
+//! integers, strings as bulk strings, tables as arrays up to the first nil, unless they are
+//! `{err=}`, `{ok=}`, `{double=}`, `{big_number=}`, `{verbatim_string=}`, `{map=}` or `{set=}`.
+
+use crate::protocol::{Reply, Resp};
+use bytes::Bytes;
+use mlua::{Lua, Value as LuaValue};
+
+/// Deepest reply nesting converted (Redis stops at the Lua stack limit).
+const MAX_DEPTH: usize = 1000;
+
+/// A command's reply as the script sees it (`resp3`: after `redis.setresp(3)`).
+pub(super) fn reply_to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<LuaValue> {
+    // The common scalar replies skip the wire round trip.
+    match r {
+        Reply::Int(i) => return Ok(LuaValue::Number(*i as f64)),
+        Reply::Bulk(b) => return Ok(LuaValue::String(lua.create_string(&b[..])?)),
+        Reply::Ok => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", "OK")?;
+            return Ok(LuaValue::Table(t));
+        }
+        _ => {}
+    }
+    let mut wire = Vec::new();
+    r.encode(if resp3 { Resp::V3 } else { Resp::V2 }, &mut wire);
+    let mut pos = 0;
+    wire_to_lua(lua, &wire, &mut pos, 0)
+}
+
+fn bad() -> mlua::Error {
+    mlua::Error::runtime("ERR reply could not be converted for the script")
+}
+
+/// Parse one RESP2/RESP3 value from `wire` at `pos` into a Lua value.
+fn wire_to_lua(lua: &Lua, wire: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<LuaValue> {
+    if depth > MAX_DEPTH {
+        return Err(bad());
+    }
+    let line_end = wire
+        .get(*pos..)
+        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+        .ok_or_else(bad)?
+        + *pos;
+    let kind = wire[*pos];
+    let line = &wire[*pos + 1..line_end];
+    *pos = line_end + 2;
+    let number = |l: &[u8]| -> mlua::Result<i64> {
+        std::str::from_utf8(l)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(bad)
+    };
+    let single = |field: &str, v: LuaValue| -> mlua::Result<LuaValue> {
+        let t = lua.create_table()?;
+        t.raw_set(field, v)?;
+        Ok(LuaValue::Table(t))
+    };
+    let mut blob = |n: i64| -> mlua::Result<&[u8]> {
+        let n = usize::try_from(n).map_err(|_| bad())?;
+        let s = wire.get(*pos..*pos + n).ok_or_else(bad)?;
+        *pos += n + 2;
+        Ok(s)
+    };
+    Ok(match kind {
+        b'+' => single("ok", LuaValue::String(lua.create_string(line)?))?,
+        b'-' => single("err", LuaValue::String(lua.create_string(line)?))?,
+        b':' => LuaValue::Number(number(line)? as f64),
+        b'$' => {
+            let n = number(line)?;
+            if n < 0 {
+                LuaValue::Boolean(false)
+            } else {
+                LuaValue::String(lua.create_string(blob(n)?)?)
+            }
+        }
+        b'*' | b'>' => {
+            let n = number(line)?;
+            if n < 0 {
+                LuaValue::Boolean(false)
+            } else {
+                let t = lua.create_table_with_capacity(n.min(1024) as usize, 0)?;
+                for i in 0..n {
+                    t.raw_set(i + 1, wire_to_lua(lua, wire, pos, depth + 1)?)?;
+                }
+                LuaValue::Table(t)
+            }
+        }
+        b'%' => {
+            let n = number(line)?;
+            let t = lua.create_table()?;
+            for _ in 0..n {
+                let k = wire_to_lua(lua, wire, pos, depth + 1)?;
+                let v = wire_to_lua(lua, wire, pos, depth + 1)?;
+                t.raw_set(k, v)?;
+            }
+            single("map", LuaValue::Table(t))?
+        }
+        b'~' => {
+            let n = number(line)?;
+            let t = lua.create_table()?;
+            for _ in 0..n {
+                let k = wire_to_lua(lua, wire, pos, depth + 1)?;
+                t.raw_set(k, true)?;
+            }
+            single("set", LuaValue::Table(t))?
+        }
+        b'_' => LuaValue::Nil,
+        b'#' => LuaValue::Boolean(line == b"t"),
+        b',' => {
+            let text = std::str::from_utf8(line).map_err(|_| bad())?;
+            let d = match text {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                "nan" => f64::NAN,
+                t => t.parse().map_err(|_| bad())?,
+            };
+            single("double", LuaValue::Number(d))?
+        }
+        b'(' => single("big_number", LuaValue::String(lua.create_string(line)?))?,
+        b'=' => {
+            let n = number(line)?;
+            let s = blob(n)?;
+            let (format, text) = if s.len() >= 4 {
+                (&s[..3], &s[4..])
+            } else {
+                (&s[..0], s)
+            };
+            let t = lua.create_table()?;
+            t.raw_set("format", lua.create_string(format)?)?;
+            t.raw_set("string", lua.create_string(text)?)?;
+            single("verbatim_string", LuaValue::Table(t))?
+        }
+        b'|' => {
+            // An attribute map precedes the value it describes; scripts get the value only.
+            let n = number(line)?;
+            for _ in 0..2 * n {
+                wire_to_lua(lua, wire, pos, depth + 1)?;
+            }
+            wire_to_lua(lua, wire, pos, depth + 1)?
+        }
+        _ => return Err(bad()),
+    })
+}
+
+/// Text of a Lua string with CR and LF turned into spaces (status and error lines).
+fn one_line(s: &mlua::String) -> String {
+    String::from_utf8_lossy(&s.as_bytes()).replace(['\r', '\n'], " ")
+}
+
+/// The script's return value as a reply (Redis's luaReplyToRedisReply). `script_resp3`: the
+/// script chose RESP3 with `redis.setresp(3)` (booleans then stay booleans); `caller_resp3`:
+/// the calling client speaks RESP3 (big numbers and verbatim strings are written natively).
+pub(super) fn lua_to_reply(
+    v: &LuaValue,
+    script_resp3: bool,
+    caller_resp3: bool,
+    depth: usize,
+) -> Reply {
+    match v {
+        LuaValue::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        LuaValue::Boolean(b) if script_resp3 => Reply::Bool(*b),
+        LuaValue::Boolean(true) => Reply::Int(1),
+        LuaValue::Integer(i) => Reply::Int(*i),
+        // C's (long long) cast truncates toward zero; `as` saturates where C is undefined.
+        LuaValue::Number(n) => Reply::Int(*n as i64),
+        LuaValue::Table(t) => {
+            if depth > MAX_DEPTH {
+                return Reply::error("ERR reached lua stack limit");
+            }
+            let field = |name: &str| t.raw_get::<LuaValue>(name).unwrap_or(LuaValue::Nil);
+            if let LuaValue::String(e) = field("err") {
+                let text = one_line(&e);
+                return Reply::Error(text.strip_prefix('-').unwrap_or(&text).to_string());
+            }
+            if let LuaValue::String(s) = field("ok") {
+                return Reply::StatusOwned(one_line(&s));
+            }
+            match field("double") {
+                LuaValue::Number(d) => return Reply::Double(d),
+                LuaValue::Integer(i) => return Reply::Double(i as f64),
+                _ => {}
+            }
+            if let LuaValue::String(s) = field("big_number") {
+                let text = one_line(&s);
+                return if caller_resp3 {
+                    Reply::Raw(Bytes::from(format!("({text}\r\n")))
+                } else {
+                    Reply::Bulk(Bytes::from(text))
+                };
+            }
+            if let LuaValue::Table(vt) = field("verbatim_string") {
+                let format = vt.raw_get::<LuaValue>("format").unwrap_or(LuaValue::Nil);
+                let text = vt.raw_get::<LuaValue>("string").unwrap_or(LuaValue::Nil);
+                if let (LuaValue::String(f), LuaValue::String(s)) = (format, text) {
+                    let s = s.as_bytes();
+                    if !caller_resp3 {
+                        return Reply::Bulk(Bytes::copy_from_slice(&s));
+                    }
+                    let f = f.as_bytes();
+                    let mut out = format!("={}\r\n", s.len() + 4).into_bytes();
+                    let mut fmt = [b' '; 3];
+                    for (d, c) in fmt.iter_mut().zip(f.iter()) {
+                        *d = *c;
+                    }
+                    out.extend_from_slice(&fmt);
+                    out.push(b':');
+                    out.extend_from_slice(&s);
+                    out.extend_from_slice(b"\r\n");
+                    return Reply::Raw(Bytes::from(out));
+                }
+            }
+            if let LuaValue::Table(m) = field("map") {
+                let mut pairs = Vec::new();
+                for (k, v) in m.pairs::<LuaValue, LuaValue>().flatten() {
+                    pairs.push((
+                        lua_to_reply(&k, script_resp3, caller_resp3, depth + 1),
+                        lua_to_reply(&v, script_resp3, caller_resp3, depth + 1),
+                    ));
+                }
+                return Reply::Map(pairs);
+            }
+            if let LuaValue::Table(s) = field("set") {
+                let mut items = Vec::new();
+                for (k, _) in s.pairs::<LuaValue, LuaValue>().flatten() {
+                    items.push(lua_to_reply(&k, script_resp3, caller_resp3, depth + 1));
+                }
+                return Reply::Set(items);
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                match t.raw_get::<LuaValue>(i) {
+                    Ok(LuaValue::Nil) | Err(_) => break,
+                    Ok(item) => {
+                        items.push(lua_to_reply(&item, script_resp3, caller_resp3, depth + 1))
+                    }
+                }
+            }
+            Reply::Array(items)
+        }
+        _ => Reply::Null,
+    }
+}
+
+/// `x` as C's printf `%.<precision>g` writes it (Redis passes numbers to commands as `%.17g`;
+/// cjson encodes them as `%.14g`).
+pub(crate) fn format_g(x: f64, precision: usize) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let p = precision.max(1);
+    let sci = format!("{:.*e}", p - 1, x);
+    let Some((mantissa, exp)) = sci.split_once('e') else {
+        return sci;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim(&format!("{x:.decimals$}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_g;
+
+    #[test]
+    fn printf_g_formatting() {
+        // The texts redis-server 7.0.15 gives for redis.call('set', k, n) then GET.
+        assert_eq!(format_g(0.1, 17), "0.10000000000000001");
+        assert_eq!(format_g(1e300, 17), "1.0000000000000001e+300");
+        assert_eq!(format_g(-0.0, 17), "-0");
+        assert_eq!(format_g(1.0 / 3.0, 17), "0.33333333333333331");
+        assert_eq!(format_g(9007199254740991.0, 17), "9007199254740991");
+        assert_eq!(format_g(3.0, 14), "3");
+        assert_eq!(format_g(0.0001, 14), "0.0001");
+        assert_eq!(format_g(0.00001, 14), "1e-05");
+        assert_eq!(format_g(123456789012345678.0, 14), "1.2345678901235e+17");
+        assert_eq!(format_g(f64::INFINITY, 14), "inf");
+    }
+}

@@ -1,0 +1,734 @@
+//! The Lua engine: one long-lived Lua 5.1 state per worker thread, holding the sandbox and
+//! the compiled scripts.
+//!
+//! A state is created the first time a thread runs a script (and again after SCRIPT FLUSH,
+//! which bumps [`super::Scripts`]'s generation): its own allocator, the base, string, table
+//! and math libraries, the `redis` table, the libraries Redis embeds, then the sandbox
+//! (`sandbox.lua`), which makes every table a script can reach read-only and takes out the
+//! globals Redis 7.0 removes. A script is compiled once per state, under the name Redis gives
+//! it (`@user_script`), and kept by SHA; a call sets `KEYS` and `ARGV` and runs the compiled
+//! function under the error handler. `redis.call` reaches the running command's context
+//! through [`Engine::current`], set only while a script runs.
+//!
+//! Memory: the state allocates through [`lua_alloc`], which hands an allocation failure back
+//! to Lua (a "not enough memory" error for that script) instead of aborting the process, as
+//! the default Rust allocation path would.
+
+use super::convert::{lua_to_reply, reply_to_lua};
+use super::Invocation;
+use crate::protocol::Reply;
+use mlua::{ffi, Function, Lua, MultiValue, StdLib, Table, Value as LuaValue};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::mem::ManuallyDrop;
+use std::rc::Rc;
+
+/// How long a library's code may run in FUNCTION LOAD (Redis's LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Lua 5.1's default collector pace (restored after a script changed it).
+const LUA_GC_PAUSE: std::ffi::c_int = 200;
+const LUA_GC_STEPMUL: std::ffi::c_int = 200;
+
+/// Alignment of every block handed to Lua (what malloc guarantees on 64-bit targets).
+const LUA_ALIGN: usize = 16;
+
+/// Globals Redis 7.0.15 does not give scripts (checked against redis-server 7.0.15: reading
+/// any of them is "Script attempted to access nonexistent global variable").
+const REMOVED_GLOBALS: &[&str] = &[
+    "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require",
+];
+
+/// The allocator of every script Lua state. Lua 5.1's contract: `nsize == 0` frees,
+/// otherwise (re)allocate, and return NULL on failure, which Lua raises as a memory error in
+/// the running script. Blocks go through the global allocator, so INFO's used_memory counts
+/// them.
+///
+/// # Safety
+/// Called by Lua only, with pointers this function returned and their sizes.
+unsafe extern "C-unwind" fn lua_alloc(
+    _ud: *mut c_void,
+    ptr: *mut c_void,
+    osize: usize,
+    nsize: usize,
+) -> *mut c_void {
+    use std::alloc::{alloc, dealloc, realloc, Layout};
+    if nsize == 0 {
+        if !ptr.is_null() {
+            // SAFETY: `ptr` came from this allocator with size `osize` (Lua's contract).
+            unsafe {
+                dealloc(
+                    ptr as *mut u8,
+                    Layout::from_size_align_unchecked(osize, LUA_ALIGN),
+                )
+            };
+        }
+        return std::ptr::null_mut();
+    }
+    let Ok(layout) = Layout::from_size_align(nsize, LUA_ALIGN) else {
+        return std::ptr::null_mut();
+    };
+    if ptr.is_null() {
+        // SAFETY: `layout` has a non-zero size.
+        unsafe { alloc(layout) as *mut c_void }
+    } else {
+        // SAFETY: `ptr` came from this allocator with size `osize`; `nsize` is non-zero and
+        // fits a Layout (checked above). A NULL result leaves the old block valid, as Lua
+        // expects.
+        unsafe {
+            realloc(
+                ptr as *mut u8,
+                Layout::from_size_align_unchecked(osize, LUA_ALIGN),
+                nsize,
+            ) as *mut c_void
+        }
+    }
+}
+
+/// Opens the base library (run under `lua_cpcall`, so a failure is a status, not a panic).
+///
+/// # Safety
+/// Called by Lua with a valid state.
+unsafe extern "C-unwind" fn open_base(state: *mut ffi::lua_State) -> std::ffi::c_int {
+    // SAFETY: a valid state inside a protected call.
+    unsafe {
+        ffi::luaL_requiref(state, c"_G".as_ptr(), ffi::luaopen_base, 1);
+        ffi::lua_settop(state, 0);
+    }
+    0
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Which server's scripts (and which SCRIPT FLUSH generation) a thread's state was built for.
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub(super) struct EngineId {
+    pub(super) scripts_addr: usize,
+    pub(super) generation: u64,
+}
+
+/// Run `f` with this thread's engine for `id`, creating it (or replacing a stale one) first.
+pub(super) fn with_engine<R>(id: EngineId, f: impl FnOnce(&mut Engine) -> R) -> Result<R, String> {
+    ENGINE.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return Err("ERR the Lua engine is busy on this thread".to_string());
+        };
+        if slot.as_ref().is_none_or(|e| e.id != id) {
+            // Drop the old state before building the new one.
+            *slot = None;
+            *slot = Some(Engine::new(id)?);
+        }
+        match slot.as_mut() {
+            Some(engine) => Ok(f(engine)),
+            None => Err("ERR the Lua engine could not be created".to_string()),
+        }
+    })
+}
+
+/// A failed command inside `redis.call` (or a script killed by SCRIPT KILL): raised to Lua as
+/// a host error (a Rust callback cannot raise a Lua value), turned back into what Redis gives
+/// Lua code by the error handler and the `pcall` / `xpcall` wrappers.
+#[derive(Debug)]
+pub(super) struct CommandError(pub(super) String);
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// The command error inside a Lua error, if that is what it is.
+fn command_error(e: &mlua::Error) -> Option<&str> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => command_error(cause),
+        mlua::Error::ExternalError(x) => x.downcast_ref::<CommandError>().map(|c| c.0.as_str()),
+        _ => None,
+    }
+}
+
+/// The message of a Lua error without mlua's decoration.
+pub(super) fn lua_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::MemoryError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => lua_message(cause),
+        other => other.to_string(),
+    }
+}
+
+/// The pointer `redis.call` finds the running script's context through.
+type Current = Rc<Cell<*mut Invocation<'static, 'static, 'static>>>;
+
+/// Everything that holds references into the Lua state (dropped before it is closed).
+struct Handles {
+    /// Compiled scripts by SHA.
+    functions: HashMap<String, Function>,
+    /// The real global table behind the read-only view (KEYS and ARGV are set in it).
+    hidden_globals: Table,
+    /// Lua's own xpcall (not the script-visible wrapper).
+    xpcall: Function,
+    /// The error handler: Redis's `__redis__err__handler`.
+    handler: Function,
+    /// Calls a FUNCTION callback under the handler: (handler, f, keys, args) -> xpcall's results.
+    run_function: Function,
+    /// The metatable of the globals view: its `__index` is switched to `library_api` while a
+    /// FUNCTION LOAD runs a library's code.
+    globals_metatable: Table,
+    /// What a library's top-level code sees (`redis.register_function`, `redis.log` ...).
+    library_api: Table,
+    /// The real globals a script sees (the normal `__index` of `globals_metatable`).
+    script_api: Table,
+    /// FUNCTION libraries loaded in this state: name -> (load id, callbacks by name).
+    libraries: HashMap<String, (u64, HashMap<String, Function>)>,
+    /// `[1]` is set by the sandbox's collectgarbage when a script stopped the collector or
+    /// changed its pace.
+    gc_touched: Table,
+    lua: Lua,
+}
+
+/// What `Engine::build` sets up.
+struct Built {
+    libs: super::libs::LibState,
+    hidden_globals: Table,
+    xpcall: Function,
+    handler: Function,
+    run_function: Function,
+    globals_metatable: Table,
+    library_api: Table,
+    gc_touched: Table,
+}
+
+/// The functions a library's code registers while FUNCTION LOAD runs it (None otherwise).
+pub(super) type Loading = Rc<RefCell<Option<Vec<super::functions::Registered>>>>;
+
+pub(super) struct Engine {
+    id: EngineId,
+    /// The embedded libraries' settings, reset after every call.
+    libs: super::libs::LibState,
+    handles: ManuallyDrop<Handles>,
+    current: Current,
+    loading: Loading,
+    /// When the running FUNCTION LOAD started (None when none runs).
+    load_started: Rc<Cell<Option<std::time::Instant>>>,
+    state: *mut ffi::lua_State,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // SAFETY: the handles are dropped exactly once, here; then nothing refers to the
+        // state (mlua keeps no owner for a state it did not create), so it can be closed.
+        unsafe {
+            self.loading.borrow_mut().take();
+            ManuallyDrop::drop(&mut self.handles);
+            ffi::lua_close(self.state);
+        }
+    }
+}
+
+impl Engine {
+    fn new(id: EngineId) -> Result<Engine, String> {
+        // SAFETY: lua_newstate takes our allocator (which never unwinds) and no user data; a
+        // NULL state means the allocation failed.
+        let state = unsafe { ffi::lua_newstate(lua_alloc, std::ptr::null_mut()) };
+        if state.is_null() {
+            return Err("ERR not enough memory to create the Lua state".into());
+        }
+        // SAFETY: `state` is a fresh valid state; open_base runs under a protected call.
+        let status = unsafe { ffi::lua_cpcall(state, open_base, std::ptr::null_mut()) };
+        if status != 0 {
+            // SAFETY: nothing else refers to the state yet.
+            unsafe { ffi::lua_close(state) };
+            return Err("ERR not enough memory to create the Lua state".into());
+        }
+        // SAFETY: `state` is valid and stays open until Engine::drop closes it, after every
+        // mlua handle to it is dropped.
+        let lua = unsafe { Lua::init_from_ptr(state) };
+        let current: Current = Rc::new(Cell::new(std::ptr::null_mut()));
+        let loading: Loading = Rc::new(RefCell::new(None));
+        let load_started: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
+        let built = Self::build(&lua, &current, &loading, &load_started);
+        match built {
+            Ok(b) => Ok(Engine {
+                id,
+                libs: b.libs,
+                handles: ManuallyDrop::new(Handles {
+                    functions: HashMap::new(),
+                    hidden_globals: b.hidden_globals.clone(),
+                    xpcall: b.xpcall,
+                    handler: b.handler,
+                    run_function: b.run_function,
+                    globals_metatable: b.globals_metatable,
+                    library_api: b.library_api,
+                    script_api: b.hidden_globals,
+                    libraries: HashMap::new(),
+                    gc_touched: b.gc_touched,
+                    lua,
+                }),
+                current,
+                loading,
+                load_started,
+                state,
+            }),
+            Err(e) => {
+                drop(lua);
+                // SAFETY: the only mlua handle was dropped above.
+                unsafe { ffi::lua_close(state) };
+                Err(format!("ERR can't set up the Lua state: {e}"))
+            }
+        }
+    }
+
+    /// Libraries, the redis table, the hook and the sandbox.
+    fn build(
+        lua: &Lua,
+        current: &Current,
+        loading: &Loading,
+        load_started: &Rc<Cell<Option<std::time::Instant>>>,
+    ) -> mlua::Result<Built> {
+        lua.load_std_libs(StdLib::STRING | StdLib::TABLE | StdLib::MATH)?;
+        let g = lua.globals();
+        super::api::register(lua, &g, current)?;
+        let libs = super::libs::register(lua, &g)?;
+        // SCRIPT KILL: looked at every 10,000 instructions.
+        let hook_current = current.clone();
+        let hook_load_started = load_started.clone();
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(10_000),
+            move |_, _| {
+                // FUNCTION LOAD gives a library's code 500 ms to register its functions.
+                if let Some(t) = hook_load_started.get() {
+                    if t.elapsed() > LOAD_TIMEOUT {
+                        return Err(mlua::Error::external(CommandError(
+                            "ERR FUNCTION LOAD timeout".into(),
+                        )));
+                    }
+                }
+                let inv = hook_current.get();
+                if inv.is_null() {
+                    return Ok(mlua::VmState::Continue);
+                }
+                // SAFETY: non-null only while a script runs, pointing at its Invocation
+                // (see Engine::run); the hook runs on this thread inside that call.
+                let killed = unsafe { (*inv).killed() };
+                if killed {
+                    Err(mlua::Error::external(CommandError(
+                        "ERR Script killed by user with SCRIPT KILL...".into(),
+                    )))
+                } else {
+                    Ok(mlua::VmState::Continue)
+                }
+            },
+        );
+        let xpcall: Function = g.raw_get("xpcall")?;
+        let handler = error_handler(lua)?;
+        g.raw_set("__redis__err__handler", handler.clone())?;
+        let unwrap = lua.create_function(unwrap_error)?;
+        let gc_touched = lua.create_table()?;
+        let register = super::functions::register_function(lua, loading.clone())?;
+        let (globals_metatable, library_api, hidden_globals, run_function): (
+            Table,
+            Table,
+            Table,
+            Function,
+        ) = lua
+            .load(include_str!("sandbox.lua"))
+            .set_name("=podium_sandbox")
+            .call((
+                unwrap,
+                REMOVED_GLOBALS.to_vec(),
+                gc_touched.clone(),
+                register,
+            ))?;
+        Ok(Built {
+            libs,
+            hidden_globals,
+            xpcall,
+            handler,
+            run_function,
+            globals_metatable,
+            library_api,
+            gc_touched,
+        })
+    }
+
+    /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state
+    /// has it. The error is Redis's "Error compiling script" reply.
+    pub(super) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
+        if let Some(f) = self.handles.functions.get(sha) {
+            return Ok(f.clone());
+        }
+        // Redis's Lua parses text only: a binary chunk fails in the lexer on its first byte
+        // (ESC). A blank and an ESC, which is text, fails the same way.
+        let source: &[u8] = if body.first() == Some(&27) {
+            b" \x1b"
+        } else {
+            body
+        };
+        let f = self
+            .handles
+            .lua
+            .load(source)
+            .set_name("@user_script")
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()
+            .map_err(|e| {
+                Reply::Error(format!(
+                    "ERR Error compiling script (new function): {}",
+                    lua_message(&e)
+                ))
+            })?;
+        self.handles.functions.insert(sha.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// Run a FUNCTION library's code (`code`: after its shebang line) with the library API as
+    /// its globals; the functions it registered, or Redis's error text.
+    pub(super) fn load_library(
+        &mut self,
+        code: &[u8],
+    ) -> Result<Vec<super::functions::Registered>, String> {
+        let source: &[u8] = if code.first() == Some(&27) {
+            b" \x1b"
+        } else {
+            code
+        };
+        let f = self
+            .handles
+            .lua
+            .load(source)
+            .set_name("@user_function")
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling function: {}", lua_message(&e)))?;
+        let mt = &self.handles.globals_metatable;
+        mt.raw_set("__index", self.handles.library_api.clone())
+            .map_err(|e| format!("ERR {}", lua_message(&e)))?;
+        *self.loading.borrow_mut() = Some(Vec::new());
+        self.load_started.set(Some(std::time::Instant::now()));
+        let result = self
+            .handles
+            .xpcall
+            .call::<MultiValue>((f, self.handles.handler.clone()));
+        self.load_started.set(None);
+        let registered = self.loading.borrow_mut().take().unwrap_or_default();
+        let restored = mt.raw_set("__index", self.handles.script_api.clone());
+        if let Err(e) = restored {
+            return Err(format!("ERR {}", lua_message(&e)));
+        }
+        let values =
+            result.map_err(|e| format!("ERR Error registering functions: {}", lua_message(&e)))?;
+        let mut it = values.into_iter();
+        if !matches!(it.next(), Some(LuaValue::Boolean(true))) {
+            let msg = match it.next() {
+                Some(LuaValue::Table(t)) => t
+                    .raw_get::<mlua::String>("err")
+                    .map(|m| String::from_utf8_lossy(&m.as_bytes()).into_owned())
+                    .unwrap_or_else(|_| "ERR execution failure".into()),
+                Some(other) => self
+                    .handles
+                    .lua
+                    .coerce_string(other)
+                    .ok()
+                    .flatten()
+                    .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        Ok(registered)
+    }
+
+    /// The callback of function `name` of library `lib` (load id `load_id`, code `code`),
+    /// loading the library into this state first if it has not seen this version of it.
+    pub(super) fn library_function(
+        &mut self,
+        lib: &str,
+        load_id: u64,
+        code: &[u8],
+        name: &str,
+    ) -> Result<Function, String> {
+        let fresh = self
+            .handles
+            .libraries
+            .get(lib)
+            .is_some_and(|(id, _)| *id == load_id);
+        if !fresh {
+            let registered = self.load_library(code)?;
+            let callbacks = registered
+                .into_iter()
+                .map(|r| (r.name, r.callback))
+                .collect();
+            self.handles
+                .libraries
+                .insert(lib.to_string(), (load_id, callbacks));
+        }
+        self.handles
+            .libraries
+            .get(lib)
+            .and_then(|(_, fns)| fns.get(name).cloned())
+            .ok_or_else(|| "ERR Function not found".to_string())
+    }
+
+    /// Keep `registered` as library `lib`'s callbacks (load id `load_id`) in this state.
+    pub(super) fn keep_library(
+        &mut self,
+        lib: &str,
+        load_id: u64,
+        registered: &[super::functions::Registered],
+    ) {
+        let callbacks = registered
+            .iter()
+            .map(|r| (r.name.clone(), r.callback.clone()))
+            .collect();
+        self.handles
+            .libraries
+            .insert(lib.to_string(), (load_id, callbacks));
+    }
+
+    /// Run compiled script `f` for `inv` (`as_function`: a FUNCTION's callback, called with
+    /// the keys and arguments as its two parameters; otherwise an EVAL script, which finds
+    /// them in `KEYS` and `ARGV`); its reply. `name` ends error texts (`script: <name>`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &mut self,
+        inv: &mut Invocation<'_, '_, '_>,
+        f: Function,
+        name: &str,
+        keys: &[bytes::Bytes],
+        argv: &[bytes::Bytes],
+        as_function: bool,
+        caller_resp3: bool,
+    ) -> Reply {
+        let lua = &self.handles.lua;
+        let g = &self.handles.hidden_globals;
+        let tables = || -> mlua::Result<(Table, Table)> {
+            Ok((string_array(lua, keys)?, string_array(lua, argv)?))
+        };
+        let (keys_table, argv_table) = match tables() {
+            Ok(t) => t,
+            Err(e) => return Reply::Error(format!("ERR {}", lua_message(&e))),
+        };
+        if !as_function {
+            if let Err(e) = g
+                .raw_set("KEYS", keys_table.clone())
+                .and_then(|_| g.raw_set("ARGV", argv_table.clone()))
+            {
+                return Reply::Error(format!("ERR {}", lua_message(&e)));
+            }
+        }
+        // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
+        // duration of this call only and cleared before `inv`'s borrow ends; Lua is single
+        // threaded, so redis.call and the hook only run inside the call below, on this
+        // thread. The lifetimes are erased for storage, never extended.
+        self.current
+            .set((inv as *mut Invocation<'_, '_, '_>).cast());
+        let result = if as_function {
+            self.handles.run_function.call::<MultiValue>((
+                self.handles.handler.clone(),
+                f,
+                keys_table,
+                argv_table,
+            ))
+        } else {
+            self.handles
+                .xpcall
+                .call::<MultiValue>((f, self.handles.handler.clone()))
+        };
+        self.current.set(std::ptr::null_mut());
+        self.libs.reset();
+        if !as_function {
+            // KEYS and ARGV belong to this call only.
+            let _ = g.raw_set("KEYS", LuaValue::Nil);
+            let _ = g.raw_set("ARGV", LuaValue::Nil);
+        }
+        // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
+        // notes a stop or a change of its parameters).
+        if let Ok(true) = self.handles.gc_touched.raw_get::<bool>(1) {
+            let _ = self.handles.gc_touched.raw_set(1, false);
+            lua.gc_restart();
+            lua.gc_inc(LUA_GC_PAUSE, LUA_GC_STEPMUL, 0);
+        }
+        let values = match result {
+            Ok(v) => v,
+            Err(e) => return Reply::Error(format!("ERR Error running script {}", lua_message(&e))),
+        };
+        let mut it = values.into_iter();
+        let ok = matches!(it.next(), Some(LuaValue::Boolean(true)));
+        let value = it.next().unwrap_or(LuaValue::Nil);
+        if ok {
+            return lua_to_reply(&value, inv.resp3, caller_resp3, 0);
+        }
+        error_reply(lua, name, &value)
+    }
+}
+
+/// The reply for a script that failed with `value` (the error handler's table, or a memory
+/// error's text, which Lua raises without calling the handler).
+fn error_reply(lua: &Lua, sha: &str, value: &LuaValue) -> Reply {
+    match value {
+        LuaValue::Table(t) => {
+            let msg: Option<mlua::String> = t.raw_get("err").ok();
+            let msg = msg
+                .map(|m| String::from_utf8_lossy(&m.as_bytes()).into_owned())
+                .unwrap_or_else(|| "ERR execution failure".into());
+            let source: Option<String> = t.raw_get("source").ok();
+            let line: Option<i64> = t.raw_get("line").ok();
+            match (source, line) {
+                (Some(s), Some(l)) => Reply::Error(format!("{msg} script: {sha}, on {s}:{l}.")),
+                _ => Reply::Error(msg),
+            }
+        }
+        other => {
+            let text = lua
+                .coerce_string(other.clone())
+                .ok()
+                .flatten()
+                .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                .unwrap_or_else(|| format!("{other:?}"));
+            Reply::Error(format!("ERR {text} script: {sha}"))
+        }
+    }
+}
+
+/// A Lua array of strings (KEYS, ARGV).
+fn string_array(lua: &Lua, items: &[bytes::Bytes]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, v) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(&v[..])?)?;
+    }
+    Ok(t)
+}
+
+/// An error value as Lua code catching it sees it: a failed command's error as `{err=...}`
+/// (`as_table`, an xpcall handler) or as its text (pcall); another host error as its text;
+/// anything else unchanged.
+fn unwrap_error(lua: &Lua, (v, as_table): (LuaValue, bool)) -> mlua::Result<LuaValue> {
+    match &v {
+        LuaValue::Error(e) => match command_error(e) {
+            Some(msg) if as_table => {
+                let t = lua.create_table()?;
+                t.raw_set("err", msg)?;
+                Ok(LuaValue::Table(t))
+            }
+            Some(msg) => Ok(LuaValue::String(lua.create_string(msg)?)),
+            None => Ok(LuaValue::String(lua.create_string(lua_message(e))?)),
+        },
+        // Redis's pcall gives the text of an {err=...} table raised by Lua code too.
+        LuaValue::Table(t) if !as_table => match t.raw_get::<LuaValue>("err")? {
+            LuaValue::String(s) => Ok(LuaValue::String(s)),
+            _ => Ok(v),
+        },
+        _ => Ok(v),
+    }
+}
+
+/// The xpcall handler (Redis's `__redis__err__handler`): a plain error becomes `{err='ERR
+/// <message>'}`, and the position in the user's script where it happened is added as
+/// `source` and `line`.
+fn error_handler(lua: &Lua) -> mlua::Result<Function> {
+    lua.create_function(|lua, err: LuaValue| {
+        let t = match err {
+            LuaValue::Table(t) => t,
+            other => {
+                if let LuaValue::Error(e) = &other {
+                    if let Some(msg) = command_error(e) {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", msg)?;
+                        return with_position(lua, t);
+                    }
+                }
+                let text = match &other {
+                    // A library function written in Rust failed: Lua's luaL_error would have
+                    // put the calling line of the script first.
+                    LuaValue::Error(e) if matches!(**e, mlua::Error::CallbackError { .. }) => {
+                        match script_position(lua) {
+                            Some((source, line)) => format!(
+                                "{}:{line}: {}",
+                                source.trim_start_matches('@'),
+                                lua_message(e)
+                            ),
+                            None => lua_message(e),
+                        }
+                    }
+                    LuaValue::Error(e) => lua_message(e),
+                    v => lua
+                        .coerce_string(v.clone())?
+                        .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                        .unwrap_or_else(|| format!("{v:?}")),
+                };
+                let t = lua.create_table()?;
+                t.raw_set("err", format!("ERR {text}"))?;
+                t
+            }
+        };
+        with_position(lua, t)
+    })
+}
+
+/// The innermost frame of the user's script: its source name and current line.
+fn script_position(lua: &Lua) -> Option<(String, i64)> {
+    for level in 0..200 {
+        let frame = lua.inspect_stack(level)?;
+        let source = frame.source().source;
+        if let Some(src @ ("@user_script" | "@user_function")) = source.as_deref() {
+            return Some((src.to_string(), frame.curr_line() as i64));
+        }
+    }
+    None
+}
+
+/// Add where in the user's script the error happened (its innermost frame) to `t`.
+fn with_position(lua: &Lua, t: Table) -> mlua::Result<Table> {
+    for level in 0..200 {
+        let Some(frame) = lua.inspect_stack(level) else {
+            break;
+        };
+        let source = frame.source().source;
+        if let Some(src @ ("@user_script" | "@user_function")) = source.as_deref() {
+            t.raw_set("source", src)?;
+            t.raw_set("line", frame.curr_line())?;
+            break;
+        }
+    }
+    Ok(t)
+}
+
+/// Convert a command reply for the running script (used by `redis.call`).
+pub(super) fn reply_for_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<LuaValue> {
+    reply_to_lua(lua, r, resp3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocator_fails_softly() {
+        // SAFETY: the calls follow Lua's allocator contract: a fresh block, a grow, a failed
+        // huge grow (the old block stays valid), and frees of what was returned.
+        unsafe {
+            assert!(lua_alloc(std::ptr::null_mut(), std::ptr::null_mut(), 0, 1 << 48).is_null());
+            assert!(lua_alloc(std::ptr::null_mut(), std::ptr::null_mut(), 0, usize::MAX).is_null());
+            let p = lua_alloc(std::ptr::null_mut(), std::ptr::null_mut(), 0, 64);
+            assert!(!p.is_null());
+            std::ptr::write_bytes(p as *mut u8, 7, 64);
+            let q = lua_alloc(std::ptr::null_mut(), p, 64, 128);
+            assert!(!q.is_null());
+            assert_eq!(*(q as *const u8).add(63), 7);
+            assert!(lua_alloc(std::ptr::null_mut(), q, 128, 1 << 48).is_null());
+            assert_eq!(
+                *(q as *const u8).add(63),
+                7,
+                "a failed grow keeps the block"
+            );
+            assert!(lua_alloc(std::ptr::null_mut(), q, 128, 0).is_null());
+        }
+    }
+}

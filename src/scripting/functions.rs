@@ -1,0 +1,542 @@
+//! Redis 7.0 functions: FUNCTION LOAD / DELETE / FLUSH / LIST / STATS / KILL and FCALL /
+//! FCALL_RO.
+//!
+//! A library is Lua code that starts with `#!lua name=<library>`; FUNCTION LOAD runs it once
+//! with only `redis.register_function`, `redis.log` and the version in reach, and keeps the
+//! functions it registers (name, callback, description, flags). The registry here holds each
+//! library's code and what it registered; every worker thread's Lua state runs a library's
+//! code again the first time it calls one of its functions (the code only registers
+//! callbacks, so each state ends up with the same ones), keyed by a load id so a replaced
+//! library is reloaded. FCALL runs a callback with the keys and arguments as its two
+//! parameters, under the same rules as EVAL (atomic, effects in the AOF in MULTI/EXEC, the
+//! function's flags checked as a shebang's are). FUNCTION LOAD, DELETE and FLUSH are written
+//! to the AOF as sent, so a restart loads the same libraries.
+
+use super::engine::{CommandError, Loading};
+use super::{shebang_flag, ScriptFlags};
+use crate::commands::args::eq;
+use crate::commands::Ctx;
+use crate::protocol::Reply;
+use bytes::Bytes;
+use mlua::{Function, Lua, MultiValue, Value as LuaValue};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One function a library's code registered (in the Lua state that ran it).
+pub(crate) struct Registered {
+    pub(crate) name: String,
+    pub(crate) callback: Function,
+    pub(crate) description: Option<Bytes>,
+    pub(crate) flags: u8,
+}
+
+/// A function as the registry keeps it (the callback lives in each Lua state).
+#[derive(Clone)]
+pub(crate) struct FunctionInfo {
+    pub(crate) name: String,
+    pub(crate) description: Option<Bytes>,
+    pub(crate) flags: u8,
+}
+
+/// A loaded library.
+pub(crate) struct Library {
+    pub(crate) name: String,
+    /// The whole payload, shebang line included (FUNCTION LIST WITHCODE, the AOF).
+    pub(crate) code: Bytes,
+    /// Where the code after the shebang line starts.
+    pub(crate) code_start: usize,
+    pub(crate) functions: Vec<FunctionInfo>,
+    /// Unique per load: a Lua state holding an older load of the same name reloads it.
+    pub(crate) load_id: u64,
+    /// The library's text shows its functions cannot leave the caller's database.
+    pub(crate) one_db: bool,
+}
+
+/// The server's libraries.
+#[derive(Default)]
+pub(crate) struct Registry {
+    libraries: BTreeMap<String, Arc<Library>>,
+    /// Function name -> library name.
+    functions: HashMap<String, String>,
+}
+
+static NEXT_LOAD_ID: AtomicU64 = AtomicU64::new(1);
+
+fn lua_error(text: &str) -> mlua::Error {
+    mlua::Error::external(CommandError(format!("ERR {text}")))
+}
+
+/// Redis's rule for library and function names.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `redis.register_function`, positional `(name, callback)` or named `{function_name=,
+/// callback=, description=, flags={...}}`, with Redis 7.0's checks and texts.
+pub(super) fn register_function(lua: &Lua, loading: Loading) -> mlua::Result<Function> {
+    lua.create_function(move |lua, args: MultiValue| {
+        if loading.borrow().is_none() {
+            return Err(lua_error(
+                "redis.register_function can only be called on FUNCTION LOAD command",
+            ));
+        }
+        if args.is_empty() || args.len() > 2 {
+            return Err(lua_error("wrong number of arguments to redis.register_function"));
+        }
+        let as_text = |v: &LuaValue| -> Option<String> {
+            match v {
+                LuaValue::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+                LuaValue::Integer(_) | LuaValue::Number(_) => lua
+                    .coerce_string(v.clone())
+                    .ok()
+                    .flatten()
+                    .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+                _ => None,
+            }
+        };
+        let mut name = None;
+        let mut callback = None;
+        let mut description = None;
+        let mut flags = 0u8;
+        if args.len() == 2 {
+            name = Some(as_text(&args[0]).ok_or_else(|| {
+                lua_error("first argument to redis.register_function must be a string")
+            })?);
+            match &args[1] {
+                LuaValue::Function(f) => callback = Some(f.clone()),
+                _ => {
+                    return Err(lua_error(
+                        "second argument to redis.register_function must be a function",
+                    ))
+                }
+            }
+        } else {
+            let LuaValue::Table(t) = &args[0] else {
+                return Err(lua_error("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."));
+            };
+            for pair in t.pairs::<LuaValue, LuaValue>() {
+                let (k, v) = pair?;
+                let Some(key) = as_text(&k) else {
+                    return Err(lua_error(
+                        "named argument key given to redis.register_function is not a string",
+                    ));
+                };
+                match key.to_ascii_lowercase().as_str() {
+                    "function_name" => {
+                        name = Some(as_text(&v).ok_or_else(|| {
+                            lua_error("function_name argument given to redis.register_function must be a string")
+                        })?)
+                    }
+                    "description" => {
+                        description = Some(Bytes::from(as_text(&v).ok_or_else(|| {
+                            lua_error("description argument given to redis.register_function must be a string")
+                        })?))
+                    }
+                    "callback" => match v {
+                        LuaValue::Function(f) => callback = Some(f),
+                        _ => {
+                            return Err(lua_error(
+                                "callback argument given to redis.register_function must be a function",
+                            ))
+                        }
+                    },
+                    "flags" => {
+                        let LuaValue::Table(list) = v else {
+                            return Err(lua_error("flags argument to redis.register_function must be a table representing function flags"));
+                        };
+                        for i in 1.. {
+                            let item: LuaValue = list.get(i)?;
+                            if item.is_nil() {
+                                break;
+                            }
+                            let flag = as_text(&item)
+                                .and_then(|f| shebang_flag(&f.to_ascii_lowercase()))
+                                .ok_or_else(|| lua_error("unknown flag given"))?;
+                            flags |= flag;
+                        }
+                    }
+                    _ => {
+                        return Err(lua_error(
+                            "unknown argument given to redis.register_function",
+                        ))
+                    }
+                }
+            }
+        }
+        let Some(name) = name else {
+            return Err(lua_error(
+                "redis.register_function must get a function name argument",
+            ));
+        };
+        let Some(callback) = callback else {
+            return Err(lua_error(
+                "redis.register_function must get a callback argument",
+            ));
+        };
+        if !valid_name(&name) {
+            return Err(lua_error("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
+        }
+        let mut loading = loading.borrow_mut();
+        let Some(list) = loading.as_mut() else {
+            return Err(lua_error(
+                "redis.register_function can only be called on FUNCTION LOAD command",
+            ));
+        };
+        if list.iter().any(|r| r.name == name) {
+            return Err(lua_error("Function already exists in the library"));
+        }
+        list.push(Registered {
+            name,
+            callback,
+            description,
+            flags,
+        });
+        Ok(())
+    })
+}
+
+/// The library name in a FUNCTION LOAD payload's shebang line (Redis's
+/// functionExtractLibMetaData), and where its code starts.
+fn library_metadata(payload: &[u8]) -> Result<(String, usize), String> {
+    if !payload.starts_with(b"#!") {
+        return Err("ERR Missing library metadata".into());
+    }
+    let Some(end) = payload.iter().position(|&b| b == b'\n') else {
+        return Err("ERR Invalid library metadata".into());
+    };
+    let line = String::from_utf8_lossy(&payload[..end]);
+    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
+    if parts.is_empty() {
+        return Err("ERR Invalid library metadata".into());
+    }
+    let engine = &parts[0][2..];
+    let mut name: Option<String> = None;
+    for part in &parts[1..] {
+        if part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=") {
+            if name.is_some() {
+                return Err(
+                    "ERR Invalid metadata value, name argument was given multiple times".into(),
+                );
+            }
+            name = Some(part[5..].to_string());
+            continue;
+        }
+        return Err(format!("ERR Invalid metadata value given: {part}"));
+    }
+    let Some(name) = name else {
+        return Err("ERR Library name was not given".into());
+    };
+    if !valid_name(&name) {
+        return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(format!("ERR Engine '{engine}' not found"));
+    }
+    Ok((name, end))
+}
+
+/// FUNCTION LOAD [REPLACE] code.
+fn load(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut replace = false;
+    let mut pos = 2;
+    while pos < a.len() - 1 {
+        if eq(&a[pos], "replace") {
+            replace = true;
+            pos += 1;
+            continue;
+        }
+        return Reply::Error(format!(
+            "ERR Unknown option given: {}",
+            String::from_utf8_lossy(&a[pos])
+        ));
+    }
+    if pos >= a.len() {
+        return Reply::error("ERR Function code is missing");
+    }
+    let payload = a[pos].clone();
+    let (name, code_start) = match library_metadata(&payload) {
+        Ok(m) => m,
+        Err(e) => return Reply::Error(e),
+    };
+    let scripts = &ctx.srv.scripts;
+    if !replace && scripts.functions.lock().libraries.contains_key(&name) {
+        return Reply::Error(format!("ERR Library '{name}' already exists"));
+    }
+    let load_id = NEXT_LOAD_ID.fetch_add(1, Ordering::Relaxed);
+    let id = scripts.engine_id();
+    let loaded = super::engine::with_engine(id, |engine| {
+        let registered = engine.load_library(&payload[code_start..])?;
+        if registered.is_empty() {
+            return Err("ERR No functions registered".to_string());
+        }
+        let infos: Vec<FunctionInfo> = registered
+            .iter()
+            .map(|r| FunctionInfo {
+                name: r.name.clone(),
+                description: r.description.clone(),
+                flags: r.flags,
+            })
+            .collect();
+        let mut registry = scripts.functions.lock();
+        for f in &infos {
+            if let Some(owner) = registry.functions.get(&f.name) {
+                if *owner != name {
+                    return Err(format!("ERR Function {} already exists", f.name));
+                }
+            }
+        }
+        if let Some(old) = registry.libraries.remove(&name) {
+            for f in &old.functions {
+                registry.functions.remove(&f.name);
+            }
+        }
+        for f in &infos {
+            registry.functions.insert(f.name.clone(), name.clone());
+        }
+        registry.libraries.insert(
+            name.clone(),
+            Arc::new(Library {
+                name: name.clone(),
+                code: payload.clone(),
+                code_start,
+                functions: infos,
+                load_id,
+                one_db: super::stays_in_one_db(&payload[code_start..]),
+            }),
+        );
+        drop(registry);
+        engine.keep_library(&name, load_id, &registered);
+        Ok(())
+    });
+    match loaded {
+        Ok(Ok(())) => {
+            ctx.dirty += 1;
+            Reply::Bulk(Bytes::from(name))
+        }
+        Ok(Err(e)) | Err(e) => Reply::Error(e),
+    }
+}
+
+/// Redis-style glob match of `pattern` against `text` (FUNCTION LIST LIBRARYNAME).
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    crate::util::numtext::glob_match(pattern, text, false)
+}
+
+/// FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern].
+fn list(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut with_code = false;
+    let mut pattern: Option<Bytes> = None;
+    let mut i = 2;
+    while i < a.len() {
+        if eq(&a[i], "withcode") {
+            with_code = true;
+            i += 1;
+        } else if eq(&a[i], "libraryname") {
+            if i + 1 >= a.len() {
+                return Reply::error("ERR library name argument was not given");
+            }
+            pattern = Some(a[i + 1].clone());
+            i += 2;
+        } else {
+            return Reply::Error(format!(
+                "ERR Unknown argument {}",
+                String::from_utf8_lossy(&a[i])
+            ));
+        }
+    }
+    let registry = ctx.srv.scripts.functions.lock();
+    let mut out = Vec::new();
+    for lib in registry.libraries.values() {
+        if let Some(p) = &pattern {
+            if !glob(p, lib.name.as_bytes()) {
+                continue;
+            }
+        }
+        let functions = lib
+            .functions
+            .iter()
+            .map(|f| {
+                Reply::Map(vec![
+                    (
+                        Reply::bulk_slice(b"name"),
+                        Reply::Bulk(Bytes::from(f.name.clone())),
+                    ),
+                    (
+                        Reply::bulk_slice(b"description"),
+                        f.description
+                            .clone()
+                            .map(Reply::Bulk)
+                            .unwrap_or(Reply::Null),
+                    ),
+                    (Reply::bulk_slice(b"flags"), Reply::Set(flag_names(f.flags))),
+                ])
+            })
+            .collect();
+        let mut fields = vec![
+            (
+                Reply::bulk_slice(b"library_name"),
+                Reply::Bulk(Bytes::from(lib.name.clone())),
+            ),
+            (Reply::bulk_slice(b"engine"), Reply::bulk_slice(b"LUA")),
+            (Reply::bulk_slice(b"functions"), Reply::Array(functions)),
+        ];
+        if with_code {
+            fields.push((
+                Reply::bulk_slice(b"library_code"),
+                Reply::Bulk(lib.code.clone()),
+            ));
+        }
+        out.push(Reply::Map(fields));
+    }
+    Reply::Array(out)
+}
+
+/// A function's flags as FUNCTION LIST names them.
+fn flag_names(flags: u8) -> Vec<Reply> {
+    [
+        (ScriptFlags::NO_WRITES, "no-writes"),
+        (ScriptFlags::ALLOW_OOM, "allow-oom"),
+        (ScriptFlags::ALLOW_STALE, "allow-stale"),
+        (ScriptFlags::NO_CLUSTER, "no-cluster"),
+        (ScriptFlags::ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
+    ]
+    .iter()
+    .filter(|(f, _)| flags & f != 0)
+    .map(|(_, n)| Reply::Status(n))
+    .collect()
+}
+
+/// FUNCTION <subcommand>.
+pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    let scripts = &ctx.srv.scripts;
+    match sub.as_str() {
+        "load" if a.len() >= 3 => load(ctx, a),
+        "delete" if a.len() == 3 => {
+            let name = String::from_utf8_lossy(&a[2]).into_owned();
+            let mut registry = scripts.functions.lock();
+            let Some(lib) = registry.libraries.remove(&name) else {
+                return Reply::error("ERR Library not found");
+            };
+            for f in &lib.functions {
+                registry.functions.remove(&f.name);
+            }
+            drop(registry);
+            ctx.dirty += 1;
+            Reply::Ok
+        }
+        "flush" if a.len() <= 3 => {
+            if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
+                return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
+            let mut registry = scripts.functions.lock();
+            registry.libraries.clear();
+            registry.functions.clear();
+            drop(registry);
+            ctx.dirty += 1;
+            Reply::Ok
+        }
+        "list" => list(ctx, a),
+        "kill" if a.len() == 2 => super::kill_running(scripts, false),
+        "stats" if a.len() == 2 => {
+            let registry = scripts.functions.lock();
+            let running = match scripts.running_function() {
+                Some((name, ms)) => Reply::Map(vec![
+                    (Reply::bulk_slice(b"name"), Reply::Bulk(Bytes::from(name))),
+                    (Reply::bulk_slice(b"command"), Reply::Array(Vec::new())),
+                    (Reply::bulk_slice(b"duration_ms"), Reply::Int(ms)),
+                ]),
+                None => Reply::Null,
+            };
+            Reply::Map(vec![
+                (Reply::bulk_slice(b"running_script"), running),
+                (
+                    Reply::bulk_slice(b"engines"),
+                    Reply::Map(vec![(
+                        Reply::bulk_slice(b"LUA"),
+                        Reply::Map(vec![
+                            (
+                                Reply::bulk_slice(b"libraries_count"),
+                                Reply::Int(registry.libraries.len() as i64),
+                            ),
+                            (
+                                Reply::bulk_slice(b"functions_count"),
+                                Reply::Int(registry.functions.len() as i64),
+                            ),
+                        ]),
+                    )]),
+                ),
+            ])
+        }
+        "dump" | "restore" => Reply::Error(format!(
+            "ERR FUNCTION {} is not supported by Podium (its payload is Redis's RDB encoding of the libraries)",
+            sub.to_ascii_uppercase()
+        )),
+        "help" if a.len() == 2 => Reply::Array(
+            [
+                "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LOAD [REPLACE] <FUNCTION CODE>",
+                "    Create a new library with the given library name and code.",
+                "DELETE <LIBRARY NAME>",
+                "    Delete the given library.",
+                "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+                "    Return general information on all the libraries:",
+                "    * Library name",
+                "    * The engine used to run the Library",
+                "    * Library description",
+                "    * Functions list",
+                "    * Library code (if WITHCODE is given)",
+                "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+                "STATS",
+                "    Return information about the current function running:",
+                "    * Function name",
+                "    * Command used to run the function",
+                "    * Duration in MS that the function is running",
+                "    If no function is running, return nil",
+                "    In addition, returns a list of available engines.",
+                "KILL",
+                "    Kill the current running function.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Delete all the libraries.",
+                "    When called without the optional mode argument, the behavior is determined by the",
+                "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                "    * ASYNC: Asynchronously flush the libraries.",
+                "    * SYNC: Synchronously flush the libraries.",
+                "DUMP",
+                "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+                "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+                "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+                "    control how to handle existing libraries (default APPEND):",
+                "    * FLUSH: delete all existing libraries.",
+                "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+                "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+                "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+                "      in case of functions name collision with another library).",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        "load" | "delete" | "flush" | "kill" | "stats" | "help" => {
+            crate::commands::wrong_arity(&format!("function|{sub}"))
+        }
+        _ => Reply::Error(format!(
+            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}
+
+/// The library of function `name` (FCALL).
+pub(super) fn find(ctx: &Ctx, name: &str) -> Option<(Arc<Library>, FunctionInfo)> {
+    let registry = ctx.srv.scripts.functions.lock();
+    let lib = registry
+        .libraries
+        .get(registry.functions.get(name)?)?
+        .clone();
+    let info = lib.functions.iter().find(|f| f.name == name)?.clone();
+    Some((lib, info))
+}

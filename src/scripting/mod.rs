@@ -1,0 +1,838 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (LOAD, EXISTS, FLUSH, KILL).
+//!
+//! `EVAL script numkeys [key ...] [arg ...]` runs a Lua 5.1 script (Redis's language version)
+//! with `KEYS` and `ARGV` set, atomically: EVAL locks every shard, as EXEC does, so no other
+//! command runs in between, and the clock is frozen for the whole script (Redis judges expiry
+//! by the script's start time too). Inside, `redis.call` / `redis.pcall` run commands through
+//! the normal dispatcher with the locks already held ([`api`]); replies cross between Lua and
+//! RESP by Redis's rules ([`convert`]). SELECT inside a script changes only the script's
+//! database.
+//!
+//! Scripts run in a long-lived Lua state per worker thread ([`engine`]) that keeps every
+//! script compiled by SHA; the sandbox (`sandbox.lua`) makes everything a script can reach
+//! read-only, as Redis 7.0 does, so nothing one script does is seen by the next. Scripts are
+//! remembered by SHA1 for EVALSHA (every EVAL'd script too, as Redis does) until SCRIPT FLUSH,
+//! which also discards every thread's Lua state.
+//!
+//! A script may start with a shebang line (`#!lua flags=no-writes,allow-oom`): a script
+//! with one runs under the flags it declares (Redis 7.0's rules: without `no-writes` it may not
+//! run through EVAL_RO or while the AOF cannot be written; without `allow-oom` or `no-writes`
+//! it may not start over `maxmemory`), one without keeps the old EVAL behaviour.
+//!
+//! Errors read as Redis 7.0's: a runtime error is `ERR user_script:LINE: <message> script:
+//! <sha>, on @user_script:LINE.`; a failing `redis.call` gives the command's own error with
+//! the same suffix; a script that does not compile is `ERR Error compiling script (new
+//! function): user_script:LINE: <message>`.
+//!
+//! Logging: the commands a script ran, not the script, are written to the AOF (Redis 7.0's
+//! effects replication), wrapped in MULTI/EXEC once it wrote anything, so a replay applies
+//! them as a unit and does not depend on the script's determinism.
+//!
+//! A long script: once it has run for `busy-reply-threshold` (`lua-time-limit`) ms, other
+//! clients' commands get -BUSY (the dispatcher checks [`Scripts::busy`]) except those Redis
+//! allows then (SCRIPT KILL, SHUTDOWN, MULTI/DISCARD, AUTH, HELLO ...); SCRIPT KILL stops a
+//! script that has not written yet (its caller gets an error), through a Lua hook that looks
+//! every 10,000 instructions. Commands sent before the threshold wait for the script, as in
+//! Redis. This needs the multi-threaded runtime (the default with two or more cores): with one
+//! thread nothing else is served until the script returns.
+
+mod api;
+mod convert;
+mod engine;
+mod functions;
+mod libs;
+
+use crate::commands::args::{eq, int};
+use crate::commands::flags::*;
+use crate::commands::{Ctx, Keys, Spec};
+use crate::protocol::{Reply, Resp};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub static COMMANDS: &[Spec] = &[
+    Spec::new(
+        "eval",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        eval,
+        "scripting",
+    ),
+    Spec::new(
+        "evalsha",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        eval,
+        "scripting",
+    ),
+    Spec::new(
+        "eval_ro",
+        -3,
+        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        eval,
+        "scripting",
+    ),
+    Spec::new(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        eval,
+        "scripting",
+    ),
+    Spec::new("script", -2, NOSCRIPT, Keys::None, script, "scripting"),
+    Spec::new(
+        "fcall",
+        -3,
+        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        fcall,
+        "scripting",
+    ),
+    Spec::new(
+        "fcall_ro",
+        -3,
+        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        Keys::Custom(eval_key_positions),
+        fcall,
+        "scripting",
+    ),
+    Spec::new(
+        "function",
+        -2,
+        NOSCRIPT | MAY_REPLICATE,
+        Keys::None,
+        functions::function,
+        "scripting",
+    ),
+];
+
+/// A cached script: its body and the flags its shebang line declares.
+#[derive(Clone)]
+struct Script {
+    body: Bytes,
+    flags: ScriptFlags,
+    /// The script can only reach the caller's database (see [`stays_in_one_db`]): it locks
+    /// that database's shards instead of every database's.
+    one_db: bool,
+    /// Where the code starts: after the shebang line (its newline kept, so line numbers stay
+    /// the user's).
+    code_start: usize,
+}
+
+impl Script {
+    /// Read a script's shebang line; Redis's error when it is not valid.
+    fn parse(body: &Bytes) -> Result<Script, String> {
+        let (flags, code_start) = shebang(body)?;
+        Ok(Script {
+            body: body.clone(),
+            flags,
+            one_db: stays_in_one_db(&body[code_start..]),
+            code_start,
+        })
+    }
+
+    fn code(&self) -> &[u8] {
+        &self.body[self.code_start..]
+    }
+}
+
+/// The flags a script declares in its shebang line (`#!lua flags=...`); `None` for a script
+/// without one (Redis's EVAL compatibility mode).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) struct ScriptFlags(Option<u8>);
+
+/// A shebang / register_function flag by name.
+pub(crate) fn shebang_flag(name: &str) -> Option<u8> {
+    Some(match name {
+        "no-writes" => ScriptFlags::NO_WRITES,
+        "allow-oom" => ScriptFlags::ALLOW_OOM,
+        "allow-stale" => ScriptFlags::ALLOW_STALE,
+        "no-cluster" => ScriptFlags::NO_CLUSTER,
+        "allow-cross-slot-keys" => ScriptFlags::ALLOW_CROSS_SLOT,
+        _ => return None,
+    })
+}
+
+impl ScriptFlags {
+    const NO_WRITES: u8 = 1;
+    const ALLOW_OOM: u8 = 2;
+    const ALLOW_STALE: u8 = 4;
+    const NO_CLUSTER: u8 = 8;
+    const ALLOW_CROSS_SLOT: u8 = 16;
+
+    fn has(self, flag: u8) -> bool {
+        self.0.is_some_and(|f| f & flag != 0)
+    }
+}
+
+/// Argument positions of EVAL's keys (COMMAND GETKEYS, and the shards the dispatcher locks
+/// first).
+fn eval_key_positions(a: &[Bytes]) -> Vec<usize> {
+    match a.get(2).map(|n| int(n)) {
+        Some(Ok(n)) if n >= 0 && (n as u64) <= (a.len() - 3) as u64 => {
+            (3..3 + n as usize).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// True when the script's text shows it can only run commands on the caller's database, so
+/// locking that database's shards keeps it atomic. Conservative, by the text alone: every
+/// mention of `redis` must be `redis.<name>`, `redis.call` / `redis.pcall` must be called with
+/// a plain string literal as the command, and that command must be neither SELECT nor one
+/// that works across databases (MOVE, COPY, SWAPDB, FLUSHALL); `_G`, `load` and `loadstring`
+/// (other ways to reach `redis` or to run text) must not appear. Anything else (a computed
+/// command name, `local call = redis.call`, `pairs(redis)` ...) makes the script lock every
+/// database, as before.
+pub(crate) fn stays_in_one_db(code: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let skip_blank = |mut i: usize| {
+        while i < code.len() && code[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut i = 0;
+    while i < code.len() {
+        if !(code[i].is_ascii_alphabetic() || code[i] == b'_') || (i > 0 && is_ident(code[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < code.len() && is_ident(code[i]) {
+            i += 1;
+        }
+        match &code[start..i] {
+            b"_G" | b"load" | b"loadstring" => return false,
+            b"redis" => {
+                if code.get(i) != Some(&b'.') {
+                    return false;
+                }
+                let name_start = i + 1;
+                let mut j = name_start;
+                while j < code.len() && is_ident(code[j]) {
+                    j += 1;
+                }
+                let name = &code[name_start..j];
+                if name.is_empty() {
+                    return false;
+                }
+                if name == b"call" || name == b"pcall" {
+                    let k = skip_blank(j);
+                    if code.get(k) != Some(&b'(') {
+                        return false;
+                    }
+                    let q = skip_blank(k + 1);
+                    let Some(&quote) = code.get(q) else {
+                        return false;
+                    };
+                    if quote != b'\'' && quote != b'"' {
+                        return false;
+                    }
+                    let Some(len) = code[q + 1..].iter().position(|&b| b == quote) else {
+                        return false;
+                    };
+                    let command = &code[q + 1..q + 1 + len];
+                    if command.iter().any(|&b| b == b'\\' || b == b'\n') {
+                        return false;
+                    }
+                    if command.eq_ignore_ascii_case(b"select") {
+                        return false;
+                    }
+                    if let Some(spec) = crate::commands::lookup(command) {
+                        if matches!(spec.keys, Keys::All) {
+                            return false;
+                        }
+                    }
+                }
+                i = j;
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Read a script's shebang line: its flags and the length of the line (blanked before
+/// compiling, keeping the newline so line numbers stay the user's). Redis's error texts.
+pub(crate) fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((ScriptFlags(None), 0));
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err("ERR Invalid script shebang".into());
+    };
+    let line = String::from_utf8_lossy(&body[..end]);
+    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
+    if parts.is_empty() {
+        return Err("ERR Invalid engine in script shebang".into());
+    }
+    if parts[0] != "#!lua" {
+        return Err(format!(
+            "ERR Unexpected engine in script shebang: {}",
+            parts[0]
+        ));
+    }
+    let mut flags = 0u8;
+    for part in &parts[1..] {
+        let Some(list) = part.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {part}"));
+        };
+        for name in list.split(',') {
+            flags |= shebang_flag(name)
+                .ok_or_else(|| format!("ERR Unexpected flag in script shebang: {name}"))?;
+        }
+    }
+    Ok((ScriptFlags(Some(flags)), end))
+}
+
+/// The server's scripting state.
+#[derive(Default)]
+pub struct Scripts {
+    /// Scripts by lowercase hex SHA1.
+    cache: Mutex<HashMap<String, Script>>,
+    /// Bumped by SCRIPT FLUSH: a thread's Lua state built for an older generation is dropped.
+    generation: AtomicU64,
+    /// A script is running (SCRIPT KILL has something to stop).
+    running: AtomicBool,
+    /// SCRIPT KILL asked the running script to stop (shared with the script's Lua hook).
+    kill: Arc<AtomicBool>,
+    /// The running script has written (it can no longer be killed).
+    wrote: AtomicBool,
+    /// When the running script started.
+    started: Mutex<Option<std::time::Instant>>,
+    /// The running FCALL's function name (FUNCTION STATS), empty for EVAL.
+    running_name: Mutex<String>,
+    /// FUNCTION libraries.
+    functions: Mutex<functions::Registry>,
+}
+
+/// What other clients get while a script has run past `busy-reply-threshold`.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// The same while a FUNCTION runs.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+impl Scripts {
+    /// What other clients get while the running script is busy: -BUSY naming the KILL that
+    /// applies (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
+    pub fn busy_reply(&self) -> &'static str {
+        if self.running_name.lock().is_empty() {
+            BUSY
+        } else {
+            BUSY_FUNCTION
+        }
+    }
+
+    /// True when a script has been running for `threshold_ms` or longer: other clients'
+    /// commands are then refused with -BUSY (see the dispatcher) instead of waiting for it.
+    pub fn busy(&self, threshold_ms: i64) -> bool {
+        if !self.running.load(Ordering::Acquire) {
+            return false;
+        }
+        self.started
+            .lock()
+            .is_some_and(|t| t.elapsed().as_millis() as i64 >= threshold_ms)
+    }
+
+    /// The running function's name and how long it has run (FUNCTION STATS).
+    fn running_function(&self) -> Option<(String, i64)> {
+        if !self.running.load(Ordering::Acquire) {
+            return None;
+        }
+        let name = self.running_name.lock().clone();
+        if name.is_empty() {
+            return None;
+        }
+        let ms = self
+            .started
+            .lock()
+            .map(|t| t.elapsed().as_millis() as i64)
+            .unwrap_or(0);
+        Some((name, ms))
+    }
+
+    /// Which Lua state generation a thread must run scripts of this server in.
+    fn engine_id(&self) -> engine::EngineId {
+        engine::EngineId {
+            scripts_addr: self as *const Scripts as usize,
+            generation: self.generation.load(Ordering::Acquire),
+        }
+    }
+}
+
+thread_local! {
+    /// Set while a script command runs under `redis.set_repl` without REPL_AOF.
+    static AOF_SUPPRESSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with what it would log kept out of the AOF when `suppress` is set (a script's
+/// `redis.set_repl(redis.REPL_NONE)` or `REPL_REPLICA`; Podium has no replicas).
+fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
+    if !suppress {
+        return f();
+    }
+    AOF_SUPPRESSED.with(|s| s.set(true));
+    let r = f();
+    AOF_SUPPRESSED.with(|s| s.set(false));
+    r
+}
+
+/// True while the running command's effects must not reach the AOF (see [`without_aof_if`]).
+pub fn aof_suppressed() -> bool {
+    AOF_SUPPRESSED.with(|s| s.get())
+}
+
+/// SCRIPT KILL, FUNCTION KILL and FUNCTION STATS (which a busy server still serves).
+pub fn is_script_kill(args: &[Bytes]) -> bool {
+    args.len() == 2
+        && ((eq(&args[0], "script") && eq(&args[1], "kill"))
+            || (eq(&args[0], "function") && (eq(&args[1], "kill") || eq(&args[1], "stats"))))
+}
+
+/// Lowercase hex SHA1 of `data` (script names, `redis.sha1hex`).
+pub fn sha1_hex(data: &[u8]) -> String {
+    sha1_smol::Sha1::from(data).digest().to_string()
+}
+
+/// One running script: what `redis.call` and the other `redis.*` functions work with.
+pub(crate) struct Invocation<'x, 'c, 'a> {
+    ctx: &'x mut Ctx<'c, 'a>,
+    /// EVAL_RO / EVALSHA_RO, or a script declaring `no-writes`: write commands are refused.
+    read_only: bool,
+    /// The script declared `allow-oom`: commands that may grow memory run over maxmemory.
+    allow_oom: bool,
+    /// The script has run a write command (Redis's SCRIPT_WRITE_DIRTY).
+    wrote: bool,
+    /// MULTI was written to the AOF for this script's effects (EXEC follows at the end).
+    multi_logged: bool,
+    /// `redis.setresp(3)` was called: replies reach the script as RESP3.
+    resp3: bool,
+    /// `redis.set_repl` flags (REPL_AOF | REPL_REPLICA by default).
+    repl: u8,
+    /// Only the caller's database is locked (see [`stays_in_one_db`]).
+    one_db: bool,
+}
+
+impl Invocation<'_, '_, '_> {
+    /// SCRIPT KILL asked this script to stop.
+    fn killed(&self) -> bool {
+        self.ctx.srv.scripts.kill.load(Ordering::Relaxed)
+    }
+}
+
+/// Numbers of keys and arguments, as EVAL validates them.
+fn parse_numkeys(a: &[Bytes]) -> Result<usize, Reply> {
+    let n = int(&a[2]).map_err(|_| Reply::error(crate::commands::args::NOT_INT))?;
+    if n < 0 {
+        return Err(Reply::error("ERR Number of keys can't be negative"));
+    }
+    if n as u64 > (a.len() - 3) as u64 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(n as usize)
+}
+
+fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let by_sha = eq(&a[0], "evalsha") || eq(&a[0], "evalsha_ro");
+    let read_only_command = eq(&a[0], "eval_ro") || eq(&a[0], "evalsha_ro");
+    let numkeys = match parse_numkeys(a) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let scripts = &ctx.srv.scripts;
+    let (sha, script) = if by_sha {
+        let sha = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+        match scripts.cache.lock().get(&sha) {
+            Some(s) => (sha, s.clone()),
+            None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
+        }
+    } else {
+        let sha = sha1_hex(&a[1]);
+        let cached = scripts.cache.lock().get(&sha).cloned();
+        match cached {
+            Some(s) => (sha, s),
+            None => match Script::parse(&a[1]) {
+                Ok(s) => (sha, s),
+                Err(e) => return Reply::Error(e),
+            },
+        }
+    };
+    let keys = &a[3..3 + numkeys];
+    let argv = &a[3 + numkeys..];
+    let target = Target::Eval {
+        sha: &sha,
+        script: &script,
+        remember: !by_sha,
+    };
+    run_atomically(ctx, target, read_only_command, keys, argv)
+}
+
+/// What a call runs: an EVAL script or a FUNCTION.
+enum Target<'t> {
+    Eval {
+        sha: &'t str,
+        script: &'t Script,
+        /// Cache the script for EVALSHA once it compiled (EVAL, not EVALSHA).
+        remember: bool,
+    },
+    Function {
+        library: &'t functions::Library,
+        info: &'t functions::FunctionInfo,
+    },
+}
+
+/// Run `target` as one atomic unit for the caller: lock scope, the flags' checks, the Lua
+/// call (out of the runtime's way, see the module doc), the AOF's MULTI/EXEC and the caller's
+/// database restored.
+fn run_atomically(
+    ctx: &mut Ctx,
+    target: Target,
+    read_only_command: bool,
+    keys: &[Bytes],
+    argv: &[Bytes],
+) -> Reply {
+    let (flags, one_db) = match &target {
+        Target::Eval { script, .. } => (script.flags, script.one_db),
+        Target::Function { library, info } => (ScriptFlags(Some(info.flags)), library.one_db),
+    };
+    if let Some(refusal) = refuse_to_start(ctx, flags, read_only_command) {
+        return refusal;
+    }
+    // The dispatcher locked the shards of KEYS; nothing has run yet, so widening now (in the
+    // global lock order) keeps the script atomic: the caller's database, or every database
+    // for a script that may leave it.
+    if one_db {
+        ctx.g.lock_db(ctx.client.db);
+    } else {
+        ctx.g.lock_all();
+    }
+    let saved_db = ctx.client.db;
+    let caller_resp3 = ctx.client.resp == Resp::V3;
+    let mut inv = Invocation {
+        ctx,
+        read_only: read_only_command || flags.has(ScriptFlags::NO_WRITES),
+        allow_oom: flags.has(ScriptFlags::ALLOW_OOM),
+        wrote: false,
+        multi_logged: false,
+        resp3: false,
+        repl: api::REPL_ALL,
+        one_db,
+    };
+    let id = inv.ctx.srv.scripts.engine_id();
+    let run = |inv: &mut Invocation| -> Reply {
+        let outcome = engine::with_engine(id, |engine| {
+            let (f, name, as_function) = match &target {
+                Target::Eval { sha, script, .. } => match engine.compile(sha, script.code()) {
+                    Ok(f) => (f, sha.to_string(), false),
+                    Err(e) => return (e, false),
+                },
+                Target::Function { library, info } => {
+                    match engine.library_function(
+                        &library.name,
+                        library.load_id,
+                        &library.code[library.code_start..],
+                        &info.name,
+                    ) {
+                        Ok(f) => (f, info.name.clone(), true),
+                        Err(e) => return (Reply::Error(e), false),
+                    }
+                }
+            };
+            let scripts = &inv.ctx.srv.scripts;
+            scripts.kill.store(false, Ordering::Relaxed);
+            scripts.wrote.store(false, Ordering::Relaxed);
+            *scripts.started.lock() = Some(std::time::Instant::now());
+            if as_function {
+                *scripts.running_name.lock() = name.clone();
+            }
+            scripts.running.store(true, Ordering::Release);
+            let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
+            scripts.running.store(false, Ordering::Release);
+            *scripts.started.lock() = None;
+            scripts.running_name.lock().clear();
+            (reply, true)
+        });
+        match outcome {
+            Ok((reply, compiled)) => {
+                // A script that compiled is remembered for EVALSHA, as Redis caches every
+                // EVAL'd body.
+                if let Target::Eval {
+                    sha,
+                    script,
+                    remember: true,
+                } = &target
+                {
+                    if compiled {
+                        inv.ctx
+                            .srv
+                            .scripts
+                            .cache
+                            .lock()
+                            .entry(sha.to_string())
+                            .or_insert_with(|| (*script).clone());
+                    }
+                }
+                reply
+            }
+            Err(e) => Reply::Error(e),
+        }
+    };
+    // On the multi-threaded runtime the worker hands its other tasks (and the I/O driver) to
+    // another thread while the script runs, so the server keeps answering: -BUSY after
+    // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let reply = if multi_thread {
+        tokio::task::block_in_place(|| run(&mut inv))
+    } else {
+        run(&mut inv)
+    };
+    let multi_logged = inv.multi_logged;
+    if multi_logged {
+        ctx.srv
+            .propagate(ctx.client.db, vec![Bytes::from_static(b"EXEC")]);
+    }
+    if ctx.client.db != saved_db {
+        ctx.client.select(saved_db);
+    }
+    reply
+}
+
+/// FCALL / FCALL_RO function numkeys [key ...] [arg ...].
+fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let read_only_command = eq(&a[0], "fcall_ro");
+    let name = String::from_utf8_lossy(&a[1]).into_owned();
+    let Some((library, info)) = functions::find(ctx, &name) else {
+        return Reply::error("ERR Function not found");
+    };
+    let Ok(n) = int(&a[2]) else {
+        return Reply::error("ERR Bad number of keys provided");
+    };
+    if n > (a.len() - 3) as i64 {
+        return Reply::error("ERR Number of keys can't be greater than number of args");
+    }
+    if n < 0 {
+        return Reply::error("ERR Number of keys can't be negative");
+    }
+    let numkeys = n as usize;
+    let keys = &a[3..3 + numkeys];
+    let argv = &a[3 + numkeys..];
+    run_atomically(
+        ctx,
+        Target::Function {
+            library: &library,
+            info: &info,
+        },
+        read_only_command,
+        keys,
+        argv,
+    )
+}
+
+/// SCRIPT KILL / FUNCTION KILL (`eval`: which of the two asks).
+fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
+    let function_running = !scripts.running_name.lock().is_empty();
+    if !scripts.running.load(Ordering::Acquire) {
+        Reply::error("NOTBUSY No scripts in execution right now.")
+    } else if scripts.wrote.load(Ordering::Acquire) {
+        Reply::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
+    } else if eval && function_running {
+        Reply::error(BUSY_FUNCTION)
+    } else if !eval && !function_running {
+        Reply::error(BUSY)
+    } else {
+        scripts.kill.store(true, Ordering::Release);
+        Reply::Ok
+    }
+}
+
+/// Why a script with `flags` may not start now (Redis's scriptPrepareForRun), if it may not.
+fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
+    flags.0?;
+    if !flags.has(ScriptFlags::NO_WRITES) {
+        if let Some(e) = ctx.srv.aof.write_error() {
+            return Some(Reply::Error(format!(
+                "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {e}"
+            )));
+        }
+        if read_only_command {
+            return Some(Reply::error(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+    }
+    if !flags.has(ScriptFlags::ALLOW_OOM)
+        && !flags.has(ScriptFlags::NO_WRITES)
+        && over_maxmemory(ctx)
+    {
+        return Some(Reply::error(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+        ));
+    }
+    None
+}
+
+/// Used memory is over a configured `maxmemory`.
+fn over_maxmemory(ctx: &Ctx) -> bool {
+    let max = ctx.srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    max > 0 && crate::alloc::used_memory() as i64 > max
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP.
+fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    let scripts = &ctx.srv.scripts;
+    match sub.as_str() {
+        "load" if a.len() == 3 => {
+            let sha = sha1_hex(&a[2]);
+            let script = match Script::parse(&a[2]) {
+                Ok(s) => s,
+                Err(e) => return Reply::Error(e),
+            };
+            // Compiled now, as Redis does, so a script that does not compile is refused.
+            match engine::with_engine(scripts.engine_id(), |e| e.compile(&sha, script.code())) {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return e,
+                Err(e) => return Reply::Error(e),
+            }
+            scripts.cache.lock().entry(sha.clone()).or_insert(script);
+            Reply::Bulk(Bytes::from(sha))
+        }
+        "exists" if a.len() >= 3 => {
+            let cache = scripts.cache.lock();
+            Reply::Array(
+                a[2..]
+                    .iter()
+                    .map(|s| {
+                        let sha = String::from_utf8_lossy(s).to_ascii_lowercase();
+                        Reply::Int(i64::from(cache.contains_key(&sha)))
+                    })
+                    .collect(),
+            )
+        }
+        "flush" if a.len() <= 3 => {
+            if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
+                return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+            scripts.cache.lock().clear();
+            scripts.generation.fetch_add(1, Ordering::AcqRel);
+            Reply::Ok
+        }
+        "kill" if a.len() == 2 => kill_running(scripts, true),
+        "help" if a.len() == 2 => Reply::Array(
+            [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                "KILL",
+                "    Kill the currently executing Lua script.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        "load" | "exists" | "flush" | "kill" | "help" => {
+            crate::commands::wrong_arity(&format!("script|{sub}"))
+        }
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}
+
+/// What `redis.error_reply(s)` makes of its argument (Redis 7.0: a leading `-` is dropped; a
+/// text without a space gets the generic `ERR` code).
+pub(crate) fn error_reply_text(s: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(s);
+    let text = text.trim_end_matches(['\r', '\n']);
+    let body = text.strip_prefix('-').unwrap_or(text);
+    if body.contains(' ') {
+        body.as_bytes().to_vec()
+    } else {
+        format!("ERR {body}").into_bytes()
+    }
+}
+
+/// REDIS_VERSION as Redis's packed number (0x00MMmmpp).
+pub(crate) fn redis_version_num() -> i64 {
+    let mut parts = crate::commands::server::REDIS_VERSION
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0));
+    let (a, b, c) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    (a << 16) | (b << 8) | c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_matches_redis() {
+        // SCRIPT LOAD "return 1" on redis-server 7.0.
+        assert_eq!(
+            sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+
+    #[test]
+    fn scripts_that_stay_in_one_database() {
+        for code in [
+            "return redis.call('zincrby', KEYS[1], 1, ARGV[1])",
+            "local v = redis.pcall(\"GET\", 'k') redis.log(redis.LOG_NOTICE, v) return v",
+            "return redis.call ( 'set' , 'a', 'b')",
+            "return 1",
+            "local myredis = 1 return myredis",
+        ] {
+            assert!(stays_in_one_db(code.as_bytes()), "{code}");
+        }
+        for code in [
+            "return redis.call('select', 1)",
+            "return redis.call('SELECT', 1)",
+            "return redis.call('move', 'k', 1)",
+            "return redis.call('swapdb', 0, 1)",
+            "return redis.call('flushall')",
+            "return redis.call('copy', 'a', 'b', 'db', 1)",
+            "return redis.call(ARGV[1], 1)",
+            "local c = redis.call return c('select', 1)",
+            "for k, f in pairs(redis) do end",
+            "return _G.redis.call('select', 1)",
+            "return loadstring(ARGV[1])()",
+            "return redis.call('sel\\101ct', 1)",
+            "return redis.call([[select]], 1)",
+            "return redis['call']('select', 1)",
+            "return redis . call('select', 1)",
+        ] {
+            assert!(!stays_in_one_db(code.as_bytes()), "{code}");
+        }
+    }
+
+    #[test]
+    fn error_reply_codes() {
+        assert_eq!(error_reply_text(b"My Error"), b"My Error");
+        assert_eq!(error_reply_text(b"-ERR x y"), b"ERR x y");
+        assert_eq!(error_reply_text(b"oops"), b"ERR oops");
+    }
+}

@@ -281,12 +281,6 @@ pub static EXTRA: &[Param] = &[
     ),
     // RDB knobs Debian's file sets.
     row(
-        "rdb-del-sync-files",
-        YES_NO,
-        "no",
-        "accepted, no effect: it deletes RDB files made for replication syncs, and there is no replication",
-    ),
-    row(
         "rdb-save-incremental-fsync",
         YES_NO,
         "yes",

@@ -10,10 +10,10 @@
 //! shards the keys live in (in global order), run, then feed the AOF and serve clients that
 //! were blocked on keys the command touched.
 
-pub mod argv;
-pub mod errors;
 pub mod acl;
+pub mod argv;
 pub mod debug;
+pub mod errors;
 pub mod expire;
 pub mod hash;
 pub mod introspect;
@@ -251,23 +251,29 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Every family's registration table: the one list the command table is built from.
+static FAMILIES: &[&[Spec]] = &[
+    server::COMMANDS,
+    persist::COMMANDS,
+    acl::COMMANDS,
+    keys::COMMANDS,
+    sort::COMMANDS,
+    script::COMMANDS,
+    expire::COMMANDS,
+    string::COMMANDS,
+    zset::COMMANDS,
+    hash::COMMANDS,
+    set::COMMANDS,
+    list::COMMANDS,
+    tx::COMMANDS,
+    pubsub::COMMANDS,
+    slowlog::COMMANDS,
+    latency::COMMANDS,
+    debug::COMMANDS,
+];
+
 fn base_specs() -> impl Iterator<Item = &'static Spec> {
-    [
-        server::COMMANDS,
-        acl::COMMANDS,
-        keys::COMMANDS,
-        sort::COMMANDS,
-        script::COMMANDS,
-        expire::COMMANDS,
-        string::COMMANDS,
-        zset::COMMANDS,
-        hash::COMMANDS,
-        set::COMMANDS,
-        list::COMMANDS,
-        tx::COMMANDS,
-    ]
-    .into_iter()
-    .flatten()
+    FAMILIES.iter().flat_map(|f| f.iter())
 }
 
 /// The whole table, by lowercase name (as renamed by `rename-command`).
@@ -275,25 +281,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
     TABLE.get_or_init(|| {
         let renames = RENAMES.lock().clone();
         let mut m = HashMap::default();
-        for family in [
-            server::COMMANDS,
-            persist::COMMANDS,
-            acl::COMMANDS,
-            keys::COMMANDS,
-            sort::COMMANDS,
-            script::COMMANDS,
-            expire::COMMANDS,
-            string::COMMANDS,
-            zset::COMMANDS,
-            hash::COMMANDS,
-            set::COMMANDS,
-            list::COMMANDS,
-            tx::COMMANDS,
-            pubsub::COMMANDS,
-            slowlog::COMMANDS,
-            latency::COMMANDS,
-            debug::COMMANDS,
-        ] {
+        for family in FAMILIES.iter().copied() {
             for spec in family {
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
                     spec,

@@ -40,6 +40,10 @@ const REMOVED_GLOBALS: &[&str] = &[
     "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require",
 ];
 
+/// The largest single block a script may ask for (4 GiB, eight times the largest string a
+/// client can send under the default `proto-max-bulk-len`).
+const MAX_LUA_BLOCK: usize = 1 << 32;
+
 /// The allocator of every script Lua state. Lua 5.1's contract: `nsize == 0` frees,
 /// otherwise (re)allocate, and return NULL on failure, which Lua raises as a memory error in
 /// the running script. Blocks go through the global allocator, so INFO's used_memory counts
@@ -64,6 +68,11 @@ unsafe extern "C-unwind" fn lua_alloc(
                 )
             };
         }
+        return std::ptr::null_mut();
+    }
+    // A block this large is never a real script's need but a corrupted size (with overcommit
+    // the system would grant it and the process die when it is touched): fail it softly.
+    if nsize > MAX_LUA_BLOCK {
         return std::ptr::null_mut();
     }
     let Ok(layout) = Layout::from_size_align(nsize, LUA_ALIGN) else {

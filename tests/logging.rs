@@ -192,20 +192,43 @@ fn propagation_error_behavior_on_aof_replay() {
                 "{text}"
             );
         } else {
-            // The server exits during the load: either the start fails, or it is found dead.
-            match launch.timeout(Duration::from_secs(5)).try_start() {
-                Err(_) => {}
-                Ok(mut srv) => {
-                    let deadline = Instant::now() + Duration::from_secs(5);
-                    while srv.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    assert!(
-                        srv.child.try_wait().unwrap().is_some(),
-                        "panic mode kept serving after a failed replay"
-                    );
-                }
+            // The server exits during the load (run directly: the launcher would take the
+            // exit for a port clash and retry).
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            drop(launch);
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podium"))
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--dir",
+                    dir.path().to_str().unwrap(),
+                    "--appendonly",
+                    "yes",
+                    "--logfile",
+                    logfile.to_str().unwrap(),
+                    "--propagation-error-behavior",
+                    "panic",
+                ])
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
             }
+            let status = child.try_wait().unwrap();
+            let _ = child.kill();
+            assert!(
+                status.is_some_and(|s| !s.success()),
+                "panic mode kept serving after a failed replay"
+            );
             let text = wait_for(&logfile, "panicked");
             assert!(
                 text.contains("This server panicked sending an error to its AOF-loading-client after processing the command 'incr'"),

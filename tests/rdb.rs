@@ -18,9 +18,16 @@ fn tempdir() -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-/// Start `prog` on `dir` with its log in `<dir>.<port>.log`, once it has loaded its data.
+/// Start `prog` on `dir` with its log in `<dir>.<port>.log`, once it has loaded its data. The
+/// tests move `dir` and `dbfilename` at run time, which both servers allow only with
+/// `enable-protected-configs`.
 fn start_prog(prog: &str, dir: &Path, extra: &[&str]) -> Result<Podium, String> {
-    let mut args = vec!["--dir", dir.to_str().expect("UTF-8 dir")];
+    let mut args = vec![
+        "--dir",
+        dir.to_str().expect("UTF-8 dir"),
+        "--enable-protected-configs",
+        "yes",
+    ];
     args.extend_from_slice(extra);
     Launch::prog(prog)
         .args(&args)

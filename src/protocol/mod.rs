@@ -183,37 +183,9 @@ fn parse_multibulk(
     // Short commands (the common case) keep their positions on the stack.
     let mut inline_spans = [(0usize, 0usize); 8];
     for span in inline_spans.iter_mut().take(count) {
-        if pos >= data.len() {
-            return Ok(Parsed::Incomplete);
-        }
-        if data[pos] != b'$' {
-            return Err(ProtocolError(format!(
-                "Protocol error: expected '$', got '{}'",
-                data[pos] as char
-            )));
-        }
-        let Some(eol) = find_crlf(data, pos + 1) else {
-            if data.len() - pos > INLINE_MAX {
-                return Err(ProtocolError(
-                    "Protocol error: too big bulk count string".into(),
-                ));
-            }
+        let Some((start, end)) = bulk_at(data, pos, limits)? else {
             return Ok(Parsed::Incomplete);
         };
-        let len = match parse_header_int(&data[pos + 1..eol]) {
-            Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
-            _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
-        };
-        if !limits.authenticated && len > 16384 {
-            return Err(ProtocolError(
-                "Protocol error: unauthenticated bulk length".into(),
-            ));
-        }
-        let start = eol + 2;
-        let end = start + len;
-        if data.len() < end + 2 {
-            return Ok(Parsed::Incomplete);
-        }
         *span = (start, end);
         pos = end + 2;
     }
@@ -226,6 +198,47 @@ fn parse_multibulk(
     ))
 }
 
+/// The bulk argument whose `$` header is at `pos`: its (start, end) in `data`, or None while it
+/// has not fully arrived (header, payload and its CRLF). Errors are Redis's protocol errors.
+fn bulk_at(
+    data: &[u8],
+    pos: usize,
+    limits: &ParseLimits,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    if pos >= data.len() {
+        return Ok(None);
+    }
+    if data[pos] != b'$' {
+        return Err(ProtocolError(format!(
+            "Protocol error: expected '$', got '{}'",
+            data[pos] as char
+        )));
+    }
+    let Some(eol) = find_crlf(data, pos + 1) else {
+        if data.len() - pos > INLINE_MAX {
+            return Err(ProtocolError(
+                "Protocol error: too big bulk count string".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let len = match parse_header_int(&data[pos + 1..eol]) {
+        Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
+        _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
+    };
+    if !limits.authenticated && len > 16384 {
+        return Err(ProtocolError(
+            "Protocol error: unauthenticated bulk length".into(),
+        ));
+    }
+    let start = eol + 2;
+    let end = start + len;
+    if data.len() < end + 2 {
+        return Ok(None);
+    }
+    Ok(Some((start, end)))
+}
+
 /// The arguments of a multibulk request of `partial.count` arguments, from `partial.pos` on.
 fn parse_arguments(
     buf: &mut BytesMut,
@@ -234,38 +247,9 @@ fn parse_arguments(
 ) -> Result<Parsed, ProtocolError> {
     let data = &buf[..];
     while partial.spans.len() < partial.count {
-        let pos = partial.pos;
-        if pos >= data.len() {
-            return Ok(Parsed::Incomplete);
-        }
-        if data[pos] != b'$' {
-            return Err(ProtocolError(format!(
-                "Protocol error: expected '$', got '{}'",
-                data[pos] as char
-            )));
-        }
-        let Some(eol) = find_crlf(data, pos + 1) else {
-            if data.len() - pos > INLINE_MAX {
-                return Err(ProtocolError(
-                    "Protocol error: too big bulk count string".into(),
-                ));
-            }
+        let Some((start, end)) = bulk_at(data, partial.pos, limits)? else {
             return Ok(Parsed::Incomplete);
         };
-        let len = match parse_header_int(&data[pos + 1..eol]) {
-            Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
-            _ => return Err(ProtocolError("Protocol error: invalid bulk length".into())),
-        };
-        if !limits.authenticated && len > 16384 {
-            return Err(ProtocolError(
-                "Protocol error: unauthenticated bulk length".into(),
-            ));
-        }
-        let start = eol + 2;
-        let end = start + len;
-        if data.len() < end + 2 {
-            return Ok(Parsed::Incomplete);
-        }
         partial.spans.push((start, end));
         partial.pos = end + 2;
     }

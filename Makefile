@@ -30,9 +30,9 @@ unit-test:
 	$(CARGO) test --release
 
 suites: build
-	bash $(SUITE) --server '$(PODIUM) --port {port}' --port $(SUITE_PORT) $(FULL_SUITES)
+	bash $(SUITE) --server '$(PODIUM) --port {port} --save ""' --port $(SUITE_PORT) $(FULL_SUITES)
 	@set -e; for r in $(RATCHETS); do \
-	  bash $(SUITE) --server '$(PODIUM) --port {port}' --port $(SUITE_PORT) --min-passed $${r#*:} $${r%%:*}; \
+	  bash $(SUITE) --server '$(PODIUM) --port {port} --save ""' --port $(SUITE_PORT) --min-passed $${r#*:} $${r%%:*}; \
 	done
 	@set -e; for r in $(NATIVE_SUITES); do \
 	  bash $(SUITE) --native $(PODIUM) --port $(SUITE_PORT) --min-passed $${r#*:} $${r%%:*}; \

@@ -264,6 +264,8 @@ fn supervised_systemd_notifies_ready_and_stopping() {
             "127.0.0.1",
             "--supervised",
             "systemd",
+            "--save",
+            "",
         ])
         .env("NOTIFY_SOCKET", &sock_path)
         .stdout(Stdio::null())

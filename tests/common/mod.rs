@@ -24,6 +24,9 @@ const ATTEMPTS: usize = 5;
 pub struct Podium {
     pub child: Child,
     pub port: u16,
+    /// The working directory given to a server started without `--dir`, so that no test reads
+    /// or leaves a dump.rdb or AOF in the repository (a config file's own `dir` still wins).
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl Podium {
@@ -184,6 +187,13 @@ impl Launch {
             if let Some(config) = &self.config {
                 cmd.arg(config);
             }
+            let scratch = if !self.args.iter().any(|a| a == "--dir") {
+                let dir = tempfile::tempdir().map_err(|e| format!("scratch dir: {e}"))?;
+                cmd.current_dir(dir.path());
+                Some(dir)
+            } else {
+                None
+            };
             cmd.args(["--port", &port.to_string()]);
             if self.config.is_none() {
                 cmd.args(["--bind", "127.0.0.1"]);
@@ -203,7 +213,11 @@ impl Launch {
             let child = cmd
                 .spawn()
                 .map_err(|e| format!("spawn {}: {e}", self.prog))?;
-            let mut srv = Podium { child, port };
+            let mut srv = Podium {
+                child,
+                port,
+                _scratch: scratch,
+            };
             let read_log = || {
                 log.as_ref()
                     .map(|p| std::fs::read_to_string(p).unwrap_or_default())

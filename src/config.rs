@@ -39,7 +39,12 @@ pub struct Param {
     pub help: &'static str,
 }
 
-const fn p(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
+pub(crate) const fn p(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    help: &'static str,
+) -> Param {
     Param {
         name,
         aliases: &[],
@@ -50,7 +55,12 @@ const fn p(name: &'static str, kind: Kind, default: &'static str, help: &'static
     }
 }
 
-const fn fixed(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
+pub(crate) const fn fixed(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    help: &'static str,
+) -> Param {
     Param {
         name,
         aliases: &[],
@@ -61,7 +71,7 @@ const fn fixed(name: &'static str, kind: Kind, default: &'static str, help: &'st
     }
 }
 
-const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> Param {
+pub(crate) const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> Param {
     prm.aliases = aliases;
     prm
 }

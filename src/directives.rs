@@ -14,37 +14,8 @@
 
 use crate::config::{Kind, Param};
 
-const fn row(name: &'static str, kind: Kind, default: &'static str, help: &'static str) -> Param {
-    Param {
-        name,
-        aliases: &[],
-        kind,
-        default,
-        mutable: true,
-        help,
-    }
-}
-
-const fn fixed_row(
-    name: &'static str,
-    kind: Kind,
-    default: &'static str,
-    help: &'static str,
-) -> Param {
-    Param {
-        name,
-        aliases: &[],
-        kind,
-        default,
-        mutable: false,
-        help,
-    }
-}
-
-const fn aka(mut prm: Param, aliases: &'static [&'static str]) -> Param {
-    prm.aliases = aliases;
-    prm
-}
+// The row constructors of the core table, under the names this table reads best with.
+use crate::config::{alias as aka, fixed as fixed_row, p as row};
 
 const UINT: Kind = Kind::Int {
     min: 0,

@@ -179,6 +179,19 @@ impl<W: Write> RdbWriter<W> {
     }
 }
 
+/// A foreground save succeeded with `dirty` changes counted: LASTSAVE, the change counter's
+/// base and the last save status move, as after a BGSAVE.
+fn record_save(srv: &Server, dirty: u64) {
+    srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
+    srv.lastsave
+        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+    srv.aof
+        .inner
+        .snap
+        .last_bgsave_ok
+        .store(true, Ordering::Relaxed);
+}
+
 /// Write a whole keyspace image: `dbs[i]` holds database i's shards (locked by the caller).
 #[cfg(test)]
 pub(crate) fn write_image<W: Write>(
@@ -705,14 +718,7 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
     match r {
         Ok(_) => {
             tracing::info!("DB saved on disk");
-            srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
-            srv.lastsave
-                .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
-            srv.aof
-                .inner
-                .snap
-                .last_bgsave_ok
-                .store(true, Ordering::Relaxed);
+            record_save(srv, dirty);
             Ok(())
         }
         Err(e) => {
@@ -1105,14 +1111,7 @@ pub(crate) fn after_flushall(srv: &Server) {
         Ok(_) => {
             tracing::info!("DB saved on disk");
             let dirty = srv.stats.dirty.load(Ordering::Relaxed);
-            srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
-            srv.lastsave
-                .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
-            srv.aof
-                .inner
-                .snap
-                .last_bgsave_ok
-                .store(true, Ordering::Relaxed);
+            record_save(srv, dirty);
         }
         Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
     }

@@ -588,16 +588,11 @@ fn run_atomically(
             Err(e) => Reply::Error(e),
         }
     };
-    // On the multi-threaded runtime the worker hands its other tasks (and the I/O driver) to
-    // another thread while the script runs, so the server keeps answering: -BUSY after
+    // The script runs here, on the worker that read the command; one that runs long gives
+    // the worker's other tasks to another thread from its instruction hook (see
+    // engine::hand_off_worker), so the server keeps answering: -BUSY after
     // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    let reply = if multi_thread {
-        tokio::task::block_in_place(|| run(&mut inv))
-    } else {
-        run(&mut inv)
-    };
+    let reply = run(&mut inv);
     let multi_logged = inv.multi_logged;
     if multi_logged {
         ctx.srv

@@ -57,7 +57,8 @@ pub(crate) struct Library {
 #[derive(Default)]
 pub(crate) struct Registry {
     libraries: BTreeMap<String, Arc<Library>>,
-    /// Function name -> library name.
+    /// Function name, lowercased (Redis matches function names without regard to ASCII
+    /// case) -> library name.
     functions: HashMap<String, String>,
 }
 
@@ -280,7 +281,7 @@ fn load(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect();
         let mut registry = scripts.functions.lock();
         for f in &infos {
-            if let Some(owner) = registry.functions.get(&f.name) {
+            if let Some(owner) = registry.functions.get(&f.name.to_ascii_lowercase()) {
                 if *owner != name {
                     return Err(format!("ERR Function {} already exists", f.name));
                 }
@@ -288,11 +289,13 @@ fn load(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         if let Some(old) = registry.libraries.remove(&name) {
             for f in &old.functions {
-                registry.functions.remove(&f.name);
+                registry.functions.remove(&f.name.to_ascii_lowercase());
             }
         }
         for f in &infos {
-            registry.functions.insert(f.name.clone(), name.clone());
+            registry
+                .functions
+                .insert(f.name.to_ascii_lowercase(), name.clone());
         }
         registry.libraries.insert(
             name.clone(),
@@ -420,7 +423,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error("ERR Library not found");
             };
             for f in &lib.functions {
-                registry.functions.remove(&f.name);
+                registry.functions.remove(&f.name.to_ascii_lowercase());
             }
             drop(registry);
             ctx.dirty += 1;
@@ -442,9 +445,12 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "stats" if a.len() == 2 => {
             let registry = scripts.functions.lock();
             let running = match scripts.running_function() {
-                Some((name, ms)) => Reply::Map(vec![
+                Some((name, command, ms)) => Reply::Map(vec![
                     (Reply::bulk_slice(b"name"), Reply::Bulk(Bytes::from(name))),
-                    (Reply::bulk_slice(b"command"), Reply::Array(Vec::new())),
+                    (
+                        Reply::bulk_slice(b"command"),
+                        Reply::Array(command.into_iter().map(Reply::Bulk).collect()),
+                    ),
                     (Reply::bulk_slice(b"duration_ms"), Reply::Int(ms)),
                 ]),
                 None => Reply::Null,
@@ -535,8 +541,12 @@ pub(super) fn find(ctx: &Ctx, name: &str) -> Option<(Arc<Library>, FunctionInfo)
     let registry = ctx.srv.scripts.functions.lock();
     let lib = registry
         .libraries
-        .get(registry.functions.get(name)?)?
+        .get(registry.functions.get(&name.to_ascii_lowercase())?)?
         .clone();
-    let info = lib.functions.iter().find(|f| f.name == name)?.clone();
+    let info = lib
+        .functions
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(name))?
+        .clone();
     Some((lib, info))
 }

@@ -206,9 +206,15 @@ fn library_metadata(payload: &[u8]) -> Result<(String, usize), String> {
     let Some(end) = payload.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let line = String::from_utf8_lossy(&payload[..end]);
-    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
-    if parts.is_empty() {
+    // Split as Redis splits it (sdssplitargs: quotes and escapes allowed, `name="foo"`).
+    let Some(parts) = crate::protocol::split_args(&payload[..end]) else {
+        return Err("ERR Invalid library metadata".into());
+    };
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    if parts.is_empty() || parts[0].len() < 2 {
         return Err("ERR Invalid library metadata".into());
     }
     let engine = &parts[0][2..];
@@ -332,10 +338,11 @@ fn list(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut pattern: Option<Bytes> = None;
     let mut i = 2;
     while i < a.len() {
-        if eq(&a[i], "withcode") {
+        // Each option once (Redis: a repeated one is an unknown argument).
+        if !with_code && eq(&a[i], "withcode") {
             with_code = true;
             i += 1;
-        } else if eq(&a[i], "libraryname") {
+        } else if pattern.is_none() && eq(&a[i], "libraryname") {
             if i + 1 >= a.len() {
                 return Reply::error("ERR library name argument was not given");
             }
@@ -429,7 +436,10 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.dirty += 1;
             Reply::Ok
         }
-        "flush" if a.len() <= 3 => {
+        "flush" if a.len() > 3 => Reply::error(
+            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+        ),
+        "flush" => {
             if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
                 return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
             }
@@ -526,7 +536,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "load" | "delete" | "flush" | "kill" | "stats" | "help" => {
+        "load" | "delete" | "kill" | "stats" | "help" => {
             crate::commands::wrong_arity(&format!("function|{sub}"))
         }
         _ => Reply::Error(format!(

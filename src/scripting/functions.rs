@@ -485,10 +485,11 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ),
             ])
         }
-        "dump" | "restore" => Reply::Error(format!(
-            "ERR FUNCTION {} is not supported by Podium (its payload is Redis's RDB encoding of the libraries)",
-            sub.to_ascii_uppercase()
-        )),
+        "dump" if a.len() == 2 => dump(ctx),
+        "restore" if a.len() > 4 => Reply::error(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
+        ),
+        "restore" if a.len() >= 3 => restore(ctx, a),
         "help" if a.len() == 2 => Reply::Array(
             [
                 "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -536,13 +537,199 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "load" | "delete" | "kill" | "stats" | "help" => {
+        "load" | "delete" | "kill" | "stats" | "help" | "dump" | "restore" => {
             crate::commands::wrong_arity(&format!("function|{sub}"))
         }
         _ => Reply::Error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&a[1])
         )),
+    }
+}
+
+/// RDB opcodes of a library in a FUNCTION DUMP payload (and an RDB file): Redis 7.0's form
+/// (the code, shebang line included) and 7.0-rc's (name, engine, description, code).
+const OP_FUNCTION2: u8 = 0xF5;
+const OP_FUNCTION_RC: u8 = 0xF6;
+
+/// FUNCTION DUMP: Redis's payload, so redis-server restores it and the reverse: each library
+/// as OP_FUNCTION2 and its code as an RDB string, then the RDB version (2 bytes) and the
+/// CRC64 of all that (8 bytes), little-endian, as DUMP's.
+fn dump(ctx: &mut Ctx) -> Reply {
+    use crate::persistence::rdb;
+    let registry = ctx.srv.scripts.functions.lock();
+    let mut out = Vec::new();
+    for lib in registry.libraries.values() {
+        out.push(OP_FUNCTION2);
+        rdb::put_string(&mut out, &lib.code);
+    }
+    drop(registry);
+    out.extend_from_slice(&rdb::RDB_VERSION.to_le_bytes());
+    let crc = rdb::crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Reply::Bulk(Bytes::from(out))
+}
+
+/// The library codes in a FUNCTION DUMP payload, or Redis's error text.
+fn payload_libraries(payload: &[u8]) -> Result<Vec<Bytes>, String> {
+    use crate::persistence::rdb;
+    const WRONG: &str = "ERR DUMP payload version or checksum are wrong";
+    if payload.len() < 10 {
+        return Err(WRONG.into());
+    }
+    let body = payload.len() - 10;
+    let version = u16::from_le_bytes([payload[body], payload[body + 1]]);
+    let mut crc = [0u8; 8];
+    crc.copy_from_slice(&payload[body + 2..]);
+    if version > rdb::RDB_VERSION || rdb::crc64(0, &payload[..body + 2]) != u64::from_le_bytes(crc)
+    {
+        return Err(WRONG.into());
+    }
+    let mut r = rdb::Reader {
+        buf: &payload[..body],
+        pos: 0,
+    };
+    let mut codes = Vec::new();
+    while r.remaining() > 0 {
+        let code = match r.byte() {
+            Some(OP_FUNCTION2) => r.string().ok_or("ERR Failed loading library payload")?,
+            Some(OP_FUNCTION_RC) => {
+                let name = r.string().ok_or("ERR Failed loading library name")?;
+                let engine = r.string().ok_or("ERR Failed loading engine name")?;
+                let has_description = r
+                    .len()
+                    .ok_or("ERR Failed loading library description indicator")?;
+                if has_description != 0 {
+                    r.string().ok_or("ERR Failed loading library description")?;
+                }
+                let blob = r.string().ok_or("ERR Failed loading library blob")?;
+                let mut code = b"#!".to_vec();
+                code.extend_from_slice(&engine);
+                code.extend_from_slice(b" name=");
+                code.extend_from_slice(&name);
+                code.push(b'\n');
+                code.extend_from_slice(&blob);
+                code
+            }
+            _ => return Err("ERR given type is not a function".into()),
+        };
+        codes.push(Bytes::from(code));
+    }
+    Ok(codes)
+}
+
+/// FUNCTION RESTORE payload [FLUSH | APPEND | REPLACE]: the payload's libraries are all
+/// loaded (each run once, as FUNCTION LOAD does) before anything changes; then FLUSH
+/// replaces every library, APPEND (the default) refuses a library name already loaded, and
+/// REPLACE replaces same-named libraries; a function name taken by another library refuses
+/// the whole restore.
+fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    #[derive(PartialEq)]
+    enum Policy {
+        Flush,
+        Append,
+        Replace,
+    }
+    let policy =
+        match a.get(3) {
+            None => Policy::Append,
+            Some(p) if eq(p, "append") => Policy::Append,
+            Some(p) if eq(p, "replace") => Policy::Replace,
+            Some(p) if eq(p, "flush") => Policy::Flush,
+            Some(_) => return Reply::error(
+                "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            ),
+        };
+    let codes = match payload_libraries(&a[2]) {
+        Ok(c) => c,
+        Err(e) => return Reply::Error(e),
+    };
+    let scripts = &ctx.srv.scripts;
+    let id = scripts.engine_id();
+    let loaded = super::engine::with_engine(id, |engine| -> Result<(), String> {
+        // Load every library of the payload into a registry of its own first.
+        let mut new: Vec<(Arc<Library>, Vec<Registered>)> = Vec::new();
+        for code in codes {
+            let (name, code_start) = library_metadata(&code)?;
+            if new.iter().any(|(l, _)| l.name == name) {
+                return Err(format!("ERR Library '{name}' already exists"));
+            }
+            let registered = engine.load_library(&code[code_start..])?;
+            if registered.is_empty() {
+                return Err("ERR No functions registered".into());
+            }
+            for f in &registered {
+                let taken = new
+                    .iter()
+                    .flat_map(|(l, _)| &l.functions)
+                    .any(|g| g.name.eq_ignore_ascii_case(&f.name));
+                if taken {
+                    return Err(format!("ERR Function {} already exists", f.name));
+                }
+            }
+            let library = Library {
+                name,
+                functions: registered
+                    .iter()
+                    .map(|r| FunctionInfo {
+                        name: r.name.clone(),
+                        description: r.description.clone(),
+                        flags: r.flags,
+                    })
+                    .collect(),
+                load_id: NEXT_LOAD_ID.fetch_add(1, Ordering::Relaxed),
+                one_db: super::stays_in_one_db(&code[code_start..]),
+                code,
+                code_start,
+            };
+            new.push((Arc::new(library), registered));
+        }
+        let mut registry = scripts.functions.lock();
+        if policy == Policy::Flush {
+            *registry = Registry::default();
+        }
+        let mut replaced = Vec::new();
+        for (lib, _) in &new {
+            if registry.libraries.contains_key(&lib.name) {
+                if policy != Policy::Replace {
+                    return Err(format!("ERR Library {} already exists", lib.name));
+                }
+                replaced.push(lib.name.clone());
+            }
+        }
+        for (lib, _) in &new {
+            for f in &lib.functions {
+                if let Some(owner) = registry.functions.get(&f.name.to_ascii_lowercase()) {
+                    if !replaced.contains(owner) {
+                        return Err(format!("ERR Function {} already exists", f.name));
+                    }
+                }
+            }
+        }
+        for name in &replaced {
+            if let Some(old) = registry.libraries.remove(name) {
+                for f in &old.functions {
+                    registry.functions.remove(&f.name.to_ascii_lowercase());
+                }
+            }
+        }
+        for (lib, registered) in new {
+            for f in &lib.functions {
+                registry
+                    .functions
+                    .insert(f.name.to_ascii_lowercase(), lib.name.clone());
+            }
+            engine.keep_library(&lib.name, lib.load_id, &registered);
+            registry.libraries.insert(lib.name.clone(), lib);
+        }
+        Ok(())
+    });
+    match loaded {
+        Ok(Ok(())) => {
+            ctx.dirty += 1;
+            Reply::Ok
+        }
+        Ok(Err(e)) | Err(e) => Reply::Error(e),
     }
 }
 

@@ -12,10 +12,14 @@
 
 pub mod acl;
 pub mod argv;
+pub mod client;
+pub mod command;
+pub mod config_cmd;
 pub mod debug;
 pub mod errors;
 pub mod expire;
 pub mod hash;
+pub mod info;
 pub mod introspect;
 pub mod keys;
 pub mod latency;
@@ -253,6 +257,10 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
 
 /// Every family's registration table: the one list the command table is built from.
 static FAMILIES: &[&[Spec]] = &[
+    client::COMMANDS,
+    command::COMMANDS,
+    info::COMMANDS,
+    config_cmd::COMMANDS,
     server::COMMANDS,
     persist::COMMANDS,
     acl::COMMANDS,

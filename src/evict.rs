@@ -121,7 +121,7 @@ const LRU_BITS_MASK: u32 = (1 << 24) - 1;
 const LFU_INIT_VAL: u32 = 5;
 
 fn unix_secs() -> u64 {
-    (crate::server::unix_ms().max(0) / 1000) as u64
+    (crate::clock::unix_ms().max(0) / 1000) as u64
 }
 
 fn lru_clock(now_secs: u64) -> u32 {

@@ -116,7 +116,7 @@ pub(crate) fn keyspace_event(srv: &Server, class: u32, event: &str, key: &[u8], 
 fn publish_event(srv: &Server, event: &str, key: &[u8], db: usize) {
     let flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     let limit = srv.config.hot.obuf.pubsub();
-    let now = crate::server::unix_ms();
+    let now = crate::clock::unix_ms();
     if flags & KEYSPACE != 0 {
         let mut chan = format!("__keyspace@{db}__:").into_bytes();
         chan.extend_from_slice(key);

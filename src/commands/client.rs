@@ -4,9 +4,9 @@
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
-use super::server::REDIS_VERSION;
 use super::{wrong_arity, Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
+use crate::version::REDIS_VERSION;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
@@ -392,7 +392,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         filters.push((k, v));
     }
-    let now = crate::server::unix_ms();
+    let now = crate::clock::unix_ms();
     let mut killed = 0;
     for c in clients {
         if skipme && c.id == ctx.client.id {

@@ -2,9 +2,9 @@
 //! and order ([`info_text`] builds it).
 
 use super::flags::*;
-use super::server::REDIS_VERSION;
 use super::{table, Ctx, Keys, Spec};
 use crate::protocol::Reply;
+use crate::version::REDIS_VERSION;
 use bytes::Bytes;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -102,7 +102,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                 kv("tcp_port", srv.port.load(Ordering::Relaxed).to_string());
                 kv(
                     "server_time_usec",
-                    (crate::server::unix_ms() * 1000).to_string(),
+                    (crate::clock::unix_ms() * 1000).to_string(),
                 );
                 kv("uptime_in_seconds", up.to_string());
                 kv("uptime_in_days", (up / 86400).to_string());

@@ -481,7 +481,7 @@ pub fn dispatch_with<'a>(
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
-    let now = crate::server::unix_ms_at(started);
+    let now = crate::clock::unix_ms_at(started);
     client.info.set_last_cmd(spec.name, now);
     if client.multi.is_some()
         && !matches!(

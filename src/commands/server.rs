@@ -8,9 +8,6 @@ use super::{Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use bytes::Bytes;
 
-/// The Redis version Podium reports (clients feature-detect on it).
-pub const REDIS_VERSION: &str = "7.0.15";
-
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
     Spec::new("dbsize", 1, READONLY | FAST, Keys::Db, dbsize, "server"),

@@ -875,7 +875,7 @@ impl Config {
             "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
             "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
             name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
-                crate::evict::configure(name, &v)
+                crate::keyspace::access::configure(name, &v)
             }
             "loglevel" => crate::log::set_level(&v),
             _ => {}

@@ -221,7 +221,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 if count {
                     self.g.hits += 1;
                 }
-                crate::evict::touch(e, now);
+                super::access::touch(e, now);
                 return Some(e);
             }
             Some(_) => {}

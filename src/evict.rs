@@ -27,7 +27,6 @@ use rand::Rng;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-
 /// How much better a candidate is to evict (higher = evict first).
 fn score(policy: Policy, e: &Entry) -> u64 {
     match policy {

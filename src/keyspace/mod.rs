@@ -19,6 +19,7 @@
 //! (see [`Shard::active_expire`], driven by the server's cron).
 
 pub mod access;
+pub mod events;
 pub mod guards;
 
 /// A key as the keyspace stores it (short keys inline in the table slot).

@@ -1,10 +1,11 @@
 //! The libraries Redis embeds in its Lua, written in Rust: `bit` (LuaBitOp), `cjson`
-//! (Lua CJSON) and `cmsgpack` (lua-cmsgpack). Their state that a script can change (cjson's settings) is put back after
+//! (Lua CJSON), `cmsgpack` (lua-cmsgpack) and `struct` (lua-struct). Their state that a script can change (cjson's settings) is put back after
 //! every call by the engine ([`LibState::reset`]).
 
 mod bit;
 pub(crate) mod cjson;
 mod cmsgpack;
+mod structlib;
 
 use mlua::{Lua, Table};
 
@@ -24,6 +25,7 @@ impl LibState {
 pub(crate) fn register(lua: &Lua, g: &Table) -> mlua::Result<LibState> {
     bit::register(lua, g)?;
     cmsgpack::register(lua, g)?;
+    structlib::register(lua, g)?;
     let settings = cjson::Settings::default();
     cjson::register(lua, g, &settings)?;
     Ok(LibState { cjson: settings })

@@ -434,6 +434,21 @@ pub fn aof_suppressed() -> bool {
     AOF_SUPPRESSED.with(|s| s.get())
 }
 
+/// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run commands flagged `noscript` (Redis's
+/// testing switch, used by its suites to call CLIENT or DEBUG from a script).
+static DENY_SCRIPT_DISABLED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Set by DEBUG SET-DISABLE-DENY-SCRIPTS.
+pub fn set_deny_script_disabled(disabled: bool) {
+    DENY_SCRIPT_DISABLED.store(disabled, Ordering::Relaxed);
+}
+
+/// Commands flagged `noscript` are refused to scripts (unless DEBUG lifted that).
+pub(crate) fn deny_script_commands() -> bool {
+    !DENY_SCRIPT_DISABLED.load(Ordering::Relaxed)
+}
+
 /// SCRIPT KILL, FUNCTION KILL and FUNCTION STATS (which a busy server still serves).
 pub fn is_script_kill(args: &[Bytes]) -> bool {
     args.len() == 2

@@ -714,7 +714,7 @@ fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
     if killed {
         return Reply::Ok;
     }
-    if oldest_wrote || running.iter().any(|r| of_kind(r)) {
+    if oldest_wrote || running.iter().any(of_kind) {
         Reply::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
     } else if eval {
         Reply::error(BUSY_FUNCTION)

@@ -219,7 +219,7 @@ fn decode_value(lua: &Lua, c: &mut Cursor, depth: usize) -> Result<LuaValue, Dec
         0xc2 => Ok(LuaValue::Boolean(false)),
         0xca => number(f64::from(f32::from_bits(c.be(4)? as u32))),
         0xcb => number(f64::from_bits(c.be(8)?)),
-        0xd9 | 0xda | 0xdb => {
+        0xd9..=0xdb => {
             let n = c.be(match code {
                 0xd9 => 1,
                 0xda => 2,

@@ -102,6 +102,10 @@ fn small_range(name: &str, args: &[Bytes]) -> bool {
 /// True if `spec` with `args`, whose locks `g` holds, is expected to run long enough that it
 /// should not hold up the clients this worker serves.
 pub(crate) fn expected_long(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[Bytes]) -> bool {
+    // Commands flagged fast (GET, ZSCORE, ZADD ...) are O(1) or O(log N): one bit decides.
+    if spec.flags & super::flags::FAST != 0 {
+        return false;
+    }
     let Some(cost) = cost_of(spec.name) else {
         return false;
     };

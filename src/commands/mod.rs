@@ -24,6 +24,7 @@ pub mod introspect;
 pub mod keys;
 pub mod latency;
 pub mod list;
+mod long;
 pub mod persist;
 pub mod pubsub;
 pub mod script;
@@ -641,7 +642,8 @@ pub fn run_locked<'a>(
         in_exec,
         close_after_reply: false,
     };
-    let reply = (spec.handler)(&mut ctx, args);
+    let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
+    let reply = long::run_maybe_off_io(long, || (spec.handler)(&mut ctx, args));
     let duration_us = started.elapsed().as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
     spec.usec.fetch_add(duration_us, Ordering::Relaxed);

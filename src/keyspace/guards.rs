@@ -8,8 +8,33 @@
 use super::{Entry, Keyspace, Shard, NO_EXPIRE};
 use crate::types::Value;
 use bytes::Bytes;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::Ordering;
+
+/// How long a command waits for a shard on its worker thread before handing the worker's
+/// other clients to another thread: commands hold shards for microseconds, so a longer wait
+/// means a long command (a big ZUNIONSTORE, FLUSHALL) holds it.
+const SHARD_SPIN: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Lock `shard`. Uncontended, or freed within [`SHARD_SPIN`], this is a plain lock. Past that,
+/// on the multi-threaded runtime, the rest of the wait runs under `block_in_place`, so that a
+/// client waiting for a shard a long command holds does not stall every other client of its
+/// worker thread (and the I/O driver) for the long command's whole run.
+fn lock_shard(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    if let Some(g) = shard.try_lock() {
+        return g;
+    }
+    if let Some(g) = shard.try_lock_for(SHARD_SPIN) {
+        return g;
+    }
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(|| shard.lock())
+    } else {
+        shard.lock()
+    }
+}
 
 /// Shard locks held by the running command, plus what the command's key accesses produced.
 pub struct Guards<'a> {
@@ -71,7 +96,7 @@ impl<'a> Guards<'a> {
     pub fn lock_one(&mut self, db: usize, key: &[u8]) {
         let want = (db as u32, self.ks.shard_of(key) as u32);
         if self.held.is_empty() {
-            let g = self.ks.dbs[db].shards[want.1 as usize].lock();
+            let g = lock_shard(&self.ks.dbs[db].shards[want.1 as usize]);
             self.held.push((want.0, want.1, g));
         } else {
             self.lock_set(&mut vec![want]);
@@ -110,7 +135,7 @@ impl<'a> Guards<'a> {
             || self.held.last().map(|(d, s, _)| (*d, *s)) < want.first().copied()
         {
             for &(d, s) in want.iter() {
-                let g = self.ks.dbs[d as usize].shards[s as usize].lock();
+                let g = lock_shard(&self.ks.dbs[d as usize].shards[s as usize]);
                 self.held.push((d, s, g));
             }
             return;
@@ -122,7 +147,7 @@ impl<'a> Guards<'a> {
         all.sort_unstable();
         self.held.clear();
         for (d, s) in all {
-            let g = self.ks.dbs[d as usize].shards[s as usize].lock();
+            let g = lock_shard(&self.ks.dbs[d as usize].shards[s as usize]);
             self.held.push((d, s, g));
         }
     }
@@ -140,7 +165,7 @@ impl<'a> Guards<'a> {
             Ok(i) => i,
             Err(i) => {
                 debug_assert!(i == self.held.len(), "shard {key:?} locked out of order");
-                let g = self.ks.dbs[db].shards[shard].lock();
+                let g = lock_shard(&self.ks.dbs[db].shards[shard]);
                 self.held.insert(i, (key.0, key.1, g));
                 i
             }

@@ -5,9 +5,9 @@
 //!
 //! A lookup in a table of a million entries misses the cache on its group of control bytes,
 //! on the slot beside it and then on whatever the slot points to, one after the other. A
-//! pipelined batch of sixteen ZSCOREs pays that chain sixteen times in a row. If the addresses
+//! pipelined batch of sixteen GETs pays that chain sixteen times in a row. If the addresses
 //! are known up front, the first misses of all sixteen can be in flight at once (see
-//! `SkipList::warm_lookups`). hashbrown exposes no addresses, but it allocates each table as
+//! `Keyspace::warm_keys`). hashbrown exposes no addresses, but it allocates each table as
 //! one block through its allocator: `[slots | control bytes | 16 trailing control bytes]`, with
 //! the control bytes starting right after the slot array (rounded up to 16 bytes) and slot `i`
 //! stored just below them, at `ctrl - (i + 1) * size_of::<T>()`; a lookup of hash `h` starts at

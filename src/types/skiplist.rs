@@ -10,37 +10,38 @@
 //!
 //! # Layout
 //!
-//! * `nodes: Vec<Node>` is an arena addressed by `u32` slot numbers. Slot 0 is
-//!   the header; `NIL` (`u32::MAX`) is the null link. A node is 32 bytes:
-//!   score (8), member key (16), level-0 forward link (4) and a tower index (4).
-//!   Freed slots are chained through their `next` field (intrusive free list),
-//!   so slots never move while the list is in use; this is what makes the SCAN
-//!   cursor (a slot number) stable.
+//! * `nodes` is an arena addressed by `u32` slot numbers. Slot 0 is the header; `NIL`
+//!   (`u32::MAX`) is the null link. A node is 32 bytes: score (8), member key (16), level-0
+//!   forward link (4) and the next node of its member-index chain (4). Freed slots are
+//!   chained through their `next` field (intrusive free list), so slots never move while the
+//!   list is in use; this is what makes the SCAN cursor (a slot number) stable.
 //! * The member key is a 16-byte small string: byte 0 is the length (0..=15)
 //!   followed by the bytes inline, or `TAG_LONG` with a `u32` index into
 //!   `longs: Vec<Box<[u8]>>` for longer members (one heap allocation each).
-//! * The level-0 span is always 1 and is not stored. Levels 1.. of a node of
-//!   height `h` live in `towers: Vec<Link>` as `h - 1` consecutive
-//!   `{next, span}` pairs starting at `node.tower` (`NIL` when `h == 1`, which is
-//!   the case for 3/4 of the nodes with p = 1/4). Freed towers are kept in one
-//!   intrusive free list per height. The header owns a full 31-link tower at 0.
+//! * The level-0 span is always 1 and is not stored. Levels 1.. of a node of height `h` live
+//!   in `towers` as `h - 1` consecutive links (next node, span, the next node's tower and a
+//!   prefix of its score, see [`Link`]) starting at the node's tower, which 3/4 of the nodes
+//!   (height 1, p = 1/4) do not have. A node does not record its own tower: every path to a
+//!   node on a level >= 1 arrives through a link, and the link records the tower of the node
+//!   it leads to, so searches carry (node, tower) pairs ([`Path`]). Freed towers are kept in
+//!   one intrusive free list per height. The header owns a full 31-link tower at 0.
 //! * There is no backward pointer and no tail: reverse walks are done on ranks
 //!   (find the forward start of a block of ranks in O(log N), walk it forward,
 //!   emit it reversed), in blocks of `REV_CHUNK` so no allocation is needed.
 //! * Spans follow Redis: `span(x, i)` is the number of level-0 steps from `x` to
 //!   `next(x, i)`, or, when that is `NIL`, the number of nodes after `x`.
-//! * `index: HashTable<u32>` maps member -> slot. It stores only the slot; the
-//!   hash is recomputed from the member stored in the node (members are stored
-//!   once). The hash is a folded-multiply hash keyed by per-set random seeds.
-//!   The table is allocated through [`Located`], so a pipelined batch can
-//!   prefetch the index lines of all its members before looking any of them up
-//!   ([`SkipList::warm_lookups`]).
+//! * The member index is chained hashing through the nodes themselves: `heads` holds, per
+//!   bucket, the first node of a chain continued by each node's `chain` field, so the index
+//!   costs 4 bytes per bucket and nothing per member beyond the node's own 4. The bucket
+//!   count is any number (the hash's high bits are scaled to it), kept at 2.25 to 3 members
+//!   per bucket: 1.33-1.78 bytes per member, where a hash table of slot numbers at the usual
+//!   load costs 5-10. A lookup reads the bucket, then the chain's nodes (about 2.3 for a
+//!   member present), comparing the 16-byte keys directly. The hash is a folded-multiply
+//!   hash keyed by per-set random seeds. A pipelined batch prefetches its buckets, then the
+//!   chains' nodes ([`SkipList::warm_lookups`]).
 //! * When the set shrinks below a quarter of its slots the arena is compacted in
 //!   slot order (stable), which keeps SCAN's guarantee because SCAN walks slots
 //!   from high to low (an element can only move to a lower slot).
-
-use super::located::Located;
-use hashbrown::HashTable;
 
 /// Maximum height of a node (Redis: ZSKIPLIST_MAXLEVEL).
 pub const MAX_LEVEL: usize = 32;
@@ -55,13 +56,32 @@ const TAG_FREE: u8 = 0xFF;
 const REV_CHUNK: usize = 128;
 /// Compaction is considered only above this many slots.
 const COMPACT_MIN_SLOTS: usize = 4096;
+/// Tower of the header (its 31 links come first in the tower arena).
+const HEAD_TOWER: u32 = 0;
+/// The member index is rebuilt with `len * 4 / 9` buckets (2.25 members per bucket) when
+/// `len` exceeds 3 per bucket: chains hold 2.25 to 3 nodes on average, so the index costs
+/// 1.33-1.78 bytes per member, and a lookup of a member present reads about 2.3 nodes.
+const INDEX_LOAD_MAX: usize = 3;
+const INDEX_MIN_BUCKETS: usize = 8;
+
+/// Buckets of a member index rebuilt for `n` members.
+fn buckets_for(n: usize) -> usize {
+    (n / 9).saturating_mul(4).max(INDEX_MIN_BUCKETS)
+}
+
+/// Bucket of hash `h` among `buckets` (the high bits of `h` scaled: any bucket count works).
+#[inline]
+fn bucket(h: u64, buckets: usize) -> usize {
+    ((h as u128 * buckets as u128) >> 64) as usize
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
     score: f64,
     key: [u8; 16],
     next: u32,
-    tower: u32,
+    /// Next node in this node's member-index bucket (NIL at the end of the chain).
+    chain: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
@@ -280,9 +300,29 @@ type NodeArena = Arena<Node, 11>;
 /// 8192 links (64 KiB) per chunk.
 type TowerArena = Arena<Link, 13>;
 
+/// A search path: per level, the last node before the position sought, its tower (levels
+/// >= 1) and its 1-based rank (0 = header).
+struct Path {
+    node: [u32; MAX_LEVEL],
+    tower: [u32; MAX_LEVEL],
+    rank: [usize; MAX_LEVEL],
+}
+
+impl Path {
+    fn new() -> Path {
+        Path {
+            node: [HEAD; MAX_LEVEL],
+            tower: [HEAD_TOWER; MAX_LEVEL],
+            rank: [0; MAX_LEVEL],
+        }
+    }
+}
+
 /// State for appending elements in ascending order to an initially empty list.
 pub struct Appender {
     last: [u32; MAX_LEVEL],
+    /// Tower of `last[i]` (levels >= 1).
+    last_tower: [u32; MAX_LEVEL],
     rank: [usize; MAX_LEVEL],
 }
 
@@ -292,7 +332,8 @@ pub struct SkipList {
     towers: TowerArena,
     longs: Vec<Box<[u8]>>,
     free_longs: Vec<u32>,
-    index: HashTable<u32, Located>,
+    /// The member index: bucket -> first node of its chain (NIL: empty), see `bucket`.
+    heads: Vec<u32>,
     free_node: u32,
     /// Free towers by height (index = node height, 2..=MAX_LEVEL).
     free_towers: [u32; MAX_LEVEL + 1],
@@ -328,7 +369,7 @@ impl SkipList {
             score: 0.0,
             key: [TAG_FREE; 16],
             next: NIL,
-            tower: 0,
+            chain: NIL,
         });
         let seeds = Seeds::random();
         let mut towers = TowerArena::with_capacity(MAX_LEVEL - 1 + n / 3);
@@ -340,7 +381,7 @@ impl SkipList {
             towers,
             longs: Vec::new(),
             free_longs: Vec::new(),
-            index: HashTable::with_capacity_in(n, Located::default()),
+            heads: vec![NIL; buckets_for(n)],
             free_node: NIL,
             free_towers: [NIL; MAX_LEVEL + 1],
             len: 0,
@@ -367,48 +408,15 @@ impl SkipList {
 
     // ----- raw accessors -------------------------------------------------
 
+    /// Link of level `i >= 1` of the node whose tower is `t`.
     #[inline]
-    fn nx(&self, x: u32, i: usize) -> u32 {
-        let n = &self.nodes[x as usize];
-        if i == 0 {
-            n.next
-        } else {
-            self.towers[n.tower as usize + i - 1].next
-        }
+    fn link(&self, t: u32, i: usize) -> Link {
+        self.towers[t as usize + i - 1]
     }
 
     #[inline]
-    fn sp(&self, x: u32, i: usize) -> usize {
-        if i == 0 {
-            1
-        } else {
-            self.towers[self.nodes[x as usize].tower as usize + i - 1].span as usize
-        }
-    }
-
-    /// Link of level `i >= 1` of node `x`.
-    #[inline]
-    fn link_mut(&mut self, x: u32, i: usize) -> &mut Link {
-        let t = self.nodes[x as usize].tower as usize + i - 1;
-        &mut self.towers[t]
-    }
-
-    #[inline]
-    fn set_next(&mut self, x: u32, i: usize, n: u32) {
-        if i == 0 {
-            self.nodes[x as usize].next = n;
-        } else {
-            let (tower, hint) = if n == NIL {
-                (NIL, 0)
-            } else {
-                let node = &self.nodes[n as usize];
-                (node.tower, score_hint(node.score))
-            };
-            let l = self.link_mut(x, i);
-            l.next = n;
-            l.next_tower = tower;
-            l.next_hint = hint;
-        }
+    fn link_mut(&mut self, t: u32, i: usize) -> &mut Link {
+        &mut self.towers[t as usize + i - 1]
     }
 
     /// (s, member(n)) < (score, m), with `s` the known score of `n`.
@@ -521,7 +529,8 @@ impl SkipList {
         k
     }
 
-    fn alloc_node(&mut self, key: [u8; 16], score: f64, height: usize) -> u32 {
+    /// A new unlinked node and its tower (NIL for height 1).
+    fn alloc_node(&mut self, key: [u8; 16], score: f64, height: usize) -> (u32, u32) {
         let tower = if height > 1 {
             self.alloc_tower(height)
         } else {
@@ -531,9 +540,9 @@ impl SkipList {
             score,
             key,
             next: NIL,
-            tower,
+            chain: NIL,
         };
-        if self.free_node != NIL {
+        let x = if self.free_node != NIL {
             let i = self.free_node;
             self.free_node = self.nodes[i as usize].next;
             self.nodes[i as usize] = node;
@@ -542,10 +551,12 @@ impl SkipList {
             assert!(self.nodes.len() < NIL as usize, "zset node arena overflow");
             self.nodes.push(node);
             (self.nodes.len() - 1) as u32
-        }
+        };
+        (x, tower)
     }
 
-    fn free_slot(&mut self, x: u32, height: usize) {
+    /// Free slot `x` (unlinked, out of the index) and its tower `tower` of `height`.
+    fn free_slot(&mut self, x: u32, height: usize, tower: u32) {
         let n = self.nodes[x as usize];
         if n.key[0] == TAG_LONG {
             let i = long_idx(&n.key);
@@ -554,33 +565,62 @@ impl SkipList {
                 self.free_longs.push(i as u32);
             }
         }
-        if height > 1 && n.tower != NIL {
-            self.towers[n.tower as usize].next = self.free_towers[height];
-            self.free_towers[height] = n.tower;
+        if height > 1 && tower != NIL {
+            self.towers[tower as usize].next = self.free_towers[height];
+            self.free_towers[height] = tower;
         }
         self.nodes[x as usize] = Node {
             score: 0.0,
             key: [TAG_FREE; 16],
             next: self.free_node,
-            tower: NIL,
+            chain: NIL,
         };
         self.free_node = x;
     }
 
     fn index_insert(&mut self, idx: u32) {
-        let (nodes, longs, seeds) = (&self.nodes, &self.longs, &self.seeds);
-        let h = node_hash(nodes, longs, seeds, idx);
-        self.index
-            .insert_unique(h, idx, |&i| node_hash(nodes, longs, seeds, i));
+        let h = node_hash(&self.nodes, &self.longs, &self.seeds, idx);
+        let b = bucket(h, self.heads.len());
+        self.nodes[idx as usize].chain = self.heads[b];
+        self.heads[b] = idx;
+        if self.len > self.heads.len() * INDEX_LOAD_MAX {
+            self.rebuild_index(buckets_for(self.len));
+        }
     }
 
     fn index_remove(&mut self, idx: u32) {
         let h = node_hash(&self.nodes, &self.longs, &self.seeds, idx);
-        if let Ok(e) = self.index.find_entry(h, |&i| i == idx) {
-            e.remove();
-        } else {
-            debug_assert!(false, "zset index out of sync");
+        let b = bucket(h, self.heads.len());
+        let after = self.nodes[idx as usize].chain;
+        if self.heads[b] == idx {
+            self.heads[b] = after;
+            return;
         }
+        let mut p = self.heads[b];
+        while p != NIL {
+            let n = self.nodes[p as usize].chain;
+            if n == idx {
+                self.nodes[p as usize].chain = after;
+                return;
+            }
+            p = n;
+        }
+        debug_assert!(false, "zset index out of sync");
+    }
+
+    /// Rebuild the member index with `buckets` buckets from the live slots.
+    fn rebuild_index(&mut self, buckets: usize) {
+        let mut heads = vec![NIL; buckets.max(1)];
+        for x in 1..self.nodes.len() {
+            if self.nodes[x].key[0] == TAG_FREE {
+                continue;
+            }
+            let h = node_hash(&self.nodes, &self.longs, &self.seeds, x as u32);
+            let b = bucket(h, heads.len());
+            self.nodes[x].chain = heads[b];
+            heads[b] = x as u32;
+        }
+        self.heads = heads;
     }
 
     // ----- core algorithms ----------------------------------------------
@@ -603,61 +643,92 @@ impl SkipList {
     /// `find` with the member's hash already computed.
     #[inline]
     fn find_hashed(&self, m: &[u8], h: u64) -> Option<u32> {
+        let mut x = self.heads[bucket(h, self.heads.len())];
         if m.len() <= INLINE_MAX {
             let k = inline_key(m);
-            self.index
-                .find(h, |&i| self.nodes[i as usize].key == k)
-                .copied()
+            while x != NIL {
+                let n = &self.nodes[x as usize];
+                if n.key == k {
+                    return Some(x);
+                }
+                x = n.chain;
+            }
         } else {
-            self.index.find(h, |&i| self.member(i) == m).copied()
+            while x != NIL {
+                if self.member(x) == m {
+                    return Some(x);
+                }
+                x = self.nodes[x as usize].chain;
+            }
         }
+        None
     }
 
     /// Warm the cache for looking up `members` (the members of a pipelined batch): prefetch
-    /// the index lines of all of them at once, then, with those loaded, find each member and
-    /// prefetch its node. Each lookup in a large set otherwise misses on the index group, then
-    /// on the node, one member after another; this puts the misses of the whole batch in
-    /// flight together. Read-only, and only a hint: the lookups that follow give the answers.
+    /// the index buckets of all of them at once, then the first node of each bucket's chain,
+    /// then, round by round, the next node of each chain whose node so far is not the member.
+    /// Each lookup in a large set otherwise misses on the bucket, then on each node of the
+    /// chain, one member after another; this puts the misses of the whole batch in flight
+    /// together, one round per chain step. Read-only, and only a hint: the lookups that follow
+    /// give the answers.
     pub fn warm_lookups(&self, members: &[&[u8]]) {
-        let slot_size = std::mem::size_of::<u32>();
-        let hashes: Vec<u64> = members
+        /// Chain steps warmed at most (chains hold 2.25-3 nodes on average).
+        const ROUNDS: usize = 4;
+        let buckets: Vec<usize> = members
             .iter()
             .map(|m| {
-                let h = self.member_hash(m);
-                self.index.allocator().prefetch(h, slot_size);
-                h
+                let b = bucket(self.member_hash(m), self.heads.len());
+                prefetch(&self.heads[b]);
+                b
             })
             .collect();
-        for (m, &h) in members.iter().zip(&hashes) {
-            if let Some(x) = self.find_hashed(m, h) {
-                prefetch(&self.nodes[x as usize]);
+        let mut at: Vec<u32> = buckets
+            .iter()
+            .map(|&b| {
+                let x = self.heads[b];
+                if x != NIL {
+                    prefetch(&self.nodes[x as usize]);
+                }
+                x
+            })
+            .collect();
+        for _ in 0..ROUNDS {
+            let mut pending = false;
+            for (m, x) in members.iter().zip(at.iter_mut()) {
+                if *x == NIL || self.member(*x) == *m {
+                    *x = NIL;
+                    continue;
+                }
+                *x = self.nodes[*x as usize].chain;
+                if *x != NIL {
+                    prefetch(&self.nodes[*x as usize]);
+                    pending = true;
+                }
+            }
+            if !pending {
+                break;
             }
         }
     }
 
-    /// update[i]: last node at level i strictly before (score, m);
-    /// rank[i]: its 1-based rank (0 = header).
-    fn search(
-        &self,
-        score: f64,
-        m: &[u8],
-        update: &mut [u32; MAX_LEVEL],
-        rank: &mut [usize; MAX_LEVEL],
-    ) {
+    /// path.node[i]: last node at level i strictly before (score, m); path.tower[i]: its
+    /// tower (levels >= 1); path.rank[i]: its 1-based rank (0 = header).
+    fn search(&self, score: f64, m: &[u8], path: &mut Path) {
         self.descend(
             score,
             |n, s| self.lt_with(n, s, score, m),
-            |i, x, r| {
-                update[i] = x;
-                rank[i] = r;
+            |i, x, xt, r| {
+                path.node[i] = x;
+                path.tower[i] = xt;
+                path.rank[i] = r;
             },
         );
     }
 
     /// The skip-list descent shared by searches and counts: from the top level down, move right
     /// while the next element goes before the sought position, then call
-    /// `level_done(level, node, rank)`. Returns the 1-based rank of the last node reached
-    /// (0 = header).
+    /// `level_done(level, node, tower, rank)` (the tower is the node's on levels >= 1; on level
+    /// 0 it is NIL). Returns the 1-based rank of the last node reached (0 = header).
     ///
     /// `go_right(next, next_score)` decides, and must be true for every score below `target`
     /// and false for every score above it (it is free to decide equal scores, e.g. by member).
@@ -668,11 +739,11 @@ impl SkipList {
         &self,
         target: f64,
         mut go_right: impl FnMut(u32, f64) -> bool,
-        mut level_done: impl FnMut(usize, u32, usize),
+        mut level_done: impl FnMut(usize, u32, u32, usize),
     ) -> usize {
         let th = score_hint(target);
         let mut x = HEAD;
-        let mut xt = self.nodes[HEAD as usize].tower as usize;
+        let mut xt = HEAD_TOWER as usize;
         let mut r = 0;
         for i in (1..self.level).rev() {
             loop {
@@ -698,7 +769,7 @@ impl SkipList {
                     prefetch(&self.nodes[x as usize]);
                 }
             }
-            level_done(i, x, r);
+            level_done(i, x, xt as u32, r);
         }
         loop {
             let n = self.nodes[x as usize].next;
@@ -708,21 +779,22 @@ impl SkipList {
             r += 1;
             x = n;
         }
-        level_done(0, x, r);
+        level_done(0, x, NIL, r);
         r
     }
 
     /// Descent by position: from the top level down, move right while the 1-based rank stays
-    /// `<= target`, calling `level_done(level, node, rank)` after each level; it returns false
-    /// to stop early. Only towers are read above level 0. Returns the last node and its rank.
+    /// `<= target`, calling `level_done(level, node, tower, rank)` after each level (tower as
+    /// in `descend`); it returns false to stop early. Only towers are read above level 0.
+    /// Returns the last node and its rank.
     #[inline]
     fn descend_rank(
         &self,
         target: usize,
-        mut level_done: impl FnMut(usize, u32, usize) -> bool,
+        mut level_done: impl FnMut(usize, u32, u32, usize) -> bool,
     ) -> (u32, usize) {
         let mut x = HEAD;
-        let mut xt = self.nodes[HEAD as usize].tower as usize;
+        let mut xt = HEAD_TOWER as usize;
         let mut r = 0;
         for i in (1..self.level).rev() {
             loop {
@@ -734,7 +806,7 @@ impl SkipList {
                 x = l.next;
                 xt = l.next_tower as usize;
             }
-            if !level_done(i, x, r) {
+            if !level_done(i, x, xt as u32, r) {
                 return (x, r);
             }
         }
@@ -746,7 +818,7 @@ impl SkipList {
             r += 1;
             x = n;
         }
-        level_done(0, x, r);
+        level_done(0, x, NIL, r);
         (x, r)
     }
 
@@ -769,7 +841,7 @@ impl SkipList {
         if self.level <= 1 {
             return;
         }
-        let head_tower = self.nodes[HEAD as usize].tower as usize;
+        let head_tower = HEAD_TOWER as usize;
         for chunk in scores.chunks(LANES) {
             let mut lanes = [Lane {
                 hint: 0,
@@ -813,90 +885,86 @@ impl SkipList {
     }
 
     /// Search path for the node itself (it must be linked).
-    fn path_to(&self, x: u32, update: &mut [u32; MAX_LEVEL]) {
-        let mut rank = [0usize; MAX_LEVEL];
+    fn path_to(&self, x: u32, path: &mut Path) {
         let score = self.nodes[x as usize].score;
-        self.search(score, self.member(x), update, &mut rank);
+        self.search(score, self.member(x), path);
     }
 
-    /// Link an allocated, unlinked node of the given height into place.
-    fn link_node(&mut self, idx: u32, height: usize) {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut rank = [0usize; MAX_LEVEL];
+    /// Link an allocated, unlinked node of the given height (and tower) into place.
+    fn link_node(&mut self, idx: u32, height: usize, idx_tower: u32) {
+        let mut path = Path::new();
         let score = self.nodes[idx as usize].score;
-        self.search(score, self.member(idx), &mut update, &mut rank);
+        self.search(score, self.member(idx), &mut path);
         if height > self.level {
             for i in self.level..height {
-                update[i] = HEAD;
-                rank[i] = 0;
-                self.link_mut(HEAD, i).span = self.len as u32;
+                path.node[i] = HEAD;
+                path.tower[i] = HEAD_TOWER;
+                path.rank[i] = 0;
+                self.link_mut(HEAD_TOWER, i).span = self.len as u32;
             }
             self.level = height;
         }
-        let (idx_tower, idx_hint) = {
-            let n = &self.nodes[idx as usize];
-            (n.tower, score_hint(n.score))
-        };
-        for i in 0..height {
-            let u = update[i];
-            if i == 0 {
-                let un = self.nodes[u as usize].next;
-                self.nodes[idx as usize].next = un;
-                self.nodes[u as usize].next = idx;
-                continue;
-            }
-            let ul = *self.link_mut(u, i);
-            let d = rank[0] - rank[i];
-            *self.link_mut(idx, i) = Link {
+        let idx_hint = score_hint(score);
+        let u = path.node[0];
+        self.nodes[idx as usize].next = self.nodes[u as usize].next;
+        self.nodes[u as usize].next = idx;
+        for i in 1..height {
+            let ut = path.tower[i];
+            let ul = self.link(ut, i);
+            let d = path.rank[0] - path.rank[i];
+            *self.link_mut(idx_tower, i) = Link {
                 span: (ul.span as usize - d) as u32,
                 ..ul
             };
-            *self.link_mut(u, i) = Link {
+            *self.link_mut(ut, i) = Link {
                 next: idx,
                 span: (d + 1) as u32,
                 next_tower: idx_tower,
                 next_hint: idx_hint,
             };
         }
-        for (i, &u) in update.iter().enumerate().take(self.level).skip(height) {
-            self.link_mut(u, i).span += 1;
+        for i in height..self.level {
+            self.link_mut(path.tower[i], i).span += 1;
         }
         self.len += 1;
     }
 
-    /// Unlink `x` given its search path; returns its height. Does not free it.
-    fn unlink(&mut self, x: u32, update: &[u32; MAX_LEVEL]) -> usize {
+    /// Unlink `x` given its search path; returns its height and tower. Does not free it.
+    fn unlink(&mut self, x: u32, path: &Path) -> (usize, u32) {
         let mut height = 1;
-        for (i, &u) in update.iter().enumerate().take(self.level) {
-            if self.nx(u, i) == x {
-                if i > 0 {
-                    let xl = *self.link_mut(x, i);
-                    let l = self.link_mut(u, i);
-                    *l = Link {
-                        span: l.span + xl.span - 1,
-                        ..xl
-                    };
-                    height = i + 1;
-                } else {
-                    self.nodes[u as usize].next = self.nodes[x as usize].next;
-                }
-            } else if i > 0 {
-                self.link_mut(u, i).span -= 1;
+        let mut tower = NIL;
+        let u = path.node[0];
+        if self.nodes[u as usize].next == x {
+            self.nodes[u as usize].next = self.nodes[x as usize].next;
+        }
+        for i in 1..self.level {
+            let ut = path.tower[i];
+            let ul = self.link(ut, i);
+            if ul.next == x {
+                tower = ul.next_tower;
+                let xl = self.link(tower, i);
+                *self.link_mut(ut, i) = Link {
+                    span: ul.span + xl.span - 1,
+                    ..xl
+                };
+                height = i + 1;
+            } else {
+                self.link_mut(ut, i).span -= 1;
             }
         }
-        while self.level > 1 && self.nx(HEAD, self.level - 1) == NIL {
+        while self.level > 1 && self.link(HEAD_TOWER, self.level - 1).next == NIL {
             self.level -= 1;
         }
         self.len -= 1;
-        height
+        (height, tower)
     }
 
     /// Insert a member known to be absent.
     pub fn insert_new(&mut self, m: &[u8], score: f64) -> u32 {
         let h = self.random_level();
         let key = self.make_key(m);
-        let idx = self.alloc_node(key, score, h);
-        self.link_node(idx, h);
+        let (idx, tower) = self.alloc_node(key, score, h);
+        self.link_node(idx, h, tower);
         self.index_insert(idx);
         idx
     }
@@ -904,11 +972,11 @@ impl SkipList {
     /// Change the score of node `idx`; returns the old score.
     pub fn update_score(&mut self, idx: u32, new: f64) -> f64 {
         let old = self.nodes[idx as usize].score;
-        let mut update = [HEAD; MAX_LEVEL];
-        self.path_to(idx, &mut update);
+        let mut path = Path::new();
+        self.path_to(idx, &mut path);
         let in_place = {
             let m = self.member(idx);
-            let prev = update[0];
+            let prev = path.node[0];
             let next = self.nodes[idx as usize].next;
             (prev == HEAD || self.lt_key(prev, new, m))
                 && (next == NIL || !self.le_key(next, new, m))
@@ -916,28 +984,29 @@ impl SkipList {
         if in_place {
             self.nodes[idx as usize].score = new;
             let hint = score_hint(new);
-            for (i, &u) in update.iter().enumerate().take(self.level).skip(1) {
-                if self.nx(u, i) != idx {
+            for i in 1..self.level {
+                let l = self.link_mut(path.tower[i], i);
+                if l.next != idx {
                     break;
                 }
-                self.link_mut(u, i).next_hint = hint;
+                l.next_hint = hint;
             }
             return old;
         }
-        let h = self.unlink(idx, &update);
+        let (h, tower) = self.unlink(idx, &path);
         self.nodes[idx as usize].score = new;
-        self.link_node(idx, h);
+        self.link_node(idx, h, tower);
         old
     }
 
     /// Remove node `idx` (must be live); returns its score.
     pub fn remove_node(&mut self, idx: u32) -> f64 {
         let score = self.nodes[idx as usize].score;
-        let mut update = [HEAD; MAX_LEVEL];
-        self.path_to(idx, &mut update);
-        let h = self.unlink(idx, &update);
+        let mut path = Path::new();
+        self.path_to(idx, &mut path);
+        let (h, tower) = self.unlink(idx, &path);
         self.index_remove(idx);
-        self.free_slot(idx, h);
+        self.free_slot(idx, h, tower);
         self.maybe_compact();
         score
     }
@@ -951,7 +1020,7 @@ impl SkipList {
     pub fn rank_of(&self, idx: u32) -> usize {
         let score = self.nodes[idx as usize].score;
         let m = self.member(idx);
-        let r = self.descend(score, |n, s| self.le_with(n, s, score, m), |_, _, _| {});
+        let r = self.descend(score, |n, s| self.le_with(n, s, score, m), |_, _, _, _| {});
         debug_assert!(r > 0, "rank_of: node not linked");
         r.saturating_sub(1)
     }
@@ -962,7 +1031,7 @@ impl SkipList {
             return None;
         }
         let target = r + 1;
-        let (x, t) = self.descend_rank(target, |_, _, t| t != target);
+        let (x, t) = self.descend_rank(target, |_, _, _, t| t != target);
         (t == target).then_some(x)
     }
 
@@ -971,15 +1040,25 @@ impl SkipList {
     pub fn count_while(&self, mut pred: impl FnMut(f64, &[u8]) -> bool) -> usize {
         let mut r = 0;
         let mut x = HEAD;
-        for i in (0..self.level).rev() {
+        let mut xt = HEAD_TOWER;
+        for i in (1..self.level).rev() {
             loop {
-                let n = self.nx(x, i);
-                if n == NIL || !pred(self.nodes[n as usize].score, self.member(n)) {
+                let l = self.link(xt, i);
+                if l.next == NIL || !pred(self.nodes[l.next as usize].score, self.member(l.next)) {
                     break;
                 }
-                r += self.sp(x, i);
-                x = n;
+                r += l.span as usize;
+                x = l.next;
+                xt = l.next_tower;
             }
+        }
+        loop {
+            let n = self.nodes[x as usize].next;
+            if n == NIL || !pred(self.nodes[n as usize].score, self.member(n)) {
+                break;
+            }
+            r += 1;
+            x = n;
         }
         r
     }
@@ -987,7 +1066,7 @@ impl SkipList {
     /// Like `count_while` but the predicate sees only the score, and must hold for every score
     /// below `bound` and fail for every score above it (it decides `bound` itself).
     pub fn count_while_score(&self, bound: f64, mut pred: impl FnMut(f64) -> bool) -> usize {
-        self.descend(bound, |_, s| pred(s), |_, _, _| {})
+        self.descend(bound, |_, s| pred(s), |_, _, _, _| {})
     }
 
     /// Visit forward ranks a..=b (clamped), ascending or, if `descending`, b down to a.
@@ -1058,9 +1137,10 @@ impl SkipList {
             return 0;
         }
         let end = end.min(self.len - 1);
-        let mut update = [HEAD; MAX_LEVEL];
-        let (x, _) = self.descend_rank(start, |i, x, _| {
-            update[i] = x;
+        let mut path = Path::new();
+        let (x, _) = self.descend_rank(start, |i, x, xt, _| {
+            path.node[i] = x;
+            path.tower[i] = xt;
             true
         });
         let want = end - start + 1;
@@ -1072,9 +1152,9 @@ impl SkipList {
                 let (m, s) = self.entry(cur);
                 on_removed(m, s);
             }
-            let h = self.unlink(cur, &update);
+            let (h, tower) = self.unlink(cur, &path);
             self.index_remove(cur);
-            self.free_slot(cur, h);
+            self.free_slot(cur, h, tower);
             removed += 1;
             cur = next;
         }
@@ -1087,6 +1167,7 @@ impl SkipList {
         debug_assert!(self.len == 0);
         Appender {
             last: [HEAD; MAX_LEVEL],
+            last_tower: [HEAD_TOWER; MAX_LEVEL],
             rank: [0; MAX_LEVEL],
         }
     }
@@ -1097,26 +1178,34 @@ impl SkipList {
         if h > self.level {
             for i in self.level..h {
                 ap.last[i] = HEAD;
+                ap.last_tower[i] = HEAD_TOWER;
                 ap.rank[i] = 0;
-                self.link_mut(HEAD, i).span = self.len as u32;
+                self.link_mut(HEAD_TOWER, i).span = self.len as u32;
             }
             self.level = h;
         }
         let key = self.make_key(m);
-        let idx = self.alloc_node(key, score, h);
+        let (idx, tower) = self.alloc_node(key, score, h);
         let r = self.len + 1;
-        for i in 0..h {
-            let u = ap.last[i];
-            self.set_next(u, i, idx);
-            if i > 0 {
-                self.link_mut(u, i).span = (r - ap.rank[i]) as u32;
-                self.link_mut(idx, i).span = 0;
-            }
+        self.nodes[ap.last[0] as usize].next = idx;
+        ap.last[0] = idx;
+        ap.rank[0] = r;
+        let hint = score_hint(score);
+        for i in 1..h {
+            let span = (r - ap.rank[i]) as u32;
+            *self.link_mut(ap.last_tower[i], i) = Link {
+                next: idx,
+                span,
+                next_tower: tower,
+                next_hint: hint,
+            };
+            self.link_mut(tower, i).span = 0;
             ap.last[i] = idx;
+            ap.last_tower[i] = tower;
             ap.rank[i] = r;
         }
-        for i in h..self.level {
-            self.link_mut(ap.last[i], i).span += 1;
+        for i in h.max(1)..self.level {
+            self.link_mut(ap.last_tower[i], i).span += 1;
         }
         self.len += 1;
         self.index_insert(idx);
@@ -1157,17 +1246,39 @@ impl SkipList {
         }
     }
 
+    /// Height and tower of every linked node (indexed by slot; height 0 for free slots),
+    /// found by walking each level from the header: a node's tower is recorded only in the
+    /// links that lead to it.
+    fn heights_and_towers(&self) -> (Vec<u8>, Vec<u32>) {
+        let n = self.nodes.len();
+        let mut height = vec![0u8; n];
+        let mut tower = vec![NIL; n];
+        height[HEAD as usize] = MAX_LEVEL as u8;
+        tower[HEAD as usize] = HEAD_TOWER;
+        let mut x = self.first();
+        while x != NIL {
+            height[x as usize] = 1;
+            x = self.nodes[x as usize].next;
+        }
+        for i in 1..self.level {
+            let mut t = HEAD_TOWER;
+            loop {
+                let l = self.link(t, i);
+                if l.next == NIL {
+                    break;
+                }
+                height[l.next as usize] = (i + 1) as u8;
+                tower[l.next as usize] = l.next_tower;
+                t = l.next_tower;
+            }
+        }
+        (height, tower)
+    }
+
     /// Rebuild the arenas densely, keeping the relative order of slots.
     pub fn compact(&mut self) {
         let n = self.nodes.len();
-        let mut height = vec![0u8; n];
-        for i in 0..self.level {
-            let mut x = self.nx(HEAD, i);
-            while x != NIL {
-                height[x as usize] = (i + 1) as u8;
-                x = self.nx(x, i);
-            }
-        }
+        let (height, old_tower) = self.heights_and_towers();
         let mut map = vec![NIL; n];
         let mut live = 0u32;
         let mut tower_links = MAX_LEVEL - 1;
@@ -1183,6 +1294,7 @@ impl SkipList {
         let remap = |x: u32| if x == NIL { NIL } else { map[x as usize] };
         let mut nodes = NodeArena::with_capacity(live as usize);
         let mut towers = TowerArena::with_capacity(tower_links);
+        let mut new_tower = vec![NIL; live as usize];
         let mut longs: Vec<Box<[u8]>> =
             Vec::with_capacity(self.longs.len() - self.free_longs.len());
         for i in 0..n {
@@ -1190,18 +1302,14 @@ impl SkipList {
                 continue;
             }
             let old = self.nodes[i];
-            let h = if i == 0 {
-                MAX_LEVEL
-            } else {
-                height[i] as usize
-            };
-            let tower = if h > 1 {
+            let h = height[i] as usize;
+            if h > 1 {
                 if towers.room() < h - 1 {
                     towers.pad_chunk(EMPTY_LINK);
                 }
-                let t = towers.len() as u32;
+                new_tower[map[i] as usize] = towers.len() as u32;
                 for l in 0..h - 1 {
-                    let lk = self.towers[old.tower as usize + l];
+                    let lk = self.towers[old_tower[i] as usize + l];
                     towers.push(Link {
                         next: remap(lk.next),
                         span: lk.span,
@@ -1209,10 +1317,7 @@ impl SkipList {
                         next_hint: 0,
                     });
                 }
-                t
-            } else {
-                NIL
-            };
+            }
             let mut key = old.key;
             if key[0] == TAG_LONG {
                 let b = self
@@ -1227,36 +1332,32 @@ impl SkipList {
                 score: old.score,
                 key,
                 next: remap(old.next),
-                tower,
+                chain: NIL,
             });
-        }
-        for v in self.index.iter_mut() {
-            *v = map[*v as usize];
         }
         self.nodes = nodes;
         self.towers = towers;
         self.longs = longs;
         // Towers moved: refresh every link's record of its next node's tower.
         for i in 1..self.level {
-            let mut x = HEAD;
+            let mut t = HEAD_TOWER;
             loop {
-                let t = self.nodes[x as usize].tower as usize + i - 1;
-                let n = self.towers[t].next;
+                let n = self.link(t, i).next;
                 if n == NIL {
                     break;
                 }
-                let next = &self.nodes[n as usize];
-                self.towers[t].next_tower = next.tower;
-                self.towers[t].next_hint = score_hint(next.score);
-                x = n;
+                let nt = new_tower[n as usize];
+                let hint = score_hint(self.nodes[n as usize].score);
+                let l = self.link_mut(t, i);
+                l.next_tower = nt;
+                l.next_hint = hint;
+                t = nt;
             }
         }
         self.free_longs = Vec::new();
         self.free_node = NIL;
         self.free_towers = [NIL; MAX_LEVEL + 1];
-        let (nodes, longs, seeds) = (&self.nodes, &self.longs, &self.seeds);
-        self.index
-            .shrink_to(self.len, |&i| node_hash(nodes, longs, seeds, i));
+        self.rebuild_index(buckets_for(self.len));
     }
 
     /// Approximate heap bytes owned.
@@ -1266,7 +1367,7 @@ impl SkipList {
             + self.longs.capacity() * std::mem::size_of::<Box<[u8]>>()
             + self.longs.iter().map(|b| b.len()).sum::<usize>()
             + self.free_longs.capacity() * 4
-            + self.index.allocation_size()
+            + self.heads.capacity() * 4
     }
 
     /// Full structural check (O(N)); for tests and debugging.
@@ -1310,13 +1411,16 @@ impl SkipList {
         if r != self.len {
             return Err(format!("level 0 has {r} nodes, len {}", self.len));
         }
-        // heights from level lists; levels ordered; spans
+        // heights from level lists; levels ordered; spans; towers recorded consistently
         let mut height = vec![1usize; n];
+        let mut tower_of = vec![NIL; n];
         for i in 1..self.level {
             let mut x = HEAD;
+            let mut xt = HEAD_TOWER;
             loop {
-                let nx = self.nx(x, i);
-                let span = self.sp(x, i);
+                let l = self.link(xt, i);
+                let nx = l.next;
+                let span = l.span as usize;
                 let rx = rank[x as usize];
                 if nx == NIL {
                     if span != self.len - rx {
@@ -1331,11 +1435,15 @@ impl SkipList {
                 if rn == usize::MAX || rn <= rx {
                     return Err(format!("level {i}: bad link {x}->{nx}"));
                 }
-                let t = self.nodes[x as usize].tower as usize + i - 1;
-                if self.towers[t].next_tower != self.nodes[nx as usize].tower {
+                if i == 1 {
+                    if l.next_tower == NIL || l.next_tower as usize >= self.towers.len() {
+                        return Err(format!("level 1: link {x}->{nx} has no tower"));
+                    }
+                    tower_of[nx as usize] = l.next_tower;
+                } else if tower_of[nx as usize] != l.next_tower {
                     return Err(format!("level {i}: link {x}->{nx} records the wrong tower"));
                 }
-                if self.towers[t].next_hint != score_hint(self.nodes[nx as usize].score) {
+                if l.next_hint != score_hint(self.nodes[nx as usize].score) {
                     return Err(format!("level {i}: link {x}->{nx} has a stale score hint"));
                 }
                 if height[nx as usize] != i {
@@ -1349,33 +1457,43 @@ impl SkipList {
                     ));
                 }
                 x = nx;
+                xt = l.next_tower;
             }
         }
-        if self.level > 1 && self.nx(HEAD, self.level - 1) == NIL {
+        if self.level > 1 && self.link(HEAD_TOWER, self.level - 1).next == NIL {
             return Err("top level empty".into());
         }
-        for i in self.level..MAX_LEVEL {
-            if self.nx(HEAD, i) != NIL {
+        for i in self.level.max(1)..MAX_LEVEL {
+            if self.link(HEAD_TOWER, i).next != NIL {
                 return Err(format!("header level {i} above list level is linked"));
             }
         }
-        // towers present iff height > 1
-        for (i, &r) in rank.iter().enumerate().skip(1) {
-            if r == usize::MAX {
-                continue;
-            }
-            let node = &self.nodes[i];
-            if (node.tower == NIL) != (height[i] == 1) {
-                return Err(format!("node {i}: tower/height mismatch"));
+        // towers do not overlap each other or the header's
+        let mut spans: Vec<(u32, usize)> = (1..n)
+            .filter(|&i| tower_of[i] != NIL)
+            .map(|i| (tower_of[i], height[i] - 1))
+            .collect();
+        spans.push((HEAD_TOWER, MAX_LEVEL - 1));
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if w[0].0 as usize + w[0].1 > w[1].0 as usize {
+                return Err(format!("towers at {} and {} overlap", w[0].0, w[1].0));
             }
         }
-        // index
-        if self.index.len() != self.len {
-            return Err(format!(
-                "index has {} entries, len {}",
-                self.index.len(),
-                self.len
-            ));
+        // index: every live node is found, and the chains hold exactly the live nodes
+        let mut chained = 0usize;
+        for &head in &self.heads {
+            let mut x = head;
+            while x != NIL {
+                chained += 1;
+                if chained > self.len {
+                    return Err("index chains longer than len (cycle?)".into());
+                }
+                x = self.nodes[x as usize].chain;
+            }
+        }
+        if chained != self.len {
+            return Err(format!("index has {chained} entries, len {}", self.len));
         }
         let mut x = self.first();
         while x != NIL {
@@ -1407,6 +1525,65 @@ impl SkipList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Inserts, rescoring, removals by member and by rank, compaction and index rebuilds
+    /// (growth and after compaction) keep every invariant: towers reached only through the
+    /// links that record them, and the member index chained through the nodes.
+    #[test]
+    fn index_and_towers_survive_growth_removal_and_compaction() {
+        let mut l = SkipList::new();
+        let n = 30_000u32;
+        for i in 0..n {
+            let m = format!("member:{i}");
+            let m = if i % 7 == 0 { m.repeat(3) } else { m }; // some long members
+            l.insert_new(
+                m.as_bytes(),
+                f64::from(i.wrapping_mul(2_654_435_761) % 1000),
+            );
+        }
+        l.check_invariants().unwrap();
+        assert!(l.heads.len() * INDEX_LOAD_MAX >= l.len());
+        for i in (0..n).step_by(3) {
+            let m = format!("member:{i}");
+            let m = if i % 7 == 0 { m.repeat(3) } else { m };
+            let x = l.find(m.as_bytes()).expect("present");
+            l.update_score(x, f64::from(i % 17) - 8.0);
+        }
+        l.check_invariants().unwrap();
+        let mut removed = 0;
+        for i in 0..n {
+            if i % 5 != 0 {
+                let m = format!("member:{i}");
+                let m = if i % 7 == 0 { m.repeat(3) } else { m };
+                assert!(l.remove(m.as_bytes()).is_some());
+                removed += 1;
+                if removed % 5000 == 0 {
+                    l.check_invariants().unwrap();
+                }
+            }
+        }
+        // Below a quarter of the slots: compacted, index rebuilt for the smaller set.
+        assert!(l.slots() < n as usize / 2, "compacted: {} slots", l.slots());
+        l.check_invariants().unwrap();
+        assert!(l.find(b"member:5").is_some() && l.find(b"member:6").is_none());
+        let before = l.len();
+        let mut seen = 0;
+        l.remove_rank_range(10, 1009, |_, _| seen += 1);
+        assert_eq!((seen, l.len()), (1000, before - 1000));
+        l.check_invariants().unwrap();
+        // Bulk load in order.
+        let mut b = SkipList::with_capacity(10_000);
+        let mut ap = b.appender();
+        for i in 0..10_000u32 {
+            b.append_sorted(&mut ap, format!("m{i:06}").as_bytes(), f64::from(i));
+        }
+        b.check_invariants().unwrap();
+        assert_eq!(b.rank_of(b.find(b"m004321").expect("present")), 4321);
+        assert_eq!(
+            b.node_at_rank(9999).map(|x| b.member(x).to_vec()),
+            Some(b"m009999".to_vec())
+        );
+    }
 
     #[test]
     fn warm_reads_only_and_handles_every_score() {

@@ -36,6 +36,8 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     pub multi: AtomicBool,
     pub blocked: AtomicBool,
+    /// Waiting for CLIENT PAUSE to end before running its next command (counted as blocked).
+    pub(crate) postponed: AtomicBool,
     pub no_evict: AtomicBool,
     pub killed: AtomicBool,
     pub kill: Notify,
@@ -68,7 +70,7 @@ impl ClientInfo {
         if self.multi.load(Ordering::Relaxed) {
             flags.push('x');
         }
-        if self.blocked.load(Ordering::Relaxed) {
+        if self.blocked.load(Ordering::Relaxed) || self.postponed.load(Ordering::Relaxed) {
             flags.push('b');
         }
         if self.no_evict.load(Ordering::Relaxed) {
@@ -237,6 +239,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         resp: AtomicU8::new(2),
         multi: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
+        postponed: AtomicBool::new(false),
         no_evict: AtomicBool::new(false),
         killed: AtomicBool::new(false),
         kill: Notify::new(),
@@ -410,7 +413,21 @@ async fn serve_client(
                 reply,
                 block,
                 close: quit,
+                postponed,
             } = dispatch_with(srv, client, args, &mut guards);
+            if let Some(args) = postponed {
+                // Clients are paused: send what the pipeline produced so far, wait for the
+                // pause to change, then submit the request again (it may wait again).
+                flush(srv, sock, &info, &mut out).await?;
+                info.postponed.store(true, Ordering::Relaxed);
+                let woken = srv.pause.wait_change(&info.kill).await;
+                info.postponed.store(false, Ordering::Relaxed);
+                if !woken || info.killed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                pending.push_front(args);
+                continue;
+            }
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.

@@ -20,6 +20,7 @@ pub mod keyspace;
 pub mod log;
 pub mod net;
 pub mod notify;
+pub(crate) mod pause;
 pub mod persistence;
 pub mod process;
 pub mod protocol;

@@ -66,6 +66,8 @@ pub struct Server {
     pub latency: crate::commands::latency::Monitor,
     /// INFO errorstats: error replies by their first word.
     pub errorstats: crate::commands::introspect::ErrorStats,
+    /// CLIENT PAUSE state.
+    pub(crate) pause: crate::pause::Pause,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -102,6 +104,7 @@ impl Server {
             slowlog: Default::default(),
             latency: Default::default(),
             errorstats: Default::default(),
+            pause: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -170,7 +173,10 @@ impl Server {
             loop {
                 let now = unix_ms();
                 let mut sh = shard.lock();
-                if sh.volatile_len() == 0 || !crate::commands::debug::active_expire_enabled() {
+                if sh.volatile_len() == 0
+                    || !crate::commands::debug::active_expire_enabled()
+                    || self.pause.is_active()
+                {
                     break;
                 }
                 let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);

@@ -340,6 +340,9 @@ pub struct Outcome {
     pub reply: Reply,
     pub block: Option<Blocked>,
     pub close: bool,
+    /// The request was not run because clients are paused (CLIENT PAUSE): the connection
+    /// waits for the pause to change and submits it again.
+    pub postponed: Option<Vec<Bytes>>,
 }
 
 /// Before a pipelined batch of requests runs (`batch`, in database `db`): warm the cache for
@@ -395,6 +398,7 @@ pub fn dispatch_with<'a>(
         reply,
         block: None,
         close: false,
+        postponed: None,
     };
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
@@ -471,6 +475,15 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error(srv.scripts.busy_reply()));
     }
+    // Under CLIENT PAUSE the request waits (checked where Redis checks: before queueing).
+    if crate::pause::holds_back(srv, client, spec, &args) {
+        return Outcome {
+            reply: Reply::NoReply,
+            block: None,
+            close: false,
+            postponed: Some(args),
+        };
+    }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
     let now = crate::server::unix_ms_at(started);
@@ -531,6 +544,7 @@ pub fn dispatch_with<'a>(
         reply,
         block,
         close,
+        postponed: None,
     }
 }
 
@@ -604,6 +618,7 @@ pub fn run_locked<'a>(
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
+    g.expire_paused = srv.pause.is_active();
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     g.tracking = srv.tracking.is_active();
     let db_before = client.db;

@@ -25,6 +25,9 @@ pub struct Guards<'a> {
     pub misses: u64,
     /// False while the AOF loads: as in Redis, nothing expires then (logged times are absolute).
     pub expire_enabled: bool,
+    /// True while clients are paused (CLIENT PAUSE): expired keys read as absent but are not
+    /// deleted, so the dataset does not change, as in Redis.
+    pub(crate) expire_paused: bool,
     /// `notify-keyspace-events` class bits for this command (0: nothing is recorded).
     pub notify_flags: u32,
     /// Keyspace events the command caused, in order, published when it has run.
@@ -46,6 +49,7 @@ impl<'a> Guards<'a> {
             hits: 0,
             misses: 0,
             expire_enabled: true,
+            expire_paused: false,
             notify_flags: 0,
             events: Vec::new(),
             tracking: false,
@@ -174,7 +178,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let db = self.db;
-        let expired = self.g.expire_enabled && self.g.shard_mut(db, sid).is_expired(key, now);
+        let expired = self.g.expire_enabled
+            && !self.g.expire_paused
+            && self.g.shard_mut(db, sid).is_expired(key, now);
         if expired {
             let blocked = self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0;
             let sh = self.g.shard_mut(db, sid);
@@ -235,6 +241,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// The live entry for `key` without counting as an access (OBJECT, eviction figures).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        if self.g.expire_paused && self.g.expire_enabled && self.is_expired_entry(key) {
+            return None;
+        }
         self.shard(key).raw_get(key)
     }
 

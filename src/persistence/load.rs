@@ -107,6 +107,7 @@ fn fake_client(srv: &Server) -> Client {
         resp: AtomicU8::new(2),
         multi: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
+        postponed: AtomicBool::new(false),
         no_evict: AtomicBool::new(false),
         killed: AtomicBool::new(false),
         kill: tokio::sync::Notify::new(),

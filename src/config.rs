@@ -945,6 +945,7 @@ impl Config {
             normalise(prm, words)?
         };
         crate::directives::validate(prm.name, &v)?;
+        let v = crate::directives::canonical(prm.name, v);
         if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
             return Err(why);
         }

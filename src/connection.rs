@@ -42,6 +42,8 @@ pub struct ClientInfo {
     pub killed: AtomicBool,
     pub kill: Notify,
     pub qbuf: AtomicUsize,
+    /// Free space of the query buffer (CLIENT LIST qbuf-free).
+    pub(crate) qbuf_free: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: crate::pubsub::Mailbox,
 }
@@ -91,7 +93,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -105,6 +107,7 @@ impl ClientInfo {
             subs[2],
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.qbuf.load(Ordering::Relaxed),
+            self.qbuf_free.load(Ordering::Relaxed),
             self.push.used(),
             self.last_cmd.lock(),
             self.resp.load(Ordering::Relaxed),
@@ -244,6 +247,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         killed: AtomicBool::new(false),
         kill: Notify::new(),
         qbuf: AtomicUsize::new(0),
+        qbuf_free: AtomicUsize::new(0),
         push: Default::default(),
     });
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
@@ -306,7 +310,20 @@ async fn serve_client(
     let mut partial = Partial::default();
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
+    let mut qb = crate::querybuf::QueryBuf::new();
     loop {
+        qb.before_read(&mut buf);
+        info.qbuf.store(buf.len(), Ordering::Relaxed);
+        info.qbuf_free
+            .store(buf.capacity() - buf.len(), Ordering::Relaxed);
+        let check_at = qb.next_check(&buf);
+        let buffer_check = async {
+            match check_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let len_before = buf.len();
         // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
         let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
         let idle = async {
@@ -329,7 +346,12 @@ async fn serve_client(
                 tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
                 return Ok(());
             }
+            _ = buffer_check => {
+                qb.check(&mut buf);
+                continue;
+            }
         };
+        qb.after_read(len_before, n);
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -351,6 +373,8 @@ async fn serve_client(
         }
         let mut close = false;
         let mut proto_err = None;
+        // The longest argument of 32 KiB or more this read completed (see querybuf).
+        let mut big_arg = 0usize;
         loop {
             if pending.is_empty() && proto_err.is_none() {
                 // Parse every complete request of the read up front (one at a time before
@@ -363,6 +387,14 @@ async fn serve_client(
                 loop {
                     match parse_request_resuming(&mut buf, &limits, &mut partial) {
                         Ok(Parsed::Command(args)) => {
+                            if let Some(big) = args
+                                .iter()
+                                .map(|a| a.len())
+                                .filter(|&l| l >= crate::querybuf::BIG_ARG)
+                                .max()
+                            {
+                                big_arg = big_arg.max(big);
+                            }
                             pending.push_back(args);
                             if !client.authenticated || pending.len() >= MAX_BATCH {
                                 break;
@@ -387,7 +419,6 @@ async fn serve_client(
                 }
                 break;
             };
-            info.qbuf.store(buf.len(), Ordering::Relaxed);
             if crate::acl::user_revoked(client) {
                 // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
                 return Ok(());
@@ -414,6 +445,7 @@ async fn serve_client(
                 block,
                 close: quit,
                 postponed,
+                unblock_stats,
             } = dispatch_with(srv, client, args, &mut guards);
             if let Some(args) = postponed {
                 // Clients are paused: send what the pipeline produced so far, wait for the
@@ -433,7 +465,12 @@ async fn serve_client(
                     // Send what the pipeline produced so far, then wait.
                     flush(srv, sock, &info, &mut out).await?;
                     match wait_blocked(srv, sock, client, b, &mut buf).await? {
-                        Some(r) => r,
+                        Some(r) => {
+                            if let Some(stats) = unblock_stats {
+                                crate::commands::after_unblocked(srv, client, stats, &r);
+                            }
+                            r
+                        }
                         None => return Ok(()),
                     }
                 }
@@ -461,8 +498,8 @@ async fn serve_client(
             sock.shutdown();
             return Ok(());
         }
-        if buf.is_empty() && buf.capacity() > 256 * 1024 {
-            buf = BytesMut::with_capacity(16 * 1024);
+        if big_arg > 0 {
+            qb.after_big_arg(&mut buf, big_arg);
         }
     }
 }

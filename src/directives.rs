@@ -517,6 +517,39 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The form CONFIG GET shows a validated value in, where Redis rewrites it: each percentile
+/// of latency-tracking-info-percentiles as C's `%f` with trailing zeros trimmed ("50.0" is
+/// "50", "12.3456789" is "12.345679").
+pub fn canonical(name: &str, value: String) -> String {
+    if name != "latency-tracking-info-percentiles" {
+        return value;
+    }
+    value
+        .split_whitespace()
+        .map(|w| {
+            let p: f64 = w.parse().unwrap_or(0.0);
+            let text = format!("{p:.6}");
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    #[test]
+    fn percentiles_read_back_as_redis_prints_them() {
+        assert_eq!(
+            super::canonical(
+                "latency-tracking-info-percentiles",
+                "0.0 50.0 99.9 100.0 12.3456789 1e1".into()
+            ),
+            "0 50 99.9 100 12.345679 10"
+        );
+        assert_eq!(super::canonical("dir", "0.0".into()), "0.0");
+    }
+}
+
 /// Why a directive of redis.conf that is not a configuration parameter is refused.
 pub fn refused_keyword(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_lowercase().as_str() {

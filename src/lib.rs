@@ -25,6 +25,7 @@ pub mod persistence;
 pub mod process;
 pub mod protocol;
 pub mod pubsub;
+pub(crate) mod querybuf;
 pub mod scripting;
 pub mod server;
 pub mod tracking;

@@ -343,6 +343,8 @@ pub struct Outcome {
     /// The request was not run because clients are paused (CLIENT PAUSE): the connection
     /// waits for the pause to change and submits it again.
     pub postponed: Option<Vec<Bytes>>,
+    /// The command blocked: what [`after_unblocked`] needs once it is answered.
+    pub(crate) unblock_stats: Option<(&'static Cmd, Vec<Bytes>)>,
 }
 
 /// Before a pipelined batch of requests runs (`batch`, in database `db`): warm the cache for
@@ -399,6 +401,7 @@ pub fn dispatch_with<'a>(
         block: None,
         close: false,
         postponed: None,
+        unblock_stats: None,
     };
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
@@ -427,6 +430,8 @@ pub fn dispatch_with<'a>(
         if client.multi.is_some() {
             client.multi_abort = true;
         }
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error("NOAUTH Authentication required."));
     }
     if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
@@ -482,6 +487,7 @@ pub fn dispatch_with<'a>(
             block: None,
             close: false,
             postponed: Some(args),
+            unblock_stats: None,
         };
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
@@ -496,10 +502,14 @@ pub fn dispatch_with<'a>(
     {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
         if let Some(err) = write_refusal(srv, spec) {
             client.multi_abort = true;
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(err);
         }
         if let Some(q) = client.multi.as_mut() {
@@ -509,6 +519,7 @@ pub fn dispatch_with<'a>(
     }
     if let Some(err) = write_refusal(srv, spec) {
         spec.rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
     match spec.name {
@@ -521,11 +532,13 @@ pub fn dispatch_with<'a>(
                     .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
             }
             feed_monitors(srv, client, client.db, &args);
+            count_transaction_command(srv, client, spec, &args, &reply, started);
             return done(reply);
         }
         "multi" | "discard" | "watch" | "unwatch" => {
             let reply = tx::control(srv, client, spec.name, &args);
             feed_monitors(srv, client, client.db, &args);
+            count_transaction_command(srv, client, spec, &args, &reply, started);
             return done(reply);
         }
         _ => {}
@@ -540,12 +553,55 @@ pub fn dispatch_with<'a>(
     if block.is_none() {
         slowlog::record(srv, client, spec, &args, client.last_duration_us);
     }
+    let unblock_stats = block.as_ref().map(|_| (spec, args));
     Outcome {
         reply,
         block,
         close,
         postponed: None,
+        unblock_stats,
     }
+}
+
+/// The statistics of EXEC, MULTI, DISCARD, WATCH and UNWATCH, which run outside
+/// [`run_locked`]: calls and time in INFO commandstats, `failed_calls` and
+/// `total_error_replies` when their own reply is an error (EXECABORT, EXEC without MULTI;
+/// errors of the commands an EXEC ran are counted by those commands), the slowlog and
+/// latency figures.
+fn count_transaction_command(
+    srv: &Server,
+    client: &mut Client,
+    spec: &'static Cmd,
+    args: &[Bytes],
+    reply: &Reply,
+    started: std::time::Instant,
+) {
+    let duration_us = started.elapsed().as_micros() as u64;
+    client.last_duration_us = duration_us;
+    spec.calls.fetch_add(1, Ordering::Relaxed);
+    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
+    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    if reply.is_error() {
+        spec.failed.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    slowlog::record(srv, client, spec, args, duration_us);
+}
+
+/// A blocked command has been answered with `reply` (served, timed out or unblocked): as
+/// Redis, a failure counts in its `failed_calls` and `total_error_replies`, and the command
+/// goes to the slowlog and its latency histogram now, with the time it ran for.
+pub(crate) fn after_unblocked(
+    srv: &Server,
+    client: &Client,
+    (spec, args): (&'static Cmd, Vec<Bytes>),
+    reply: &Reply,
+) {
+    if reply.is_error() {
+        spec.failed.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    slowlog::record(srv, client, spec, &args, client.last_duration_us);
 }
 
 /// DEBUG and MODULE run only where `enable-debug-command` / `enable-module-command` allow

@@ -112,6 +112,7 @@ fn fake_client(srv: &Server) -> Client {
         killed: AtomicBool::new(false),
         kill: tokio::sync::Notify::new(),
         qbuf: AtomicUsize::new(0),
+        qbuf_free: AtomicUsize::new(0),
         push: Default::default(),
     });
     let _ = srv;

@@ -75,7 +75,9 @@ impl QueryBuf {
             return None;
         }
         if cap > RESIZE_THRESHOLD && cap / 2 > self.peak {
-            let at = *self.check_at.get_or_insert_with(|| Instant::now() + CHECK_DELAY);
+            let at = *self
+                .check_at
+                .get_or_insert_with(|| Instant::now() + CHECK_DELAY);
             return Some(at.min(self.last_input + IDLE_FREE));
         }
         self.check_at = None;
@@ -125,7 +127,11 @@ mod tests {
         q.after_read(0, 50);
         let due = q.next_check(&buf).expect("a shrink is due");
         assert!(due <= Instant::now() + CHECK_DELAY);
-        assert_eq!(q.next_check(&buf), Some(due), "the due time holds across reads");
+        assert_eq!(
+            q.next_check(&buf),
+            Some(due),
+            "the due time holds across reads"
+        );
         q.check(&mut buf);
         assert_eq!(buf.capacity(), IOBUF_LEN, "shrunk to the peak");
     }

@@ -315,7 +315,8 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             *ctx.client.info.name.lock() = if a[2].is_empty() {
                 None
             } else {
-                Some(a[2].clone())
+                // A copy: a slice would keep the whole read buffer it came in alive.
+                Some(Bytes::copy_from_slice(&a[2]))
             };
             Reply::Ok
         }

@@ -44,6 +44,8 @@ pub struct ClientInfo {
     pub qbuf: AtomicUsize,
     /// Free space of the query buffer (CLIENT LIST qbuf-free).
     pub(crate) qbuf_free: AtomicUsize,
+    /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
+    pub(crate) argv_mem: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: crate::pubsub::Mailbox,
 }
@@ -92,8 +94,12 @@ impl ClientInfo {
         if flags.is_empty() {
             flags.push('N');
         }
+        let qbuf = self.qbuf.load(Ordering::Relaxed);
+        let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
+        let argv_mem = self.argv_mem.load(Ordering::Relaxed);
+        let omem = self.push.used();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -106,9 +112,13 @@ impl ClientInfo {
             subs[1],
             subs[2],
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
-            self.qbuf.load(Ordering::Relaxed),
-            self.qbuf_free.load(Ordering::Relaxed),
-            self.push.used(),
+            qbuf,
+            qbuf_free,
+            argv_mem,
+            omem,
+            // What is measured of the client's memory: its query buffer, arguments and
+            // pending output.
+            qbuf + qbuf_free + argv_mem + omem,
             self.last_cmd.lock(),
             self.resp.load(Ordering::Relaxed),
         )
@@ -248,6 +258,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         kill: Notify::new(),
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
+        argv_mem: AtomicUsize::new(0),
         push: Default::default(),
     });
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
@@ -352,6 +363,11 @@ async fn serve_client(
             }
         };
         qb.after_read(len_before, n);
+        // While this read's commands run, CLIENT LIST shows the buffer as read (the running
+        // command included), as Redis shows it before trimming what it processed.
+        info.qbuf.store(buf.len(), Ordering::Relaxed);
+        info.qbuf_free
+            .store(buf.capacity() - buf.len(), Ordering::Relaxed);
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -440,6 +456,8 @@ async fn serve_client(
                     }
                 }
             }
+            info.argv_mem
+                .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
             let Outcome {
                 reply,
                 block,
@@ -476,6 +494,7 @@ async fn serve_client(
                 }
                 None => reply,
             };
+            info.argv_mem.store(0, Ordering::Relaxed);
             // Messages this command published to its own client go before its reply.
             info.push.drain_into(&mut out);
             emit(srv, client, &reply, &mut out);

@@ -222,6 +222,20 @@ pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
     })
 }
 
+/// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
+/// of a container command (`client|list`), else the command's name.
+pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
+    if let Some(sub) = args.get(1) {
+        if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {
+            let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+            if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
+                return name.as_str();
+            }
+        }
+    }
+    spec.name
+}
+
 /// The histogram a command's run counts in.
 fn histogram_for(spec: &Spec, args: &[Bytes]) -> Option<&'static Histogram> {
     if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {

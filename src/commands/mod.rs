@@ -15,6 +15,7 @@ pub mod argv;
 pub mod debug;
 pub mod errors;
 pub mod expire;
+pub mod geo;
 pub mod hash;
 pub mod introspect;
 pub mod keys;
@@ -262,6 +263,7 @@ static FAMILIES: &[&[Spec]] = &[
     expire::COMMANDS,
     string::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,
@@ -493,7 +495,9 @@ pub fn dispatch_with<'a>(
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
     let now = crate::server::unix_ms_at(started);
-    client.info.set_last_cmd(spec.name, now);
+    client
+        .info
+        .set_last_cmd(latency::full_name(spec, &args), now);
     if client.multi.is_some()
         && !matches!(
             spec.name,

@@ -376,7 +376,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Verbatim("txt", Bytes::from(s))
         }
-        "kill" => client_kill(ctx, a),
+        "kill" if argc >= 3 => client_kill(ctx, a),
         "no-evict" if argc == 3 => {
             if eq(&a[2], "on") {
                 ctx.client.info.no_evict.store(true, Ordering::Relaxed);
@@ -454,7 +454,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
-        | "no-touch" => arity_err(),
+        | "no-touch" | "kill" => arity_err(),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])

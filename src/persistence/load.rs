@@ -113,6 +113,7 @@ fn fake_client(srv: &Server) -> Client {
         kill: tokio::sync::Notify::new(),
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
+        argv_mem: AtomicUsize::new(0),
         push: Default::default(),
     });
     let _ = srv;

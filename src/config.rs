@@ -1126,31 +1126,116 @@ impl Config {
                 rest = &rest[1..];
             }
         }
-        // `--name v1 v2 --other v` as redis-server: each --name starts a directive.
-        let mut i = 0;
-        while i < rest.len() {
-            let Some(name) = rest[i].strip_prefix("--") else {
-                return Err(format!(
-                    "command line: unexpected argument '{}' (options are --name value)",
-                    rest[i]
-                ));
+        // As redis-server: the options become config lines, appended to the file's. Each
+        // `--name` starts a line unless the line before still waits for its value (so a value
+        // may itself start with `--`); "--name value" in one argument is a whole line; other
+        // arguments are values, quoted. A bare `--save` means `save ""`.
+        for line in command_line_options(rest) {
+            let words = split_args(line.as_bytes())
+                .ok_or_else(|| format!("command line: '{}': unbalanced quotes", line.trim_end()))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, vals)) = words.split_first() else {
+                continue;
             };
-            let mut vals = Vec::new();
-            i += 1;
-            while i < rest.len() && !rest[i].starts_with("--") {
-                vals.push(rest[i].clone());
-                i += 1;
-            }
-            cfg.set_startup(name, &vals)
-                .map_err(|e| format!("command line: '--{name} {}': {e}", vals.join(" ")))?;
+            cfg.set_startup(name, vals)
+                .map_err(|e| format!("command line: '{}': {e}", line.trim_end()))?;
         }
         Ok(cfg)
     }
 }
 
+/// redis-server's reading of the options after the config file: one config line each.
+fn command_line_options(args: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut value_given = true;
+    for (j, arg) in args.iter().enumerate() {
+        if value_given && arg.starts_with("--") {
+            let mut line = format!("{} ", &arg[2..]);
+            let words = split_args(arg.as_bytes()).map_or(1, |w| w.len());
+            if words == 1 {
+                value_given = false;
+                let next_is_option = args.get(j + 1).is_some_and(|n| n.starts_with("--"));
+                if arg.eq_ignore_ascii_case("--save") && (next_is_option || j + 1 == args.len()) {
+                    line.push_str("\"\"");
+                    value_given = true;
+                }
+            } else {
+                value_given = true;
+            }
+            lines.push(line);
+        } else {
+            if lines.is_empty() {
+                lines.push(String::new());
+            }
+            if let Some(line) = lines.last_mut() {
+                line.push_str(&quoted(arg));
+                line.push(' ');
+            }
+            value_given = true;
+        }
+    }
+    lines
+}
+
+/// `s` in double quotes with C escapes, as Redis's sdscatrepr writes it.
+fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_line_options_are_read_as_redis_server_reads_them() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_line_options(&v(&["--port", "6379", "6380"])),
+            vec!["port \"6379\" \"6380\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--port", "--loglevel", "verbose"])),
+            vec!["port \"--loglevel\" \"verbose\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--maxmemory 700mb", "--loglevel", "verbose"])),
+            vec!["maxmemory 700mb ", "loglevel \"verbose\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--save", "--loglevel", "verbose", "--save"])),
+            vec!["save \"\"", "loglevel \"verbose\" ", "save \"\""]
+        );
+        assert_eq!(
+            command_line_options(&v(&["loglevel", "verbose", "--port"])),
+            vec!["\"loglevel\" \"verbose\" ", "port "]
+        );
+        let c = Config::from_args(&v(&[
+            "--maxmemory 700mb",
+            "--maxmemory-policy 'volatile-lru'",
+        ]))
+        .expect("accepted");
+        assert_eq!(c.get("maxmemory").as_deref(), Some("734003200"));
+        let e = Config::from_args(&v(&["--port", "6379", "6380"])).err();
+        assert!(e.is_some_and(|e| e.contains("'port \"6379\" \"6380\"'")));
+    }
 
     #[test]
     fn defaults_and_aliases() {

@@ -46,6 +46,8 @@ pub struct ClientInfo {
     pub(crate) qbuf_free: AtomicUsize,
     /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
     pub(crate) argv_mem: AtomicUsize,
+    /// The ACL user the client is authenticated as (CLIENT LIST user=, CLIENT KILL USER).
+    pub(crate) user_name: Mutex<Bytes>,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: crate::pubsub::Mailbox,
 }
@@ -99,7 +101,7 @@ impl ClientInfo {
         let argv_mem = self.argv_mem.load(Ordering::Relaxed);
         let omem = self.push.used();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -120,6 +122,7 @@ impl ClientInfo {
             // pending output.
             qbuf + qbuf_free + argv_mem + omem,
             self.last_cmd.lock(),
+            String::from_utf8_lossy(&self.user_name.lock()),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -259,6 +262,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
         argv_mem: AtomicUsize::new(0),
+        user_name: Mutex::new(Bytes::from_static(b"default")),
         push: Default::default(),
     });
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;

@@ -68,6 +68,8 @@ pub struct Server {
     pub errorstats: crate::commands::introspect::ErrorStats,
     /// CLIENT PAUSE state.
     pub(crate) pause: crate::pause::Pause,
+    /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
+    pub(crate) signal_shutdown: crate::shutdown::SignalShutdown,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -105,6 +107,7 @@ impl Server {
             latency: Default::default(),
             errorstats: Default::default(),
             pause: Default::default(),
+            signal_shutdown: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -329,6 +332,7 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
 
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
+    crate::crash::install(srv.config.get_bool("crash-log-enabled"));
     crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
@@ -417,6 +421,10 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             };
             tokio::time::sleep(pause).await;
             resync_wall_clock();
+            crate::crash::set_enabled(cron_srv.config.get_bool("crash-log-enabled"));
+            if cron_srv.signal_shutdown.cron_paused() {
+                continue;
+            }
             let s = cron_srv.clone();
             // The reaper takes shard locks: run it off the async workers.
             let r = tokio::task::spawn_blocking(move || {
@@ -438,13 +446,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         }
     });
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = srv.shutdown.notified() => {}
-        _ = tokio::signal::ctrl_c() => tracing::info!("Received SIGINT scheduling shutdown..."),
-        _ = sigterm.recv() => tracing::info!("Received SIGTERM scheduling shutdown..."),
-    }
+    crate::shutdown::wait_for_exit(&srv).await?;
     srv.shutting_down.store(true, Ordering::SeqCst);
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);

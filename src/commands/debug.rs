@@ -81,6 +81,22 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 Reply::error("ERR DEBUG RELOAD is not supported: Podium has no RDB snapshots yet")
             }
         },
+        ("pause-cron", 3) => match crate::util::numtext::parse_i64(&a[2]) {
+            Some(n) => {
+                ctx.srv.signal_shutdown.pause_cron(n != 0);
+                Reply::Ok
+            }
+            None => Reply::error(super::args::NOT_INT),
+        },
+        ("segfault", 2) => {
+            // SAFETY: raise() only sends the signal to this thread; the crash handler writes
+            // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
+            // integration/logging ("Crash report generated on DEBUG SEGFAULT").
+            unsafe {
+                libc::raise(libc::SIGSEGV);
+            }
+            Reply::NoReply
+        }
         ("help", 2) => Reply::Array(
             [
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -90,6 +106,10 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Turn the active expiry of keys off or on.",
                 "RELOAD",
                 "    Save the dataset and load it again.",
+                "PAUSE-CRON <0|1>",
+                "    Stop the server's cron (active expiry, save points, scheduled shutdowns) or resume it.",
+                "SEGFAULT",
+                "    Crash the server with a segmentation fault (the crash report goes to the log).",
                 "HELP",
                 "    Prints this help.",
             ]

@@ -185,6 +185,7 @@ fn check_password(
     let name = user.unwrap_or(b"default");
     match ctx.srv.acl.authenticate(name, pass) {
         Some(u) => {
+            *ctx.client.info.user_name.lock() = Bytes::from(u.read().name.clone());
             ctx.client.user = Some(u);
             ctx.client.authenticated = true;
             Ok(())
@@ -285,6 +286,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.user = Some(ctx.srv.acl.default_user());
+    *ctx.client.info.user_name.lock() = Bytes::from_static(b"default");
     ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
@@ -484,8 +486,22 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let v = String::from_utf8_lossy(&pair[1]).into_owned();
         match k.as_str() {
             "id" => {
-                if v.parse::<u64>().is_err() {
+                if !v.parse::<i64>().is_ok_and(|id| id > 0) {
                     return Reply::error("ERR client-id should be greater than 0");
+                }
+            }
+            "type" => {
+                let t = v.to_ascii_lowercase();
+                if !matches!(
+                    t.as_str(),
+                    "normal" | "master" | "replica" | "slave" | "pubsub"
+                ) {
+                    return Reply::error(format!("ERR Unknown client type '{v}'"));
+                }
+            }
+            "user" => {
+                if !ctx.srv.acl.names().iter().any(|n| n == v.as_bytes()) {
+                    return Reply::error(format!("ERR No such user '{v}'"));
                 }
             }
             "skipme" => {
@@ -496,7 +512,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 };
                 continue;
             }
-            "addr" | "laddr" | "user" | "type" | "maxage" => {}
+            "addr" | "laddr" | "maxage" => {}
             _ => return Reply::error(SYNTAX),
         }
         filters.push((k, v));
@@ -511,8 +527,16 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "id" => v.parse::<u64>().ok() == Some(c.id),
             "addr" => &c.addr == v,
             "laddr" => &c.laddr == v,
-            "user" => v == "default",
-            "type" => v.eq_ignore_ascii_case("normal"),
+            "user" => c.user_name.lock().as_ref() == v.as_bytes(),
+            // No client is a master or a replica; a client with subscriptions is pubsub.
+            "type" => {
+                let pubsub = c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0);
+                match v.to_ascii_lowercase().as_str() {
+                    "normal" => !pubsub,
+                    "pubsub" => pubsub,
+                    _ => false,
+                }
+            }
             "maxage" => v
                 .parse::<i64>()
                 .is_ok_and(|m| (now - c.created_ms) / 1000 >= m),
@@ -1250,10 +1274,18 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Reply::error(SYNTAX);
         }
     }
-    if a[1..].iter().any(|w| eq(w, "abort")) {
-        return Reply::error("ERR No shutdown in progress.");
-    }
     let has = |o: &str| a[1..].iter().any(|w| eq(w, o));
+    let other_flags = ["nosave", "save", "now", "force"].iter().any(|o| has(o));
+    if (has("abort") && other_flags) || (has("save") && has("nosave")) {
+        return Reply::error(SYNTAX);
+    }
+    if has("abort") {
+        return if ctx.srv.signal_shutdown.abort() {
+            Reply::Ok
+        } else {
+            Reply::error("ERR No shutdown in progress.")
+        };
+    }
     if let Err(refusal) =
         super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))
     {

@@ -114,6 +114,7 @@ fn fake_client(srv: &Server) -> Client {
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
         argv_mem: AtomicUsize::new(0),
+        user_name: Mutex::new(bytes::Bytes::from_static(b"default")),
         push: Default::default(),
     });
     let _ = srv;

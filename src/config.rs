@@ -87,13 +87,13 @@ const INT_ANY: Kind = Kind::Int {
 
 /// Every directive Podium accepts.
 pub static PARAMS: &[Param] = &[
-    fixed(
+    p(
         "port",
         Kind::Int { min: 0, max: 65535 },
         "6379",
         "TCP port to listen on",
     ),
-    fixed(
+    p(
         "bind",
         Kind::Words,
         "* -::*",
@@ -1044,9 +1044,12 @@ impl Config {
         let vals = self.values.read();
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, prm) in params().iter().enumerate() {
+            // Hidden parameters answer only to their exact name, never to a pattern.
+            let hidden = crate::directives::hidden(prm.name);
             for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
                 if patterns
                     .iter()
+                    .filter(|p| !hidden || !p.iter().any(|c| matches!(c, b'*' | b'?' | b'[')))
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
@@ -1119,10 +1122,11 @@ impl Config {
                     std::fs::read_to_string(first)
                         .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
-                cfg.load_text(&text, first)?;
+                // Resolved before loading: a `dir` directive changes the working directory.
                 if first != "-" {
                     cfg.config_file = std::fs::canonicalize(first).ok();
                 }
+                cfg.load_text(&text, first)?;
                 rest = &rest[1..];
             }
         }
@@ -1259,7 +1263,7 @@ mod tests {
             .unwrap_err()
             .contains("memory value"));
         assert!(c
-            .set_runtime(&[("port".into(), "1".into())])
+            .set_runtime(&[("databases".into(), "1".into())])
             .unwrap_err()
             .contains("immutable"));
         c.set_runtime(&[("maxmemory".into(), "1mb".into())])

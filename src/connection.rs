@@ -509,10 +509,13 @@ async fn serve_client(
                 close = true;
                 break;
             }
-            if out.len() > 64 * 1024 {
-                if over_hard_limit(srv, client, out.len()) {
-                    return Ok(());
-                }
+            // Under a hard limit the batch's replies accumulate as in Redis (which writes
+            // them after the batch), so a batch whose replies exceed it gets none of them;
+            // without one, long output is written every 64 KiB.
+            if over_hard_limit(srv, client, out.len()) {
+                return Ok(());
+            }
+            if out.len() > 64 * 1024 && normal_obuf_limit(srv).hard == 0 {
                 flush(srv, sock, &info, &mut out).await?;
             }
         }
@@ -572,12 +575,8 @@ fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
     false
 }
 
-fn normal_obuf_limit(srv: &Server) -> crate::directives::ObufLimit {
-    let v = srv
-        .config
-        .get("client-output-buffer-limit")
-        .unwrap_or_default();
-    crate::directives::parse_obuf_limits(&v)[0]
+fn normal_obuf_limit(srv: &Server) -> crate::pubsub::ObufLimit {
+    srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get()
 }
 
 async fn flush(
@@ -596,11 +595,11 @@ async fn flush(
     let soft = if out.len() > 64 * 1024 {
         normal_obuf_limit(srv)
     } else {
-        crate::directives::ObufLimit::default()
+        crate::pubsub::ObufLimit::default()
     };
     let write = async {
         if soft.soft > 0 && out.len() as u64 > soft.soft {
-            let grace = Duration::from_secs(soft.soft_seconds.max(1));
+            let grace = Duration::from_secs(soft.soft_secs.max(1));
             match tokio::time::timeout(grace, sock.write_all(out)).await {
                 Ok(r) => r,
                 Err(_) => {

@@ -52,10 +52,7 @@ pub static EXTRA: &[Param] = &[
     ),
     row(
         "maxmemory-clients",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
+        Kind::Str,
         "0",
         "client eviction is not supported: only 0 is accepted",
     ),
@@ -499,6 +496,9 @@ pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
 /// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
 /// from 0 to 100, as Redis requires.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == "maxmemory-clients" {
+        return memory_or_percent(value).map(|_| ());
+    }
     if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
         return shutdown_flags(value).map(|_| ());
     }
@@ -515,6 +515,40 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A memory amount or a percentage of `maxmemory` (`maxmemory-clients`), checked as Redis
+/// checks it: Some(percent) for a percentage.
+fn memory_or_percent(value: &str) -> Result<Option<i64>, String> {
+    if let Some(number) = value.strip_suffix('%') {
+        let percent: i64 = number
+            .parse()
+            .map_err(|_| "argument must be a memory or percent value".to_string())?;
+        if percent > 100 {
+            return Err("percentage argument must be less or equal to 100".into());
+        }
+        if percent < 0 {
+            return Err("argument must be a memory or percent value".into());
+        }
+        return Ok(Some(percent));
+    }
+    match crate::config::parse_memory(value) {
+        Some(n) if n >= 0 => Ok(None),
+        _ => Err("argument must be a memory or percent value".into()),
+    }
+}
+
+/// Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows them only when
+/// asked for by their exact name, not through a pattern.
+pub fn hidden(name: &str) -> bool {
+    matches!(
+        name,
+        "use-exit-on-panic"
+            | "rdb-key-save-delay"
+            | "key-load-delay"
+            | "watchdog-period"
+            | "loading-process-events-interval-bytes"
+    )
 }
 
 /// What a shutdown does: SHUTDOWN's options, and `shutdown-on-sigint` / `shutdown-on-sigterm`.
@@ -580,6 +614,15 @@ const SHUTDOWN_FLAG_WORDS: &str =
 /// of latency-tracking-info-percentiles as C's `%f` with trailing zeros trimmed ("50.0" is
 /// "50", "12.3456789" is "12.345679").
 pub fn canonical(name: &str, value: String) -> String {
+    if name == "maxmemory-clients" {
+        return match memory_or_percent(&value) {
+            Ok(Some(percent)) => format!("{percent}%"),
+            Ok(None) => {
+                crate::config::parse_memory(&value).map_or(value, |bytes| bytes.to_string())
+            }
+            Err(_) => value,
+        };
+    }
     if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
         return match shutdown_flags(&value) {
             Ok(flags) => flags.to_string(),

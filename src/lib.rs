@@ -18,6 +18,7 @@ pub(crate) mod crash;
 pub mod directives;
 pub mod evict;
 pub mod keyspace;
+pub(crate) mod listeners;
 pub mod log;
 pub mod net;
 pub mod notify;

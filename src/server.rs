@@ -68,6 +68,8 @@ pub struct Server {
     pub errorstats: crate::commands::introspect::ErrorStats,
     /// CLIENT PAUSE state.
     pub(crate) pause: crate::pause::Pause,
+    /// The TCP accept loops (CONFIG SET port / bind replace them).
+    pub(crate) listeners: crate::listeners::Listeners,
     /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
     pub(crate) signal_shutdown: crate::shutdown::SignalShutdown,
     /// A handle to this server's own Arc, for commands that start background work.
@@ -107,6 +109,7 @@ impl Server {
             latency: Default::default(),
             errorstats: Default::default(),
             pause: Default::default(),
+            listeners: Default::default(),
             signal_shutdown: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
@@ -336,21 +339,13 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
-    let backlog = srv
-        .config
-        .get_i64("tcp-backlog")
-        .clamp(1, i64::from(i32::MAX)) as i32;
-    let listeners = crate::net::bind_listeners(&bind, port, backlog)
-        .inspect_err(|_| {
-            // Redis's words: its test harness looks for "Failed listening on port" to retry
-            // on another port.
-            tracing::warn!("Failed listening on port {port} (TCP), aborting.");
-        })?
-        .into_iter()
-        .map(tokio::net::TcpListener::from_std)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("can't listen: {e}"))?;
-    if listeners.is_empty() {
+    let listeners = crate::listeners::bind(&srv, &bind, port).inspect_err(|_| {
+        // Redis's words: its test harness looks for "Failed listening on port" to retry on
+        // another port.
+        tracing::warn!("Failed listening on port {port} (TCP), aborting.");
+    })?;
+    // An empty `bind` listens on no TCP address, as in Redis (the Unix socket may serve).
+    if listeners.is_empty() && !bind.trim().is_empty() {
         tracing::warn!("Failed listening on port {port} (TCP), aborting.");
         return Err("no address to listen on".into());
     }
@@ -363,23 +358,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     if crate::persistence::will_load(&srv) {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
     }
-    for l in listeners {
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((sock, peer)) => {
-                        let srv = srv.clone();
-                        tokio::spawn(crate::connection::handle(srv, sock, peer));
-                    }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-            }
-        });
-    }
+    crate::listeners::start(&srv, listeners)?;
     if let Some((l, path)) = unix_listener {
         let srv = srv.clone();
         tokio::spawn(async move {
@@ -431,6 +410,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 let capped = s.cron(&mut rng);
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
+                crate::pubsub::enforce_soft_limits(&s);
                 (rng, capped)
             })
             .await;

@@ -685,7 +685,10 @@ pub fn run_locked<'a>(
     // MONITOR sees a command once it has run (administrative ones never); a script is shown
     // before the commands it runs.
     let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
-    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    let script_first = matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
     if monitored && script_first {
         feed_monitors(srv, client, db_before, args);
     }

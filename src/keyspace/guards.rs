@@ -201,10 +201,16 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// The live entry for `key`, if any: one hash lookup when the key is live or absent.
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.lookup(key, false)
+        self.lookup(key, false, true)
     }
 
-    fn lookup(&mut self, key: &[u8], count: bool) -> Option<&mut Entry> {
+    /// A read that counts in keyspace_hits / keyspace_misses but leaves the key's access
+    /// time (LRU clock, LFU counter) alone: TTL, TYPE, EXISTS, as Redis's LOOKUP_NOTOUCH.
+    pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.lookup(key, true, false)
+    }
+
+    fn lookup(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let enabled = self.g.expire_enabled;
@@ -227,7 +233,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 if count {
                     self.g.hits += 1;
                 }
-                crate::evict::touch(e, now);
+                if touch {
+                    crate::evict::touch(e, now);
+                }
                 return Some(e);
             }
             Some(_) => {}
@@ -249,12 +257,12 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// The live value for `key`, if any.
     pub fn value(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.lookup(key, false).map(|e| &mut e.value)
+        self.lookup(key, false, true).map(|e| &mut e.value)
     }
 
     /// Like [`value`](Self::value) but counted in keyspace_hits / keyspace_misses.
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.lookup(key, true).map(|e| &mut e.value)
+        self.lookup(key, true, true).map(|e| &mut e.value)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {

@@ -34,3 +34,4 @@ pub(crate) mod shutdown;
 pub mod tracking;
 pub mod types;
 pub mod util;
+pub mod version;

@@ -17,7 +17,8 @@
 use crate::commands::{flags, Ctx};
 use crate::connection::Client;
 use crate::protocol::Reply;
-use crate::server::{unix_ms, Server};
+use crate::clock::unix_ms;
+use crate::server::Server;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU8, Ordering};
 

@@ -494,7 +494,7 @@ impl PubSub {
             return;
         }
         let line = Bytes::from(monitor_line(source, db, args, std::time::SystemTime::now()));
-        let now_ms = crate::server::unix_ms();
+        let now_ms = crate::clock::unix_ms();
         for info in self.monitors.read().values() {
             if !info.push.push(line.clone(), limit, now_ms) {
                 info.kill();
@@ -611,7 +611,7 @@ pub(crate) fn enforce_soft_limits(srv: &crate::server::Server) {
     if limit.soft == 0 {
         return;
     }
-    let now_ms = crate::server::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let clients: Vec<_> = srv
         .clients
         .lock()

@@ -61,8 +61,10 @@ pub(crate) fn start(srv: &Arc<Server>, sockets: Vec<std::net::TcpListener>) -> R
 }
 
 /// Stop every accept loop and wait until their sockets are closed (the addresses are then
-/// free to bind again). Runs on a runtime worker, which it lends to the wait.
-fn stop_all(srv: &Server) {
+/// free to bind again, and new connections are refused: SHUTDOWN stops accepting before it
+/// returns, as redis-server exits inside it). Runs on a runtime worker, which it lends to
+/// the wait.
+pub(crate) fn stop_all(srv: &Server) {
     let tasks = std::mem::take(&mut *srv.listeners.accepting.lock());
     for t in &tasks {
         t.abort();

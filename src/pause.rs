@@ -14,10 +14,10 @@
 //! dataset is static: lazy expiry treats expired keys as absent without deleting them, and
 //! the active expiry cycle and eviction do not run.
 
+use crate::clock::unix_ms;
 use crate::commands::{flags, Ctx};
 use crate::connection::Client;
 use crate::protocol::Reply;
-use crate::clock::unix_ms;
 use crate::server::Server;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU8, Ordering};

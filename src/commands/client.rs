@@ -279,7 +279,6 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Ok
         }
-        "no-touch" if argc == 3 => Reply::Ok,
         "reply" if argc == 3 => {
             use crate::connection::ReplyMode;
             if eq(&a[2], "on") {
@@ -335,6 +334,10 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "KILL <ip:port>|<option> <value> [...]",
                 "LIST [TYPE <type>] [ID <id> [...]]",
                 "NO-EVICT (ON|OFF)",
+                "UNPAUSE",
+                "    Stop the current client pause, resuming traffic.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
                 "REPLY (ON|OFF|SKIP)",
                 "SETNAME <name>",
                 "SETINFO <option> <value>",
@@ -346,7 +349,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
-        | "no-touch" | "kill" => arity_err(),
+        | "kill" => arity_err(),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])

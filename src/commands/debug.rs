@@ -81,6 +81,15 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 Reply::error("ERR DEBUG RELOAD is not supported: Podium has no RDB snapshots yet")
             }
         },
+        ("config-rewrite-force-all", 2) => {
+            match crate::config_rewrite::rewrite_with(&ctx.srv.config, true) {
+                Ok(()) => Reply::Ok,
+                Err(e) => Reply::Error(format!(
+                    "ERR CONFIG-REWRITE-FORCE-ALL failed: {}",
+                    e.trim_start_matches("ERR ")
+                )),
+            }
+        }
         ("pause-cron", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ctx.srv.signal_shutdown.pause_cron(n != 0);
@@ -106,6 +115,8 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Turn the active expiry of keys off or on.",
                 "RELOAD",
                 "    Save the dataset and load it again.",
+                "CONFIG-REWRITE-FORCE-ALL",
+                "    Like CONFIG REWRITE but writes every directive, defaults included.",
                 "PAUSE-CRON <0|1>",
                 "    Stop the server's cron (active expiry, save points, scheduled shutdowns) or resume it.",
                 "SEGFAULT",

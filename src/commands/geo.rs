@@ -63,7 +63,7 @@ fn geoadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         first += 1;
     }
-    if (a.len() - first) % 3 != 0 || (nx && xx) {
+    if !(a.len() - first).is_multiple_of(3) || (nx && xx) {
         return Reply::error(super::args::SYNTAX);
     }
     let mut zadd: Vec<Bytes> = Vec::with_capacity(first + (a.len() - first) / 3 * 2);

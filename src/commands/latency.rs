@@ -162,8 +162,23 @@ const CONTAINERS: &[(&str, &[&str])] = &[
     (
         "client",
         &[
-            "id", "getname", "setname", "setinfo", "info", "list", "kill", "no-evict", "no-touch",
-            "reply", "unblock", "pause", "unpause", "help",
+            "id",
+            "getname",
+            "setname",
+            "setinfo",
+            "info",
+            "list",
+            "kill",
+            "no-evict",
+            "reply",
+            "unblock",
+            "pause",
+            "unpause",
+            "tracking",
+            "caching",
+            "getredir",
+            "trackinginfo",
+            "help",
         ],
     ),
     (
@@ -200,8 +215,16 @@ const CONTAINERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("script", &["load", "exists", "flush", "kill", "help"]),
-    ("function", &["flush", "list", "stats", "help"]),
+    (
+        "function",
+        &["load", "delete", "flush", "kill", "list", "stats", "help"],
+    ),
 ];
+
+/// Whether `name` is a command with subcommands (its keys, if any, belong to those).
+pub(crate) fn is_container(name: &str) -> bool {
+    CONTAINERS.iter().any(|(c, _)| *c == name)
+}
 
 /// Per-command histograms, by command name (`name|sub` for subcommands).
 pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {

@@ -161,6 +161,7 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     {
         return refusal;
     }
+    crate::listeners::stop_all(ctx.srv);
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
     Reply::NoReply

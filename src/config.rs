@@ -991,7 +991,12 @@ impl Config {
                 ));
             };
             let prm = params()[idx];
-            if !prm.mutable {
+            // Podium's own start-up-only directives take CONFIG SET of the value they already
+            // have (nothing changes), so a tool writing back CONFIG GET * works; Redis's
+            // immutable ones are refused whatever the value, as Redis refuses them.
+            let unchanged_podium_setting = matches!(prm.name, "shards-per-db" | "threads")
+                && self.get(prm.name).as_deref() == Some(value.trim());
+            if !prm.mutable && !unchanged_podium_setting {
                 return Err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
                 ));

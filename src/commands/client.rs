@@ -363,7 +363,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let addr = String::from_utf8_lossy(&a[2]).into_owned();
         return match clients.iter().find(|c| c.addr == addr) {
             Some(c) => {
-                c.kill();
+                kill_client(ctx, c);
                 Reply::Ok
             }
             None => Reply::error("ERR No such client"),
@@ -436,9 +436,19 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             _ => false,
         });
         if hit {
-            c.kill();
+            kill_client(ctx, &c);
             killed += 1;
         }
     }
     Reply::Int(killed)
+}
+
+/// Close client `c`: another client at once; the calling one after this reply, so it still
+/// gets its answer (as Redis closes itself after replying).
+fn kill_client(ctx: &mut Ctx, c: &crate::connection::ClientInfo) {
+    if c.id == ctx.client.id {
+        ctx.close_after_reply = true;
+    } else {
+        c.kill();
+    }
 }

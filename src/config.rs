@@ -87,13 +87,13 @@ const INT_ANY: Kind = Kind::Int {
 
 /// Every directive Podium accepts.
 pub static PARAMS: &[Param] = &[
-    fixed(
+    p(
         "port",
         Kind::Int { min: 0, max: 65535 },
         "6379",
         "TCP port to listen on",
     ),
-    fixed(
+    p(
         "bind",
         Kind::Words,
         "* -::*",
@@ -947,6 +947,7 @@ impl Config {
             normalise(prm, words)?
         };
         crate::directives::validate(prm.name, &v)?;
+        let v = crate::directives::canonical(prm.name, v);
         if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
             return Err(why);
         }
@@ -990,7 +991,12 @@ impl Config {
                 ));
             };
             let prm = params()[idx];
-            if !prm.mutable {
+            // Podium's own start-up-only directives take CONFIG SET of the value they already
+            // have (nothing changes), so a tool writing back CONFIG GET * works; Redis's
+            // immutable ones are refused whatever the value, as Redis refuses them.
+            let unchanged_podium_setting = matches!(prm.name, "shards-per-db" | "threads")
+                && self.get(prm.name).as_deref() == Some(value.trim());
+            if !prm.mutable && !unchanged_podium_setting {
                 return Err(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
                 ));
@@ -1045,9 +1051,12 @@ impl Config {
         let vals = self.values.read();
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, prm) in params().iter().enumerate() {
+            // Hidden parameters answer only to their exact name, never to a pattern.
+            let hidden = crate::directives::hidden(prm.name);
             for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
                 if patterns
                     .iter()
+                    .filter(|p| !hidden || !p.iter().any(|c| matches!(c, b'*' | b'?' | b'[')))
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
@@ -1120,38 +1129,124 @@ impl Config {
                     std::fs::read_to_string(first)
                         .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
-                cfg.load_text(&text, first)?;
+                // Resolved before loading: a `dir` directive changes the working directory.
                 if first != "-" {
                     cfg.config_file = std::fs::canonicalize(first).ok();
                 }
+                cfg.load_text(&text, first)?;
                 rest = &rest[1..];
             }
         }
-        // `--name v1 v2 --other v` as redis-server: each --name starts a directive.
-        let mut i = 0;
-        while i < rest.len() {
-            let Some(name) = rest[i].strip_prefix("--") else {
-                return Err(format!(
-                    "command line: unexpected argument '{}' (options are --name value)",
-                    rest[i]
-                ));
+        // As redis-server: the options become config lines, appended to the file's. Each
+        // `--name` starts a line unless the line before still waits for its value (so a value
+        // may itself start with `--`); "--name value" in one argument is a whole line; other
+        // arguments are values, quoted. A bare `--save` means `save ""`.
+        for line in command_line_options(rest) {
+            let words = split_args(line.as_bytes())
+                .ok_or_else(|| format!("command line: '{}': unbalanced quotes", line.trim_end()))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, vals)) = words.split_first() else {
+                continue;
             };
-            let mut vals = Vec::new();
-            i += 1;
-            while i < rest.len() && !rest[i].starts_with("--") {
-                vals.push(rest[i].clone());
-                i += 1;
-            }
-            cfg.set_startup(name, &vals)
-                .map_err(|e| format!("command line: '--{name} {}': {e}", vals.join(" ")))?;
+            cfg.set_startup(name, vals)
+                .map_err(|e| format!("command line: '{}': {e}", line.trim_end()))?;
         }
         Ok(cfg)
     }
 }
 
+/// redis-server's reading of the options after the config file: one config line each.
+fn command_line_options(args: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut value_given = true;
+    for (j, arg) in args.iter().enumerate() {
+        if value_given && arg.starts_with("--") {
+            let mut line = format!("{} ", &arg[2..]);
+            let words = split_args(arg.as_bytes()).map_or(1, |w| w.len());
+            if words == 1 {
+                value_given = false;
+                let next_is_option = args.get(j + 1).is_some_and(|n| n.starts_with("--"));
+                if arg.eq_ignore_ascii_case("--save") && (next_is_option || j + 1 == args.len()) {
+                    line.push_str("\"\"");
+                    value_given = true;
+                }
+            } else {
+                value_given = true;
+            }
+            lines.push(line);
+        } else {
+            if lines.is_empty() {
+                lines.push(String::new());
+            }
+            if let Some(line) = lines.last_mut() {
+                line.push_str(&quoted(arg));
+                line.push(' ');
+            }
+            value_given = true;
+        }
+    }
+    lines
+}
+
+/// `s` in double quotes with C escapes, as Redis's sdscatrepr writes it.
+fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_line_options_are_read_as_redis_server_reads_them() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_line_options(&v(&["--port", "6379", "6380"])),
+            vec!["port \"6379\" \"6380\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--port", "--loglevel", "verbose"])),
+            vec!["port \"--loglevel\" \"verbose\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--maxmemory 700mb", "--loglevel", "verbose"])),
+            vec!["maxmemory 700mb ", "loglevel \"verbose\" "]
+        );
+        assert_eq!(
+            command_line_options(&v(&["--save", "--loglevel", "verbose", "--save"])),
+            vec!["save \"\"", "loglevel \"verbose\" ", "save \"\""]
+        );
+        assert_eq!(
+            command_line_options(&v(&["loglevel", "verbose", "--port"])),
+            vec!["\"loglevel\" \"verbose\" ", "port "]
+        );
+        let c = Config::from_args(&v(&[
+            "--maxmemory 700mb",
+            "--maxmemory-policy 'volatile-lru'",
+        ]))
+        .expect("accepted");
+        assert_eq!(c.get("maxmemory").as_deref(), Some("734003200"));
+        let e = Config::from_args(&v(&["--port", "6379", "6380"])).err();
+        assert!(e.is_some_and(|e| e.contains("'port \"6379\" \"6380\"'")));
+    }
 
     #[test]
     fn defaults_and_aliases() {
@@ -1175,7 +1270,7 @@ mod tests {
             .unwrap_err()
             .contains("memory value"));
         assert!(c
-            .set_runtime(&[("port".into(), "1".into())])
+            .set_runtime(&[("databases".into(), "1".into())])
             .unwrap_err()
             .contains("immutable"));
         c.set_runtime(&[("maxmemory".into(), "1mb".into())])

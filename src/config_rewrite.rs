@@ -148,10 +148,10 @@ fn quote(s: &str) -> String {
     out
 }
 
-fn rewrite_param(st: &mut State, prm: &Param, value: &str) {
+fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
     let name = prm.name;
     // Redis always writes the percentiles line (its rewrite forces it).
-    let force = value != prm.default || name == "latency-tracking-info-percentiles";
+    let force = force_all || value != prm.default || name == "latency-tracking-info-percentiles";
     match (name, prm.kind) {
         ("save", _) => {
             let w: Vec<&str> = value.split_whitespace().collect();
@@ -174,7 +174,7 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str) {
                     format_memory(c.soft as i64),
                     c.soft_seconds
                 );
-                st.rewrite_line(name, line, c != defaults[i]);
+                st.rewrite_line(name, line, force_all || c != defaults[i]);
             }
         }
         (_, Kind::Memory) => {
@@ -207,9 +207,15 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str) {
 
 /// The new text of the configuration file, from its old text and the running values.
 pub fn rewritten_text(old: &str, cfg: &Config) -> String {
+    rewritten_text_with(old, cfg, false)
+}
+
+/// [`rewritten_text`]; with `force_all`, every directive gets a line even at its default
+/// (DEBUG CONFIG-REWRITE-FORCE-ALL).
+fn rewritten_text_with(old: &str, cfg: &Config, force_all: bool) -> String {
     let mut st = State::read(old);
     for (prm, (_, value)) in params().iter().zip(cfg.all()) {
-        rewrite_param(&mut st, prm, &value);
+        rewrite_param(&mut st, prm, &value, force_all);
     }
     st.remove_orphans();
     // Each line ends with a newline; a run of empty lines becomes one, as Redis writes it.
@@ -232,6 +238,12 @@ pub fn rewritten_text(old: &str, cfg: &Config) -> String {
 
 /// CONFIG REWRITE. Err is the reply's error text.
 pub fn rewrite(cfg: &Config) -> Result<(), String> {
+    rewrite_with(cfg, false)
+}
+
+/// CONFIG REWRITE, or with `force_all` DEBUG CONFIG-REWRITE-FORCE-ALL (every directive
+/// written, defaults included).
+pub fn rewrite_with(cfg: &Config, force_all: bool) -> Result<(), String> {
     let Some(path) = cfg.config_file.as_ref() else {
         return Err("ERR The server is running without a config file".into());
     };
@@ -240,7 +252,7 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("ERR Rewriting config file: {e}")),
     };
-    let text = rewritten_text(&old, cfg);
+    let text = rewritten_text_with(&old, cfg, force_all);
     let tmp = path.with_extension(format!("rewrite.{}", std::process::id()));
     let written = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
@@ -303,6 +315,12 @@ mod tests {
         let cfg = Config::new();
         cfg.set_runtime(&[("client-output-buffer-limit".into(), "normal 1mb 0 0".into())])
             .unwrap();
+        // Forcing every directive writes a file that loads back to the same values.
+        let forced = rewritten_text_with("", &cfg, true);
+        assert!(forced.lines().any(|l| l.starts_with("maxmemory-samples ")));
+        let again = Config::new();
+        again.load_text(&forced, "forced").unwrap();
+        assert_eq!(again.all(), cfg.all());
         let text = rewritten_text("", &cfg);
         assert!(
             text.contains("client-output-buffer-limit normal 1mb 0 0\n"),

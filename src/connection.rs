@@ -37,10 +37,18 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     pub multi: AtomicBool,
     pub blocked: AtomicBool,
+    /// Waiting for CLIENT PAUSE to end before running its next command (counted as blocked).
+    pub(crate) postponed: AtomicBool,
     pub no_evict: AtomicBool,
     pub killed: AtomicBool,
     pub kill: Notify,
     pub qbuf: AtomicUsize,
+    /// Free space of the query buffer (CLIENT LIST qbuf-free).
+    pub(crate) qbuf_free: AtomicUsize,
+    /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
+    pub(crate) argv_mem: AtomicUsize,
+    /// The ACL user the client is authenticated as (CLIENT LIST user=, CLIENT KILL USER).
+    pub(crate) user_name: Mutex<Bytes>,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: crate::pubsub::Mailbox,
 }
@@ -69,7 +77,7 @@ impl ClientInfo {
         if self.multi.load(Ordering::Relaxed) {
             flags.push('x');
         }
-        if self.blocked.load(Ordering::Relaxed) {
+        if self.blocked.load(Ordering::Relaxed) || self.postponed.load(Ordering::Relaxed) {
             flags.push('b');
         }
         if self.no_evict.load(Ordering::Relaxed) {
@@ -89,8 +97,12 @@ impl ClientInfo {
         if flags.is_empty() {
             flags.push('N');
         }
+        let qbuf = self.qbuf.load(Ordering::Relaxed);
+        let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
+        let argv_mem = self.argv_mem.load(Ordering::Relaxed);
+        let omem = self.push.used();
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -103,9 +115,15 @@ impl ClientInfo {
             subs[1],
             subs[2],
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
-            self.qbuf.load(Ordering::Relaxed),
-            self.push.used(),
+            qbuf,
+            qbuf_free,
+            argv_mem,
+            omem,
+            // What is measured of the client's memory: its query buffer, arguments and
+            // pending output.
+            qbuf + qbuf_free + argv_mem + omem,
             self.last_cmd.lock(),
+            String::from_utf8_lossy(&self.user_name.lock()),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -238,10 +256,14 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         resp: AtomicU8::new(2),
         multi: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
+        postponed: AtomicBool::new(false),
         no_evict: AtomicBool::new(false),
         killed: AtomicBool::new(false),
         kill: Notify::new(),
         qbuf: AtomicUsize::new(0),
+        qbuf_free: AtomicUsize::new(0),
+        argv_mem: AtomicUsize::new(0),
+        user_name: Mutex::new(Bytes::from_static(b"default")),
         push: Default::default(),
     });
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
@@ -304,7 +326,20 @@ async fn serve_client(
     let mut partial = Partial::default();
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
+    let mut qb = crate::querybuf::QueryBuf::new();
     loop {
+        qb.before_read(&mut buf);
+        info.qbuf.store(buf.len(), Ordering::Relaxed);
+        info.qbuf_free
+            .store(buf.capacity() - buf.len(), Ordering::Relaxed);
+        let check_at = qb.next_check(&buf);
+        let buffer_check = async {
+            match check_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let len_before = buf.len();
         // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
         let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
         let idle = async {
@@ -327,7 +362,17 @@ async fn serve_client(
                 tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
                 return Ok(());
             }
+            _ = buffer_check => {
+                qb.check(&mut buf);
+                continue;
+            }
         };
+        qb.after_read(len_before, n);
+        // While this read's commands run, CLIENT LIST shows the buffer as read (the running
+        // command included), as Redis shows it before trimming what it processed.
+        info.qbuf.store(buf.len(), Ordering::Relaxed);
+        info.qbuf_free
+            .store(buf.capacity() - buf.len(), Ordering::Relaxed);
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -349,6 +394,8 @@ async fn serve_client(
         }
         let mut close = false;
         let mut proto_err = None;
+        // The longest argument of 32 KiB or more this read completed (see querybuf).
+        let mut big_arg = 0usize;
         loop {
             if pending.is_empty() && proto_err.is_none() {
                 // Parse every complete request of the read up front (one at a time before
@@ -361,6 +408,14 @@ async fn serve_client(
                 loop {
                     match parse_request_resuming(&mut buf, &limits, &mut partial) {
                         Ok(Parsed::Command(args)) => {
+                            if let Some(big) = args
+                                .iter()
+                                .map(|a| a.len())
+                                .filter(|&l| l >= crate::querybuf::BIG_ARG)
+                                .max()
+                            {
+                                big_arg = big_arg.max(big);
+                            }
                             pending.push_back(args);
                             if !client.authenticated || pending.len() >= MAX_BATCH {
                                 break;
@@ -385,7 +440,6 @@ async fn serve_client(
                 }
                 break;
             };
-            info.qbuf.store(buf.len(), Ordering::Relaxed);
             if crate::acl::user_revoked(client) {
                 // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
                 return Ok(());
@@ -407,22 +461,45 @@ async fn serve_client(
                     }
                 }
             }
+            info.argv_mem
+                .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
             let Outcome {
                 reply,
                 block,
                 close: quit,
+                postponed,
+                unblock_stats,
             } = dispatch_with(srv, client, args, &mut guards);
+            if let Some(args) = postponed {
+                // Clients are paused: send what the pipeline produced so far, wait for the
+                // pause to change, then submit the request again (it may wait again).
+                flush(srv, sock, &info, &mut out).await?;
+                info.postponed.store(true, Ordering::Relaxed);
+                let woken = srv.pause.wait_change(&info.kill).await;
+                info.postponed.store(false, Ordering::Relaxed);
+                if !woken || info.killed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                pending.push_front(args);
+                continue;
+            }
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
                     flush(srv, sock, &info, &mut out).await?;
                     match wait_blocked(srv, sock, client, b, &mut buf).await? {
-                        Some(r) => r,
+                        Some(r) => {
+                            if let Some(stats) = unblock_stats {
+                                crate::commands::after_unblocked(srv, client, stats, &r);
+                            }
+                            r
+                        }
                         None => return Ok(()),
                     }
                 }
                 None => reply,
             };
+            info.argv_mem.store(0, Ordering::Relaxed);
             // Messages this command published to its own client go before its reply.
             info.push.drain_into(&mut out);
             emit(srv, client, &reply, &mut out);
@@ -433,10 +510,13 @@ async fn serve_client(
                 close = true;
                 break;
             }
-            if out.len() > 64 * 1024 {
-                if over_hard_limit(srv, client, out.len()) {
-                    return Ok(());
-                }
+            // Under a hard limit the batch's replies accumulate as in Redis (which writes
+            // them after the batch), so a batch whose replies exceed it gets none of them;
+            // without one, long output is written every 64 KiB.
+            if over_hard_limit(srv, client, out.len()) {
+                return Ok(());
+            }
+            if out.len() > 64 * 1024 && normal_obuf_limit(srv).hard == 0 {
                 flush(srv, sock, &info, &mut out).await?;
             }
         }
@@ -445,8 +525,8 @@ async fn serve_client(
             sock.shutdown();
             return Ok(());
         }
-        if buf.is_empty() && buf.capacity() > 256 * 1024 {
-            buf = BytesMut::with_capacity(16 * 1024);
+        if big_arg > 0 {
+            qb.after_big_arg(&mut buf, big_arg);
         }
     }
 }
@@ -496,12 +576,8 @@ fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
     false
 }
 
-fn normal_obuf_limit(srv: &Server) -> crate::directives::ObufLimit {
-    let v = srv
-        .config
-        .get("client-output-buffer-limit")
-        .unwrap_or_default();
-    crate::directives::parse_obuf_limits(&v)[0]
+fn normal_obuf_limit(srv: &Server) -> crate::pubsub::ObufLimit {
+    srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get()
 }
 
 async fn flush(
@@ -520,11 +596,11 @@ async fn flush(
     let soft = if out.len() > 64 * 1024 {
         normal_obuf_limit(srv)
     } else {
-        crate::directives::ObufLimit::default()
+        crate::pubsub::ObufLimit::default()
     };
     let write = async {
         if soft.soft > 0 && out.len() as u64 > soft.soft {
-            let grace = Duration::from_secs(soft.soft_seconds.max(1));
+            let grace = Duration::from_secs(soft.soft_secs.max(1));
             match tokio::time::timeout(grace, sock.write_all(out)).await {
                 Ok(r) => r,
                 Err(_) => {

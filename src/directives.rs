@@ -52,10 +52,7 @@ pub static EXTRA: &[Param] = &[
     ),
     row(
         "maxmemory-clients",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
+        Kind::Str,
         "0",
         "client eviction is not supported: only 0 is accepted",
     ),
@@ -188,13 +185,13 @@ pub static EXTRA: &[Param] = &[
         "crash-log-enabled",
         YES_NO,
         "yes",
-        "accepted, no effect: a Rust panic is reported by the runtime, there is no crash log",
+        "write a bug report with a stack trace to the log when the process dies of a fatal signal",
     ),
     row(
         "crash-memcheck-enabled",
         YES_NO,
         "yes",
-        "accepted, no effect: a Rust panic is reported by the runtime, there is no memory check",
+        "accepted, no effect: the crash report has no memory test (Redis's runs one after a crash)",
     ),
     row(
         "use-exit-on-panic",
@@ -212,13 +209,13 @@ pub static EXTRA: &[Param] = &[
         "shutdown-on-sigint",
         Kind::Words,
         "default",
-        "only 'default' is accepted: Podium shuts down on SIGINT as SHUTDOWN does",
+        "what SIGINT does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
     ),
     row(
         "shutdown-on-sigterm",
         Kind::Words,
         "default",
-        "only 'default' is accepted: Podium shuts down on SIGTERM as SHUTDOWN does",
+        "what SIGTERM does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
     ),
     row(
         "watchdog-period",
@@ -469,9 +466,6 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
         "key-load-delay" => "key-load-delay is not supported",
         "socket-mark-id" => "socket marks are not supported",
         "aof-disable-auto-gc" => "keeping history AOF files is not supported",
-        "shutdown-on-sigint" | "shutdown-on-sigterm" => {
-            "only 'default' is supported: a signal shuts down as SHUTDOWN does"
-        }
         "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
         n if n.starts_with("tls-")
             && !matches!(
@@ -502,6 +496,12 @@ pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
 /// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
 /// from 0 to 100, as Redis requires.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == "maxmemory-clients" {
+        return memory_or_percent(value).map(|_| ());
+    }
+    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
+        return shutdown_flags(value).map(|_| ());
+    }
     if name == "latency-tracking-info-percentiles" {
         for w in value.split_whitespace() {
             match w.parse::<f64>() {
@@ -515,6 +515,158 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A memory amount or a percentage of `maxmemory` (`maxmemory-clients`), checked as Redis
+/// checks it: Some(percent) for a percentage.
+fn memory_or_percent(value: &str) -> Result<Option<i64>, String> {
+    if let Some(number) = value.strip_suffix('%') {
+        let percent: i64 = number
+            .parse()
+            .map_err(|_| "argument must be a memory or percent value".to_string())?;
+        if percent > 100 {
+            return Err("percentage argument must be less or equal to 100".into());
+        }
+        if percent < 0 {
+            return Err("argument must be a memory or percent value".into());
+        }
+        return Ok(Some(percent));
+    }
+    match crate::config::parse_memory(value) {
+        Some(n) if n >= 0 => Ok(None),
+        _ => Err("argument must be a memory or percent value".into()),
+    }
+}
+
+/// Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows them only when
+/// asked for by their exact name, not through a pattern.
+pub fn hidden(name: &str) -> bool {
+    matches!(
+        name,
+        "use-exit-on-panic"
+            | "rdb-key-save-delay"
+            | "key-load-delay"
+            | "watchdog-period"
+            | "loading-process-events-interval-bytes"
+    )
+}
+
+/// What a shutdown does: SHUTDOWN's options, and `shutdown-on-sigint` / `shutdown-on-sigterm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownFlags {
+    /// Save even without save points.
+    pub save: bool,
+    /// Do not save.
+    pub nosave: bool,
+    /// Do not wait for replicas (there are none: nothing to skip).
+    pub now: bool,
+    /// Exit even if the save fails.
+    pub force: bool,
+}
+
+impl std::fmt::Display for ShutdownFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [
+            (self.save, "save"),
+            (self.nosave, "nosave"),
+            (self.now, "now"),
+            (self.force, "force"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+        if names.is_empty() {
+            f.write_str("default")
+        } else {
+            f.write_str(&names.join(" "))
+        }
+    }
+}
+
+/// `shutdown-on-sigint` / `shutdown-on-sigterm` words as flags, with Redis's errors.
+pub fn shutdown_flags(value: &str) -> Result<ShutdownFlags, String> {
+    let mut flags = ShutdownFlags::default();
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.is_empty() {
+        return Err(SHUTDOWN_FLAG_WORDS.into());
+    }
+    for w in words {
+        match w.to_ascii_lowercase().as_str() {
+            "default" => {}
+            "save" => flags.save = true,
+            "nosave" => flags.nosave = true,
+            "now" => flags.now = true,
+            "force" => flags.force = true,
+            _ => return Err(SHUTDOWN_FLAG_WORDS.into()),
+        }
+    }
+    if flags.save && flags.nosave {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    Ok(flags)
+}
+
+const SHUTDOWN_FLAG_WORDS: &str =
+    "argument(s) must be one of the following: default, save, nosave, now, force";
+
+/// The form CONFIG GET shows a validated value in, where Redis rewrites it: each percentile
+/// of latency-tracking-info-percentiles as C's `%f` with trailing zeros trimmed ("50.0" is
+/// "50", "12.3456789" is "12.345679").
+pub fn canonical(name: &str, value: String) -> String {
+    if name == "maxmemory-clients" {
+        return match memory_or_percent(&value) {
+            Ok(Some(percent)) => format!("{percent}%"),
+            Ok(None) => {
+                crate::config::parse_memory(&value).map_or(value, |bytes| bytes.to_string())
+            }
+            Err(_) => value,
+        };
+    }
+    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
+        return match shutdown_flags(&value) {
+            Ok(flags) => flags.to_string(),
+            Err(_) => value,
+        };
+    }
+    if name != "latency-tracking-info-percentiles" {
+        return value;
+    }
+    value
+        .split_whitespace()
+        .map(|w| {
+            let p: f64 = w.parse().unwrap_or(0.0);
+            let text = format!("{p:.6}");
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    #[test]
+    fn percentiles_read_back_as_redis_prints_them() {
+        assert_eq!(
+            super::canonical(
+                "latency-tracking-info-percentiles",
+                "0.0 50.0 99.9 100.0 12.3456789 1e1".into()
+            ),
+            "0 50 99.9 100 12.345679 10"
+        );
+        assert_eq!(super::canonical("dir", "0.0".into()), "0.0");
+        assert_eq!(
+            super::canonical("shutdown-on-sigint", "force now nosave".into()),
+            "nosave now force"
+        );
+        assert_eq!(
+            super::canonical("shutdown-on-sigterm", "default".into()),
+            "default"
+        );
+        assert!(super::validate("shutdown-on-sigint", "save nosave").is_err());
+        assert!(super::validate("shutdown-on-sigint", "").is_err());
+        assert!(super::validate("shutdown-on-sigint", "bla").is_err());
+    }
 }
 
 /// Why a directive of redis.conf that is not a configuration parameter is refused.

@@ -141,6 +141,10 @@ pub fn free_memory(srv: &Server) -> Outcome {
     if max <= 0 || crate::alloc::used_memory() as i64 <= max {
         return Outcome::Ok;
     }
+    // While clients are paused the dataset stays as it is: no eviction (and no -OOM), as Redis.
+    if srv.pause.is_active() {
+        return Outcome::Ok;
+    }
     let policy = policy();
     if policy == Policy::NoEviction {
         return Outcome::Fail;

@@ -54,6 +54,36 @@ pub fn mark_child() {
     IN_CHILD.store(true, Ordering::Relaxed);
 }
 
+/// A crash report (see [`crate::crash`]) written at once, without the standard output's lock
+/// (the crashing thread may hold it): each text is a warning line with Redis's prefix, or raw
+/// when `raw` is set.
+pub(crate) fn write_crash(text: &str, raw: bool) {
+    let text = if raw {
+        text.to_string()
+    } else {
+        format_line(WARNING, text)
+    };
+    let path = LOGFILE.try_read().map(|p| p.clone()).unwrap_or_default();
+    if path.is_empty() {
+        let mut bytes = text.as_bytes();
+        while !bytes.is_empty() {
+            // SAFETY: writes from a valid buffer of `bytes.len()` bytes to standard output's
+            // descriptor, which the process never closes; a failed write ends the loop.
+            let n = unsafe { libc::write(1, bytes.as_ptr().cast(), bytes.len()) };
+            if n <= 0 {
+                break;
+            }
+            bytes = &bytes[n as usize..];
+        }
+    } else if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
 /// Whether a line of `level` would be written now.
 pub fn enabled(level: u8) -> bool {
     level < NOTHING && level >= LEVEL.load(Ordering::Relaxed)

@@ -254,12 +254,14 @@ impl ClientSocket {
     }
 
     /// Wait for data and append it to `buf`. Ok(0) means the peer closed.
+    /// Room is made once data is readable, so an idle client whose buffer was given back
+    /// holds none while it waits.
     pub async fn read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(16 * 1024);
-        }
         loop {
             let mut guard = self.fd.readable().await?;
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(16 * 1024);
+            }
             let offered = buf.capacity() - buf.len();
             match read_spare(self.fd.get_ref().as_raw_fd(), buf) {
                 Ok(n) => {

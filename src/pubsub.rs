@@ -198,6 +198,20 @@ impl Mailbox {
         }
     }
 
+    /// Over the soft limit for longer than its seconds, and not yet closed for it. The cron
+    /// asks this of every subscriber, as Redis's client cron checks the limits: a subscriber
+    /// that stopped reading is closed on time even when no message comes any more.
+    pub(crate) fn soft_limit_expired(&self, limit: ObufLimit, now_ms: i64) -> bool {
+        if limit.soft == 0 || self.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let q = self.queue.lock();
+        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
+        q.soft_since_ms != 0
+            && used >= limit.soft
+            && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
+    }
+
     /// Bytes queued or in flight (CLIENT LIST omem).
     pub(crate) fn used(&self) -> usize {
         self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
@@ -590,6 +604,34 @@ fn deliver(info: &ClientInfo, enc: &mut Encoded, limit: ObufLimit, now_ms: i64) 
     }
 }
 
+/// The cron's check of the pubsub class's soft limit: close the subscribers that have been
+/// over it for longer than its seconds.
+pub(crate) fn enforce_soft_limits(srv: &crate::server::Server) {
+    let limit = srv.config.hot.obuf.pubsub();
+    if limit.soft == 0 {
+        return;
+    }
+    let now_ms = crate::clock::unix_ms();
+    let clients: Vec<_> = srv
+        .clients
+        .lock()
+        .values()
+        .filter(|c| c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0))
+        .cloned()
+        .collect();
+    for info in clients {
+        if info.push.soft_limit_expired(limit, now_ms) {
+            info.push.overflowed.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                info.id,
+                info.addr
+            );
+            info.kill();
+        }
+    }
+}
+
 /// Redis's error for a command a RESP2 client in subscriber mode may not run, if `name` is
 /// one of those.
 pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {
@@ -732,6 +774,15 @@ mod tests {
         assert!(!m.push(Bytes::from(vec![0u8; 60]), limit(100, 0, 0), 0));
         assert_eq!(m.used(), 0, "the queue is dropped");
         assert!(!m.push(Bytes::from_static(b"x"), limit(100, 0, 0), 0));
+    }
+
+    #[test]
+    fn the_cron_sees_a_soft_limit_run_out_without_traffic() {
+        let m = Mailbox::default();
+        let l = limit(0, 100, 2);
+        assert!(m.push(Bytes::from(vec![0u8; 150]), l, 1_000));
+        assert!(!m.soft_limit_expired(l, 2_000));
+        assert!(m.soft_limit_expired(l, 3_000));
     }
 
     #[test]

@@ -67,6 +67,12 @@ pub struct Server {
     pub latency: crate::commands::latency::Monitor,
     /// INFO errorstats: error replies by their first word.
     pub errorstats: crate::commands::introspect::ErrorStats,
+    /// CLIENT PAUSE state.
+    pub(crate) pause: crate::pause::Pause,
+    /// The TCP accept loops (CONFIG SET port / bind replace them).
+    pub(crate) listeners: crate::listeners::Listeners,
+    /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
+    pub(crate) signal_shutdown: crate::shutdown::SignalShutdown,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -100,6 +106,9 @@ impl Server {
             slowlog: Default::default(),
             latency: Default::default(),
             errorstats: Default::default(),
+            pause: Default::default(),
+            listeners: Default::default(),
+            signal_shutdown: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }
@@ -168,7 +177,10 @@ impl Server {
             loop {
                 let now = unix_ms();
                 let mut sh = shard.lock();
-                if sh.volatile_len() == 0 || !crate::commands::debug::active_expire_enabled() {
+                if sh.volatile_len() == 0
+                    || !crate::commands::debug::active_expire_enabled()
+                    || self.pause.is_active()
+                {
                     break;
                 }
                 let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);
@@ -321,24 +333,17 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
 
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
+    crate::crash::install(srv.config.get_bool("crash-log-enabled"));
     crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
-    let backlog = srv
-        .config
-        .get_i64("tcp-backlog")
-        .clamp(1, i64::from(i32::MAX)) as i32;
-    let listeners = crate::net::bind_listeners(&bind, port, backlog)
-        .inspect_err(|_| {
-            // Redis's words: its test harness looks for "Failed listening on port" to retry
-            // on another port.
-            tracing::warn!("Failed listening on port {port} (TCP), aborting.");
-        })?
-        .into_iter()
-        .map(tokio::net::TcpListener::from_std)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("can't listen: {e}"))?;
-    if listeners.is_empty() {
+    let listeners = crate::listeners::bind(&srv, &bind, port).inspect_err(|_| {
+        // Redis's words: its test harness looks for "Failed listening on port" to retry on
+        // another port.
+        tracing::warn!("Failed listening on port {port} (TCP), aborting.");
+    })?;
+    // An empty `bind` listens on no TCP address, as in Redis (the Unix socket may serve).
+    if listeners.is_empty() && !bind.trim().is_empty() {
         tracing::warn!("Failed listening on port {port} (TCP), aborting.");
         return Err("no address to listen on".into());
     }
@@ -351,23 +356,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     if crate::persistence::will_load(&srv) {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
     }
-    for l in listeners {
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((sock, peer)) => {
-                        let srv = srv.clone();
-                        tokio::spawn(crate::connection::handle(srv, sock, peer));
-                    }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-            }
-        });
-    }
+    crate::listeners::start(&srv, listeners)?;
     if let Some((l, path)) = unix_listener {
         let srv = srv.clone();
         tokio::spawn(async move {
@@ -409,12 +398,17 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             };
             tokio::time::sleep(pause).await;
             resync_wall_clock();
+            crate::crash::set_enabled(cron_srv.config.get_bool("crash-log-enabled"));
+            if cron_srv.signal_shutdown.cron_paused() {
+                continue;
+            }
             let s = cron_srv.clone();
             // The reaper takes shard locks: run it off the async workers.
             let r = tokio::task::spawn_blocking(move || {
                 let capped = s.cron(&mut rng);
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
+                crate::pubsub::enforce_soft_limits(&s);
                 (rng, capped)
             })
             .await;
@@ -430,13 +424,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         }
     });
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = srv.shutdown.notified() => {}
-        _ = tokio::signal::ctrl_c() => tracing::info!("Received SIGINT scheduling shutdown..."),
-        _ = sigterm.recv() => tracing::info!("Received SIGTERM scheduling shutdown..."),
-    }
+    crate::shutdown::wait_for_exit(&srv).await?;
     srv.shutting_down.store(true, Ordering::SeqCst);
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);

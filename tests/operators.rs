@@ -637,3 +637,113 @@ fn output_buffer_hard_limit_closes_the_client() {
         "normal 1048576 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
     );
 }
+
+#[test]
+fn debug_segfault_writes_a_crash_report_and_dies_of_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let logfile = dir.path().join("crash.log");
+    let mut srv = Podium::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--logfile",
+        logfile.to_str().unwrap(),
+    ]);
+    let mut con = srv.con();
+    let r: redis::RedisResult<()> = redis::cmd("DEBUG").arg("SEGFAULT").query(&mut con);
+    assert!(r.is_err(), "the connection ends with the process");
+    let status = srv.child.wait().expect("wait for the crashed server");
+    assert_eq!(status.signal(), Some(libc::SIGSEGV), "{status:?}");
+    let log = std::fs::read_to_string(&logfile).unwrap();
+    assert!(log.contains("=== REDIS BUG REPORT START"), "{log}");
+    assert!(log.contains("crashed by signal: 11 (SIGSEGV)"), "{log}");
+    assert!(log.contains("------ STACK TRACE ------"), "{log}");
+    assert!(log.contains("REDIS BUG REPORT END"), "{log}");
+}
+
+#[test]
+fn client_pause_write_holds_writes_until_unpause() {
+    let srv = Podium::start(&[]);
+    let mut admin = srv.con();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v1")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let mut writer = srv.con();
+    let held = std::thread::spawn(move || {
+        let r: String = redis::cmd("SET")
+            .arg("k")
+            .arg("v2")
+            .query(&mut writer)
+            .unwrap();
+        r
+    });
+    // Reads go on; the write waits, counted as a blocked client.
+    wait_for("the held write", Duration::from_secs(5), || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut admin).unwrap();
+        info.contains("blocked_clients:1")
+    });
+    let v: String = redis::cmd("GET").arg("k").query(&mut admin).unwrap();
+    assert_eq!(v, "v1");
+    assert!(!held.is_finished());
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(held.join().unwrap(), "OK");
+    let v: String = redis::cmd("GET").arg("k").query(&mut admin).unwrap();
+    assert_eq!(v, "v2");
+}
+
+#[test]
+fn config_set_port_moves_the_listener_and_a_taken_port_is_refused() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let new_port = free_port();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("port")
+        .arg(new_port)
+        .query(&mut con)
+        .unwrap();
+    let mut moved = connect_port(new_port);
+    let pong: String = redis::cmd("PING").query(&mut moved).unwrap();
+    assert_eq!(pong, "PONG");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", srv.port)).is_err());
+    // A port someone else holds: refused, and the server stays where it was.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let e = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("port")
+        .arg(taken_port)
+        .query::<()>(&mut moved)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("Unable to listen on this port"),
+        "{e}"
+    );
+    let port: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("port")
+        .query(&mut moved)
+        .unwrap();
+    assert_eq!(port[1], new_port.to_string());
+    let mut again = connect_port(new_port);
+    let pong: String = redis::cmd("PING").query(&mut again).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+fn connect_port(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
+        .expect("client")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("connect")
+}

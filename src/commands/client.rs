@@ -75,6 +75,7 @@ fn check_password(
     let name = user.unwrap_or(b"default");
     match ctx.srv.acl.authenticate(name, pass) {
         Some(u) => {
+            *ctx.client.info.user_name.lock() = Bytes::from(u.read().name.clone());
             ctx.client.user = Some(u);
             ctx.client.authenticated = true;
             Ok(())
@@ -175,6 +176,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.user = Some(ctx.srv.acl.default_user());
+    *ctx.client.info.user_name.lock() = Bytes::from_static(b"default");
     ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
@@ -205,7 +207,8 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             *ctx.client.info.name.lock() = if a[2].is_empty() {
                 None
             } else {
-                Some(a[2].clone())
+                // A copy: a slice would keep the whole read buffer it came in alive.
+                Some(Bytes::copy_from_slice(&a[2]))
             };
             Reply::Ok
         }
@@ -265,7 +268,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Verbatim("txt", Bytes::from(s))
         }
-        "kill" => client_kill(ctx, a),
+        "kill" if argc >= 3 => client_kill(ctx, a),
         "no-evict" if argc == 3 => {
             if eq(&a[2], "on") {
                 ctx.client.info.no_evict.store(true, Ordering::Relaxed);
@@ -276,7 +279,6 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             Reply::Ok
         }
-        "no-touch" if argc == 3 => Reply::Ok,
         "reply" if argc == 3 => {
             use crate::connection::ReplyMode;
             if eq(&a[2], "on") {
@@ -321,10 +323,8 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "tracking" | "caching" | "getredir" | "trackinginfo" => {
             crate::tracking::client_subcommand(ctx, &sub, a)
         }
-        "pause" | "unpause" => Reply::error(format!(
-            "ERR CLIENT {} is not available in Podium",
-            sub.to_ascii_uppercase()
-        )),
+        "pause" => crate::pause::client_pause(ctx, a),
+        "unpause" => crate::pause::client_unpause(ctx, a),
         "help" => Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -334,6 +334,10 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "KILL <ip:port>|<option> <value> [...]",
                 "LIST [TYPE <type>] [ID <id> [...]]",
                 "NO-EVICT (ON|OFF)",
+                "UNPAUSE",
+                "    Stop the current client pause, resuming traffic.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
                 "REPLY (ON|OFF|SKIP)",
                 "SETNAME <name>",
                 "SETINFO <option> <value>",
@@ -345,7 +349,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
-        | "no-touch" => arity_err(),
+        | "kill" => arity_err(),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])
@@ -359,7 +363,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let addr = String::from_utf8_lossy(&a[2]).into_owned();
         return match clients.iter().find(|c| c.addr == addr) {
             Some(c) => {
-                c.kill();
+                kill_client(ctx, c);
                 Reply::Ok
             }
             None => Reply::error("ERR No such client"),
@@ -375,8 +379,22 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let v = String::from_utf8_lossy(&pair[1]).into_owned();
         match k.as_str() {
             "id" => {
-                if v.parse::<u64>().is_err() {
+                if !v.parse::<i64>().is_ok_and(|id| id > 0) {
                     return Reply::error("ERR client-id should be greater than 0");
+                }
+            }
+            "type" => {
+                let t = v.to_ascii_lowercase();
+                if !matches!(
+                    t.as_str(),
+                    "normal" | "master" | "replica" | "slave" | "pubsub"
+                ) {
+                    return Reply::error(format!("ERR Unknown client type '{v}'"));
+                }
+            }
+            "user" => {
+                if !ctx.srv.acl.names().iter().any(|n| n == v.as_bytes()) {
+                    return Reply::error(format!("ERR No such user '{v}'"));
                 }
             }
             "skipme" => {
@@ -387,7 +405,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 };
                 continue;
             }
-            "addr" | "laddr" | "user" | "type" | "maxage" => {}
+            "addr" | "laddr" | "maxage" => {}
             _ => return Reply::error(SYNTAX),
         }
         filters.push((k, v));
@@ -402,17 +420,35 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "id" => v.parse::<u64>().ok() == Some(c.id),
             "addr" => &c.addr == v,
             "laddr" => &c.laddr == v,
-            "user" => v == "default",
-            "type" => v.eq_ignore_ascii_case("normal"),
+            "user" => c.user_name.lock().as_ref() == v.as_bytes(),
+            // No client is a master or a replica; a client with subscriptions is pubsub.
+            "type" => {
+                let pubsub = c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0);
+                match v.to_ascii_lowercase().as_str() {
+                    "normal" => !pubsub,
+                    "pubsub" => pubsub,
+                    _ => false,
+                }
+            }
             "maxage" => v
                 .parse::<i64>()
                 .is_ok_and(|m| (now - c.created_ms) / 1000 >= m),
             _ => false,
         });
         if hit {
-            c.kill();
+            kill_client(ctx, &c);
             killed += 1;
         }
     }
     Reply::Int(killed)
+}
+
+/// Close client `c`: another client at once; the calling one after this reply, so it still
+/// gets its answer (as Redis closes itself after replying).
+fn kill_client(ctx: &mut Ctx, c: &crate::connection::ClientInfo) {
+    if c.id == ctx.client.id {
+        ctx.close_after_reply = true;
+    } else {
+        c.kill();
+    }
 }

@@ -42,7 +42,10 @@ fn command_info(spec: &Spec) -> Reply {
         _ => (0, 0, 0),
     };
     let mut flags = spec_flags(spec);
-    if matches!(spec.keys, Keys::Custom(_) | Keys::DbNamed(_)) {
+    // A container's keys are its subcommands' (MEMORY USAGE's are at a fixed place).
+    if matches!(spec.keys, Keys::Custom(_) | Keys::DbNamed(_))
+        && !super::latency::is_container(spec.name)
+    {
         flags.push(Reply::Status("movablekeys"));
     }
     Reply::Array(vec![
@@ -75,11 +78,34 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match sub.as_str() {
         "count" if a.len() == 2 => Reply::Int(t.len() as i64),
         "list" => {
-            let mut names: Vec<_> = t.keys().copied().collect();
-            if a.len() == 5 && eq(&a[2], "filterby") && eq(&a[3], "pattern") {
-                names.retain(|n| crate::util::numtext::glob_match(&a[4], n.as_bytes(), true));
-            } else if a.len() != 2 {
-                return Reply::error(SYNTAX);
+            // Every command, and each container's subcommands as `name|sub`.
+            let mut names: Vec<String> = t.keys().map(|n| n.to_string()).collect();
+            names.extend(
+                super::latency::histograms()
+                    .keys()
+                    .filter(|n| n.contains('|'))
+                    .filter(|n| n.split('|').next().is_some_and(|c| t.contains_key(c)))
+                    .cloned(),
+            );
+            match a.len() {
+                2 => {}
+                5 if eq(&a[2], "filterby") => {
+                    let filter = String::from_utf8_lossy(&a[4]).to_ascii_lowercase();
+                    if eq(&a[3], "pattern") {
+                        names.retain(|n| {
+                            crate::util::numtext::glob_match(&a[4], n.as_bytes(), true)
+                        });
+                    } else if eq(&a[3], "aclcat") {
+                        let members = crate::acl::view::category(&filter).unwrap_or_default();
+                        names.retain(|n| members.contains(&n.as_str()));
+                    } else if eq(&a[3], "module") {
+                        // No modules are loaded: no command comes from one.
+                        names.clear();
+                    } else {
+                        return Reply::error(SYNTAX);
+                    }
+                }
+                _ => return Reply::error(SYNTAX),
             }
             names.sort();
             Reply::Array(
@@ -149,7 +175,9 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error("ERR Invalid number of arguments specified for command");
             }
             let pos = c.key_positions(&a[2..]);
-            if pos.is_empty() {
+            // A command that can take keys but was given none (EVAL ... 0) has an empty list;
+            // one that never takes keys is an error, as in Redis.
+            if pos.is_empty() && matches!(c.keys, super::Keys::None) {
                 return Reply::error("ERR The command has no key arguments");
             }
             Reply::Array(

@@ -38,9 +38,13 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 })
                 .collect();
             let was_aof = ctx.srv.config.get_bool("appendonly");
+            let before = crate::listeners::values_before(ctx.srv, &pairs);
             let local = crate::net::is_local_peer(&ctx.client.info.addr);
             match ctx.srv.config.set_runtime_checked(&pairs, local) {
                 Ok(names) => {
+                    if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &names, &before) {
+                        return Reply::Error(e);
+                    }
                     if names.contains(&"requirepass") {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);

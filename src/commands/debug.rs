@@ -88,6 +88,31 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 Reply::error("ERR DEBUG RELOAD is not supported: Podium has no RDB snapshots yet")
             }
         },
+        ("config-rewrite-force-all", 2) => {
+            match crate::config_rewrite::rewrite_with(&ctx.srv.config, true) {
+                Ok(()) => Reply::Ok,
+                Err(e) => Reply::Error(format!(
+                    "ERR CONFIG-REWRITE-FORCE-ALL failed: {}",
+                    e.trim_start_matches("ERR ")
+                )),
+            }
+        }
+        ("pause-cron", 3) => match crate::util::numtext::parse_i64(&a[2]) {
+            Some(n) => {
+                ctx.srv.signal_shutdown.pause_cron(n != 0);
+                Reply::Ok
+            }
+            None => Reply::error(super::args::NOT_INT),
+        },
+        ("segfault", 2) => {
+            // SAFETY: raise() only sends the signal to this thread; the crash handler writes
+            // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
+            // integration/logging ("Crash report generated on DEBUG SEGFAULT").
+            unsafe {
+                libc::raise(libc::SIGSEGV);
+            }
+            Reply::NoReply
+        }
         ("help", 2) => Reply::Array(
             [
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -99,6 +124,12 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Let scripts run commands normally refused to them (testing only).",
                 "RELOAD",
                 "    Save the dataset and load it again.",
+                "CONFIG-REWRITE-FORCE-ALL",
+                "    Like CONFIG REWRITE but writes every directive, defaults included.",
+                "PAUSE-CRON <0|1>",
+                "    Stop the server's cron (active expiry, save points, scheduled shutdowns) or resume it.",
+                "SEGFAULT",
+                "    Crash the server with a segmentation fault (the crash report goes to the log).",
                 "HELP",
                 "    Prints this help.",
             ]

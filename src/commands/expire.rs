@@ -177,12 +177,10 @@ fn expire_generic(
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], millis: bool, absolute: bool) -> Reply {
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    if db.read(key).is_none() {
-        return Reply::Int(-2);
-    }
-    let at = match db.expire_at(key) {
-        Some(at) if at != NO_EXPIRE => at,
-        _ => return Reply::Int(-1),
+    let at = match db.read_no_touch(key).map(|e| e.expire_at) {
+        None => return Reply::Int(-2),
+        Some(NO_EXPIRE) => return Reply::Int(-1),
+        Some(at) => at,
     };
     let v = if absolute { at } else { at.saturating_sub(now) }.max(0);
     Reply::Int(if millis { v } else { (v + 500) / 1000 })

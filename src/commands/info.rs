@@ -132,12 +132,16 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     .values()
                     .filter(|c| c.blocked.load(Ordering::Relaxed))
                     .count();
+                let postponed = clients
+                    .values()
+                    .filter(|c| c.postponed.load(Ordering::Relaxed))
+                    .count();
                 kv("connected_clients", clients.len().to_string());
                 kv("cluster_connections", "0".into());
                 kv("maxclients", srv.config.get_i64("maxclients").to_string());
                 kv("client_recent_max_input_buffer", "0".into());
                 kv("client_recent_max_output_buffer", "0".into());
-                kv("blocked_clients", blocked.to_string());
+                kv("blocked_clients", (blocked + postponed).to_string());
                 kv("tracking_clients", srv.tracking.client_count().to_string());
                 kv("clients_in_timeout_table", blocked.to_string());
             }

@@ -36,7 +36,7 @@ pub static COMMANDS: &[Spec] = &[
         -2,
         READONLY | FAST,
         Keys::Range(1, -1, 1),
-        exists,
+        touch,
         "generic",
     ),
     Spec::new(
@@ -112,15 +112,25 @@ fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Int(n)
 }
 
+/// TOUCH: counts the keys that exist and, unlike EXISTS, updates their access time.
+fn touch(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    Reply::Int(a[1..].iter().filter(|k| ctx.db().read(k).is_some()).count() as i64)
+}
+
 fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Int(a[1..].iter().filter(|k| ctx.db().exists(k)).count() as i64)
+    Reply::Int(
+        a[1..]
+            .iter()
+            .filter(|k| ctx.db().read_no_touch(k).is_some())
+            .count() as i64,
+    )
 }
 
 fn type_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Status(
         ctx.db()
-            .value(&a[1])
-            .map(|v| v.type_name())
+            .read_no_touch(&a[1])
+            .map(|e| e.value.type_name())
             .unwrap_or("none"),
     )
 }

@@ -162,8 +162,23 @@ const CONTAINERS: &[(&str, &[&str])] = &[
     (
         "client",
         &[
-            "id", "getname", "setname", "setinfo", "info", "list", "kill", "no-evict", "no-touch",
-            "reply", "unblock", "pause", "unpause", "help",
+            "id",
+            "getname",
+            "setname",
+            "setinfo",
+            "info",
+            "list",
+            "kill",
+            "no-evict",
+            "reply",
+            "unblock",
+            "pause",
+            "unpause",
+            "tracking",
+            "caching",
+            "getredir",
+            "trackinginfo",
+            "help",
         ],
     ),
     (
@@ -200,8 +215,16 @@ const CONTAINERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("script", &["load", "exists", "flush", "kill", "help"]),
-    ("function", &["flush", "list", "stats", "help"]),
+    (
+        "function",
+        &["load", "delete", "flush", "kill", "list", "stats", "help"],
+    ),
 ];
+
+/// Whether `name` is a command with subcommands (its keys, if any, belong to those).
+pub(crate) fn is_container(name: &str) -> bool {
+    CONTAINERS.iter().any(|(c, _)| *c == name)
+}
 
 /// Per-command histograms, by command name (`name|sub` for subcommands).
 pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
@@ -220,6 +243,20 @@ pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
         }
         m
     })
+}
+
+/// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
+/// of a container command (`client|list`), else the command's name.
+pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
+    if let Some(sub) = args.get(1) {
+        if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {
+            let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+            if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
+                return name.as_str();
+            }
+        }
+    }
+    spec.name
 }
 
 /// The histogram a command's run counts in.

@@ -18,6 +18,7 @@ pub mod config_cmd;
 pub mod debug;
 pub mod errors;
 pub mod expire;
+pub mod geo;
 pub mod hash;
 pub mod info;
 pub mod introspect;
@@ -271,6 +272,7 @@ static FAMILIES: &[&[Spec]] = &[
     expire::COMMANDS,
     string::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,
@@ -349,6 +351,11 @@ pub struct Outcome {
     pub reply: Reply,
     pub block: Option<Blocked>,
     pub close: bool,
+    /// The request was not run because clients are paused (CLIENT PAUSE): the connection
+    /// waits for the pause to change and submits it again.
+    pub postponed: Option<Vec<Bytes>>,
+    /// The command blocked: what [`after_unblocked`] needs once it is answered.
+    pub(crate) unblock_stats: Option<(&'static Cmd, Vec<Bytes>)>,
 }
 
 /// Before a pipelined batch of requests runs (`batch`, in database `db`): warm the cache for
@@ -404,6 +411,8 @@ pub fn dispatch_with<'a>(
         reply,
         block: None,
         close: false,
+        postponed: None,
+        unblock_stats: None,
     };
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
@@ -432,6 +441,8 @@ pub fn dispatch_with<'a>(
         if client.multi.is_some() {
             client.multi_abort = true;
         }
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error("NOAUTH Authentication required."));
     }
     if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
@@ -480,10 +491,22 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error(srv.scripts.busy_reply()));
     }
+    // Under CLIENT PAUSE the request waits (checked where Redis checks: before queueing).
+    if crate::pause::holds_back(srv, client, spec, &args) {
+        return Outcome {
+            reply: Reply::NoReply,
+            block: None,
+            close: false,
+            postponed: Some(args),
+            unblock_stats: None,
+        };
+    }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
     let now = crate::clock::unix_ms_at(started);
-    client.info.set_last_cmd(spec.name, now);
+    client
+        .info
+        .set_last_cmd(latency::full_name(spec, &args), now);
     if client.multi.is_some()
         && !matches!(
             spec.name,
@@ -492,10 +515,14 @@ pub fn dispatch_with<'a>(
     {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
         if let Some(err) = write_refusal(srv, spec) {
             client.multi_abort = true;
+            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(err);
         }
         if let Some(q) = client.multi.as_mut() {
@@ -505,6 +532,7 @@ pub fn dispatch_with<'a>(
     }
     if let Some(err) = write_refusal(srv, spec) {
         spec.rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
     match spec.name {
@@ -517,11 +545,13 @@ pub fn dispatch_with<'a>(
                     .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
             }
             feed_monitors(srv, client, client.db, &args);
+            count_transaction_command(srv, client, spec, &args, &reply, started);
             return done(reply);
         }
         "multi" | "discard" | "watch" | "unwatch" => {
             let reply = tx::control(srv, client, spec.name, &args);
             feed_monitors(srv, client, client.db, &args);
+            count_transaction_command(srv, client, spec, &args, &reply, started);
             return done(reply);
         }
         _ => {}
@@ -536,11 +566,55 @@ pub fn dispatch_with<'a>(
     if block.is_none() {
         slowlog::record(srv, client, spec, &args, client.last_duration_us);
     }
+    let unblock_stats = block.as_ref().map(|_| (spec, args));
     Outcome {
         reply,
         block,
         close,
+        postponed: None,
+        unblock_stats,
     }
+}
+
+/// The statistics of EXEC, MULTI, DISCARD, WATCH and UNWATCH, which run outside
+/// [`run_locked`]: calls and time in INFO commandstats, `failed_calls` and
+/// `total_error_replies` when their own reply is an error (EXECABORT, EXEC without MULTI;
+/// errors of the commands an EXEC ran are counted by those commands), the slowlog and
+/// latency figures.
+fn count_transaction_command(
+    srv: &Server,
+    client: &mut Client,
+    spec: &'static Cmd,
+    args: &[Bytes],
+    reply: &Reply,
+    started: std::time::Instant,
+) {
+    let duration_us = started.elapsed().as_micros() as u64;
+    client.last_duration_us = duration_us;
+    spec.calls.fetch_add(1, Ordering::Relaxed);
+    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
+    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    if reply.is_error() {
+        spec.failed.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    slowlog::record(srv, client, spec, args, duration_us);
+}
+
+/// A blocked command has been answered with `reply` (served, timed out or unblocked): as
+/// Redis, a failure counts in its `failed_calls` and `total_error_replies`, and the command
+/// goes to the slowlog and its latency histogram now, with the time it ran for.
+pub(crate) fn after_unblocked(
+    srv: &Server,
+    client: &Client,
+    (spec, args): (&'static Cmd, Vec<Bytes>),
+    reply: &Reply,
+) {
+    if reply.is_error() {
+        spec.failed.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+    }
+    slowlog::record(srv, client, spec, &args, client.last_duration_us);
 }
 
 /// DEBUG and MODULE run only where `enable-debug-command` / `enable-module-command` allow
@@ -613,13 +687,17 @@ pub fn run_locked<'a>(
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
     // freezes time for expiry during a transaction).
     g.expire_enabled = !srv.aof.loading();
+    g.expire_paused = srv.pause.is_active();
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     g.tracking = srv.tracking.is_active();
     let db_before = client.db;
     // MONITOR sees a command once it has run (administrative ones never); a script is shown
     // before the commands it runs.
     let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
-    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    let script_first = matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
     if monitored && script_first {
         feed_monitors(srv, client, db_before, args);
     }

@@ -144,15 +144,24 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Reply::error(SYNTAX);
         }
     }
-    if a[1..].iter().any(|w| eq(w, "abort")) {
-        return Reply::error("ERR No shutdown in progress.");
-    }
     let has = |o: &str| a[1..].iter().any(|w| eq(w, o));
+    let other_flags = ["nosave", "save", "now", "force"].iter().any(|o| has(o));
+    if (has("abort") && other_flags) || (has("save") && has("nosave")) {
+        return Reply::error(SYNTAX);
+    }
+    if has("abort") {
+        return if ctx.srv.signal_shutdown.abort() {
+            Reply::Ok
+        } else {
+            Reply::error("ERR No shutdown in progress.")
+        };
+    }
     if let Err(refusal) =
         super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))
     {
         return refusal;
     }
+    crate::listeners::stop_all(ctx.srv);
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
     Reply::NoReply

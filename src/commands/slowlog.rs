@@ -58,6 +58,9 @@ fn logged_args(args: &[Bytes]) -> Vec<Bytes> {
             } else if eq(name, "hello") {
                 // HELLO [protover [AUTH username password] ...]
                 (2..args.len()).any(|j| eq(&args[j], "auth") && (i == j + 1 || i == j + 2))
+            } else if eq(name, "acl") && args.len() > 1 && eq(&args[1], "setuser") {
+                // The user name and every rule (passwords among them), as Redis.
+                i >= 2
             } else if eq(name, "config") && args.len() > 1 && eq(&args[1], "set") {
                 i >= 3
                     && (i - 3) % 2 == 0
@@ -219,6 +222,11 @@ mod tests {
         let out = logged_args(&b(&["set", "k", &long]));
         assert_eq!(out[2].len(), 128 + "... (1 more bytes)".len());
         assert!(out[2].ends_with(b"... (1 more bytes)"));
+        let out = logged_args(&b(&["acl", "SETUSER", "u", ">pw", "+get"]));
+        assert_eq!(
+            out,
+            b(&["acl", "SETUSER", "(redacted)", "(redacted)", "(redacted)"])
+        );
         let out = logged_args(&b(&["AUTH", "user", "pw"]));
         assert_eq!(out, b(&["AUTH", "(redacted)", "(redacted)"]));
         let out = logged_args(&b(&["config", "set", "masterauth", "x", "maxmemory", "1"]));

@@ -176,6 +176,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
     g.lock_all();
     g.now_ms = crate::clock::unix_ms();
     g.expire_enabled = !srv.aof.loading();
+    g.expire_paused = srv.pause.is_active();
     // A watched key that expired after WATCH counts as modified.
     let mut dirty = client.watch_flag.load(Ordering::Acquire);
     for (db, key, stale) in &client.watched_expiry {

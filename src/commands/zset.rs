@@ -545,7 +545,7 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)], event: &'stat
 // ---------------------------------------------------------------------------------------------
 // ZADD / ZINCRBY.
 
-fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+pub(crate) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let (mut nx, mut xx, mut ch, mut incr, mut gt, mut lt) =
         (false, false, false, false, false, false);
     let mut idx = 2;

@@ -50,6 +50,9 @@ pub struct Guards<'a> {
     pub misses: u64,
     /// False while the AOF loads: as in Redis, nothing expires then (logged times are absolute).
     pub expire_enabled: bool,
+    /// True while clients are paused (CLIENT PAUSE): expired keys read as absent but are not
+    /// deleted, so the dataset does not change, as in Redis.
+    pub(crate) expire_paused: bool,
     /// `notify-keyspace-events` class bits for this command (0: nothing is recorded).
     pub notify_flags: u32,
     /// Keyspace events the command caused, in order, published when it has run.
@@ -71,6 +74,7 @@ impl<'a> Guards<'a> {
             hits: 0,
             misses: 0,
             expire_enabled: true,
+            expire_paused: false,
             notify_flags: 0,
             events: Vec::new(),
             tracking: false,
@@ -199,7 +203,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let db = self.db;
-        let expired = self.g.expire_enabled && self.g.shard_mut(db, sid).is_expired(key, now);
+        let expired = self.g.expire_enabled
+            && !self.g.expire_paused
+            && self.g.shard_mut(db, sid).is_expired(key, now);
         if expired {
             let blocked = self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0;
             let sh = self.g.shard_mut(db, sid);
@@ -220,10 +226,16 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// The live entry for `key`, if any: one hash lookup when the key is live or absent.
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.lookup(key, false)
+        self.lookup(key, false, true)
     }
 
-    fn lookup(&mut self, key: &[u8], count: bool) -> Option<&mut Entry> {
+    /// A read that counts in keyspace_hits / keyspace_misses but leaves the key's access
+    /// time (LRU clock, LFU counter) alone: TTL, TYPE, EXISTS, as Redis's LOOKUP_NOTOUCH.
+    pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.lookup(key, true, false)
+    }
+
+    fn lookup(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let enabled = self.g.expire_enabled;
@@ -246,7 +258,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 if count {
                     self.g.hits += 1;
                 }
-                super::access::touch(e, now);
+                if touch {
+                    super::access::touch(e, now);
+                }
                 return Some(e);
             }
             Some(_) => {}
@@ -260,17 +274,20 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// The live entry for `key` without counting as an access (OBJECT, eviction figures).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        if self.g.expire_paused && self.g.expire_enabled && self.is_expired_entry(key) {
+            return None;
+        }
         self.shard(key).raw_get(key)
     }
 
     /// The live value for `key`, if any.
     pub fn value(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.lookup(key, false).map(|e| &mut e.value)
+        self.lookup(key, false, true).map(|e| &mut e.value)
     }
 
     /// Like [`value`](Self::value) but counted in keyspace_hits / keyspace_misses.
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.lookup(key, true).map(|e| &mut e.value)
+        self.lookup(key, true, true).map(|e| &mut e.value)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {

@@ -107,10 +107,14 @@ fn fake_client(srv: &Server) -> Client {
         resp: AtomicU8::new(2),
         multi: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
+        postponed: AtomicBool::new(false),
         no_evict: AtomicBool::new(false),
         killed: AtomicBool::new(false),
         kill: tokio::sync::Notify::new(),
         qbuf: AtomicUsize::new(0),
+        qbuf_free: AtomicUsize::new(0),
+        argv_mem: AtomicUsize::new(0),
+        user_name: Mutex::new(bytes::Bytes::from_static(b"default")),
         push: Default::default(),
     });
     let _ = srv;

@@ -747,3 +747,14 @@ pub(super) fn find(ctx: &Ctx, name: &str) -> Option<(Arc<Library>, FunctionInfo)
         .clone();
     Some((lib, info))
 }
+
+/// The flags of function `name`, if it exists (CLIENT PAUSE asks whether an FCALL may write).
+pub(super) fn flags_of(srv: &crate::server::Server, name: &[u8]) -> Option<u8> {
+    let name = std::str::from_utf8(name).ok()?;
+    let registry = srv.scripts.functions.lock();
+    let lib = registry.libraries.get(registry.functions.get(name)?)?;
+    lib.functions
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.flags)
+}

@@ -723,6 +723,43 @@ fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
     }
 }
 
+/// Whether an EVAL / EVALSHA (and _RO) / FCALL (and _RO) request `args` of command `name` may
+/// write, as far as its script's declared flags say (Redis's evalGetCommandFlags and
+/// fcallGetCommandFlags): Some(false) for a script or function declaring `no-writes`,
+/// Some(true) for one declaring flags without it, None when nothing is declared (a script
+/// without a shebang, an unknown SHA or function): the command's own flags then apply.
+pub(crate) fn declared_writes(
+    srv: &crate::server::Server,
+    name: &str,
+    args: &[Bytes],
+) -> Option<bool> {
+    let body = args.get(1)?;
+    let flags = match name {
+        "fcall" | "fcall_ro" => ScriptFlags(Some(functions::flags_of(srv, body)?)),
+        "evalsha" | "evalsha_ro" => {
+            if body.len() != 40 {
+                return None;
+            }
+            let sha = String::from_utf8_lossy(body).to_ascii_lowercase();
+            srv.scripts.cache.lock().get(&sha)?.flags
+        }
+        _ => {
+            let cached = srv
+                .scripts
+                .cache
+                .lock()
+                .get(&sha1_hex(body))
+                .map(|s| s.flags);
+            match cached {
+                Some(f) => f,
+                None => shebang(body).ok()?.0,
+            }
+        }
+    };
+    flags.0?;
+    Some(!flags.has(ScriptFlags::NO_WRITES))
+}
+
 /// Why a script with `flags` may not start now (Redis's scriptPrepareForRun), if it may not.
 fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
     flags.0?;

@@ -1,0 +1,152 @@
+//! The query buffer's size over a connection's life, as Redis manages it.
+//!
+//! This module owns the policy of a connection's read buffer (what CLIENT LIST shows as `qbuf`
+//! and `qbuf-free`): a read is offered at least 16 KiB of room (Redis's PROTO_IOBUF_LEN),
+//! reclaimed in place when the buffer is not shared; after a request with an argument of 32
+//! KiB or more (PROTO_MBULK_BIG_ARG) the next buffer is sized for another one like it, as
+//! Redis expects a fat argument to be followed by another; and Redis's client cron rules
+//! give memory back: a buffer wasting more than 4 KiB is emptied of its free space when the
+//! client has been idle for more than 2 seconds, and one over 32 KiB (PROTO_RESIZE_THRESHOLD)
+//! that is more than twice the recent peak shrinks to that peak. The peak is the most the
+//! buffer held plus the room a read wanted, reset at each check.
+
+use bytes::BytesMut;
+use std::time::{Duration, Instant};
+
+/// Room offered to each read (Redis's PROTO_IOBUF_LEN).
+pub(crate) const IOBUF_LEN: usize = 16 * 1024;
+/// An argument this long gets a buffer of its own size next time (PROTO_MBULK_BIG_ARG).
+pub(crate) const BIG_ARG: usize = 32 * 1024;
+/// Buffers above this size are shrunk toward their peak (PROTO_RESIZE_THRESHOLD).
+const RESIZE_THRESHOLD: usize = 32 * 1024;
+/// Free space below this is not worth giving back.
+const MIN_WASTE: usize = 4 * 1024;
+/// How soon a due shrink is made (Redis's client cron visits each client about that often).
+const CHECK_DELAY: Duration = Duration::from_millis(100);
+/// An idle client's buffer is emptied after this long without input (idle > 2 s).
+const IDLE_FREE: Duration = Duration::from_secs(3);
+
+/// One connection's query-buffer bookkeeping.
+pub(crate) struct QueryBuf {
+    /// The most the buffer needed since the last check.
+    peak: usize,
+    /// When input last arrived.
+    last_input: Instant,
+    /// When a due shrink-to-peak check runs (kept across reads, so busy clients get it too).
+    check_at: Option<Instant>,
+}
+
+impl QueryBuf {
+    pub(crate) fn new() -> QueryBuf {
+        QueryBuf {
+            peak: 0,
+            last_input: Instant::now(),
+            check_at: None,
+        }
+    }
+
+    /// Before waiting for input: make the 16 KiB of room a read is offered where that costs
+    /// no allocation (an empty buffer gets its room only once data is readable).
+    pub(crate) fn before_read(&self, buf: &mut BytesMut) {
+        if buf.capacity() > 0 && buf.capacity() - buf.len() < IOBUF_LEN {
+            let _ = buf.try_reclaim(IOBUF_LEN);
+        }
+    }
+
+    /// After a read of `n` bytes that found `len_before` bytes in the buffer.
+    pub(crate) fn after_read(&mut self, len_before: usize, n: usize) {
+        self.peak = self.peak.max(len_before + n.max(IOBUF_LEN));
+        self.last_input = Instant::now();
+    }
+
+    /// After a request with an argument of `big` bytes (at least [`BIG_ARG`]) was taken off
+    /// an emptied buffer: room for another such argument.
+    pub(crate) fn after_big_arg(&mut self, buf: &mut BytesMut, big: usize) {
+        if buf.is_empty() && buf.capacity() < big + 2 {
+            *buf = BytesMut::with_capacity(big + 2);
+        }
+    }
+
+    /// When the next check is due, if one is.
+    pub(crate) fn next_check(&mut self, buf: &BytesMut) -> Option<Instant> {
+        let (cap, len) = (buf.capacity(), buf.len());
+        if cap - len <= MIN_WASTE {
+            self.check_at = None;
+            return None;
+        }
+        if cap > RESIZE_THRESHOLD && cap / 2 > self.peak {
+            let at = *self
+                .check_at
+                .get_or_insert_with(|| Instant::now() + CHECK_DELAY);
+            return Some(at.min(self.last_input + IDLE_FREE));
+        }
+        self.check_at = None;
+        Some(self.last_input + IDLE_FREE)
+    }
+
+    /// The check: give back the free space of an idle client's buffer, or shrink a buffer
+    /// much larger than its peak to that peak. The buffer's content (a request in progress)
+    /// is kept, at the same offsets.
+    pub(crate) fn check(&mut self, buf: &mut BytesMut) {
+        self.check_at = None;
+        let (cap, len) = (buf.capacity(), buf.len());
+        if cap - len > MIN_WASTE {
+            if self.last_input.elapsed() >= IDLE_FREE {
+                resize(buf, len);
+            } else if cap > RESIZE_THRESHOLD && cap / 2 > self.peak {
+                resize(buf, len.max(self.peak));
+            }
+        }
+        self.peak = buf.len();
+    }
+}
+
+/// Move `buf`'s content into a buffer of `capacity` bytes (none when it is 0).
+fn resize(buf: &mut BytesMut, capacity: usize) {
+    let mut fresh = BytesMut::with_capacity(capacity);
+    fresh.extend_from_slice(buf);
+    *buf = fresh;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_buffer_is_emptied_and_a_big_one_shrinks_to_its_peak() {
+        let mut q = QueryBuf::new();
+        let mut buf = BytesMut::with_capacity(IOBUF_LEN);
+        q.after_read(0, 40);
+        assert_eq!(q.next_check(&buf), Some(q.last_input + IDLE_FREE));
+        q.last_input -= IDLE_FREE;
+        q.check(&mut buf);
+        assert_eq!(buf.capacity(), 0, "idle: the free space goes back");
+
+        let mut buf = BytesMut::with_capacity(400_002);
+        let mut q = QueryBuf::new();
+        q.after_read(0, 50);
+        let due = q.next_check(&buf).expect("a shrink is due");
+        assert!(due <= Instant::now() + CHECK_DELAY);
+        assert_eq!(
+            q.next_check(&buf),
+            Some(due),
+            "the due time holds across reads"
+        );
+        q.check(&mut buf);
+        assert_eq!(buf.capacity(), IOBUF_LEN, "shrunk to the peak");
+    }
+
+    #[test]
+    fn content_survives_a_resize_and_a_big_argument_sizes_the_next_buffer() {
+        let mut q = QueryBuf::new();
+        let mut buf = BytesMut::with_capacity(100_000);
+        buf.extend_from_slice(b"*2\r\n$3\r\nget");
+        q.last_input -= IDLE_FREE;
+        q.check(&mut buf);
+        assert_eq!(&buf[..], b"*2\r\n$3\r\nget");
+        assert_eq!(buf.capacity(), buf.len());
+        let mut empty = BytesMut::new();
+        q.after_big_arg(&mut empty, 400_000);
+        assert!(empty.capacity() >= 400_002);
+    }
+}

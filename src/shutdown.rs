@@ -1,0 +1,139 @@
+//! Shutting down on SIGTERM and SIGINT, as redis-server does.
+//!
+//! This module owns the signal-initiated shutdown. A signal schedules the shutdown (Redis's
+//! `shutdown_asap`), which the cron then carries out: the final save as `shutdown-on-sigterm`
+//! / `shutdown-on-sigint` say (`default`: save when save points exist; `save`, `nosave`;
+//! `force`: exit even if the save fails; `now` has nothing to skip, as there are no replicas).
+//! Until then SHUTDOWN ABORT cancels it ("Shutdown manually aborted"); DEBUG PAUSE-CRON holds
+//! the cron, and with it a scheduled shutdown. When the save fails without `force`, the server
+//! logs "Error trying to save the DB, can't exit" and keeps running. A second SIGINT while the
+//! shutdown is under way exits at once, removing the temporary RDB file, as Redis's "You
+//! insist" does.
+
+use crate::server::Server;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// The state a signal-initiated shutdown shares with SHUTDOWN ABORT and DEBUG PAUSE-CRON.
+#[derive(Default)]
+pub(crate) struct SignalShutdown {
+    /// A signal asked for a shutdown that has not started yet.
+    scheduled: AtomicBool,
+    /// DEBUG PAUSE-CRON 1: the cron does nothing (a scheduled shutdown waits).
+    cron_paused: AtomicBool,
+    /// Wakes the waiting shutdown when one of the above changes.
+    changed: tokio::sync::Notify,
+}
+
+impl SignalShutdown {
+    /// SHUTDOWN ABORT: cancel a scheduled shutdown; false when none is scheduled.
+    pub(crate) fn abort(&self) -> bool {
+        if self.scheduled.swap(false, Ordering::SeqCst) {
+            tracing::warn!("Shutdown manually aborted.");
+            self.changed.notify_one();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// DEBUG PAUSE-CRON.
+    pub(crate) fn pause_cron(&self, paused: bool) {
+        self.cron_paused.store(paused, Ordering::SeqCst);
+        self.changed.notify_one();
+    }
+
+    /// Whether the cron is held by DEBUG PAUSE-CRON.
+    pub(crate) fn cron_paused(&self) -> bool {
+        self.cron_paused.load(Ordering::Relaxed)
+    }
+}
+
+/// Serve signals until the server must exit: returns once SHUTDOWN has run, or a signal's
+/// shutdown has made its final save (the caller then flushes the AOF and exits).
+pub(crate) async fn wait_for_exit(srv: &Arc<Server>) -> Result<(), String> {
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let state = &srv.signal_shutdown;
+    loop {
+        let directive = tokio::select! {
+            _ = srv.shutdown.notified() => return Ok(()),
+            _ = sigint.recv() => "shutdown-on-sigint",
+            _ = sigterm.recv() => "shutdown-on-sigterm",
+        };
+        let name = if directive == "shutdown-on-sigint" {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        tracing::warn!("Received {name} scheduling shutdown...");
+        state.scheduled.store(true, Ordering::SeqCst);
+        // The cron carries the shutdown out: wait while DEBUG PAUSE-CRON holds it, unless
+        // SHUTDOWN ABORT cancels it meanwhile.
+        while state.cron_paused() && state.scheduled.load(Ordering::SeqCst) {
+            tokio::select! {
+                _ = state.changed.notified() => {}
+                _ = srv.shutdown.notified() => return Ok(()),
+                _ = sigterm.recv() => {}
+                _ = sigint.recv() => insist(),
+            }
+        }
+        if !state.scheduled.swap(false, Ordering::SeqCst) {
+            continue;
+        }
+        let flags =
+            crate::directives::shutdown_flags(&srv.config.get(directive).unwrap_or_default())
+                .unwrap_or_default();
+        srv.shutting_down.store(true, Ordering::SeqCst);
+        let saver = srv.clone();
+        let save = tokio::task::spawn_blocking(move || {
+            crate::persistence::snapshot::shutdown_save(&saver, flags.save, flags.nosave)
+        });
+        let saved = tokio::select! {
+            r = save => r.map_err(|e| e.to_string()).and_then(|r| r),
+            _ = sigint.recv() => insist(),
+        };
+        match saved {
+            Err(_) if !flags.force => {
+                tracing::warn!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                );
+                srv.shutting_down.store(false, Ordering::SeqCst);
+            }
+            _ => {
+                srv.aof
+                    .inner
+                    .snap
+                    .shutdown_handled
+                    .store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A second SIGINT during the shutdown: exit now, without the temporary RDB file.
+fn insist() -> ! {
+    tracing::warn!("You insist... exiting now.");
+    let _ = std::fs::remove_file(format!("temp-{}.rdb", std::process::id()));
+    std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abort_cancels_only_a_scheduled_shutdown() {
+        let s = SignalShutdown::default();
+        assert!(!s.abort(), "nothing to abort");
+        s.scheduled.store(true, Ordering::SeqCst);
+        assert!(s.abort());
+        assert!(!s.scheduled.load(Ordering::SeqCst));
+        s.pause_cron(true);
+        assert!(s.cron_paused());
+        s.pause_cron(false);
+        assert!(!s.cron_paused());
+    }
+}

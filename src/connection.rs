@@ -496,12 +496,12 @@ fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
     false
 }
 
-fn normal_obuf_limit(srv: &Server) -> crate::directives::ObufLimit {
+fn normal_obuf_limit(srv: &Server) -> crate::config::directives::ObufLimit {
     let v = srv
         .config
         .get("client-output-buffer-limit")
         .unwrap_or_default();
-    crate::directives::parse_obuf_limits(&v)[0]
+    crate::config::directives::parse_obuf_limits(&v)[0]
 }
 
 async fn flush(
@@ -520,7 +520,7 @@ async fn flush(
     let soft = if out.len() > 64 * 1024 {
         normal_obuf_limit(srv)
     } else {
-        crate::directives::ObufLimit::default()
+        crate::config::directives::ObufLimit::default()
     };
     let write = async {
         if soft.soft > 0 && out.len() as u64 > soft.soft {

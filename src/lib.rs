@@ -14,7 +14,8 @@ pub mod commands;
 pub mod config;
 pub mod config_rewrite;
 pub mod connection;
-pub mod directives;
+/// Moved to `config::directives`; the old path stays for code written against it.
+pub use config::directives;
 pub mod evict;
 pub mod keyspace;
 pub mod log;

@@ -15,6 +15,12 @@
 //! limit for longer than its seconds, the subscriber is disconnected and its queue dropped.
 //! Messages to one subscriber keep publish order (one queue, drained in order).
 
+use crate::config::ObufLimit;
+/// Moved to crate::config; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub(crate) use crate::config::{
+    parse_obuf_limits, AtomicObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
+};
 use crate::connection::ClientInfo;
 use crate::protocol::{Reply, Resp};
 use crate::util::numtext::glob_match;
@@ -22,7 +28,7 @@ use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};
 use parking_lot::{Mutex, RwLock};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -92,14 +98,6 @@ impl Subscriptions {
             _ => self.classic_count(),
         }
     }
-}
-
-/// `client-output-buffer-limit` for one client class: bytes (0 = none) and seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ObufLimit {
-    pub hard: u64,
-    pub soft: u64,
-    pub soft_secs: u64,
 }
 
 /// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
@@ -600,102 +598,6 @@ pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {
             "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
         )),
     }
-}
-
-/// One class of `client-output-buffer-limit`, readable without a lock.
-#[derive(Default)]
-pub(crate) struct AtomicObufLimit {
-    hard: AtomicI64,
-    soft: AtomicI64,
-    soft_secs: AtomicI64,
-}
-
-impl AtomicObufLimit {
-    pub(crate) fn set(&self, l: ObufLimit) {
-        self.hard.store(l.hard as i64, Ordering::Relaxed);
-        self.soft.store(l.soft as i64, Ordering::Relaxed);
-        self.soft_secs.store(l.soft_secs as i64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> ObufLimit {
-        ObufLimit {
-            hard: self.hard.load(Ordering::Relaxed) as u64,
-            soft: self.soft.load(Ordering::Relaxed) as u64,
-            soft_secs: self.soft_secs.load(Ordering::Relaxed) as u64,
-        }
-    }
-}
-
-/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub.
-/// Podium acts on `pubsub` (subscribers' queued messages); `normal` and `replica` are kept
-/// and shown by CONFIG GET.
-#[derive(Default)]
-pub(crate) struct ObufLimits {
-    pub(crate) classes: [AtomicObufLimit; 3],
-}
-
-pub(crate) const OBUF_NORMAL: usize = 0;
-pub(crate) const OBUF_PUBSUB: usize = 2;
-
-impl ObufLimits {
-    pub(crate) fn pubsub(&self) -> ObufLimit {
-        self.classes[OBUF_PUBSUB].get()
-    }
-
-    /// Apply a checked `client-output-buffer-limit` value (only the classes it names change)
-    /// and return the full value as CONFIG GET shows it.
-    pub(crate) fn apply(&self, text: &str) -> String {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        if let Ok(parsed) = parse_obuf_limits(&words) {
-            for (class, l) in parsed {
-                self.classes[class].set(l);
-            }
-        }
-        let mut s = String::new();
-        for (i, name) in ["normal", "slave", "pubsub"].iter().enumerate() {
-            let l = self.classes[i].get();
-            if i > 0 {
-                s.push(' ');
-            }
-            s.push_str(&format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs));
-        }
-        s
-    }
-}
-
-/// Check a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups),
-/// with Redis's error texts.
-pub(crate) fn parse_obuf_limits(words: &[&str]) -> Result<Vec<(usize, ObufLimit)>, String> {
-    if !words.len().is_multiple_of(4) {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
-    }
-    let mut v = Vec::new();
-    for g in words.chunks(4) {
-        let class = match g[0].to_ascii_lowercase().as_str() {
-            "normal" => OBUF_NORMAL,
-            "slave" | "replica" => 1,
-            "pubsub" => OBUF_PUBSUB,
-            _ => {
-                return Err("Invalid client class specified in buffer limit configuration.".into())
-            }
-        };
-        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
-        let hard = crate::config::parse_memory(g[1]).ok_or_else(bad)?;
-        let soft = crate::config::parse_memory(g[2]).ok_or_else(bad)?;
-        let secs: i64 = g[3].parse().map_err(|_| bad())?;
-        if hard < 0 || soft < 0 || secs < 0 {
-            return Err(bad().into());
-        }
-        v.push((
-            class,
-            ObufLimit {
-                hard: hard as u64,
-                soft: soft as u64,
-                soft_secs: secs as u64,
-            },
-        ));
-    }
-    Ok(v)
 }
 
 #[cfg(test)]

@@ -248,7 +248,7 @@ pub(crate) fn load_file(srv: &crate::server::Server, path: &str) -> Result<(), S
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
-            crate::config::strerror(&e)
+            crate::util::strerror(&e)
         )
     })?;
     let defs = parse_acl_file(&text, path)?;

@@ -255,6 +255,12 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Install the handlers configuration calls for directives that act on the command table
+/// (`rename-command`); main runs it before reading the configuration.
+pub fn install_config_hooks() {
+    let _ = crate::config::RENAME_COMMAND.set(rename_command);
+}
+
 /// Every family's registration table: the one list the command table is built from.
 static FAMILIES: &[&[Spec]] = &[
     client::COMMANDS,
@@ -759,7 +765,7 @@ fn feed_monitors(srv: &Server, client: &Client, db: usize, args: &[Bytes]) {
     } else {
         crate::pubsub::MonitorSource::Client(&client.info.addr)
     };
-    let limit = srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get();
+    let limit = srv.config.hot.obuf.classes[crate::config::OBUF_NORMAL].get();
     srv.pubsub.feed_monitors(source, db, args, limit);
 }
 

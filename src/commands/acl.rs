@@ -130,7 +130,7 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ));
             };
             let args = &a[3..];
-            if !super::arity_ok(spec.arity, args.len()) {
+            if !crate::cmdspec::arity_ok(spec.arity, args.len()) {
                 let id = acl::resolve(spec.name, args);
                 let name = id.map(acl::full_name).unwrap_or(spec.name);
                 return Reply::Error(format!(

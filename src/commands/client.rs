@@ -4,7 +4,8 @@
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
-use super::{wrong_arity, Ctx, Keys, Spec};
+use super::{Ctx, Keys, Spec};
+use crate::cmdspec::wrong_arity;
 use crate::protocol::{Reply, Resp};
 use crate::version::REDIS_VERSION;
 use bytes::Bytes;

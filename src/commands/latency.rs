@@ -494,7 +494,7 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         ("latest" | "history" | "graph" | "doctor" | "help", _) => {
-            super::wrong_arity(&format!("latency|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("latency|{sub}"))
         }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try LATENCY HELP.",

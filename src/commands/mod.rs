@@ -45,6 +45,9 @@ use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+/// Moved to crate::cmdspec; kept here for code written against the old path.
+pub use crate::cmdspec::{arity_ok, wrong_arity};
+
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
 
 /// Command flags (a subset of Redis's, the ones Podium acts on or reports).
@@ -336,17 +339,6 @@ pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
 /// Redis's error for an unknown command; see [`errors::unknown_command`].
 pub fn unknown_command(args: &[Bytes]) -> Reply {
     errors::unknown_command(args)
-}
-
-pub fn wrong_arity(name: &str) -> Reply {
-    Reply::Error(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-pub fn arity_ok(arity: i32, n: usize) -> bool {
-    let n = n as i32;
-    (arity > 0 && n == arity) || (arity < 0 && n >= -arity)
 }
 
 /// Result of running a request.

@@ -191,7 +191,9 @@ fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        ("help" | "reset" | "len" | "get", _) => super::wrong_arity(&format!("slowlog|{sub}")),
+        ("help" | "reset" | "len" | "get", _) => {
+            crate::cmdspec::wrong_arity(&format!("slowlog|{sub}"))
+        }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
             String::from_utf8_lossy(&a[1])

@@ -9,8 +9,9 @@
 
 use super::engine::{reply_for_lua, CommandError};
 use super::{error_reply_text, redis_version_num, sha1_hex, Invocation};
+use crate::cmdspec::arity_ok;
 use crate::commands::flags::{MAY_REPLICATE, NOSCRIPT};
-use crate::commands::{arity_ok, lookup};
+use crate::commands::lookup;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use mlua::{Lua, MultiValue, Table, Value as LuaValue};

@@ -521,7 +521,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "load" | "delete" | "flush" | "kill" | "stats" | "help" => {
-            crate::commands::wrong_arity(&format!("function|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("function|{sub}"))
         }
         _ => Reply::Error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",

@@ -749,7 +749,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "load" | "exists" | "flush" | "kill" | "help" => {
-            crate::commands::wrong_arity(&format!("script|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("script|{sub}"))
         }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",

@@ -20,7 +20,7 @@ use crate::acl_commands::{CATEGORIES, COMMANDS};
 #[allow(unused_imports)]
 pub(crate) use crate::cmdspec::{AclCommand, Begin, Find, KeySpec};
 use crate::connection::Client;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};

@@ -13,7 +13,7 @@ use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
 use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply, Resp};
-use crate::server::Server;
+use crate::state::Server;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::net::SocketAddr;

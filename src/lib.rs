@@ -28,6 +28,7 @@ pub mod protocol;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
+pub mod state;
 pub mod tracking;
 pub mod types;
 pub mod util;

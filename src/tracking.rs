@@ -17,7 +17,7 @@ use crate::commands::args::eq;
 use crate::commands::Ctx;
 use crate::connection::ClientInfo;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};
 use parking_lot::Mutex;

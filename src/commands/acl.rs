@@ -244,7 +244,7 @@ pub(crate) fn parse_acl_file(text: &str, path: &str) -> Result<Vec<Vec<Bytes>>, 
 }
 
 /// ACL LOAD: replace every user with the file's (all or nothing).
-pub(crate) fn load_file(srv: &crate::server::Server, path: &str) -> Result<(), String> {
+pub(crate) fn load_file(srv: &crate::state::Server, path: &str) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
@@ -257,7 +257,7 @@ pub(crate) fn load_file(srv: &crate::server::Server, path: &str) -> Result<(), S
 }
 
 /// ACL SAVE: every user as ACL LIST shows it, written to a temporary file then renamed.
-pub(crate) fn save_file(srv: &crate::server::Server, path: &str) -> std::io::Result<()> {
+pub(crate) fn save_file(srv: &crate::state::Server, path: &str) -> std::io::Result<()> {
     let mut text = String::new();
     for line in srv.acl.list() {
         text.push_str(&line);
@@ -269,7 +269,7 @@ pub(crate) fn save_file(srv: &crate::server::Server, path: &str) -> std::io::Res
 }
 
 /// At startup: users from `user` directives or from `aclfile` (not both, as Redis).
-pub(crate) fn load_users_at_startup(srv: &crate::server::Server) -> Result<(), String> {
+pub(crate) fn load_users_at_startup(srv: &crate::state::Server) -> Result<(), String> {
     let users = srv.config.acl_users.lock().clone();
     let file = srv.config.get("aclfile").unwrap_or_default();
     if !users.is_empty() && !file.is_empty() {

@@ -24,7 +24,7 @@ fn cpu_times() -> (f64, f64) {
 }
 
 /// The INFO text for the requested sections.
-pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
+pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
     let all_sections = [
         "server",
         "clients",

@@ -10,7 +10,7 @@
 use super::flags::*;
 use super::{table, Ctx, Keys, Spec};
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;

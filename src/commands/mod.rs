@@ -39,7 +39,7 @@ use crate::blocking::{Blocked, ServeFn};
 use crate::connection::Client;
 use crate::keyspace::{DbHandle, Guards};
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,7 +12,7 @@ use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::connection::Client;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;

@@ -10,7 +10,7 @@ use super::{lookup, run_locked, Keys, Spec};
 use crate::connection::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -13,7 +13,7 @@
 //! file and the byte offset, and the server refuses to start.
 
 use crate::connection::{Client, ClientInfo};
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::path::Path;

@@ -16,10 +16,10 @@
 //! password. Password comparisons hash the candidate and compare digests in constant time.
 
 use crate::acl_commands::{CATEGORIES, COMMANDS};
+use crate::client::Client;
 /// Moved to crate::cmdspec; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::cmdspec::{AclCommand, Begin, Find, KeySpec};
-use crate::connection::Client;
 use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};

@@ -9,6 +9,7 @@ pub mod acl;
 pub mod acl_commands;
 pub mod alloc;
 pub mod blocking;
+pub mod client;
 pub mod clock;
 pub mod cmdspec;
 pub mod commands;

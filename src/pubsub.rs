@@ -15,22 +15,23 @@
 //! limit for longer than its seconds, the subscriber is disconnected and its queue dropped.
 //! Messages to one subscriber keep publish order (one queue, drained in order).
 
+use crate::client::ClientInfo;
+/// Moved to crate::client; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub(crate) use crate::client::{Kind, Mailbox, Subscriptions};
 use crate::config::ObufLimit;
 /// Moved to crate::config; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::config::{
     parse_obuf_limits, AtomicObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
 };
-use crate::connection::ClientInfo;
 use crate::protocol::{Reply, Resp};
 use crate::util::numtext::glob_match;
 use bytes::Bytes;
-use hashbrown::{HashMap, HashSet};
-use parking_lot::{Mutex, RwLock};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use hashbrown::HashMap;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 /// Subscribers of one channel or pattern, by client id.
 type Subscribers = HashMap<u64, Arc<ClientInfo>>;
@@ -44,14 +45,6 @@ pub(crate) struct PubSub {
     /// Clients in MONITOR mode, and their number (checked before building a line).
     monitors: RwLock<Subscribers>,
     monitor_count: AtomicUsize,
-}
-
-/// The three kinds of subscription.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Kind {
-    Channel,
-    Pattern,
-    Shard,
 }
 
 impl Kind {
@@ -69,136 +62,6 @@ impl Kind {
             Kind::Pattern => b"punsubscribe",
             Kind::Shard => b"sunsubscribe",
         }
-    }
-}
-
-/// One client's subscriptions, kept in its connection state.
-#[derive(Default)]
-pub(crate) struct Subscriptions {
-    channels: HashSet<Bytes>,
-    /// In subscription order (PUNSUBSCRIBE without arguments answers in this order, as Redis).
-    patterns: Vec<Bytes>,
-    shard: HashSet<Bytes>,
-}
-
-impl Subscriptions {
-    /// Channels plus patterns: the count SUBSCRIBE/PSUBSCRIBE confirmations report.
-    pub(crate) fn classic_count(&self) -> usize {
-        self.channels.len() + self.patterns.len()
-    }
-
-    /// All subscriptions: a RESP2 client with any is in subscriber mode.
-    pub(crate) fn total(&self) -> usize {
-        self.classic_count() + self.shard.len()
-    }
-
-    fn count_for(&self, kind: Kind) -> usize {
-        match kind {
-            Kind::Shard => self.shard.len(),
-            _ => self.classic_count(),
-        }
-    }
-}
-
-/// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
-/// written, and the wake-up for its task.
-#[derive(Default)]
-pub(crate) struct Mailbox {
-    queue: Mutex<Queue>,
-    /// Wakes the connection task to write what is queued.
-    pub(crate) ready: Notify,
-    /// Quick check before taking the lock: anything queued.
-    pending: AtomicBool,
-    /// Bytes drained into the connection's output and not yet written (see [`Mailbox::sent`]).
-    in_flight: AtomicUsize,
-    /// Set once the output buffer limit was crossed: nothing more is queued.
-    overflowed: AtomicBool,
-    /// Subscription counts for CLIENT LIST (sub, psub, ssub).
-    pub(crate) counts: [AtomicUsize; 3],
-    /// The client is in MONITOR mode (CLIENT LIST flag `O`).
-    pub(crate) monitor: AtomicBool,
-}
-
-#[derive(Default)]
-struct Queue {
-    messages: VecDeque<Bytes>,
-    bytes: usize,
-    /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
-    soft_since_ms: i64,
-}
-
-impl Mailbox {
-    /// Queue `msg`. False if the client crossed its output buffer limit (the caller
-    /// disconnects it); the message is then dropped.
-    fn push(&self, msg: Bytes, limit: ObufLimit, now_ms: i64) -> bool {
-        if self.overflowed.load(Ordering::Relaxed) {
-            return false;
-        }
-        let mut q = self.queue.lock();
-        q.bytes += msg.len();
-        q.messages.push_back(msg);
-        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
-        let mut over = limit.hard > 0 && used >= limit.hard;
-        if limit.soft > 0 && used >= limit.soft {
-            if q.soft_since_ms == 0 {
-                q.soft_since_ms = now_ms;
-            } else if (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64 {
-                over = true;
-            }
-        } else {
-            q.soft_since_ms = 0;
-        }
-        if over {
-            self.overflowed.store(true, Ordering::Relaxed);
-            q.messages.clear();
-            q.bytes = 0;
-            return false;
-        }
-        drop(q);
-        self.pending.store(true, Ordering::Release);
-        self.ready.notify_one();
-        true
-    }
-
-    /// Queue a message no output buffer limit applies to (invalidations: normal clients).
-    pub(crate) fn push_unlimited(&self, msg: Bytes) {
-        let _ = self.push(msg, ObufLimit::default(), 0);
-    }
-
-    /// Anything waiting to be written.
-    pub(crate) fn has_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
-    }
-
-    /// Move every queued message into `out`, in order. The bytes stay accounted until
-    /// [`Mailbox::sent`].
-    pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
-        if !self.has_pending() {
-            return;
-        }
-        let mut q = self.queue.lock();
-        self.pending.store(false, Ordering::Release);
-        for m in q.messages.drain(..) {
-            out.extend_from_slice(&m);
-        }
-        self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
-        q.bytes = 0;
-    }
-
-    /// The connection's output was written: drained messages no longer count.
-    pub(crate) fn sent(&self) {
-        if self.in_flight.load(Ordering::Relaxed) != 0 {
-            self.in_flight.store(0, Ordering::Relaxed);
-            let mut q = self.queue.lock();
-            if q.bytes == 0 {
-                q.soft_since_ms = 0;
-            }
-        }
-    }
-
-    /// Bytes queued or in flight (CLIENT LIST omem).
-    pub(crate) fn used(&self) -> usize {
-        self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
     }
 }
 

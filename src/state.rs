@@ -4,9 +4,9 @@
 //! reports. What runs it (the listener, the cron, shutdown) is [`crate::server`], above.
 
 use crate::blocking::Registry;
+use crate::client::ClientInfo;
 use crate::clock::unix_ms;
 use crate::config::Config;
-use crate::connection::ClientInfo;
 use crate::keyspace::Keyspace;
 use crate::persistence::Aof;
 use bytes::Bytes;

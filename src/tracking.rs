@@ -13,9 +13,9 @@
 //! client running the command comes after its reply, as in Redis. `tracking-table-max-keys`
 //! bounds the table: past it, keys are evicted with an invalidation.
 
+use crate::client::ClientInfo;
 use crate::commands::args::eq;
 use crate::commands::Ctx;
-use crate::connection::ClientInfo;
 use crate::protocol::Reply;
 use crate::state::Server;
 use bytes::Bytes;

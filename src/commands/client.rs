@@ -172,7 +172,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);
-    ctx.client.reply_mode = crate::connection::ReplyMode::On;
+    ctx.client.reply_mode = crate::client::ReplyMode::On;
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.user = Some(ctx.srv.acl.default_user());
@@ -279,7 +279,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         "no-touch" if argc == 3 => Reply::Ok,
         "reply" if argc == 3 => {
-            use crate::connection::ReplyMode;
+            use crate::client::ReplyMode;
             if eq(&a[2], "on") {
                 ctx.client.reply_mode = ReplyMode::On;
                 Reply::Ok

@@ -36,7 +36,7 @@ pub mod tx;
 pub mod zset;
 
 use crate::blocking::{Blocked, ServeFn};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::keyspace::{DbHandle, Guards};
 use crate::protocol::Reply;
 use crate::state::Server;

@@ -10,7 +10,7 @@
 use super::args::eq;
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::protocol::Reply;
 use crate::state::Server;
 use bytes::Bytes;

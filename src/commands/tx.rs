@@ -7,7 +7,7 @@
 //! since then aborts with a null reply. Errors inside EXEC do not roll anything back.
 
 use super::{lookup, run_locked, Keys, Spec};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
 use crate::state::Server;

@@ -12,7 +12,7 @@
 //! any malformed data that is not a short read at the end of the file, is an error naming the
 //! file and the byte offset, and the server refuses to start.
 
-use crate::connection::{Client, ClientInfo};
+use crate::client::{Client, ClientInfo};
 use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;

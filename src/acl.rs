@@ -10,17 +10,23 @@
 //! it names (with the access its key spec declares) and every channel it publishes or
 //! subscribes to.
 //!
-//! [`check`] is what the dispatcher, EXEC and scripts call before running a command; a denial
+//! [`crate::commands::acl::check`] is what the dispatcher, EXEC and scripts call before running
+//! a command (it and the other checks that take a client or the server live there); a denial
 //! is recorded in the ACL LOG. Rules are applied to a copy of the user and committed only if
 //! all are valid (ACL SETUSER is all or nothing). `requirepass` sets the default user's
 //! password. Password comparisons hash the candidate and compare digests in constant time.
 
 use crate::acl_commands::{CATEGORIES, COMMANDS};
-use crate::client::Client;
 /// Moved to crate::cmdspec; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::cmdspec::{AclCommand, Begin, Find, KeySpec};
-use crate::state::Server;
+/// Moved to crate::commands::acl (they take the client, the server or a command spec); kept
+/// here for code written against the old path until the branches are merged.
+#[allow(unused_imports)]
+pub(crate) use crate::commands::acl::{
+    check, check_user, default_user_nopass, full_read_access, log_auth_failure, log_denial,
+    starts_authenticated, user_revoked,
+};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
@@ -28,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 const WORDS: usize = 8;
-const READ: u8 = 1;
+pub(crate) const READ: u8 = 1;
 const WRITE: u8 = 2;
 
 /// Id of a command row by full name.
@@ -62,7 +68,7 @@ pub(crate) enum Denied {
 }
 
 #[derive(Clone)]
-struct Selector {
+pub(crate) struct Selector {
     /// Every command, including ones the table does not know (SELECTOR_FLAG_ALLCOMMANDS).
     allcommands: bool,
     /// Set by +@all and cleared by -@all only: "can run future commands" (how the rules are
@@ -70,8 +76,8 @@ struct Selector {
     future: bool,
     bits: [u64; WORDS],
     first_args: BTreeMap<usize, Vec<String>>,
-    allkeys: bool,
-    patterns: Vec<(Vec<u8>, u8)>,
+    pub(crate) allkeys: bool,
+    pub(crate) patterns: Vec<(Vec<u8>, u8)>,
     allchannels: bool,
     channels: Vec<Vec<u8>>,
 }
@@ -383,7 +389,12 @@ impl Selector {
 
     /// Whether this selector allows the command; on a key or channel denial, the argument
     /// position that failed.
-    fn check(&self, id: usize, args: &[Bytes], keys: &[KeyRef]) -> Result<(), (Denied, usize)> {
+    pub(crate) fn check(
+        &self,
+        id: usize,
+        args: &[Bytes],
+        keys: &[KeyRef],
+    ) -> Result<(), (Denied, usize)> {
         let cmd = &COMMANDS[id];
         if !self.allcommands && !cmd.no_auth && !self.bit(id) {
             let idx = if cmd.parent.is_some() { 2 } else { 1 };
@@ -567,15 +578,15 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
 #[derive(Clone)]
 pub struct User {
     pub(crate) name: Vec<u8>,
-    enabled: bool,
-    nopass: bool,
+    pub(crate) enabled: bool,
+    pub(crate) nopass: bool,
     /// Set by ACL SETUSER `sanitize-payload`/`skip-sanitize-payload` (shown, not acted on:
     /// RESTORE always validates payloads in full).
     sanitize: Option<bool>,
     passwords: Vec<[u8; 32]>,
-    selectors: Vec<Selector>,
+    pub(crate) selectors: Vec<Selector>,
     /// Deleted or replaced by ACL DELUSER / ACL LOAD: clients using it are disconnected.
-    deleted: Arc<AtomicBool>,
+    pub(crate) deleted: Arc<AtomicBool>,
 }
 
 impl User {
@@ -659,7 +670,7 @@ impl User {
     }
 
     /// True when nothing is restricted (the fast path of [`check`]).
-    fn unrestricted(&self) -> bool {
+    pub(crate) fn unrestricted(&self) -> bool {
         self.selectors
             .iter()
             .any(|s| s.allcommands && s.allkeys && s.allchannels)
@@ -702,7 +713,12 @@ impl User {
 
     /// Check a command against every selector: Ok if one allows it, else the most relevant
     /// denial (Redis's choice: a key/channel over a command, the later argument first).
-    fn check(&self, id: usize, args: &[Bytes], keys: &[KeyRef]) -> Result<(), (Denied, usize)> {
+    pub(crate) fn check(
+        &self,
+        id: usize,
+        args: &[Bytes],
+        keys: &[KeyRef],
+    ) -> Result<(), (Denied, usize)> {
         let mut relevant = (Denied::Command, 0);
         for s in &self.selectors {
             match s.check(id, args, keys) {
@@ -1036,20 +1052,6 @@ fn merge_selector_args(rules: &[Bytes]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-/// Whether the default user has no password (`nopass`): protected mode then refuses
-/// non-local clients.
-pub(crate) fn default_user_nopass(srv: &Server) -> bool {
-    srv.acl.default_user().read().nopass
-}
-
-/// Whether a new (or RESET) connection starts authenticated: the default user is nopass and
-/// enabled.
-pub(crate) fn starts_authenticated(srv: &Server) -> bool {
-    let u = srv.acl.default_user();
-    let u = u.read();
-    u.nopass && u.enabled
-}
-
 /// The ACL id of what `args` runs (`config|get` for a container with a known subcommand).
 /// None when Redis's table lacks it (then ACL does not restrict it).
 pub(crate) fn resolve(name: &str, args: &[Bytes]) -> Option<usize> {
@@ -1076,64 +1078,6 @@ pub(crate) fn full_name(id: usize) -> &'static str {
     COMMANDS[id].name
 }
 
-/// The check the dispatcher, EXEC and scripts make before running `spec` for `client`:
-/// Ok, or the denial and the argument position it concerns. A client without a user (AOF
-/// loading) may run anything.
-pub(crate) fn check(
-    client: &Client,
-    spec: &crate::commands::Spec,
-    args: &[Bytes],
-) -> Result<(), (Denied, usize, usize)> {
-    let Some(user) = client.user.as_ref() else {
-        return Ok(());
-    };
-    let u = user.read();
-    if u.unrestricted() {
-        return Ok(());
-    }
-    let Some(id) = resolve(spec.name, args) else {
-        return Ok(());
-    };
-    let keys = keys_of(id, args, &|| spec.key_positions(args));
-    u.check(id, args, &keys).map_err(|(d, pos)| (d, pos, id))
-}
-
-/// Whether some selector of the client's user allows this command and reading every key
-/// (`allkeys`, `~*` or `%R~*`): SORT's BY and GET name keys by pattern (Redis's
-/// ACLUserCheckCmdWithUnrestrictedKeyAccess with key access).
-pub(crate) fn full_read_access(client: &Client, name: &str, args: &[Bytes]) -> bool {
-    let Some(user) = client.user.as_ref() else {
-        return true;
-    };
-    let u = user.read();
-    let Some(id) = resolve(name, args) else {
-        return true;
-    };
-    let keys = keys_of(id, args, &Vec::new);
-    u.selectors.iter().any(|s| {
-        s.check(id, args, &keys).is_ok()
-            && (s.allkeys
-                || s.patterns
-                    .iter()
-                    .any(|(p, f)| f & READ != 0 && p[..] == b"*"[..]))
-    })
-}
-
-/// `check` for a user other than the client's (ACL DRYRUN).
-pub(crate) fn check_user(
-    user: &UserRef,
-    spec: &crate::commands::Spec,
-    args: &[Bytes],
-) -> Result<(), (Denied, usize, usize)> {
-    let Some(id) = resolve(spec.name, args) else {
-        return Ok(());
-    };
-    let keys = keys_of(id, args, &|| spec.key_positions(args));
-    user.read()
-        .check(id, args, &keys)
-        .map_err(|(d, pos)| (d, pos, id))
-}
-
 /// Redis's -NOPERM reply for a denial at the top level or inside MULTI.
 pub(crate) fn noperm(denied: Denied, id: usize) -> crate::protocol::Reply {
     crate::protocol::Reply::Error(match denied {
@@ -1157,61 +1101,6 @@ pub(crate) fn script_denial_text(denied: Denied) -> &'static str {
         Denied::Channel => "can't publish to the channel mentioned in the command",
         Denied::Auth => "lacking the permissions for the command",
     }
-}
-
-/// Record a denial of `args` for `client` in the ACL LOG (`context`: toplevel, multi, lua).
-pub(crate) fn log_denial(
-    srv: &Server,
-    client: &Client,
-    denied: Denied,
-    pos: usize,
-    id: usize,
-    args: &[Bytes],
-    context: &'static str,
-) {
-    let object: Vec<u8> = match denied {
-        Denied::Command => full_name(id).as_bytes().to_vec(),
-        Denied::Key | Denied::Channel => args.get(pos).map(|a| a.to_vec()).unwrap_or_default(),
-        Denied::Auth => args.first().map(|a| a.to_vec()).unwrap_or_default(),
-    };
-    let username = client
-        .user
-        .as_ref()
-        .map(|u| u.read().name.clone())
-        .unwrap_or_default();
-    srv.acl.log_denial(
-        srv.config.get_i64("acllog-max-len").max(0) as usize,
-        denied,
-        context,
-        &object,
-        &username,
-        client.info.describe(),
-    );
-}
-
-/// Record a failed AUTH/HELLO for `username`.
-pub(crate) fn log_auth_failure(srv: &Server, client: &Client, command: &[u8], username: &[u8]) {
-    let context = if client.multi.is_some() {
-        "multi"
-    } else {
-        "toplevel"
-    };
-    srv.acl.log_denial(
-        srv.config.get_i64("acllog-max-len").max(0) as usize,
-        Denied::Auth,
-        context,
-        command,
-        username,
-        client.info.describe(),
-    );
-}
-
-/// True when the client's user was deleted (ACL DELUSER, ACL LOAD): Redis disconnects it.
-pub(crate) fn user_revoked(client: &Client) -> bool {
-    client
-        .user
-        .as_ref()
-        .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst))
 }
 
 /// The ACL subsystem's replies that read the user table (ACL command, see commands::acl).

@@ -94,7 +94,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     }
     if crate::net::protected_mode_refuses(
         srv.config.get_bool("protected-mode"),
-        crate::acl::default_user_nopass(&srv),
+        crate::commands::acl::default_user_nopass(&srv),
         &info.addr,
     ) {
         let _ = sock
@@ -109,7 +109,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
     client.user = Some(srv.acl.default_user());
-    client.authenticated = crate::acl::starts_authenticated(&srv);
+    client.authenticated = crate::commands::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
@@ -215,7 +215,7 @@ async fn serve_client(
                 break;
             };
             info.qbuf.store(buf.len(), Ordering::Relaxed);
-            if crate::acl::user_revoked(client) {
+            if crate::commands::acl::user_revoked(client) {
                 // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
                 return Ok(());
             }

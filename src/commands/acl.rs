@@ -4,8 +4,10 @@
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::acl::{self, Denied};
+use crate::client::Client;
 use crate::protocol::Reply;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "acl",
@@ -137,7 +139,7 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     "ERR wrong number of arguments for '{name}' command"
                 ));
             }
-            match acl::check_user(&user, spec, args) {
+            match check_user(&user, spec, args) {
                 Ok(()) => Reply::Ok,
                 Err((Denied::Command, _, id)) => bulk(format!(
                     "This user has no permissions to run the '{}' command",
@@ -294,4 +296,136 @@ pub(crate) fn load_users_at_startup(srv: &crate::state::Server) -> Result<(), St
     srv.acl
         .replace_all(&defs, &requirepass)
         .map_err(|e| format!("Error in user declaration: {e}"))
+}
+
+/// Whether the default user has no password (`nopass`): protected mode then refuses
+/// non-local clients.
+pub(crate) fn default_user_nopass(srv: &crate::state::Server) -> bool {
+    srv.acl.default_user().read().nopass
+}
+
+/// Whether a new (or RESET) connection starts authenticated: the default user is nopass and
+/// enabled.
+pub(crate) fn starts_authenticated(srv: &crate::state::Server) -> bool {
+    let u = srv.acl.default_user();
+    let u = u.read();
+    u.nopass && u.enabled
+}
+
+/// The check the dispatcher, EXEC and scripts make before running `spec` for `client`:
+/// Ok, or the denial and the argument position it concerns. A client without a user (AOF
+/// loading) may run anything.
+pub(crate) fn check(
+    client: &Client,
+    spec: &Spec,
+    args: &[Bytes],
+) -> Result<(), (Denied, usize, usize)> {
+    let Some(user) = client.user.as_ref() else {
+        return Ok(());
+    };
+    let u = user.read();
+    if u.unrestricted() {
+        return Ok(());
+    }
+    let Some(id) = acl::resolve(spec.name, args) else {
+        return Ok(());
+    };
+    let keys = acl::keys_of(id, args, &|| spec.key_positions(args));
+    u.check(id, args, &keys).map_err(|(d, pos)| (d, pos, id))
+}
+
+/// Whether some selector of the client's user allows this command and reading every key
+/// (`allkeys`, `~*` or `%R~*`): SORT's BY and GET name keys by pattern (Redis's
+/// ACLUserCheckCmdWithUnrestrictedKeyAccess with key access).
+pub(crate) fn full_read_access(client: &Client, name: &str, args: &[Bytes]) -> bool {
+    let Some(user) = client.user.as_ref() else {
+        return true;
+    };
+    let u = user.read();
+    let Some(id) = acl::resolve(name, args) else {
+        return true;
+    };
+    let keys = acl::keys_of(id, args, &Vec::new);
+    u.selectors.iter().any(|s| {
+        s.check(id, args, &keys).is_ok()
+            && (s.allkeys
+                || s.patterns
+                    .iter()
+                    .any(|(p, f)| f & acl::READ != 0 && p[..] == b"*"[..]))
+    })
+}
+
+/// `check` for a user other than the client's (ACL DRYRUN).
+pub(crate) fn check_user(
+    user: &acl::UserRef,
+    spec: &Spec,
+    args: &[Bytes],
+) -> Result<(), (Denied, usize, usize)> {
+    let Some(id) = acl::resolve(spec.name, args) else {
+        return Ok(());
+    };
+    let keys = acl::keys_of(id, args, &|| spec.key_positions(args));
+    user.read()
+        .check(id, args, &keys)
+        .map_err(|(d, pos)| (d, pos, id))
+}
+
+/// Record a denial of `args` for `client` in the ACL LOG (`context`: toplevel, multi, lua).
+pub(crate) fn log_denial(
+    srv: &crate::state::Server,
+    client: &Client,
+    denied: Denied,
+    pos: usize,
+    id: usize,
+    args: &[Bytes],
+    context: &'static str,
+) {
+    let object: Vec<u8> = match denied {
+        Denied::Command => acl::full_name(id).as_bytes().to_vec(),
+        Denied::Key | Denied::Channel => args.get(pos).map(|a| a.to_vec()).unwrap_or_default(),
+        Denied::Auth => args.first().map(|a| a.to_vec()).unwrap_or_default(),
+    };
+    let username = client
+        .user
+        .as_ref()
+        .map(|u| u.read().name.clone())
+        .unwrap_or_default();
+    srv.acl.log_denial(
+        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        denied,
+        context,
+        &object,
+        &username,
+        client.info.describe(),
+    );
+}
+
+/// Record a failed AUTH/HELLO for `username`.
+pub(crate) fn log_auth_failure(
+    srv: &crate::state::Server,
+    client: &Client,
+    command: &[u8],
+    username: &[u8],
+) {
+    let context = if client.multi.is_some() {
+        "multi"
+    } else {
+        "toplevel"
+    };
+    srv.acl.log_denial(
+        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        Denied::Auth,
+        context,
+        command,
+        username,
+        client.info.describe(),
+    );
+}
+
+/// True when the client's user was deleted (ACL DELUSER, ACL LOAD): Redis disconnects it.
+pub(crate) fn user_revoked(client: &Client) -> bool {
+    client
+        .user
+        .as_ref()
+        .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst))
 }

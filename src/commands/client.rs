@@ -68,7 +68,7 @@ fn check_password(
     user: Option<&[u8]>,
     pass: &[u8],
 ) -> Result<(), Reply> {
-    if user.is_none() && crate::acl::default_user_nopass(ctx.srv) {
+    if user.is_none() && crate::commands::acl::default_user_nopass(ctx.srv) {
         return Err(Reply::error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
@@ -81,7 +81,7 @@ fn check_password(
             Ok(())
         }
         None => {
-            crate::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
+            crate::commands::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
             Err(Reply::error(
                 "WRONGPASS invalid username-password pair or user is disabled.",
             ))
@@ -176,7 +176,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.user = Some(ctx.srv.acl.default_user());
-    ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
+    ctx.client.authenticated = crate::commands::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
 

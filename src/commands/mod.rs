@@ -431,13 +431,13 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::error("NOAUTH Authentication required."));
     }
-    if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
+    if let Err((denied, pos, id)) = crate::commands::acl::check(client, spec, &args) {
         let context = if client.multi.is_some() {
             "multi"
         } else {
             "toplevel"
         };
-        crate::acl::log_denial(srv, client, denied, pos, id, &args, context);
+        crate::commands::acl::log_denial(srv, client, denied, pos, id, &args, context);
         spec.rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;

@@ -202,8 +202,8 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             continue;
         };
         // ACL rules may have changed since the command was queued (Redis checks again).
-        if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
-            crate::acl::log_denial(srv, client, denied, pos, id, &args, "multi");
+        if let Err((denied, pos, id)) = crate::commands::acl::check(client, spec, &args) {
+            crate::commands::acl::log_denial(srv, client, denied, pos, id, &args, "multi");
             let reason = match denied {
                 crate::acl::Denied::Command => "no permission to execute the command or subcommand",
                 crate::acl::Denied::Key => "no permission to touch the specified keys",

@@ -197,7 +197,7 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
                         return Err(lua_error("Invalid command passed to redis.acl_check_cmd()"));
                     };
                     // Whether the script's user may run it (keys and channels included).
-                    Ok(crate::acl::check(inv.ctx.client, spec, &argv).is_ok())
+                    Ok(crate::commands::acl::check(inv.ctx.client, spec, &argv).is_ok())
                 },
             )
         })?,
@@ -303,8 +303,16 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     if spec.flags & NOSCRIPT != 0 {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
-    if let Err((denied, pos, id)) = crate::acl::check(inv.ctx.client, spec, &argv) {
-        crate::acl::log_denial(inv.ctx.srv, inv.ctx.client, denied, pos, id, &argv, "lua");
+    if let Err((denied, pos, id)) = crate::commands::acl::check(inv.ctx.client, spec, &argv) {
+        crate::commands::acl::log_denial(
+            inv.ctx.srv,
+            inv.ctx.client,
+            denied,
+            pos,
+            id,
+            &argv,
+            "lua",
+        );
         return Reply::Error(format!(
             "ERR The user executing the script {}",
             crate::acl::script_denial_text(denied)

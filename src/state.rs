@@ -3,6 +3,8 @@
 //! tracking tables, scripts, the AOF and the introspection logs; [`Stats`] the counters INFO
 //! reports. What runs it (the listener, the cron, shutdown) is [`crate::server`], above.
 
+pub mod introspect;
+
 use crate::blocking::Registry;
 use crate::client::ClientInfo;
 use crate::clock::unix_ms;
@@ -64,7 +66,7 @@ pub struct Server {
     /// LATENCY monitor events.
     pub latency: crate::commands::latency::Monitor,
     /// INFO errorstats: error replies by their first word.
-    pub errorstats: crate::commands::introspect::ErrorStats,
+    pub errorstats: crate::state::introspect::ErrorStats,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }

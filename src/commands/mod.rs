@@ -20,7 +20,9 @@ pub mod errors;
 pub mod expire;
 pub mod hash;
 pub mod info;
-pub mod introspect;
+/// Moved to `state::introspect` (the error counters live in the shared state); the old path
+/// stays for code written against it.
+pub use crate::state::introspect;
 pub mod keys;
 pub mod latency;
 pub mod list;

@@ -625,8 +625,10 @@ pub(crate) fn protected_action_allowed(setting: &str, local_client: bool) -> boo
 /// `rename-command` edits the command table, which sits above configuration
 /// ([`crate::commands`]): the table installs its handler here before any configuration is read
 /// (`commands::install_config_hooks`, called by main), so config never calls up into it.
-pub static RENAME_COMMAND: std::sync::OnceLock<fn(&str, &str) -> Result<(), String>> =
-    std::sync::OnceLock::new();
+pub static RENAME_COMMAND: std::sync::OnceLock<RenameCommand> = std::sync::OnceLock::new();
+
+/// The `rename-command` handler: (old name, new name or "" to disable) -> Err with Redis's text.
+pub type RenameCommand = fn(&str, &str) -> Result<(), String>;
 
 /// Values read on hot paths, mirrored from the text table.
 #[derive(Default)]

@@ -19,11 +19,10 @@ use crate::client::ClientInfo;
 /// Moved to crate::client; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::client::{Kind, Mailbox, Subscriptions};
-use crate::config::ObufLimit;
 /// Moved to crate::config; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::config::{
-    parse_obuf_limits, AtomicObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
+    parse_obuf_limits, AtomicObufLimit, ObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
 };
 use crate::protocol::{Reply, Resp};
 use crate::util::numtext::glob_match;

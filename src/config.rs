@@ -7,7 +7,12 @@
 //! commands read on hot paths are mirrored into atomics ([`Hot`]). Unknown directives in a file
 //! or on the command line are a startup error naming the line.
 
+pub mod directives;
+
 use crate::protocol::split_args;
+/// Moved to crate::util; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub(crate) use crate::util::strerror;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
@@ -617,15 +622,13 @@ pub(crate) fn protected_action_allowed(setting: &str, local_client: bool) -> boo
     setting == "yes" || (setting == "local" && local_client)
 }
 
-/// An OS error's text as C's strerror gives it (what Redis prints), without Rust's
-/// " (os error N)" suffix.
-pub(crate) fn strerror(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
-}
+/// `rename-command` edits the command table, which sits above configuration
+/// ([`crate::commands`]): the table installs its handler here before any configuration is read
+/// (`commands::install_config_hooks`, called by main), so config never calls up into it.
+pub static RENAME_COMMAND: std::sync::OnceLock<RenameCommand> = std::sync::OnceLock::new();
+
+/// The `rename-command` handler: (old name, new name or "" to disable) -> Err with Redis's text.
+pub type RenameCommand = fn(&str, &str) -> Result<(), String>;
 
 /// Values read on hot paths, mirrored from the text table.
 #[derive(Default)]
@@ -647,7 +650,7 @@ pub struct Hot {
     /// `notify-keyspace-events` as class bits (see `notify`).
     pub notify_flags: std::sync::atomic::AtomicU32,
     /// `client-output-buffer-limit`, per client class.
-    pub(crate) obuf: crate::pubsub::ObufLimits,
+    pub(crate) obuf: crate::config::ObufLimits,
     pub slowlog_slower_than: AtomicI64,
     pub slowlog_max_len: AtomicI64,
     pub latency_threshold_ms: AtomicI64,
@@ -667,12 +670,12 @@ pub struct Config {
 }
 
 /// Every directive: [`PARAMS`], then the rest of Redis 7.0's vocabulary
-/// ([`crate::directives::EXTRA`]). Values are indexed by position in this list.
+/// ([`crate::config::directives::EXTRA`]). Values are indexed by position in this list.
 pub fn params() -> &'static [&'static Param] {
     static ALL: std::sync::OnceLock<Vec<&'static Param>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
         let mut v: Vec<&'static Param> = PARAMS.iter().collect();
-        for e in crate::directives::EXTRA {
+        for e in crate::config::directives::EXTRA {
             if !v.iter().any(|p| p.name == e.name) {
                 v.push(e);
             }
@@ -745,7 +748,7 @@ fn shown(prm: &Param, v: &str) -> String {
 fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
     if prm.name == "client-output-buffer-limit" {
         let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
-        crate::pubsub::parse_obuf_limits(&w)?;
+        crate::config::parse_obuf_limits(&w)?;
     }
     if prm.name == "notify-keyspace-events" && words.len() == 1 {
         // Kept as given (CONFIG GET renders it as Redis does, which can hide `n` behind `A`).
@@ -777,7 +780,7 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             let n = parse_memory(v)
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| "argument must be a memory value".to_string())?;
-            if let Some(min) = crate::directives::memory_min(prm.name) {
+            if let Some(min) = crate::config::directives::memory_min(prm.name) {
                 if n < min {
                     return Err(format!(
                         "argument must be between {min} and {} inclusive",
@@ -819,7 +822,7 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
 /// Make `dir` the working directory (Redis's chdir: the directory must exist; nothing is
 /// created). Returns the value to keep: the absolute path, as Redis's CONFIG GET dir prints.
 fn change_dir(dir: &str) -> Result<String, String> {
-    std::env::set_current_dir(dir).map_err(|e| strerror(&e))?;
+    std::env::set_current_dir(dir).map_err(|e| crate::util::strerror(&e))?;
     Ok(std::env::current_dir()
         .map(|d| d.to_string_lossy().into_owned())
         .unwrap_or_else(|_| dir.to_string()))
@@ -911,9 +914,12 @@ impl Config {
             let [old, new] = words else {
                 return Err("wrong number of arguments".into());
             };
-            return crate::commands::rename_command(old, new);
+            return match RENAME_COMMAND.get() {
+                Some(rename) => rename(old, new),
+                None => Err("rename-command is not available: no command table installed".into()),
+            };
         }
-        if let Some(why) = crate::directives::refused_keyword(name) {
+        if let Some(why) = crate::config::directives::refused_keyword(name) {
             return Err(format!("'{name}' is not supported: {why}"));
         }
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
@@ -942,13 +948,13 @@ impl Config {
         let prm = params()[idx];
         let v = if prm.name == "client-output-buffer-limit" {
             let current = self.values.read()[idx].clone();
-            crate::directives::merge_obuf_limits(&current, words)?
+            crate::config::directives::merge_obuf_limits(&current, words)?
         } else {
             normalise(prm, words)?
         };
-        crate::directives::validate(prm.name, &v)?;
-        let v = crate::directives::canonical(prm.name, v);
-        if let Some(why) = crate::directives::refusal(prm.name, &v, prm.default) {
+        crate::config::directives::validate(prm.name, &v)?;
+        let v = crate::config::directives::canonical(prm.name, v);
+        if let Some(why) = crate::config::directives::refusal(prm.name, &v, prm.default) {
             return Err(why);
         }
         Ok(v)
@@ -1209,6 +1215,110 @@ fn quoted(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// `client-output-buffer-limit` for one client class: bytes (0 = none) and seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+/// One class of `client-output-buffer-limit`, readable without a lock.
+#[derive(Default)]
+pub(crate) struct AtomicObufLimit {
+    hard: AtomicI64,
+    soft: AtomicI64,
+    soft_secs: AtomicI64,
+}
+
+impl AtomicObufLimit {
+    pub(crate) fn set(&self, l: ObufLimit) {
+        self.hard.store(l.hard as i64, Ordering::Relaxed);
+        self.soft.store(l.soft as i64, Ordering::Relaxed);
+        self.soft_secs.store(l.soft_secs as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> ObufLimit {
+        ObufLimit {
+            hard: self.hard.load(Ordering::Relaxed) as u64,
+            soft: self.soft.load(Ordering::Relaxed) as u64,
+            soft_secs: self.soft_secs.load(Ordering::Relaxed) as u64,
+        }
+    }
+}
+
+/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub.
+/// Podium acts on `pubsub` (subscribers' queued messages); `normal` and `replica` are kept
+/// and shown by CONFIG GET.
+#[derive(Default)]
+pub(crate) struct ObufLimits {
+    pub(crate) classes: [AtomicObufLimit; 3],
+}
+
+pub(crate) const OBUF_NORMAL: usize = 0;
+pub(crate) const OBUF_PUBSUB: usize = 2;
+
+impl ObufLimits {
+    pub(crate) fn pubsub(&self) -> ObufLimit {
+        self.classes[OBUF_PUBSUB].get()
+    }
+
+    /// Apply a checked `client-output-buffer-limit` value (only the classes it names change)
+    /// and return the full value as CONFIG GET shows it.
+    pub(crate) fn apply(&self, text: &str) -> String {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if let Ok(parsed) = parse_obuf_limits(&words) {
+            for (class, l) in parsed {
+                self.classes[class].set(l);
+            }
+        }
+        let mut s = String::new();
+        for (i, name) in ["normal", "slave", "pubsub"].iter().enumerate() {
+            let l = self.classes[i].get();
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs));
+        }
+        s
+    }
+}
+
+/// Check a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups),
+/// with Redis's error texts.
+pub(crate) fn parse_obuf_limits(words: &[&str]) -> Result<Vec<(usize, ObufLimit)>, String> {
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut v = Vec::new();
+    for g in words.chunks(4) {
+        let class = match g[0].to_ascii_lowercase().as_str() {
+            "normal" => OBUF_NORMAL,
+            "slave" | "replica" => 1,
+            "pubsub" => OBUF_PUBSUB,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let hard = parse_memory(g[1]).ok_or_else(bad)?;
+        let soft = parse_memory(g[2]).ok_or_else(bad)?;
+        let secs: i64 = g[3].parse().map_err(|_| bad())?;
+        if hard < 0 || soft < 0 || secs < 0 {
+            return Err(bad().into());
+        }
+        v.push((
+            class,
+            ObufLimit {
+                hard: hard as u64,
+                soft: soft as u64,
+                soft_secs: secs as u64,
+            },
+        ));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -164,8 +164,8 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
             st.processed.insert(name.into());
         }
         ("client-output-buffer-limit", _) => {
-            let current = crate::directives::parse_obuf_limits(value);
-            let defaults = crate::directives::parse_obuf_limits(prm.default);
+            let current = crate::config::directives::parse_obuf_limits(value);
+            let defaults = crate::config::directives::parse_obuf_limits(prm.default);
             for (i, class) in ["normal", "replica", "pubsub"].iter().enumerate() {
                 let c = current[i];
                 let line = format!(

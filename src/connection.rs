@@ -7,13 +7,15 @@
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
 
+/// Moved to crate::client; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub use crate::client::{Client, ClientInfo, ReplyMode};
 use crate::clock::unix_ms;
 use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
-use crate::keyspace::WatchFlag;
 use crate::net::ClientSocket;
-use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply, Resp};
-use crate::server::Server;
+use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply};
+use crate::state::Server;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::net::SocketAddr;
@@ -22,197 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
-
-/// What other clients can see of a connection (CLIENT LIST, CLIENT KILL, INFO clients).
-pub struct ClientInfo {
-    pub id: u64,
-    pub addr: String,
-    pub laddr: String,
-    pub name: Mutex<Option<Bytes>>,
-    pub lib_name: Mutex<Option<String>>,
-    pub db: AtomicUsize,
-    pub created_ms: i64,
-    pub last_active_ms: AtomicI64,
-    pub last_cmd: Mutex<&'static str>,
-    pub resp: AtomicU8,
-    pub multi: AtomicBool,
-    pub blocked: AtomicBool,
-    /// Waiting for CLIENT PAUSE to end before running its next command (counted as blocked).
-    pub(crate) postponed: AtomicBool,
-    pub no_evict: AtomicBool,
-    pub killed: AtomicBool,
-    pub kill: Notify,
-    pub qbuf: AtomicUsize,
-    /// Free space of the query buffer (CLIENT LIST qbuf-free).
-    pub(crate) qbuf_free: AtomicUsize,
-    /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
-    pub(crate) argv_mem: AtomicUsize,
-    /// The ACL user the client is authenticated as (CLIENT LIST user=, CLIENT KILL USER).
-    pub(crate) user_name: Mutex<Bytes>,
-    /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
-    pub(crate) push: crate::pubsub::Mailbox,
-}
-
-impl ClientInfo {
-    pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
-        *self.last_cmd.lock() = name;
-        self.last_active_ms.store(now_ms, Ordering::Relaxed);
-    }
-
-    pub fn kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-        self.kill.notify_one();
-    }
-
-    /// One CLIENT LIST line.
-    pub fn describe(&self) -> String {
-        let now = unix_ms();
-        let name = self
-            .name
-            .lock()
-            .as_ref()
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
-        let mut flags = String::new();
-        if self.multi.load(Ordering::Relaxed) {
-            flags.push('x');
-        }
-        if self.blocked.load(Ordering::Relaxed) || self.postponed.load(Ordering::Relaxed) {
-            flags.push('b');
-        }
-        if self.no_evict.load(Ordering::Relaxed) {
-            flags.push('e');
-        }
-        if self.push.monitor.load(Ordering::Relaxed) {
-            flags.push('O');
-        }
-        let subs = self
-            .push
-            .counts
-            .each_ref()
-            .map(|c| c.load(Ordering::Relaxed));
-        if subs.iter().any(|&n| n > 0) {
-            flags.push('P');
-        }
-        if flags.is_empty() {
-            flags.push('N');
-        }
-        let qbuf = self.qbuf.load(Ordering::Relaxed);
-        let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
-        let argv_mem = self.argv_mem.load(Ordering::Relaxed);
-        let omem = self.push.used();
-        format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
-            self.id,
-            self.addr,
-            self.laddr,
-            name,
-            (now - self.created_ms) / 1000,
-            (now - self.last_active_ms.load(Ordering::Relaxed)) / 1000,
-            flags,
-            self.db.load(Ordering::Relaxed),
-            subs[0],
-            subs[1],
-            subs[2],
-            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
-            qbuf,
-            qbuf_free,
-            argv_mem,
-            omem,
-            // What is measured of the client's memory: its query buffer, arguments and
-            // pending output.
-            qbuf + qbuf_free + argv_mem + omem,
-            self.last_cmd.lock(),
-            String::from_utf8_lossy(&self.user_name.lock()),
-            self.resp.load(Ordering::Relaxed),
-        )
-    }
-}
-
-/// CLIENT REPLY mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplyMode {
-    On,
-    Off,
-    /// Skip the reply to the next command only.
-    Skip,
-    /// Set by CLIENT REPLY SKIP: applies from the command after it.
-    SkipNext,
-}
-
-/// A connection's private state, handed to every command it runs.
-pub struct Client {
-    pub id: u64,
-    pub db: usize,
-    pub resp: Resp,
-    pub authenticated: bool,
-    pub info: Arc<ClientInfo>,
-    /// Commands queued since MULTI; None outside a transaction.
-    pub multi: Option<Vec<Vec<Bytes>>>,
-    /// An error while queueing: EXEC will answer EXECABORT.
-    pub multi_abort: bool,
-    /// Keys under WATCH and the flag their modification sets.
-    pub watched: Vec<(usize, Bytes)>,
-    pub watch_flag: WatchFlag,
-    /// A WATCHed key had already expired when watched (it then counts as changed only if it
-    /// comes back), or was volatile: (db, key, expire_at at WATCH time).
-    pub watched_expiry: Vec<(usize, Bytes, i64)>,
-    pub reply_mode: ReplyMode,
-    pub block_timeout_ms: u64,
-    pub block_timeout_reply: Option<Reply>,
-    /// Channels, patterns and shard channels this client is subscribed to.
-    pub(crate) subs: crate::pubsub::Subscriptions,
-    /// The reply being produced is a push (subscribe confirmations): it is written whatever
-    /// CLIENT REPLY says, as in Redis.
-    pub(crate) push_reply: bool,
-    /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
-    pub(crate) in_script: bool,
-    /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
-    pub(crate) tracking_caching: bool,
-    /// The keys the running script declared: what a read inside it makes a tracking client
-    /// remember (as Redis, which tracks the script's keys, not the inner command's).
-    pub(crate) script_keys: Vec<Bytes>,
-    /// Invalidations caused by this client's own command: written after its reply.
-    pub(crate) after_reply: Vec<u8>,
-    /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
-    /// anything.
-    pub user: Option<crate::acl::UserRef>,
-    /// How long the last command this client ran took, in microseconds (SLOWLOG, LATENCY).
-    pub last_duration_us: u64,
-}
-
-impl Client {
-    pub fn new(id: u64, info: Arc<ClientInfo>) -> Client {
-        Client {
-            id,
-            db: 0,
-            resp: Resp::V2,
-            authenticated: false,
-            info,
-            multi: None,
-            multi_abort: false,
-            watched: Vec::new(),
-            watch_flag: Arc::new(AtomicBool::new(false)),
-            watched_expiry: Vec::new(),
-            reply_mode: ReplyMode::On,
-            block_timeout_ms: 0,
-            block_timeout_reply: None,
-            subs: Default::default(),
-            push_reply: false,
-            in_script: false,
-            tracking_caching: false,
-            script_keys: Vec::new(),
-            after_reply: Vec::new(),
-            user: None,
-            last_duration_us: 0,
-        }
-    }
-
-    pub fn select(&mut self, db: usize) {
-        self.db = db;
-        self.info.db.store(db, Ordering::Relaxed);
-    }
-}
 
 /// Serve one TCP connection until it closes.
 pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
@@ -287,7 +98,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     }
     if crate::net::protected_mode_refuses(
         srv.config.get_bool("protected-mode"),
-        crate::acl::default_user_nopass(&srv),
+        crate::commands::acl::default_user_nopass(&srv),
         &info.addr,
     ) {
         let _ = sock
@@ -302,7 +113,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
     client.user = Some(srv.acl.default_user());
-    client.authenticated = crate::acl::starts_authenticated(&srv);
+    client.authenticated = crate::commands::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
@@ -440,7 +251,7 @@ async fn serve_client(
                 }
                 break;
             };
-            if crate::acl::user_revoked(client) {
+            if crate::commands::acl::user_revoked(client) {
                 // Its user was deleted (ACL DELUSER / LOAD): Redis disconnects such clients.
                 return Ok(());
             }
@@ -576,8 +387,8 @@ fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
     false
 }
 
-fn normal_obuf_limit(srv: &Server) -> crate::pubsub::ObufLimit {
-    srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get()
+fn normal_obuf_limit(srv: &Server) -> crate::config::ObufLimit {
+    srv.config.hot.obuf.classes[crate::config::OBUF_NORMAL].get()
 }
 
 async fn flush(
@@ -596,7 +407,7 @@ async fn flush(
     let soft = if out.len() > 64 * 1024 {
         normal_obuf_limit(srv)
     } else {
-        crate::pubsub::ObufLimit::default()
+        crate::config::ObufLimit::default()
     };
     let write = async {
         if soft.soft > 0 && out.len() as u64 > soft.soft {

@@ -20,7 +20,7 @@ pub use crate::keyspace::access::{
     touch, Policy, EVICTED_KEYS,
 };
 use crate::keyspace::Entry;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use rand::Rng;

@@ -7,7 +7,7 @@
 //! no TCP address (the Unix socket, if any, stays). Connections already accepted are not
 //! affected.
 
-use crate::server::Server;
+use crate::state::Server;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,6 +28,7 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
+    podium::commands::install_config_hooks();
     let config = match podium::config::Config::from_args(&cli.args) {
         Ok(c) => c,
         Err(e) => {

@@ -103,7 +103,7 @@ pub(crate) fn bind_listeners(
                 let code = e.raw_os_error().unwrap_or(0);
                 tracing::warn!(
                     "Warning: Could not create server TCP listening socket {host}:{port}: {}",
-                    crate::config::strerror(&e)
+                    crate::util::strerror(&e)
                 );
                 let unsupported = [
                     libc::ENOPROTOOPT,

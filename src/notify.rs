@@ -8,7 +8,7 @@
 //! atomic load.
 
 pub(crate) use crate::keyspace::events::*;
-use crate::server::Server;
+use crate::state::Server;
 use std::sync::atomic::Ordering;
 
 /// Publish the events a command recorded, in order.

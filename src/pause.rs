@@ -16,9 +16,9 @@
 
 use crate::clock::unix_ms;
 use crate::commands::{flags, Ctx};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU8, Ordering};
 

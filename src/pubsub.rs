@@ -15,16 +15,22 @@
 //! limit for longer than its seconds, the subscriber is disconnected and its queue dropped.
 //! Messages to one subscriber keep publish order (one queue, drained in order).
 
-use crate::connection::ClientInfo;
+use crate::client::ClientInfo;
+/// Moved to crate::client; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub(crate) use crate::client::{Kind, Mailbox, Subscriptions};
+/// Moved to crate::config; kept here for code written against the old path.
+#[allow(unused_imports)]
+pub(crate) use crate::config::{
+    parse_obuf_limits, AtomicObufLimit, ObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
+};
 use crate::protocol::{Reply, Resp};
 use crate::util::numtext::glob_match;
 use bytes::Bytes;
-use hashbrown::{HashMap, HashSet};
-use parking_lot::{Mutex, RwLock};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use hashbrown::HashMap;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 /// Subscribers of one channel or pattern, by client id.
 type Subscribers = HashMap<u64, Arc<ClientInfo>>;
@@ -38,14 +44,6 @@ pub(crate) struct PubSub {
     /// Clients in MONITOR mode, and their number (checked before building a line).
     monitors: RwLock<Subscribers>,
     monitor_count: AtomicUsize,
-}
-
-/// The three kinds of subscription.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Kind {
-    Channel,
-    Pattern,
-    Shard,
 }
 
 impl Kind {
@@ -63,158 +61,6 @@ impl Kind {
             Kind::Pattern => b"punsubscribe",
             Kind::Shard => b"sunsubscribe",
         }
-    }
-}
-
-/// One client's subscriptions, kept in its connection state.
-#[derive(Default)]
-pub(crate) struct Subscriptions {
-    channels: HashSet<Bytes>,
-    /// In subscription order (PUNSUBSCRIBE without arguments answers in this order, as Redis).
-    patterns: Vec<Bytes>,
-    shard: HashSet<Bytes>,
-}
-
-impl Subscriptions {
-    /// Channels plus patterns: the count SUBSCRIBE/PSUBSCRIBE confirmations report.
-    pub(crate) fn classic_count(&self) -> usize {
-        self.channels.len() + self.patterns.len()
-    }
-
-    /// All subscriptions: a RESP2 client with any is in subscriber mode.
-    pub(crate) fn total(&self) -> usize {
-        self.classic_count() + self.shard.len()
-    }
-
-    fn count_for(&self, kind: Kind) -> usize {
-        match kind {
-            Kind::Shard => self.shard.len(),
-            _ => self.classic_count(),
-        }
-    }
-}
-
-/// `client-output-buffer-limit` for one client class: bytes (0 = none) and seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ObufLimit {
-    pub hard: u64,
-    pub soft: u64,
-    pub soft_secs: u64,
-}
-
-/// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
-/// written, and the wake-up for its task.
-#[derive(Default)]
-pub(crate) struct Mailbox {
-    queue: Mutex<Queue>,
-    /// Wakes the connection task to write what is queued.
-    pub(crate) ready: Notify,
-    /// Quick check before taking the lock: anything queued.
-    pending: AtomicBool,
-    /// Bytes drained into the connection's output and not yet written (see [`Mailbox::sent`]).
-    in_flight: AtomicUsize,
-    /// Set once the output buffer limit was crossed: nothing more is queued.
-    overflowed: AtomicBool,
-    /// Subscription counts for CLIENT LIST (sub, psub, ssub).
-    pub(crate) counts: [AtomicUsize; 3],
-    /// The client is in MONITOR mode (CLIENT LIST flag `O`).
-    pub(crate) monitor: AtomicBool,
-}
-
-#[derive(Default)]
-struct Queue {
-    messages: VecDeque<Bytes>,
-    bytes: usize,
-    /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
-    soft_since_ms: i64,
-}
-
-impl Mailbox {
-    /// Queue `msg`. False if the client crossed its output buffer limit (the caller
-    /// disconnects it); the message is then dropped.
-    fn push(&self, msg: Bytes, limit: ObufLimit, now_ms: i64) -> bool {
-        if self.overflowed.load(Ordering::Relaxed) {
-            return false;
-        }
-        let mut q = self.queue.lock();
-        q.bytes += msg.len();
-        q.messages.push_back(msg);
-        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
-        let mut over = limit.hard > 0 && used >= limit.hard;
-        if limit.soft > 0 && used >= limit.soft {
-            if q.soft_since_ms == 0 {
-                q.soft_since_ms = now_ms;
-            } else if (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64 {
-                over = true;
-            }
-        } else {
-            q.soft_since_ms = 0;
-        }
-        if over {
-            self.overflowed.store(true, Ordering::Relaxed);
-            q.messages.clear();
-            q.bytes = 0;
-            return false;
-        }
-        drop(q);
-        self.pending.store(true, Ordering::Release);
-        self.ready.notify_one();
-        true
-    }
-
-    /// Queue a message no output buffer limit applies to (invalidations: normal clients).
-    pub(crate) fn push_unlimited(&self, msg: Bytes) {
-        let _ = self.push(msg, ObufLimit::default(), 0);
-    }
-
-    /// Anything waiting to be written.
-    pub(crate) fn has_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
-    }
-
-    /// Move every queued message into `out`, in order. The bytes stay accounted until
-    /// [`Mailbox::sent`].
-    pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
-        if !self.has_pending() {
-            return;
-        }
-        let mut q = self.queue.lock();
-        self.pending.store(false, Ordering::Release);
-        for m in q.messages.drain(..) {
-            out.extend_from_slice(&m);
-        }
-        self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
-        q.bytes = 0;
-    }
-
-    /// The connection's output was written: drained messages no longer count.
-    pub(crate) fn sent(&self) {
-        if self.in_flight.load(Ordering::Relaxed) != 0 {
-            self.in_flight.store(0, Ordering::Relaxed);
-            let mut q = self.queue.lock();
-            if q.bytes == 0 {
-                q.soft_since_ms = 0;
-            }
-        }
-    }
-
-    /// Over the soft limit for longer than its seconds, and not yet closed for it. The cron
-    /// asks this of every subscriber, as Redis's client cron checks the limits: a subscriber
-    /// that stopped reading is closed on time even when no message comes any more.
-    pub(crate) fn soft_limit_expired(&self, limit: ObufLimit, now_ms: i64) -> bool {
-        if limit.soft == 0 || self.overflowed.load(Ordering::Relaxed) {
-            return false;
-        }
-        let q = self.queue.lock();
-        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
-        q.soft_since_ms != 0
-            && used >= limit.soft
-            && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
-    }
-
-    /// Bytes queued or in flight (CLIENT LIST omem).
-    pub(crate) fn used(&self) -> usize {
-        self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
     }
 }
 
@@ -604,33 +450,6 @@ fn deliver(info: &ClientInfo, enc: &mut Encoded, limit: ObufLimit, now_ms: i64) 
     }
 }
 
-/// The cron's check of the pubsub class's soft limit: close the subscribers that have been
-/// over it for longer than its seconds.
-pub(crate) fn enforce_soft_limits(srv: &crate::server::Server) {
-    let limit = srv.config.hot.obuf.pubsub();
-    if limit.soft == 0 {
-        return;
-    }
-    let now_ms = crate::clock::unix_ms();
-    let clients: Vec<_> = srv
-        .clients
-        .lock()
-        .values()
-        .filter(|c| c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0))
-        .cloned()
-        .collect();
-    for info in clients {
-        if info.push.soft_limit_expired(limit, now_ms) {
-            info.push.overflowed.store(true, Ordering::Relaxed);
-            tracing::warn!(
-                "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                info.id,
-                info.addr
-            );
-            info.kill();
-        }
-    }
-}
 
 /// Redis's error for a command a RESP2 client in subscriber mode may not run, if `name` is
 /// one of those.
@@ -642,102 +461,6 @@ pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {
             "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
         )),
     }
-}
-
-/// One class of `client-output-buffer-limit`, readable without a lock.
-#[derive(Default)]
-pub(crate) struct AtomicObufLimit {
-    hard: AtomicI64,
-    soft: AtomicI64,
-    soft_secs: AtomicI64,
-}
-
-impl AtomicObufLimit {
-    pub(crate) fn set(&self, l: ObufLimit) {
-        self.hard.store(l.hard as i64, Ordering::Relaxed);
-        self.soft.store(l.soft as i64, Ordering::Relaxed);
-        self.soft_secs.store(l.soft_secs as i64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> ObufLimit {
-        ObufLimit {
-            hard: self.hard.load(Ordering::Relaxed) as u64,
-            soft: self.soft.load(Ordering::Relaxed) as u64,
-            soft_secs: self.soft_secs.load(Ordering::Relaxed) as u64,
-        }
-    }
-}
-
-/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub.
-/// Podium acts on `pubsub` (subscribers' queued messages); `normal` and `replica` are kept
-/// and shown by CONFIG GET.
-#[derive(Default)]
-pub(crate) struct ObufLimits {
-    pub(crate) classes: [AtomicObufLimit; 3],
-}
-
-pub(crate) const OBUF_NORMAL: usize = 0;
-pub(crate) const OBUF_PUBSUB: usize = 2;
-
-impl ObufLimits {
-    pub(crate) fn pubsub(&self) -> ObufLimit {
-        self.classes[OBUF_PUBSUB].get()
-    }
-
-    /// Apply a checked `client-output-buffer-limit` value (only the classes it names change)
-    /// and return the full value as CONFIG GET shows it.
-    pub(crate) fn apply(&self, text: &str) -> String {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        if let Ok(parsed) = parse_obuf_limits(&words) {
-            for (class, l) in parsed {
-                self.classes[class].set(l);
-            }
-        }
-        let mut s = String::new();
-        for (i, name) in ["normal", "slave", "pubsub"].iter().enumerate() {
-            let l = self.classes[i].get();
-            if i > 0 {
-                s.push(' ');
-            }
-            s.push_str(&format!("{name} {} {} {}", l.hard, l.soft, l.soft_secs));
-        }
-        s
-    }
-}
-
-/// Check a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups),
-/// with Redis's error texts.
-pub(crate) fn parse_obuf_limits(words: &[&str]) -> Result<Vec<(usize, ObufLimit)>, String> {
-    if !words.len().is_multiple_of(4) {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
-    }
-    let mut v = Vec::new();
-    for g in words.chunks(4) {
-        let class = match g[0].to_ascii_lowercase().as_str() {
-            "normal" => OBUF_NORMAL,
-            "slave" | "replica" => 1,
-            "pubsub" => OBUF_PUBSUB,
-            _ => {
-                return Err("Invalid client class specified in buffer limit configuration.".into())
-            }
-        };
-        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
-        let hard = crate::config::parse_memory(g[1]).ok_or_else(bad)?;
-        let soft = crate::config::parse_memory(g[2]).ok_or_else(bad)?;
-        let secs: i64 = g[3].parse().map_err(|_| bad())?;
-        if hard < 0 || soft < 0 || secs < 0 {
-            return Err(bad().into());
-        }
-        v.push((
-            class,
-            ObufLimit {
-                hard: hard as u64,
-                soft: soft as u64,
-                soft_secs: secs as u64,
-            },
-        ));
-    }
-    Ok(v)
 }
 
 #[cfg(test)]

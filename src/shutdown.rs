@@ -10,7 +10,7 @@
 //! shutdown is under way exits at once, removing the temporary RDB file, as Redis's "You
 //! insist" does.
 
-use crate::server::Server;
+use crate::state::Server;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};

@@ -13,11 +13,12 @@
 //! client running the command comes after its reply, as in Redis. `tracking-table-max-keys`
 //! bounds the table: past it, keys are evicted with an invalidation.
 
-use crate::commands::args::eq;
-use crate::commands::Ctx;
-use crate::connection::ClientInfo;
-use crate::protocol::Reply;
-use crate::server::Server;
+use crate::client::ClientInfo;
+/// Moved to crate::commands::client (the CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO
+/// handler); kept here for code written against the old path until the branches are merged.
+#[allow(unused_imports)]
+pub(crate) use crate::commands::client::client_subcommand;
+use crate::state::Server;
 use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};
 use parking_lot::Mutex;
@@ -438,153 +439,5 @@ impl Tracking {
             }
         }
         target.push.push_unlimited(Bytes::from(msg));
-    }
-}
-
-/// CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (`sub` is lowercase).
-pub(crate) fn client_subcommand(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Reply {
-    let tr = &ctx.srv.tracking;
-    let id = ctx.client.id;
-    let current = tr.options(id);
-    match (sub, a.len()) {
-        ("tracking", n) if n >= 3 => {
-            let mut opts = Options::default();
-            let mut j = 3;
-            while j < a.len() {
-                let more = j + 1 < a.len();
-                if eq(&a[j], "redirect") && more {
-                    j += 1;
-                    if opts.redirect != 0 {
-                        return Reply::error(
-                            "ERR A client can only redirect to a single other client",
-                        );
-                    }
-                    let Some(r) = crate::util::numtext::parse_i64(&a[j]) else {
-                        return Reply::error(crate::commands::args::NOT_INT);
-                    };
-                    if r <= 0 || !ctx.srv.clients.lock().contains_key(&(r as u64)) {
-                        return Reply::error(
-                            "ERR The client ID you want redirect to does not exist",
-                        );
-                    }
-                    opts.redirect = r as u64;
-                } else if eq(&a[j], "bcast") {
-                    opts.bcast = true;
-                } else if eq(&a[j], "optin") {
-                    opts.optin = true;
-                } else if eq(&a[j], "optout") {
-                    opts.optout = true;
-                } else if eq(&a[j], "noloop") {
-                    opts.noloop = true;
-                } else if eq(&a[j], "prefix") && more {
-                    j += 1;
-                    opts.prefixes.push(a[j].clone());
-                } else {
-                    return Reply::error(crate::commands::args::SYNTAX);
-                }
-                j += 1;
-            }
-            if eq(&a[2], "on") {
-                if !opts.bcast && !opts.prefixes.is_empty() {
-                    return Reply::error("ERR PREFIX option requires BCAST mode to be enabled");
-                }
-                if let Some(cur) = &current {
-                    if cur.bcast != opts.bcast {
-                        return Reply::error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
-                    }
-                }
-                if opts.bcast && (opts.optin || opts.optout) {
-                    return Reply::error("ERR OPTIN and OPTOUT are not compatible with BCAST");
-                }
-                if opts.optin && opts.optout {
-                    return Reply::error("ERR You can't specify both OPTIN mode and OPTOUT mode");
-                }
-                if let Some(cur) = &current {
-                    if (opts.optin && cur.optout) || (opts.optout && cur.optin) {
-                        return Reply::error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
-                    }
-                }
-                if opts.bcast {
-                    if let Some(e) = tr.prefix_collision(id, &opts.prefixes) {
-                        return Reply::error(e);
-                    }
-                }
-                tr.enable(id, opts);
-            } else if eq(&a[2], "off") {
-                tr.disable(id);
-                ctx.client.tracking_caching = false;
-            } else {
-                return Reply::error(crate::commands::args::SYNTAX);
-            }
-            Reply::Ok
-        }
-        ("caching", 3) => {
-            let Some(cur) = current else {
-                return Reply::error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
-            };
-            if eq(&a[2], "yes") {
-                if !cur.optin {
-                    return Reply::error("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.");
-                }
-            } else if eq(&a[2], "no") {
-                if !cur.optout {
-                    return Reply::error("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
-                }
-            } else {
-                return Reply::error(crate::commands::args::SYNTAX);
-            }
-            ctx.client.tracking_caching = true;
-            Reply::Ok
-        }
-        ("getredir", 2) => Reply::Int(current.map_or(-1, |o| o.redirect as i64)),
-        ("trackinginfo", 2) => {
-            let caching = ctx.client.tracking_caching;
-            let mut flags = vec![if current.is_some() { "on" } else { "off" }];
-            if let Some(o) = &current {
-                if o.bcast {
-                    flags.push("bcast");
-                }
-                if o.optin {
-                    flags.push("optin");
-                    if caching {
-                        flags.push("caching-yes");
-                    }
-                }
-                if o.optout {
-                    flags.push("optout");
-                    if caching {
-                        flags.push("caching-no");
-                    }
-                }
-                if o.noloop {
-                    flags.push("noloop");
-                }
-                if o.broken {
-                    flags.push("broken_redirect");
-                }
-            }
-            let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
-            Reply::Map(vec![
-                (
-                    bulk("flags"),
-                    Reply::Set(flags.into_iter().map(bulk).collect()),
-                ),
-                (
-                    bulk("redirect"),
-                    Reply::Int(current.as_ref().map_or(-1, |o| o.redirect as i64)),
-                ),
-                (
-                    bulk("prefixes"),
-                    Reply::Array(
-                        current
-                            .map(|o| o.prefixes.into_iter().map(Reply::Bulk).collect())
-                            .unwrap_or_default(),
-                    ),
-                ),
-            ])
-        }
-        _ => Reply::error(format!(
-            "ERR wrong number of arguments for 'client|{sub}' command"
-        )),
     }
 }

@@ -4,8 +4,10 @@
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::acl::{self, Denied};
+use crate::client::Client;
 use crate::protocol::Reply;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "acl",
@@ -130,14 +132,14 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ));
             };
             let args = &a[3..];
-            if !super::arity_ok(spec.arity, args.len()) {
+            if !crate::cmdspec::arity_ok(spec.arity, args.len()) {
                 let id = acl::resolve(spec.name, args);
                 let name = id.map(acl::full_name).unwrap_or(spec.name);
                 return Reply::Error(format!(
                     "ERR wrong number of arguments for '{name}' command"
                 ));
             }
-            match acl::check_user(&user, spec, args) {
+            match check_user(&user, spec, args) {
                 Ok(()) => Reply::Ok,
                 Err((Denied::Command, _, id)) => bulk(format!(
                     "This user has no permissions to run the '{}' command",
@@ -244,11 +246,11 @@ pub(crate) fn parse_acl_file(text: &str, path: &str) -> Result<Vec<Vec<Bytes>>, 
 }
 
 /// ACL LOAD: replace every user with the file's (all or nothing).
-pub(crate) fn load_file(srv: &crate::server::Server, path: &str) -> Result<(), String> {
+pub(crate) fn load_file(srv: &crate::state::Server, path: &str) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{path}': {}",
-            crate::config::strerror(&e)
+            crate::util::strerror(&e)
         )
     })?;
     let defs = parse_acl_file(&text, path)?;
@@ -257,7 +259,7 @@ pub(crate) fn load_file(srv: &crate::server::Server, path: &str) -> Result<(), S
 }
 
 /// ACL SAVE: every user as ACL LIST shows it, written to a temporary file then renamed.
-pub(crate) fn save_file(srv: &crate::server::Server, path: &str) -> std::io::Result<()> {
+pub(crate) fn save_file(srv: &crate::state::Server, path: &str) -> std::io::Result<()> {
     let mut text = String::new();
     for line in srv.acl.list() {
         text.push_str(&line);
@@ -269,7 +271,7 @@ pub(crate) fn save_file(srv: &crate::server::Server, path: &str) -> std::io::Res
 }
 
 /// At startup: users from `user` directives or from `aclfile` (not both, as Redis).
-pub(crate) fn load_users_at_startup(srv: &crate::server::Server) -> Result<(), String> {
+pub(crate) fn load_users_at_startup(srv: &crate::state::Server) -> Result<(), String> {
     let users = srv.config.acl_users.lock().clone();
     let file = srv.config.get("aclfile").unwrap_or_default();
     if !users.is_empty() && !file.is_empty() {
@@ -294,4 +296,136 @@ pub(crate) fn load_users_at_startup(srv: &crate::server::Server) -> Result<(), S
     srv.acl
         .replace_all(&defs, &requirepass)
         .map_err(|e| format!("Error in user declaration: {e}"))
+}
+
+/// Whether the default user has no password (`nopass`): protected mode then refuses
+/// non-local clients.
+pub(crate) fn default_user_nopass(srv: &crate::state::Server) -> bool {
+    srv.acl.default_user().read().nopass
+}
+
+/// Whether a new (or RESET) connection starts authenticated: the default user is nopass and
+/// enabled.
+pub(crate) fn starts_authenticated(srv: &crate::state::Server) -> bool {
+    let u = srv.acl.default_user();
+    let u = u.read();
+    u.nopass && u.enabled
+}
+
+/// The check the dispatcher, EXEC and scripts make before running `spec` for `client`:
+/// Ok, or the denial and the argument position it concerns. A client without a user (AOF
+/// loading) may run anything.
+pub(crate) fn check(
+    client: &Client,
+    spec: &Spec,
+    args: &[Bytes],
+) -> Result<(), (Denied, usize, usize)> {
+    let Some(user) = client.user.as_ref() else {
+        return Ok(());
+    };
+    let u = user.read();
+    if u.unrestricted() {
+        return Ok(());
+    }
+    let Some(id) = acl::resolve(spec.name, args) else {
+        return Ok(());
+    };
+    let keys = acl::keys_of(id, args, &|| spec.key_positions(args));
+    u.check(id, args, &keys).map_err(|(d, pos)| (d, pos, id))
+}
+
+/// Whether some selector of the client's user allows this command and reading every key
+/// (`allkeys`, `~*` or `%R~*`): SORT's BY and GET name keys by pattern (Redis's
+/// ACLUserCheckCmdWithUnrestrictedKeyAccess with key access).
+pub(crate) fn full_read_access(client: &Client, name: &str, args: &[Bytes]) -> bool {
+    let Some(user) = client.user.as_ref() else {
+        return true;
+    };
+    let u = user.read();
+    let Some(id) = acl::resolve(name, args) else {
+        return true;
+    };
+    let keys = acl::keys_of(id, args, &Vec::new);
+    u.selectors.iter().any(|s| {
+        s.check(id, args, &keys).is_ok()
+            && (s.allkeys
+                || s.patterns
+                    .iter()
+                    .any(|(p, f)| f & acl::READ != 0 && p[..] == b"*"[..]))
+    })
+}
+
+/// `check` for a user other than the client's (ACL DRYRUN).
+pub(crate) fn check_user(
+    user: &acl::UserRef,
+    spec: &Spec,
+    args: &[Bytes],
+) -> Result<(), (Denied, usize, usize)> {
+    let Some(id) = acl::resolve(spec.name, args) else {
+        return Ok(());
+    };
+    let keys = acl::keys_of(id, args, &|| spec.key_positions(args));
+    user.read()
+        .check(id, args, &keys)
+        .map_err(|(d, pos)| (d, pos, id))
+}
+
+/// Record a denial of `args` for `client` in the ACL LOG (`context`: toplevel, multi, lua).
+pub(crate) fn log_denial(
+    srv: &crate::state::Server,
+    client: &Client,
+    denied: Denied,
+    pos: usize,
+    id: usize,
+    args: &[Bytes],
+    context: &'static str,
+) {
+    let object: Vec<u8> = match denied {
+        Denied::Command => acl::full_name(id).as_bytes().to_vec(),
+        Denied::Key | Denied::Channel => args.get(pos).map(|a| a.to_vec()).unwrap_or_default(),
+        Denied::Auth => args.first().map(|a| a.to_vec()).unwrap_or_default(),
+    };
+    let username = client
+        .user
+        .as_ref()
+        .map(|u| u.read().name.clone())
+        .unwrap_or_default();
+    srv.acl.log_denial(
+        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        denied,
+        context,
+        &object,
+        &username,
+        client.info.describe(),
+    );
+}
+
+/// Record a failed AUTH/HELLO for `username`.
+pub(crate) fn log_auth_failure(
+    srv: &crate::state::Server,
+    client: &Client,
+    command: &[u8],
+    username: &[u8],
+) {
+    let context = if client.multi.is_some() {
+        "multi"
+    } else {
+        "toplevel"
+    };
+    srv.acl.log_denial(
+        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        Denied::Auth,
+        context,
+        command,
+        username,
+        client.info.describe(),
+    );
+}
+
+/// True when the client's user was deleted (ACL DELUSER, ACL LOAD): Redis disconnects it.
+pub(crate) fn user_revoked(client: &Client) -> bool {
+    client
+        .user
+        .as_ref()
+        .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst))
 }

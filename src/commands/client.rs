@@ -4,7 +4,8 @@
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
-use super::{wrong_arity, Ctx, Keys, Spec};
+use super::{Ctx, Keys, Spec};
+use crate::cmdspec::wrong_arity;
 use crate::protocol::{Reply, Resp};
 use crate::version::REDIS_VERSION;
 use bytes::Bytes;
@@ -67,7 +68,7 @@ fn check_password(
     user: Option<&[u8]>,
     pass: &[u8],
 ) -> Result<(), Reply> {
-    if user.is_none() && crate::acl::default_user_nopass(ctx.srv) {
+    if user.is_none() && crate::commands::acl::default_user_nopass(ctx.srv) {
         return Err(Reply::error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
@@ -81,7 +82,7 @@ fn check_password(
             Ok(())
         }
         None => {
-            crate::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
+            crate::commands::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
             Err(Reply::error(
                 "WRONGPASS invalid username-password pair or user is disabled.",
             ))
@@ -172,12 +173,12 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);
-    ctx.client.reply_mode = crate::connection::ReplyMode::On;
+    ctx.client.reply_mode = crate::client::ReplyMode::On;
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.user = Some(ctx.srv.acl.default_user());
     *ctx.client.info.user_name.lock() = Bytes::from_static(b"default");
-    ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
+    ctx.client.authenticated = crate::commands::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
 
@@ -280,7 +281,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Reply::Ok
         }
         "reply" if argc == 3 => {
-            use crate::connection::ReplyMode;
+            use crate::client::ReplyMode;
             if eq(&a[2], "on") {
                 ctx.client.reply_mode = ReplyMode::On;
                 Reply::Ok
@@ -320,9 +321,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64,
             )
         }
-        "tracking" | "caching" | "getredir" | "trackinginfo" => {
-            crate::tracking::client_subcommand(ctx, &sub, a)
-        }
+        "tracking" | "caching" | "getredir" | "trackinginfo" => client_subcommand(ctx, &sub, a),
         "pause" => crate::pause::client_pause(ctx, a),
         "unpause" => crate::pause::client_unpause(ctx, a),
         "help" => Reply::Array(
@@ -445,10 +444,158 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// Close client `c`: another client at once; the calling one after this reply, so it still
 /// gets its answer (as Redis closes itself after replying).
-fn kill_client(ctx: &mut Ctx, c: &crate::connection::ClientInfo) {
+fn kill_client(ctx: &mut Ctx, c: &crate::client::ClientInfo) {
     if c.id == ctx.client.id {
         ctx.close_after_reply = true;
     } else {
         c.kill();
+    }
+}
+
+/// CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (`sub` is lowercase).
+pub(crate) fn client_subcommand(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Reply {
+    let tr = &ctx.srv.tracking;
+    let id = ctx.client.id;
+    let current = tr.options(id);
+    match (sub, a.len()) {
+        ("tracking", n) if n >= 3 => {
+            let mut opts = crate::tracking::Options::default();
+            let mut j = 3;
+            while j < a.len() {
+                let more = j + 1 < a.len();
+                if eq(&a[j], "redirect") && more {
+                    j += 1;
+                    if opts.redirect != 0 {
+                        return Reply::error(
+                            "ERR A client can only redirect to a single other client",
+                        );
+                    }
+                    let Some(r) = crate::util::numtext::parse_i64(&a[j]) else {
+                        return Reply::error(NOT_INT);
+                    };
+                    if r <= 0 || !ctx.srv.clients.lock().contains_key(&(r as u64)) {
+                        return Reply::error(
+                            "ERR The client ID you want redirect to does not exist",
+                        );
+                    }
+                    opts.redirect = r as u64;
+                } else if eq(&a[j], "bcast") {
+                    opts.bcast = true;
+                } else if eq(&a[j], "optin") {
+                    opts.optin = true;
+                } else if eq(&a[j], "optout") {
+                    opts.optout = true;
+                } else if eq(&a[j], "noloop") {
+                    opts.noloop = true;
+                } else if eq(&a[j], "prefix") && more {
+                    j += 1;
+                    opts.prefixes.push(a[j].clone());
+                } else {
+                    return Reply::error(SYNTAX);
+                }
+                j += 1;
+            }
+            if eq(&a[2], "on") {
+                if !opts.bcast && !opts.prefixes.is_empty() {
+                    return Reply::error("ERR PREFIX option requires BCAST mode to be enabled");
+                }
+                if let Some(cur) = &current {
+                    if cur.bcast != opts.bcast {
+                        return Reply::error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+                    }
+                }
+                if opts.bcast && (opts.optin || opts.optout) {
+                    return Reply::error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+                }
+                if opts.optin && opts.optout {
+                    return Reply::error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+                }
+                if let Some(cur) = &current {
+                    if (opts.optin && cur.optout) || (opts.optout && cur.optin) {
+                        return Reply::error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+                    }
+                }
+                if opts.bcast {
+                    if let Some(e) = tr.prefix_collision(id, &opts.prefixes) {
+                        return Reply::error(e);
+                    }
+                }
+                tr.enable(id, opts);
+            } else if eq(&a[2], "off") {
+                tr.disable(id);
+                ctx.client.tracking_caching = false;
+            } else {
+                return Reply::error(SYNTAX);
+            }
+            Reply::Ok
+        }
+        ("caching", 3) => {
+            let Some(cur) = current else {
+                return Reply::error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+            };
+            if eq(&a[2], "yes") {
+                if !cur.optin {
+                    return Reply::error("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.");
+                }
+            } else if eq(&a[2], "no") {
+                if !cur.optout {
+                    return Reply::error("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
+                }
+            } else {
+                return Reply::error(SYNTAX);
+            }
+            ctx.client.tracking_caching = true;
+            Reply::Ok
+        }
+        ("getredir", 2) => Reply::Int(current.map_or(-1, |o| o.redirect as i64)),
+        ("trackinginfo", 2) => {
+            let caching = ctx.client.tracking_caching;
+            let mut flags = vec![if current.is_some() { "on" } else { "off" }];
+            if let Some(o) = &current {
+                if o.bcast {
+                    flags.push("bcast");
+                }
+                if o.optin {
+                    flags.push("optin");
+                    if caching {
+                        flags.push("caching-yes");
+                    }
+                }
+                if o.optout {
+                    flags.push("optout");
+                    if caching {
+                        flags.push("caching-no");
+                    }
+                }
+                if o.noloop {
+                    flags.push("noloop");
+                }
+                if o.broken {
+                    flags.push("broken_redirect");
+                }
+            }
+            let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+            Reply::Map(vec![
+                (
+                    bulk("flags"),
+                    Reply::Set(flags.into_iter().map(bulk).collect()),
+                ),
+                (
+                    bulk("redirect"),
+                    Reply::Int(current.as_ref().map_or(-1, |o| o.redirect as i64)),
+                ),
+                (
+                    bulk("prefixes"),
+                    Reply::Array(
+                        current
+                            .map(|o| o.prefixes.into_iter().map(Reply::Bulk).collect())
+                            .unwrap_or_default(),
+                    ),
+                ),
+            ])
+        }
+        _ => Reply::error(format!(
+            "ERR wrong number of arguments for 'client|{sub}' command"
+        )),
     }
 }

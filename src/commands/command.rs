@@ -3,7 +3,8 @@
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
-use super::{table, wrong_arity, Ctx, Keys, Spec};
+use super::{table, Ctx, Keys, Spec};
+use crate::cmdspec::wrong_arity;
 use crate::protocol::Reply;
 use bytes::Bytes;
 
@@ -171,7 +172,7 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let Some(c) = super::lookup(&a[2]) else {
                 return Reply::error("ERR Invalid command specified");
             };
-            if !super::arity_ok(c.arity, a.len() - 2) {
+            if !crate::cmdspec::arity_ok(c.arity, a.len() - 2) {
                 return Reply::error("ERR Invalid number of arguments specified for command");
             }
             let pos = c.key_positions(&a[2..]);

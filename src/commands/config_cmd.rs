@@ -3,7 +3,8 @@
 //! `crate::config_rewrite`).
 
 use super::flags::*;
-use super::{table, wrong_arity, Ctx, Keys, Spec};
+use super::{table, Ctx, Keys, Spec};
+use crate::cmdspec::wrong_arity;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;

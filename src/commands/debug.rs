@@ -8,7 +8,7 @@
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;

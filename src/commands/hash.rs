@@ -6,7 +6,8 @@
 
 use super::args::{eq, int, SYNTAX};
 use super::argv::{scan_reply, ArgReader};
-use super::{flags::*, wrong_arity, Ctx, Keys, Spec};
+use super::{flags::*, Ctx, Keys, Spec};
+use crate::cmdspec::wrong_arity;
 use crate::keyspace::DbHandle;
 use crate::protocol::{Reply, Resp};
 use crate::types::hash::{Hash, HashLimits};

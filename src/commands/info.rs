@@ -24,7 +24,7 @@ fn cpu_times() -> (f64, f64) {
 }
 
 /// The INFO text for the requested sections.
-pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
+pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
     let all_sections = [
         "server",
         "clients",
@@ -239,7 +239,7 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                     st.keyspace_misses.load(Ordering::Relaxed).to_string(),
                 );
                 {
-                    use crate::pubsub::Kind;
+                    use crate::client::Kind;
                     let ps = &srv.pubsub;
                     kv("pubsub_channels", ps.len(Kind::Channel).to_string());
                     kv("pubsub_patterns", ps.len(Kind::Pattern).to_string());

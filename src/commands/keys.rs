@@ -491,7 +491,7 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ));
     }
     if a.len() != 3 {
-        return super::wrong_arity(&format!("object|{sub}"));
+        return crate::cmdspec::wrong_arity(&format!("object|{sub}"));
     }
     let mut db = ctx.db();
     // OBJECT looks without touching: the idle time it reports is not reset by asking.

@@ -10,7 +10,7 @@
 use super::flags::*;
 use super::{table, Ctx, Keys, Spec};
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -531,7 +531,7 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         ("latest" | "history" | "graph" | "doctor" | "help", _) => {
-            super::wrong_arity(&format!("latency|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("latency|{sub}"))
         }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try LATENCY HELP.",

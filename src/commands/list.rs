@@ -191,7 +191,7 @@ fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize, events: bool) -> V
 fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
     let name = if left { "lpop" } else { "rpop" };
     if args.len() > 3 {
-        return super::wrong_arity(name);
+        return crate::cmdspec::wrong_arity(name);
     }
     let count = if args.len() == 3 {
         Some(crate::try_reply!(super::argv::positive_long(

@@ -21,7 +21,9 @@ pub mod expire;
 pub mod geo;
 pub mod hash;
 pub mod info;
-pub mod introspect;
+/// Moved to `state::introspect` (the error counters live in the shared state); the old path
+/// stays for code written against it.
+pub use crate::state::introspect;
 pub mod keys;
 pub mod latency;
 pub mod list;
@@ -38,14 +40,17 @@ pub mod tx;
 pub mod zset;
 
 use crate::blocking::{Blocked, ServeFn};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::keyspace::{DbHandle, Guards};
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+
+/// Moved to crate::cmdspec; kept here for code written against the old path.
+pub use crate::cmdspec::{arity_ok, wrong_arity};
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
 
@@ -257,6 +262,12 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Install the handlers configuration calls for directives that act on the command table
+/// (`rename-command`); main runs it before reading the configuration.
+pub fn install_config_hooks() {
+    let _ = crate::config::RENAME_COMMAND.set(rename_command);
+}
+
 /// Every family's registration table: the one list the command table is built from.
 static FAMILIES: &[&[Spec]] = &[
     client::COMMANDS,
@@ -333,17 +344,6 @@ pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
 /// Redis's error for an unknown command; see [`errors::unknown_command`].
 pub fn unknown_command(args: &[Bytes]) -> Reply {
     errors::unknown_command(args)
-}
-
-pub fn wrong_arity(name: &str) -> Reply {
-    Reply::Error(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-pub fn arity_ok(arity: i32, n: usize) -> bool {
-    let n = n as i32;
-    (arity > 0 && n == arity) || (arity < 0 && n >= -arity)
 }
 
 /// Result of running a request.
@@ -445,13 +445,13 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error("NOAUTH Authentication required."));
     }
-    if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
+    if let Err((denied, pos, id)) = crate::commands::acl::check(client, spec, &args) {
         let context = if client.multi.is_some() {
             "multi"
         } else {
             "toplevel"
         };
-        crate::acl::log_denial(srv, client, denied, pos, id, &args, context);
+        crate::commands::acl::log_denial(srv, client, denied, pos, id, &args, context);
         spec.rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;
@@ -839,7 +839,7 @@ fn feed_monitors(srv: &Server, client: &Client, db: usize, args: &[Bytes]) {
     } else {
         crate::pubsub::MonitorSource::Client(&client.info.addr)
     };
-    let limit = srv.config.hot.obuf.classes[crate::pubsub::OBUF_NORMAL].get();
+    let limit = srv.config.hot.obuf.classes[crate::config::OBUF_NORMAL].get();
     srv.pubsub.feed_monitors(source, db, args, limit);
 }
 

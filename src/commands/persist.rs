@@ -128,7 +128,7 @@ pub(crate) fn shutdown_save(
 /// back (as Redis's `DEBUG RELOAD`; `NOSAVE` skips the save, `NOFLUSH` the emptying).
 /// A DEBUG dispatcher calls it as `persist::debug_reload(ctx.srv, &args[2..])`; it must hold
 /// no shard lock (DEBUG is `Keys::None`): the save and the load take every shard themselves.
-pub fn debug_reload(srv: &crate::server::Server, options: &[Bytes]) -> Reply {
+pub fn debug_reload(srv: &crate::state::Server, options: &[Bytes]) -> Reply {
     let (mut do_save, mut flush) = (true, true);
     for o in options {
         if eq(o, "merge") {
@@ -164,15 +164,15 @@ mod tests {
     use crate::types::compact::CompactBytes;
     use crate::types::Value;
 
-    fn server(dir: &std::path::Path) -> std::sync::Arc<crate::server::Server> {
+    fn server(dir: &std::path::Path) -> std::sync::Arc<crate::state::Server> {
         let config = crate::config::Config::new();
         config
             .set_startup("dir", &[dir.to_string_lossy().into_owned()])
             .expect("dir");
-        crate::server::Server::new(config).into_arc()
+        crate::state::Server::new(config).into_arc()
     }
 
-    fn set(srv: &crate::server::Server, db: usize, key: &str, value: &str) {
+    fn set(srv: &crate::state::Server, db: usize, key: &str, value: &str) {
         let ks = &srv.keyspace;
         ks.dbs[db].shards[ks.shard_of(key.as_bytes())]
             .lock()
@@ -183,7 +183,7 @@ mod tests {
             );
     }
 
-    fn get(srv: &crate::server::Server, db: usize, key: &str) -> Option<Vec<u8>> {
+    fn get(srv: &crate::state::Server, db: usize, key: &str) -> Option<Vec<u8>> {
         let ks = &srv.keyspace;
         let shard = ks.dbs[db].shards[ks.shard_of(key.as_bytes())].lock();
         match shard.raw_get(key.as_bytes()).map(|e| &e.value) {

@@ -6,8 +6,8 @@
 
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
+use crate::client::Kind;
 use crate::protocol::Reply;
-use crate::pubsub::Kind;
 use bytes::Bytes;
 
 pub static COMMANDS: &[Spec] = &[

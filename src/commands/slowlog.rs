@@ -10,9 +10,9 @@
 use super::args::eq;
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -194,7 +194,9 @@ fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        ("help" | "reset" | "len" | "get", _) => super::wrong_arity(&format!("slowlog|{sub}")),
+        ("help" | "reset" | "len" | "get", _) => {
+            crate::cmdspec::wrong_arity(&format!("slowlog|{sub}"))
+        }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
             String::from_utf8_lossy(&a[1])

@@ -193,8 +193,11 @@ struct Item {
 
 fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let read_only = eq(&a[0], "sort_ro");
-    let full_key_access =
-        crate::acl::full_read_access(ctx.client, if read_only { "sort_ro" } else { "sort" }, a);
+    let full_key_access = crate::commands::acl::full_read_access(
+        ctx.client,
+        if read_only { "sort_ro" } else { "sort" },
+        a,
+    );
     let mut o = match parse_options(a, read_only, full_key_access) {
         Ok(o) => o,
         Err(r) => return r,

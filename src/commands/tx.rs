@@ -7,10 +7,10 @@
 //! since then aborts with a null reply. Errors inside EXEC do not roll anything back.
 
 use super::{lookup, run_locked, Keys, Spec};
-use crate::connection::Client;
+use crate::client::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -203,8 +203,8 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             continue;
         };
         // ACL rules may have changed since the command was queued (Redis checks again).
-        if let Err((denied, pos, id)) = crate::acl::check(client, spec, &args) {
-            crate::acl::log_denial(srv, client, denied, pos, id, &args, "multi");
+        if let Err((denied, pos, id)) = crate::commands::acl::check(client, spec, &args) {
+            crate::commands::acl::log_denial(srv, client, denied, pos, id, &args, "multi");
             let reason = match denied {
                 crate::acl::Denied::Command => "no permission to execute the command or subcommand",
                 crate::acl::Denied::Key => "no permission to touch the specified keys",

@@ -35,7 +35,7 @@ const G: &str = "sorted-set";
 /// the old and new positions of each member (`SkipList::warm`; not needed for ZSCORE). Only
 /// reads; the requests then run in order as usual. Looks at the key of the first such
 /// request; others are left alone.
-pub fn warm_batch(srv: &crate::server::Server, db: usize, batch: &[Vec<Bytes>]) {
+pub fn warm_batch(srv: &crate::state::Server, db: usize, batch: &[Vec<Bytes>]) {
     const ZADD: u8 = 1;
     const ZINCRBY: u8 = 2;
     const RANK: u8 = 3;

@@ -12,8 +12,8 @@
 //! any malformed data that is not a short read at the end of the file, is an error naming the
 //! file and the byte offset, and the server refuses to start.
 
-use crate::connection::{Client, ClientInfo};
-use crate::server::Server;
+use crate::client::{Client, ClientInfo};
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::path::Path;

@@ -31,7 +31,7 @@ pub mod rewrite;
 pub mod snapshot;
 
 use crate::protocol::Reply;
-use crate::server::Server;
+use crate::state::Server;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::fs::File;

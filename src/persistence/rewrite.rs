@@ -26,7 +26,7 @@
 use super::manifest::{self, Manifest, Part};
 use super::{encode_command, encode_select, open_append, paths, Inner};
 use crate::keyspace::Shard;
-use crate::server::Server;
+use crate::state::Server;
 use crate::types::Value;
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -25,7 +25,7 @@
 
 use super::rdb::{self, Limits, Reader};
 use crate::keyspace::Shard;
-use crate::server::Server;
+use crate::state::Server;
 use crate::types::Value;
 use parking_lot::Mutex;
 use std::io::Write;

@@ -9,8 +9,9 @@
 
 use super::engine::{reply_for_lua, CommandError};
 use super::{error_reply_text, redis_version_num, sha1_hex, Invocation};
+use crate::cmdspec::arity_ok;
 use crate::commands::flags::{MAY_REPLICATE, NOSCRIPT};
-use crate::commands::{arity_ok, lookup};
+use crate::commands::lookup;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use mlua::{Lua, MultiValue, Table, Value as LuaValue};
@@ -196,7 +197,7 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
                         return Err(lua_error("Invalid command passed to redis.acl_check_cmd()"));
                     };
                     // Whether the script's user may run it (keys and channels included).
-                    Ok(crate::acl::check(inv.ctx.client, spec, &argv).is_ok())
+                    Ok(crate::commands::acl::check(inv.ctx.client, spec, &argv).is_ok())
                 },
             )
         })?,
@@ -302,8 +303,16 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     if spec.flags & NOSCRIPT != 0 && super::deny_script_commands() {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
-    if let Err((denied, pos, id)) = crate::acl::check(inv.ctx.client, spec, &argv) {
-        crate::acl::log_denial(inv.ctx.srv, inv.ctx.client, denied, pos, id, &argv, "lua");
+    if let Err((denied, pos, id)) = crate::commands::acl::check(inv.ctx.client, spec, &argv) {
+        crate::commands::acl::log_denial(
+            inv.ctx.srv,
+            inv.ctx.client,
+            denied,
+            pos,
+            id,
+            &argv,
+            "lua",
+        );
         return Reply::Error(format!(
             "ERR The user executing the script {}",
             crate::acl::script_denial_text(denied)

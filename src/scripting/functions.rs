@@ -538,7 +538,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "load" | "delete" | "kill" | "stats" | "help" | "dump" | "restore" => {
-            crate::commands::wrong_arity(&format!("function|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("function|{sub}"))
         }
         _ => Reply::Error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
@@ -749,7 +749,7 @@ pub(super) fn find(ctx: &Ctx, name: &str) -> Option<(Arc<Library>, FunctionInfo)
 }
 
 /// The flags of function `name`, if it exists (CLIENT PAUSE asks whether an FCALL may write).
-pub(super) fn flags_of(srv: &crate::server::Server, name: &[u8]) -> Option<u8> {
+pub(super) fn flags_of(srv: &crate::state::Server, name: &[u8]) -> Option<u8> {
     let name = std::str::from_utf8(name).ok()?;
     let registry = srv.scripts.functions.lock();
     let lib = registry.libraries.get(registry.functions.get(name)?)?;

@@ -729,7 +729,7 @@ fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
 /// Some(true) for one declaring flags without it, None when nothing is declared (a script
 /// without a shebang, an unknown SHA or function): the command's own flags then apply.
 pub(crate) fn declared_writes(
-    srv: &crate::server::Server,
+    srv: &crate::state::Server,
     name: &str,
     args: &[Bytes],
 ) -> Option<bool> {
@@ -852,7 +852,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect(),
         ),
         "load" | "exists" | "flush" | "kill" | "help" => {
-            crate::commands::wrong_arity(&format!("script|{sub}"))
+            crate::cmdspec::wrong_arity(&format!("script|{sub}"))
         }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",

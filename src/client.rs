@@ -1,0 +1,360 @@
+//! A client's state. [`Client`] is the connection's private state, handed to every command it
+//! runs (database, protocol, transaction queue, WATCHed keys, subscriptions, ACL user);
+//! [`ClientInfo`] is what other clients can see of it (CLIENT LIST, CLIENT KILL) and its
+//! [`Mailbox`] of push messages. The socket loop that owns a `Client` is
+//! [`crate::connection`], above.
+
+use crate::clock::unix_ms;
+use crate::config::ObufLimit;
+use crate::keyspace::WatchFlag;
+use crate::protocol::{Reply, Resp};
+use bytes::Bytes;
+use hashbrown::HashSet;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// What other clients can see of a connection (CLIENT LIST, CLIENT KILL, INFO clients).
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib_name: Mutex<Option<String>>,
+    pub db: AtomicUsize,
+    pub created_ms: i64,
+    pub last_active_ms: AtomicI64,
+    pub last_cmd: Mutex<&'static str>,
+    pub resp: AtomicU8,
+    pub multi: AtomicBool,
+    pub blocked: AtomicBool,
+    /// Waiting for CLIENT PAUSE to end before running its next command (counted as blocked).
+    pub(crate) postponed: AtomicBool,
+    pub no_evict: AtomicBool,
+    pub killed: AtomicBool,
+    pub kill: Notify,
+    pub qbuf: AtomicUsize,
+    /// Free space of the query buffer (CLIENT LIST qbuf-free).
+    pub(crate) qbuf_free: AtomicUsize,
+    /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
+    pub(crate) argv_mem: AtomicUsize,
+    /// The ACL user the client is authenticated as (CLIENT LIST user=, CLIENT KILL USER).
+    pub(crate) user_name: Mutex<Bytes>,
+    /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
+    pub(crate) push: Mailbox,
+}
+
+impl ClientInfo {
+    pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
+        *self.last_cmd.lock() = name;
+        self.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+
+    /// One CLIENT LIST line.
+    pub fn describe(&self) -> String {
+        let now = unix_ms();
+        let name = self
+            .name
+            .lock()
+            .as_ref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
+        let mut flags = String::new();
+        if self.multi.load(Ordering::Relaxed) {
+            flags.push('x');
+        }
+        if self.blocked.load(Ordering::Relaxed) || self.postponed.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
+        if self.no_evict.load(Ordering::Relaxed) {
+            flags.push('e');
+        }
+        if self.push.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        let subs = self
+            .push
+            .counts
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        if subs.iter().any(|&n| n > 0) {
+            flags.push('P');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let qbuf = self.qbuf.load(Ordering::Relaxed);
+        let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
+        let argv_mem = self.argv_mem.load(Ordering::Relaxed);
+        let omem = self.push.used();
+        format!(
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            name,
+            (now - self.created_ms) / 1000,
+            (now - self.last_active_ms.load(Ordering::Relaxed)) / 1000,
+            flags,
+            self.db.load(Ordering::Relaxed),
+            subs[0],
+            subs[1],
+            subs[2],
+            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            qbuf,
+            qbuf_free,
+            argv_mem,
+            omem,
+            // What is measured of the client's memory: its query buffer, arguments and
+            // pending output.
+            qbuf + qbuf_free + argv_mem + omem,
+            self.last_cmd.lock(),
+            String::from_utf8_lossy(&self.user_name.lock()),
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply to the next command only.
+    Skip,
+    /// Set by CLIENT REPLY SKIP: applies from the command after it.
+    SkipNext,
+}
+
+/// A connection's private state, handed to every command it runs.
+pub struct Client {
+    pub id: u64,
+    pub db: usize,
+    pub resp: Resp,
+    pub authenticated: bool,
+    pub info: Arc<ClientInfo>,
+    /// Commands queued since MULTI; None outside a transaction.
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// An error while queueing: EXEC will answer EXECABORT.
+    pub multi_abort: bool,
+    /// Keys under WATCH and the flag their modification sets.
+    pub watched: Vec<(usize, Bytes)>,
+    pub watch_flag: WatchFlag,
+    /// A WATCHed key had already expired when watched (it then counts as changed only if it
+    /// comes back), or was volatile: (db, key, expire_at at WATCH time).
+    pub watched_expiry: Vec<(usize, Bytes, i64)>,
+    pub reply_mode: ReplyMode,
+    pub block_timeout_ms: u64,
+    pub block_timeout_reply: Option<Reply>,
+    /// Channels, patterns and shard channels this client is subscribed to.
+    pub(crate) subs: Subscriptions,
+    /// The reply being produced is a push (subscribe confirmations): it is written whatever
+    /// CLIENT REPLY says, as in Redis.
+    pub(crate) push_reply: bool,
+    /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
+    pub(crate) in_script: bool,
+    /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
+    pub(crate) tracking_caching: bool,
+    /// The keys the running script declared: what a read inside it makes a tracking client
+    /// remember (as Redis, which tracks the script's keys, not the inner command's).
+    pub(crate) script_keys: Vec<Bytes>,
+    /// Invalidations caused by this client's own command: written after its reply.
+    pub(crate) after_reply: Vec<u8>,
+    /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
+    /// anything.
+    pub user: Option<crate::acl::UserRef>,
+    /// How long the last command this client ran took, in microseconds (SLOWLOG, LATENCY).
+    pub last_duration_us: u64,
+}
+
+impl Client {
+    pub fn new(id: u64, info: Arc<ClientInfo>) -> Client {
+        Client {
+            id,
+            db: 0,
+            resp: Resp::V2,
+            authenticated: false,
+            info,
+            multi: None,
+            multi_abort: false,
+            watched: Vec::new(),
+            watch_flag: Arc::new(AtomicBool::new(false)),
+            watched_expiry: Vec::new(),
+            reply_mode: ReplyMode::On,
+            block_timeout_ms: 0,
+            block_timeout_reply: None,
+            subs: Default::default(),
+            push_reply: false,
+            in_script: false,
+            tracking_caching: false,
+            script_keys: Vec::new(),
+            after_reply: Vec::new(),
+            user: None,
+            last_duration_us: 0,
+        }
+    }
+
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.info.db.store(db, Ordering::Relaxed);
+    }
+}
+
+/// The three kinds of subscription.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+/// One client's subscriptions, kept in its connection state.
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    pub(crate) channels: HashSet<Bytes>,
+    /// In subscription order (PUNSUBSCRIBE without arguments answers in this order, as Redis).
+    pub(crate) patterns: Vec<Bytes>,
+    pub(crate) shard: HashSet<Bytes>,
+}
+
+impl Subscriptions {
+    /// Channels plus patterns: the count SUBSCRIBE/PSUBSCRIBE confirmations report.
+    pub(crate) fn classic_count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// All subscriptions: a RESP2 client with any is in subscriber mode.
+    pub(crate) fn total(&self) -> usize {
+        self.classic_count() + self.shard.len()
+    }
+
+    pub(crate) fn count_for(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Shard => self.shard.len(),
+            _ => self.classic_count(),
+        }
+    }
+}
+
+/// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
+/// written, and the wake-up for its task.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    queue: Mutex<Queue>,
+    /// Wakes the connection task to write what is queued.
+    pub(crate) ready: Notify,
+    /// Quick check before taking the lock: anything queued.
+    pending: AtomicBool,
+    /// Bytes drained into the connection's output and not yet written (see [`Mailbox::sent`]).
+    in_flight: AtomicUsize,
+    /// Set once the output buffer limit was crossed: nothing more is queued.
+    pub(crate) overflowed: AtomicBool,
+    /// Subscription counts for CLIENT LIST (sub, psub, ssub).
+    pub(crate) counts: [AtomicUsize; 3],
+    /// The client is in MONITOR mode (CLIENT LIST flag `O`).
+    pub(crate) monitor: AtomicBool,
+}
+
+#[derive(Default)]
+struct Queue {
+    messages: VecDeque<Bytes>,
+    bytes: usize,
+    /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
+    soft_since_ms: i64,
+}
+
+impl Mailbox {
+    /// Queue `msg`. False if the client crossed its output buffer limit (the caller
+    /// disconnects it); the message is then dropped.
+    pub(crate) fn push(&self, msg: Bytes, limit: ObufLimit, now_ms: i64) -> bool {
+        if self.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut q = self.queue.lock();
+        q.bytes += msg.len();
+        q.messages.push_back(msg);
+        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
+        let mut over = limit.hard > 0 && used >= limit.hard;
+        if limit.soft > 0 && used >= limit.soft {
+            if q.soft_since_ms == 0 {
+                q.soft_since_ms = now_ms;
+            } else if (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64 {
+                over = true;
+            }
+        } else {
+            q.soft_since_ms = 0;
+        }
+        if over {
+            self.overflowed.store(true, Ordering::Relaxed);
+            q.messages.clear();
+            q.bytes = 0;
+            return false;
+        }
+        drop(q);
+        self.pending.store(true, Ordering::Release);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Queue a message no output buffer limit applies to (invalidations: normal clients).
+    pub(crate) fn push_unlimited(&self, msg: Bytes) {
+        let _ = self.push(msg, ObufLimit::default(), 0);
+    }
+
+    /// Anything waiting to be written.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Move every queued message into `out`, in order. The bytes stay accounted until
+    /// [`Mailbox::sent`].
+    pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
+        if !self.has_pending() {
+            return;
+        }
+        let mut q = self.queue.lock();
+        self.pending.store(false, Ordering::Release);
+        for m in q.messages.drain(..) {
+            out.extend_from_slice(&m);
+        }
+        self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
+        q.bytes = 0;
+    }
+
+    /// The connection's output was written: drained messages no longer count.
+    pub(crate) fn sent(&self) {
+        if self.in_flight.load(Ordering::Relaxed) != 0 {
+            self.in_flight.store(0, Ordering::Relaxed);
+            let mut q = self.queue.lock();
+            if q.bytes == 0 {
+                q.soft_since_ms = 0;
+            }
+        }
+    }
+
+    /// Over the soft limit for longer than its seconds, and not yet closed for it. The cron
+    /// asks this of every subscriber, as Redis's client cron checks the limits: a subscriber
+    /// that stopped reading is closed on time even when no message comes any more.
+    pub(crate) fn soft_limit_expired(&self, limit: ObufLimit, now_ms: i64) -> bool {
+        if limit.soft == 0 || self.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let q = self.queue.lock();
+        let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
+        q.soft_since_ms != 0
+            && used >= limit.soft
+            && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
+    }
+
+    /// Bytes queued or in flight (CLIENT LIST omem).
+    pub(crate) fn used(&self) -> usize {
+        self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
+    }
+}

@@ -13,6 +13,7 @@
 pub mod acl;
 pub mod argv;
 pub mod debug;
+mod debug_data;
 pub mod errors;
 pub mod expire;
 pub mod hash;

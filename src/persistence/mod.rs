@@ -851,6 +851,7 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ));
         v.push(("aof_delayed_fsync", "0".into()));
     }
+    v.extend(snapshot::info_loading(srv));
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 

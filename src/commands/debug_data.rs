@@ -1,4 +1,5 @@
-//! DEBUG DIGEST, DIGEST-VALUE, POPULATE and RELOAD, the dataset subcommands of DEBUG, and LOG,
+//! DEBUG DIGEST, DIGEST-VALUE, POPULATE, RELOAD and LOADAOF, the dataset subcommands of DEBUG,
+//! and LOG,
 //! which the persistence tests use to mark their steps in the server's log.
 //!
 //! Redis's tests compare datasets by digest (before and after DEBUG RELOAD, a restart, an AOF
@@ -20,7 +21,8 @@
 //! Like Redis, both read keys as stored, logically expired ones included. DEBUG POPULATE adds
 //! `count` string keys `<prefix>:<n>` (prefix `key`) holding `value:<n>`, cut or zero-padded to
 //! `size` bytes when a size is given, skipping names that exist; it is not propagated to the AOF
-//! and does not count as changes (as in Redis). RELOAD is [`super::persist::debug_reload`].
+//! and does not count as changes (as in Redis). RELOAD is [`super::persist::debug_reload`],
+//! LOADAOF [`crate::persistence::debug_loadaof`].
 
 use super::Ctx;
 use crate::keyspace::Entry;
@@ -36,10 +38,15 @@ pub(crate) fn dispatch(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Option<Reply> {
         ("populate", 3..=5) => populate(ctx, a),
         // The save and the load lock every shard themselves; inside EXEC (or a script) the
         // command already holds them, and taking them again would deadlock.
-        ("reload", _) if !ctx.g.is_empty() => Reply::error(
-            "ERR DEBUG RELOAD cannot run inside MULTI/EXEC in Podium (it locks every key itself)",
-        ),
+        ("reload" | "loadaof", _) if !ctx.g.is_empty() => Reply::Error(format!(
+            "ERR DEBUG {} cannot run inside MULTI/EXEC in Podium (it locks every key itself)",
+            sub.to_ascii_uppercase()
+        )),
         ("reload", _) => super::persist::debug_reload(ctx.srv, &a[2..]),
+        ("loadaof", 2) => match crate::persistence::debug_loadaof(ctx.srv) {
+            Ok(()) => Reply::Ok,
+            Err(e) => Reply::Error(format!("ERR Error loading the AOF: {e}")),
+        },
         // Redis's tests mark their steps in the server's log with it.
         ("log", 3) => {
             tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(&a[2]));
@@ -51,6 +58,8 @@ pub(crate) fn dispatch(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Option<Reply> {
 
 /// The lines DEBUG HELP prints for these subcommands.
 pub(crate) const HELP: &[&str] = &[
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "LOG <message>",
     "    Write <message> to the server log.",
     "DIGEST",

@@ -626,6 +626,14 @@ fn record_load(srv: &Server, loaded: u64, expired: u64) {
     tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
 }
 
+/// Empty every database (DEBUG LOADAOF before its replay), waking WATCHes on what it drops.
+pub(crate) fn empty_all(srv: &Server) {
+    for s in lock_all(srv).iter_mut().flatten() {
+        s.touch_all_watched();
+        s.clear();
+    }
+}
+
 /// DEBUG RELOAD's load: read `dir/dbfilename` in full, then (every shard locked) empty the
 /// databases when `flush` and insert its keys.
 pub(crate) fn reload(srv: &Server, flush: bool) -> Result<(), String> {
@@ -1198,8 +1206,11 @@ pub(crate) fn after_flushall(srv: &Server) {
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
             tracing::info!("DB saved on disk");
+            // The FLUSHALL counts as one change once it returns; Redis forces its propagation
+            // instead of counting it, so after this save no change is pending (INFO
+            // rdb_changes_since_last_save 0, and no save point fires for it).
             let dirty = srv.stats.dirty.load(Ordering::Relaxed);
-            record_save(srv, dirty);
+            record_save(srv, dirty + 1);
         }
         Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
     }

@@ -857,6 +857,9 @@ pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
                         }
                     ),
                 );
+                let aof_buffer = srv.aof.buffer_bytes();
+                kv("mem_not_counted_for_evict", aof_buffer.to_string());
+                kv("mem_aof_buffer", aof_buffer.to_string());
                 kv("mem_allocator", crate::alloc::allocator_name());
                 kv("lazyfree_pending_objects", "0".into());
             }
@@ -1056,6 +1059,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"requirepass") {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);
+                    }
+                    if names.contains(&"maxmemory") {
+                        crate::evict::after_maxmemory_set(ctx.srv);
                     }
                     if names.contains(&"appendonly") {
                         let now = ctx.srv.config.get_bool("appendonly");

@@ -224,6 +224,12 @@ pub(crate) fn encode_select(out: &mut Vec<u8>, db: usize) {
 }
 
 impl Aof {
+    /// Bytes held by the AOF's write buffer: like Redis's aof_buf, left out of the memory
+    /// `maxmemory` compares (INFO mem_not_counted_for_evict, mem_aof_buffer).
+    pub fn buffer_bytes(&self) -> usize {
+        self.inner.feed.lock().buf.capacity()
+    }
+
     /// Log one command that changed database `db`. Called under the command's shard locks, so
     /// it only buffers.
     pub fn feed(&self, db: usize, argv: Vec<Bytes>) {

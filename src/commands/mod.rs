@@ -559,7 +559,11 @@ fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Rep
 /// before it started, as Redis decides a script's OOM state before the script runs).
 pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
-    write_refusal_oom(srv, spec, max > 0 && crate::evict::counted_memory(srv) > max)
+    write_refusal_oom(
+        srv,
+        spec,
+        max > 0 && crate::evict::counted_memory(srv) > max,
+    )
 }
 
 /// As Redis before every command: over `maxmemory`, evict (whatever the command); true when
@@ -626,12 +630,15 @@ pub fn run_locked<'a>(
     // MONITOR sees a command once it has run (administrative ones never); a script is shown
     // before the commands it runs.
     let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
-    let script_first = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    let script_first = matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
     if monitored && script_first {
         feed_monitors(srv, client, db_before, args);
     }
     if script_first && srv.tracking.is_active() {
-        // EVAL script numkeys key ...: the declared keys.
+        // EVAL script numkeys key ... (FCALL function numkeys key ...): the declared keys.
         let n = args
             .get(2)
             .and_then(|n| crate::util::numtext::parse_i64(n))

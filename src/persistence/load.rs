@@ -101,7 +101,7 @@ fn fake_client(srv: &Server) -> Client {
         name: Mutex::new(None),
         lib_name: Mutex::new(None),
         db: AtomicUsize::new(0),
-        created_ms: crate::server::unix_ms(),
+        created_ms: crate::clock::unix_ms(),
         last_active_ms: AtomicI64::new(0),
         last_cmd: Mutex::new("NULL"),
         resp: AtomicU8::new(2),

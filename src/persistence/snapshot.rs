@@ -99,12 +99,9 @@ impl<W: Write> RdbWriter<W> {
         };
         out.buf
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
-        let ctime = (crate::server::unix_ms() / 1000).to_string();
+        let ctime = (crate::clock::unix_ms() / 1000).to_string();
         let aux: [(&str, String); 5] = [
-            (
-                "redis-ver",
-                crate::commands::server::REDIS_VERSION.to_string(),
-            ),
+            ("redis-ver", crate::version::REDIS_VERSION.to_string()),
             ("redis-bits", (usize::BITS).to_string()),
             ("ctime", ctime),
             ("used-mem", used_mem.to_string()),
@@ -180,7 +177,7 @@ impl<W: Write> RdbWriter<W> {
 fn record_save(srv: &Server, dirty: u64) {
     srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
     srv.lastsave
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     srv.aof
         .inner
         .snap
@@ -554,7 +551,7 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
         &name,
         &limits(srv),
         srv.keyspace.num_dbs(),
-        Some(crate::server::unix_ms()),
+        Some(crate::clock::unix_ms()),
     )?;
     srv.aof
         .inner
@@ -575,7 +572,7 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
 pub(crate) fn start_load_progress(srv: &Server, total_bytes: u64) {
     let st = &srv.aof.inner.snap;
     st.load_started
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     st.load_total_bytes.store(total_bytes, Ordering::Relaxed);
     st.load_done_bytes.store(0, Ordering::Relaxed);
     st.load_rdb_used_mem.store(0, Ordering::Relaxed);
@@ -596,7 +593,7 @@ pub(crate) fn info_loading(srv: &Server) -> Vec<(&'static str, String)> {
     } else {
         (0.0, 1)
     };
-    let elapsed = (crate::server::unix_ms() / 1000 - started).max(0) as u64;
+    let elapsed = (crate::clock::unix_ms() / 1000 - started).max(0) as u64;
     let eta = if elapsed == 0 {
         1
     } else {
@@ -868,7 +865,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let (read_fd, write_fd) = (fds[0], fds[1]);
     let used_mem = crate::alloc::used_memory();
     st.last_bgsave_try
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     let guards = lock_all(srv);
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
@@ -1019,7 +1016,7 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
             .dirty_base
             .store(st.dirty_at_fork.load(Ordering::Relaxed), Ordering::Relaxed);
         srv.lastsave
-            .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+            .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
         st.last_bgsave_ok.store(true, Ordering::Relaxed);
     } else {
         let _ = std::fs::remove_file(dir.join(format!("temp-{pid}.rdb")));
@@ -1082,7 +1079,7 @@ pub(crate) fn cron(srv: &Server) {
     if srv.aof.loading() {
         return;
     }
-    let now = crate::server::unix_ms() / 1000;
+    let now = crate::clock::unix_ms() / 1000;
     if st.rewrite_scheduled.swap(false, Ordering::SeqCst) {
         if let Err(e) = super::rewrite::spawn(srv, super::rewrite::Kind::Rewrite) {
             tracing::warn!("scheduled AOF rewrite not started: {e}");

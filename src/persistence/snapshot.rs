@@ -492,7 +492,7 @@ fn apply_locked(
     for k in parsed.keys {
         // Progress for INFO (loading_loaded_bytes): the file was parsed in full before this,
         // so bytes are counted in proportion to the keys inserted.
-        if n % 1024 == 0 {
+        if n.is_multiple_of(1024) {
             st.load_done_bytes
                 .store(total_bytes * n / total_keys, Ordering::Relaxed);
             // Re-read now and then: tests lower it with CONFIG SET while a load runs.
@@ -528,7 +528,7 @@ pub(crate) fn debug_delay(usec: i64) {
     let usec = match usec {
         0 => return,
         n if n > 0 => n as u64,
-        n => u64::from(rand::random::<u64>() % n.unsigned_abs() == 0),
+        n => u64::from(rand::random::<u64>().is_multiple_of(n.unsigned_abs())),
     };
     if usec > 0 {
         std::thread::sleep(std::time::Duration::from_micros(usec));

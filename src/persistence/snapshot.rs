@@ -701,6 +701,10 @@ pub(crate) struct SnapState {
     pub load_total_bytes: AtomicU64,
     pub load_done_bytes: AtomicU64,
     pub load_rdb_used_mem: AtomicU64,
+    /// How long the last fork(2) took, and how many there were (INFO latest_fork_usec,
+    /// total_forks).
+    pub latest_fork_usec: AtomicU64,
+    pub total_forks: AtomicU64,
 }
 
 impl Default for SnapState {
@@ -728,6 +732,8 @@ impl Default for SnapState {
             load_total_bytes: AtomicU64::new(0),
             load_done_bytes: AtomicU64::new(0),
             load_rdb_used_mem: AtomicU64::new(0),
+            latest_fork_usec: AtomicU64::new(0),
+            total_forks: AtomicU64::new(0),
         }
     }
 }
@@ -936,6 +942,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
         return Err(format!("Can't save in background: fork: {e}"));
     }
     let fork_ms = fork_started.elapsed().as_secs_f64() * 1000.0;
+    st.latest_fork_usec
+        .store(fork_started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    st.total_forks.fetch_add(1, Ordering::Relaxed);
     st.saves.fetch_add(1, Ordering::Relaxed);
     st.dirty_at_fork.store(dirty, Ordering::Relaxed);
     *st.child_started.lock() = Some(Instant::now());

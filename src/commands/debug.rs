@@ -68,6 +68,13 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             None => Reply::error(super::args::NOT_INT),
         },
+        ("set-disable-deny-scripts", 3) => match crate::util::numtext::parse_i64(&a[2]) {
+            Some(n) => {
+                crate::scripting::set_deny_script_disabled(n != 0);
+                Reply::Ok
+            }
+            None => Reply::error(super::args::NOT_INT),
+        },
         ("help", 2) => Reply::Array(
             [
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -75,6 +82,8 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Stop the server's worker thread for <seconds> (a decimal number).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Turn the active expiry of keys off or on.",
+                "SET-DISABLE-DENY-SCRIPTS <0|1>",
+                "    Let scripts run commands normally refused to them (testing only).",
                 "RELOAD",
                 "    Save the dataset and load it again.",
                 "HELP",

@@ -299,7 +299,7 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     if !arity_ok(spec.arity, argv.len()) {
         return Reply::error("ERR Wrong number of args calling Redis command from script");
     }
-    if spec.flags & NOSCRIPT != 0 {
+    if spec.flags & NOSCRIPT != 0 && super::deny_script_commands() {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
     if let Err((denied, pos, id)) = crate::acl::check(inv.ctx.client, spec, &argv) {
@@ -330,8 +330,10 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
         }
     }
     if spec.is_write() {
+        if !inv.wrote {
+            srv.scripts.mark_wrote(inv.run_id);
+        }
         inv.wrote = true;
-        srv.scripts.wrote.store(true, Ordering::Relaxed);
         // The effects go to the AOF wrapped in MULTI/EXEC (inside EXEC the transaction's own
         // MULTI/EXEC already wraps them).
         if !inv.multi_logged && !inv.ctx.in_exec && inv.repl & REPL_AOF != 0 && srv.aof.is_enabled()

@@ -27,6 +27,13 @@ use std::rc::Rc;
 /// How long a library's code may run in FUNCTION LOAD (Redis's LOAD_TIMEOUT_MS).
 const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// A script that has run this long on a runtime worker hands the worker's other work to
+/// another thread (see [`hand_off_worker`]); later attempts follow at 4x the running time.
+const FIRST_HANDOFF: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How long a hand-off waits for the replacement thread to take the worker over.
+const HANDOFF_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Lua 5.1's default collector pace (restored after a script changed it).
 const LUA_GC_PAUSE: std::ffi::c_int = 200;
 const LUA_GC_STEPMUL: std::ffi::c_int = 200;
@@ -184,8 +191,6 @@ struct Handles {
     xpcall: Function,
     /// The error handler: Redis's `__redis__err__handler`.
     handler: Function,
-    /// Calls a FUNCTION callback under the handler: (handler, f, keys, args) -> xpcall's results.
-    run_function: Function,
     /// The metatable of the globals view: its `__index` is switched to `library_api` while a
     /// FUNCTION LOAD runs a library's code.
     globals_metatable: Table,
@@ -207,7 +212,6 @@ struct Built {
     hidden_globals: Table,
     xpcall: Function,
     handler: Function,
-    run_function: Function,
     globals_metatable: Table,
     library_api: Table,
     gc_touched: Table,
@@ -225,7 +229,40 @@ pub(super) struct Engine {
     loading: Loading,
     /// When the running FUNCTION LOAD started (None when none runs).
     load_started: Rc<Cell<Option<std::time::Instant>>>,
+    /// When the running script started and when it next offers its worker's tasks to
+    /// another thread.
+    run_started: Rc<RunClock>,
     state: *mut ffi::lua_State,
+}
+
+/// The running script's clock, read by the instruction hook.
+#[derive(Default)]
+struct RunClock {
+    started: Cell<Option<std::time::Instant>>,
+    next_handoff: Cell<std::time::Duration>,
+}
+
+impl RunClock {
+    fn set(&self, started: Option<std::time::Instant>) {
+        self.started.set(started);
+        self.next_handoff.set(FIRST_HANDOFF);
+    }
+}
+
+/// Scripts run on the runtime worker thread that received the command (no thread switch, and
+/// the thread's engine keeps its compiled scripts). A script that runs long would hold up the
+/// other connections queued on that worker, so past [`FIRST_HANDOFF`] the instruction hook
+/// gives the worker's role to a fresh thread (tokio's `block_in_place` hand-off, waiting
+/// [`HANDOFF_WAIT`] for the new thread to take it) and this thread finishes the script
+/// outside the worker pool: other clients then get -BUSY past the threshold and SCRIPT KILL
+/// is served. When the new thread did not take over in time, the worker stays here and a
+/// later attempt repeats it; on a thread that already gave its role away this only waits.
+fn hand_off_worker() {
+    let on_workers = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_workers {
+        tokio::task::block_in_place(|| std::thread::sleep(HANDOFF_WAIT));
+    }
 }
 
 impl Drop for Engine {
@@ -261,7 +298,8 @@ impl Engine {
         let current: Current = Rc::new(Cell::new(std::ptr::null_mut()));
         let loading: Loading = Rc::new(RefCell::new(None));
         let load_started: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
-        let built = Self::build(&lua, &current, &loading, &load_started);
+        let run_started = Rc::new(RunClock::default());
+        let built = Self::build(&lua, &current, &loading, &load_started, &run_started);
         match built {
             Ok(b) => Ok(Engine {
                 id,
@@ -271,7 +309,6 @@ impl Engine {
                     hidden_globals: b.hidden_globals.clone(),
                     xpcall: b.xpcall,
                     handler: b.handler,
-                    run_function: b.run_function,
                     globals_metatable: b.globals_metatable,
                     library_api: b.library_api,
                     script_api: b.hidden_globals,
@@ -282,6 +319,7 @@ impl Engine {
                 current,
                 loading,
                 load_started,
+                run_started,
                 state,
             }),
             Err(e) => {
@@ -299,6 +337,7 @@ impl Engine {
         current: &Current,
         loading: &Loading,
         load_started: &Rc<Cell<Option<std::time::Instant>>>,
+        run_started: &Rc<RunClock>,
     ) -> mlua::Result<Built> {
         lua.load_std_libs(StdLib::STRING | StdLib::TABLE | StdLib::MATH)?;
         let g = lua.globals();
@@ -307,6 +346,7 @@ impl Engine {
         // SCRIPT KILL: looked at every 10,000 instructions.
         let hook_current = current.clone();
         let hook_load_started = load_started.clone();
+        let hook_run_started = run_started.clone();
         lua.set_hook(
             mlua::HookTriggers::new().every_nth_instruction(10_000),
             move |_, _| {
@@ -321,6 +361,13 @@ impl Engine {
                 let inv = hook_current.get();
                 if inv.is_null() {
                     return Ok(mlua::VmState::Continue);
+                }
+                if let Some(t) = hook_run_started.started.get() {
+                    let ran = t.elapsed();
+                    if ran >= hook_run_started.next_handoff.get() {
+                        hook_run_started.next_handoff.set(ran * 4);
+                        hand_off_worker();
+                    }
                 }
                 // SAFETY: non-null only while a script runs, pointing at its Invocation
                 // (see Engine::run); the hook runs on this thread inside that call.
@@ -340,12 +387,7 @@ impl Engine {
         let unwrap = lua.create_function(unwrap_error)?;
         let gc_touched = lua.create_table()?;
         let register = super::functions::register_function(lua, loading.clone())?;
-        let (globals_metatable, library_api, hidden_globals, run_function): (
-            Table,
-            Table,
-            Table,
-            Function,
-        ) = lua
+        let (globals_metatable, library_api, hidden_globals): (Table, Table, Table) = lua
             .load(include_str!("sandbox.lua"))
             .set_name("=podium_sandbox")
             .call((
@@ -359,7 +401,6 @@ impl Engine {
             hidden_globals,
             xpcall,
             handler,
-            run_function,
             globals_metatable,
             library_api,
             gc_touched,
@@ -516,47 +557,23 @@ impl Engine {
         caller_resp3: bool,
     ) -> Reply {
         let lua = &self.handles.lua;
-        let g = &self.handles.hidden_globals;
-        let tables = || -> mlua::Result<(Table, Table)> {
-            Ok((string_array(lua, keys)?, string_array(lua, argv)?))
-        };
-        let (keys_table, argv_table) = match tables() {
-            Ok(t) => t,
-            Err(e) => return Reply::Error(format!("ERR {}", lua_message(&e))),
-        };
-        if !as_function {
-            if let Err(e) = g
-                .raw_set("KEYS", keys_table.clone())
-                .and_then(|_| g.raw_set("ARGV", argv_table.clone()))
-            {
-                return Reply::Error(format!("ERR {}", lua_message(&e)));
-            }
-        }
         // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
         // duration of this call only and cleared before `inv`'s borrow ends; Lua is single
         // threaded, so redis.call and the hook only run inside the call below, on this
         // thread. The lifetimes are erased for storage, never extended.
         self.current
             .set((inv as *mut Invocation<'_, '_, '_>).cast());
-        let result = if as_function {
-            self.handles.run_function.call::<MultiValue>((
-                self.handles.handler.clone(),
-                f,
-                keys_table,
-                argv_table,
-            ))
-        } else {
-            self.handles
-                .xpcall
-                .call::<MultiValue>((f, self.handles.handler.clone()))
+        self.run_started.set(Some(std::time::Instant::now()));
+        // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
+        let result: mlua::Result<(bool, LuaValue)> = unsafe {
+            lua.exec_raw(
+                (&self.handles.hidden_globals, &self.handles.handler, &f),
+                |state| call_prepared(state, keys, argv, as_function),
+            )
         };
+        self.run_started.set(None);
         self.current.set(std::ptr::null_mut());
         self.libs.reset();
-        if !as_function {
-            // KEYS and ARGV belong to this call only.
-            let _ = g.raw_set("KEYS", LuaValue::Nil);
-            let _ = g.raw_set("ARGV", LuaValue::Nil);
-        }
         // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
         // notes a stop or a change of its parameters).
         if let Ok(true) = self.handles.gc_touched.raw_get::<bool>(1) {
@@ -564,13 +581,10 @@ impl Engine {
             lua.gc_restart();
             lua.gc_inc(LUA_GC_PAUSE, LUA_GC_STEPMUL, 0);
         }
-        let values = match result {
+        let (ok, value) = match result {
             Ok(v) => v,
             Err(e) => return Reply::Error(format!("ERR Error running script {}", lua_message(&e))),
         };
-        let mut it = values.into_iter();
-        let ok = matches!(it.next(), Some(LuaValue::Boolean(true)));
-        let value = it.next().unwrap_or(LuaValue::Nil);
         if ok {
             return lua_to_reply(&value, inv.resp3, caller_resp3, 0);
         }
@@ -606,13 +620,73 @@ fn error_reply(lua: &Lua, sha: &str, value: &LuaValue) -> Reply {
     }
 }
 
-/// A Lua array of strings (KEYS, ARGV).
-fn string_array(lua: &Lua, items: &[bytes::Bytes]) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, v) in items.iter().enumerate() {
-        t.raw_set(i + 1, lua.create_string(&v[..])?)?;
+/// One script call, inside the single protected call `Engine::run` makes: the stack holds the
+/// real globals (1), the error handler (2) and the compiled function (3). Builds the KEYS and
+/// ARGV arrays, runs the function under the handler (an EVAL script finds the arrays as the
+/// globals `KEYS` and `ARGV`, removed again afterwards; a FUNCTION's callback gets them as its
+/// two parameters), and leaves exactly two values: whether it succeeded, and its first result
+/// or the handler's error value.
+///
+/// Written against the Lua API directly because this is every call's fixed cost: through
+/// mlua each table, string and assignment would be a protected call of its own (two C
+/// closures allocated each time on Lua 5.1), which made up most of a short script's time.
+///
+/// # Safety
+/// `state` is the engine's state inside mlua's protected call (exec_raw). Lua may raise an
+/// error (out of memory) out of any call here, unwinding to that protected call: nothing in
+/// this function owns anything that needs dropping.
+unsafe fn call_prepared(
+    state: *mut ffi::lua_State,
+    keys: &[bytes::Bytes],
+    argv: &[bytes::Bytes],
+    as_function: bool,
+) {
+    use std::ffi::c_int;
+    const GLOBALS: c_int = 1;
+    const HANDLER: c_int = 2;
+    const FUNCTION: c_int = 3;
+    const KEYS: c_int = 4;
+    const ARGV: c_int = 5;
+    // SAFETY: see the function's contract; every index used below is on the stack (the
+    // three arguments, then what this function pushes, after checkstack made room).
+    unsafe {
+        ffi::luaL_checkstack(state, 8, c"script call".as_ptr());
+        for items in [keys, argv] {
+            ffi::lua_createtable(state, items.len().min(i32::MAX as usize) as c_int, 0);
+            for (i, v) in items.iter().enumerate() {
+                ffi::lua_pushlstring(state, v.as_ptr().cast(), v.len());
+                ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+            }
+        }
+        let status = if as_function {
+            ffi::lua_pushvalue(state, FUNCTION);
+            ffi::lua_pushvalue(state, KEYS);
+            ffi::lua_pushvalue(state, ARGV);
+            ffi::lua_pcall(state, 2, 1, HANDLER)
+        } else {
+            ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+            ffi::lua_pushvalue(state, KEYS);
+            ffi::lua_rawset(state, GLOBALS);
+            ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+            ffi::lua_pushvalue(state, ARGV);
+            ffi::lua_rawset(state, GLOBALS);
+            ffi::lua_pushvalue(state, FUNCTION);
+            let status = ffi::lua_pcall(state, 0, 1, HANDLER);
+            // KEYS and ARGV belong to this call only.
+            ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+            ffi::lua_pushnil(state);
+            ffi::lua_rawset(state, GLOBALS);
+            ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+            ffi::lua_pushnil(state);
+            ffi::lua_rawset(state, GLOBALS);
+            status
+        };
+        // Stack: the five slots above, then the result (6). Leave (ok, result).
+        ffi::lua_pushboolean(state, c_int::from(status == 0));
+        ffi::lua_replace(state, 1);
+        ffi::lua_replace(state, 2);
+        ffi::lua_settop(state, 2);
     }
-    Ok(t)
 }
 
 /// An error value as Lua code catching it sees it: a failed command's error as `{err=...}`

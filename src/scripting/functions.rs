@@ -57,7 +57,8 @@ pub(crate) struct Library {
 #[derive(Default)]
 pub(crate) struct Registry {
     libraries: BTreeMap<String, Arc<Library>>,
-    /// Function name -> library name.
+    /// Function name, lowercased (Redis matches function names without regard to ASCII
+    /// case) -> library name.
     functions: HashMap<String, String>,
 }
 
@@ -205,9 +206,15 @@ fn library_metadata(payload: &[u8]) -> Result<(String, usize), String> {
     let Some(end) = payload.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let line = String::from_utf8_lossy(&payload[..end]);
-    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
-    if parts.is_empty() {
+    // Split as Redis splits it (sdssplitargs: quotes and escapes allowed, `name="foo"`).
+    let Some(parts) = crate::protocol::split_args(&payload[..end]) else {
+        return Err("ERR Invalid library metadata".into());
+    };
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    if parts.is_empty() || parts[0].len() < 2 {
         return Err("ERR Invalid library metadata".into());
     }
     let engine = &parts[0][2..];
@@ -280,7 +287,7 @@ fn load(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .collect();
         let mut registry = scripts.functions.lock();
         for f in &infos {
-            if let Some(owner) = registry.functions.get(&f.name) {
+            if let Some(owner) = registry.functions.get(&f.name.to_ascii_lowercase()) {
                 if *owner != name {
                     return Err(format!("ERR Function {} already exists", f.name));
                 }
@@ -288,11 +295,13 @@ fn load(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         if let Some(old) = registry.libraries.remove(&name) {
             for f in &old.functions {
-                registry.functions.remove(&f.name);
+                registry.functions.remove(&f.name.to_ascii_lowercase());
             }
         }
         for f in &infos {
-            registry.functions.insert(f.name.clone(), name.clone());
+            registry
+                .functions
+                .insert(f.name.to_ascii_lowercase(), name.clone());
         }
         registry.libraries.insert(
             name.clone(),
@@ -329,10 +338,11 @@ fn list(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut pattern: Option<Bytes> = None;
     let mut i = 2;
     while i < a.len() {
-        if eq(&a[i], "withcode") {
+        // Each option once (Redis: a repeated one is an unknown argument).
+        if !with_code && eq(&a[i], "withcode") {
             with_code = true;
             i += 1;
-        } else if eq(&a[i], "libraryname") {
+        } else if pattern.is_none() && eq(&a[i], "libraryname") {
             if i + 1 >= a.len() {
                 return Reply::error("ERR library name argument was not given");
             }
@@ -420,13 +430,16 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error("ERR Library not found");
             };
             for f in &lib.functions {
-                registry.functions.remove(&f.name);
+                registry.functions.remove(&f.name.to_ascii_lowercase());
             }
             drop(registry);
             ctx.dirty += 1;
             Reply::Ok
         }
-        "flush" if a.len() <= 3 => {
+        "flush" if a.len() > 3 => Reply::error(
+            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+        ),
+        "flush" => {
             if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
                 return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
             }
@@ -442,9 +455,12 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "stats" if a.len() == 2 => {
             let registry = scripts.functions.lock();
             let running = match scripts.running_function() {
-                Some((name, ms)) => Reply::Map(vec![
+                Some((name, command, ms)) => Reply::Map(vec![
                     (Reply::bulk_slice(b"name"), Reply::Bulk(Bytes::from(name))),
-                    (Reply::bulk_slice(b"command"), Reply::Array(Vec::new())),
+                    (
+                        Reply::bulk_slice(b"command"),
+                        Reply::Array(command.into_iter().map(Reply::Bulk).collect()),
+                    ),
                     (Reply::bulk_slice(b"duration_ms"), Reply::Int(ms)),
                 ]),
                 None => Reply::Null,
@@ -469,10 +485,11 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ),
             ])
         }
-        "dump" | "restore" => Reply::Error(format!(
-            "ERR FUNCTION {} is not supported by Podium (its payload is Redis's RDB encoding of the libraries)",
-            sub.to_ascii_uppercase()
-        )),
+        "dump" if a.len() == 2 => dump(ctx),
+        "restore" if a.len() > 4 => Reply::error(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
+        ),
+        "restore" if a.len() >= 3 => restore(ctx, a),
         "help" if a.len() == 2 => Reply::Array(
             [
                 "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -520,7 +537,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "load" | "delete" | "flush" | "kill" | "stats" | "help" => {
+        "load" | "delete" | "kill" | "stats" | "help" | "dump" | "restore" => {
             crate::commands::wrong_arity(&format!("function|{sub}"))
         }
         _ => Reply::Error(format!(
@@ -530,13 +547,203 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
+/// RDB opcodes of a library in a FUNCTION DUMP payload (and an RDB file): Redis 7.0's form
+/// (the code, shebang line included) and 7.0-rc's (name, engine, description, code).
+const OP_FUNCTION2: u8 = 0xF5;
+const OP_FUNCTION_RC: u8 = 0xF6;
+
+/// FUNCTION DUMP: Redis's payload, so redis-server restores it and the reverse: each library
+/// as OP_FUNCTION2 and its code as an RDB string, then the RDB version (2 bytes) and the
+/// CRC64 of all that (8 bytes), little-endian, as DUMP's.
+fn dump(ctx: &mut Ctx) -> Reply {
+    use crate::persistence::rdb;
+    let registry = ctx.srv.scripts.functions.lock();
+    let mut out = Vec::new();
+    for lib in registry.libraries.values() {
+        out.push(OP_FUNCTION2);
+        rdb::put_string(&mut out, &lib.code);
+    }
+    drop(registry);
+    out.extend_from_slice(&rdb::RDB_VERSION.to_le_bytes());
+    let crc = rdb::crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Reply::Bulk(Bytes::from(out))
+}
+
+/// The library codes in a FUNCTION DUMP payload, or Redis's error text.
+fn payload_libraries(payload: &[u8]) -> Result<Vec<Bytes>, String> {
+    use crate::persistence::rdb;
+    const WRONG: &str = "ERR DUMP payload version or checksum are wrong";
+    if payload.len() < 10 {
+        return Err(WRONG.into());
+    }
+    let body = payload.len() - 10;
+    let version = u16::from_le_bytes([payload[body], payload[body + 1]]);
+    let mut crc = [0u8; 8];
+    crc.copy_from_slice(&payload[body + 2..]);
+    if version > rdb::RDB_VERSION || rdb::crc64(0, &payload[..body + 2]) != u64::from_le_bytes(crc)
+    {
+        return Err(WRONG.into());
+    }
+    let mut r = rdb::Reader {
+        buf: &payload[..body],
+        pos: 0,
+    };
+    let mut codes = Vec::new();
+    while r.remaining() > 0 {
+        let code = match r.byte() {
+            Some(OP_FUNCTION2) => r.string().ok_or("ERR Failed loading library payload")?,
+            Some(OP_FUNCTION_RC) => {
+                let name = r.string().ok_or("ERR Failed loading library name")?;
+                let engine = r.string().ok_or("ERR Failed loading engine name")?;
+                let has_description = r
+                    .len()
+                    .ok_or("ERR Failed loading library description indicator")?;
+                if has_description != 0 {
+                    r.string().ok_or("ERR Failed loading library description")?;
+                }
+                let blob = r.string().ok_or("ERR Failed loading library blob")?;
+                let mut code = b"#!".to_vec();
+                code.extend_from_slice(&engine);
+                code.extend_from_slice(b" name=");
+                code.extend_from_slice(&name);
+                code.push(b'\n');
+                code.extend_from_slice(&blob);
+                code
+            }
+            _ => return Err("ERR given type is not a function".into()),
+        };
+        codes.push(Bytes::from(code));
+    }
+    Ok(codes)
+}
+
+/// FUNCTION RESTORE payload [FLUSH | APPEND | REPLACE]: the payload's libraries are all
+/// loaded (each run once, as FUNCTION LOAD does) before anything changes; then FLUSH
+/// replaces every library, APPEND (the default) refuses a library name already loaded, and
+/// REPLACE replaces same-named libraries; a function name taken by another library refuses
+/// the whole restore.
+fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    #[derive(PartialEq)]
+    enum Policy {
+        Flush,
+        Append,
+        Replace,
+    }
+    let policy =
+        match a.get(3) {
+            None => Policy::Append,
+            Some(p) if eq(p, "append") => Policy::Append,
+            Some(p) if eq(p, "replace") => Policy::Replace,
+            Some(p) if eq(p, "flush") => Policy::Flush,
+            Some(_) => return Reply::error(
+                "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            ),
+        };
+    let codes = match payload_libraries(&a[2]) {
+        Ok(c) => c,
+        Err(e) => return Reply::Error(e),
+    };
+    let scripts = &ctx.srv.scripts;
+    let id = scripts.engine_id();
+    let loaded = super::engine::with_engine(id, |engine| -> Result<(), String> {
+        // Load every library of the payload into a registry of its own first.
+        let mut new: Vec<(Arc<Library>, Vec<Registered>)> = Vec::new();
+        for code in codes {
+            let (name, code_start) = library_metadata(&code)?;
+            if new.iter().any(|(l, _)| l.name == name) {
+                return Err(format!("ERR Library '{name}' already exists"));
+            }
+            let registered = engine.load_library(&code[code_start..])?;
+            if registered.is_empty() {
+                return Err("ERR No functions registered".into());
+            }
+            for f in &registered {
+                let taken = new
+                    .iter()
+                    .flat_map(|(l, _)| &l.functions)
+                    .any(|g| g.name.eq_ignore_ascii_case(&f.name));
+                if taken {
+                    return Err(format!("ERR Function {} already exists", f.name));
+                }
+            }
+            let library = Library {
+                name,
+                functions: registered
+                    .iter()
+                    .map(|r| FunctionInfo {
+                        name: r.name.clone(),
+                        description: r.description.clone(),
+                        flags: r.flags,
+                    })
+                    .collect(),
+                load_id: NEXT_LOAD_ID.fetch_add(1, Ordering::Relaxed),
+                one_db: super::stays_in_one_db(&code[code_start..]),
+                code,
+                code_start,
+            };
+            new.push((Arc::new(library), registered));
+        }
+        let mut registry = scripts.functions.lock();
+        if policy == Policy::Flush {
+            *registry = Registry::default();
+        }
+        let mut replaced = Vec::new();
+        for (lib, _) in &new {
+            if registry.libraries.contains_key(&lib.name) {
+                if policy != Policy::Replace {
+                    return Err(format!("ERR Library {} already exists", lib.name));
+                }
+                replaced.push(lib.name.clone());
+            }
+        }
+        for (lib, _) in &new {
+            for f in &lib.functions {
+                if let Some(owner) = registry.functions.get(&f.name.to_ascii_lowercase()) {
+                    if !replaced.contains(owner) {
+                        return Err(format!("ERR Function {} already exists", f.name));
+                    }
+                }
+            }
+        }
+        for name in &replaced {
+            if let Some(old) = registry.libraries.remove(name) {
+                for f in &old.functions {
+                    registry.functions.remove(&f.name.to_ascii_lowercase());
+                }
+            }
+        }
+        for (lib, registered) in new {
+            for f in &lib.functions {
+                registry
+                    .functions
+                    .insert(f.name.to_ascii_lowercase(), lib.name.clone());
+            }
+            engine.keep_library(&lib.name, lib.load_id, &registered);
+            registry.libraries.insert(lib.name.clone(), lib);
+        }
+        Ok(())
+    });
+    match loaded {
+        Ok(Ok(())) => {
+            ctx.dirty += 1;
+            Reply::Ok
+        }
+        Ok(Err(e)) | Err(e) => Reply::Error(e),
+    }
+}
+
 /// The library of function `name` (FCALL).
 pub(super) fn find(ctx: &Ctx, name: &str) -> Option<(Arc<Library>, FunctionInfo)> {
     let registry = ctx.srv.scripts.functions.lock();
     let lib = registry
         .libraries
-        .get(registry.functions.get(name)?)?
+        .get(registry.functions.get(&name.to_ascii_lowercase())?)?
         .clone();
-    let info = lib.functions.iter().find(|f| f.name == name)?.clone();
+    let info = lib
+        .functions
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(name))?
+        .clone();
     Some((lib, info))
 }

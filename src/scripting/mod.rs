@@ -49,8 +49,7 @@ use crate::protocol::{Reply, Resp};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub static COMMANDS: &[Spec] = &[
     Spec::new(
@@ -299,18 +298,30 @@ pub struct Scripts {
     cache: Mutex<HashMap<String, Script>>,
     /// Bumped by SCRIPT FLUSH: a thread's Lua state built for an older generation is dropped.
     generation: AtomicU64,
-    /// A script is running (SCRIPT KILL has something to stop).
-    running: AtomicBool,
-    /// SCRIPT KILL asked the running script to stop (shared with the script's Lua hook).
-    kill: Arc<AtomicBool>,
-    /// The running script has written (it can no longer be killed).
-    wrote: AtomicBool,
-    /// When the running script started.
-    started: Mutex<Option<std::time::Instant>>,
-    /// The running FCALL's function name (FUNCTION STATS), empty for EVAL.
-    running_name: Mutex<String>,
+    /// The scripts running now, oldest first: several at once when they lock disjoint
+    /// databases (see [`stays_in_one_db`]).
+    running: Mutex<Vec<RunningScript>>,
+    /// How many scripts run (what the dispatcher's -BUSY check reads, without the lock).
+    running_count: AtomicUsize,
+    /// The id the next script run gets.
+    next_run_id: AtomicU64,
     /// FUNCTION libraries.
     functions: Mutex<functions::Registry>,
+}
+
+/// One script run in progress: what -BUSY, SCRIPT KILL / FUNCTION KILL and FUNCTION STATS
+/// look at.
+struct RunningScript {
+    id: u64,
+    started: std::time::Instant,
+    /// The FCALL'd function's name; empty for EVAL.
+    function: String,
+    /// The FCALL command as sent (FUNCTION STATS shows it); empty for EVAL.
+    command: Vec<Bytes>,
+    /// SCRIPT KILL / FUNCTION KILL asked it to stop (its instruction hook looks).
+    kill: bool,
+    /// It has written (it can no longer be killed).
+    wrote: bool,
 }
 
 /// What other clients get while a script has run past `busy-reply-threshold`.
@@ -325,39 +336,71 @@ impl Scripts {
     /// What other clients get while the running script is busy: -BUSY naming the KILL that
     /// applies (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
     pub fn busy_reply(&self) -> &'static str {
-        if self.running_name.lock().is_empty() {
-            BUSY
-        } else {
-            BUSY_FUNCTION
+        match self.running.lock().first() {
+            Some(r) if !r.function.is_empty() => BUSY_FUNCTION,
+            _ => BUSY,
         }
     }
 
     /// True when a script has been running for `threshold_ms` or longer: other clients'
     /// commands are then refused with -BUSY (see the dispatcher) instead of waiting for it.
     pub fn busy(&self, threshold_ms: i64) -> bool {
-        if !self.running.load(Ordering::Acquire) {
+        if self.running_count.load(Ordering::Acquire) == 0 {
             return false;
         }
-        self.started
+        self.running
             .lock()
-            .is_some_and(|t| t.elapsed().as_millis() as i64 >= threshold_ms)
+            .first()
+            .is_some_and(|r| r.started.elapsed().as_millis() as i64 >= threshold_ms)
     }
 
     /// The running function's name and how long it has run (FUNCTION STATS).
-    fn running_function(&self) -> Option<(String, i64)> {
-        if !self.running.load(Ordering::Acquire) {
+    fn running_function(&self) -> Option<(String, Vec<Bytes>, i64)> {
+        if self.running_count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let name = self.running_name.lock().clone();
-        if name.is_empty() {
-            return None;
-        }
-        let ms = self
-            .started
+        self.running
             .lock()
-            .map(|t| t.elapsed().as_millis() as i64)
-            .unwrap_or(0);
-        Some((name, ms))
+            .iter()
+            .find(|r| !r.function.is_empty())
+            .map(|r| {
+                let ms = r.started.elapsed().as_millis() as i64;
+                (r.function.clone(), r.command.clone(), ms)
+            })
+    }
+
+    /// Record a script run starting (`function`: the FCALL'd name and the command as sent;
+    /// None for EVAL); its id.
+    fn start_run(&self, function: Option<(&str, &[Bytes])>) -> u64 {
+        let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
+        self.running.lock().push(RunningScript {
+            id,
+            started: std::time::Instant::now(),
+            function: function.map(|f| f.0.to_string()).unwrap_or_default(),
+            command: function.map(|f| f.1.to_vec()).unwrap_or_default(),
+            kill: false,
+            wrote: false,
+        });
+        self.running_count.fetch_add(1, Ordering::AcqRel);
+        id
+    }
+
+    /// Record run `id` ending.
+    fn end_run(&self, id: u64) {
+        self.running.lock().retain(|r| r.id != id);
+        self.running_count.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// SCRIPT KILL / FUNCTION KILL asked run `id` to stop.
+    fn kill_requested(&self, id: u64) -> bool {
+        self.running.lock().iter().any(|r| r.id == id && r.kill)
+    }
+
+    /// Run `id` wrote: it can no longer be killed.
+    fn mark_wrote(&self, id: u64) {
+        if let Some(r) = self.running.lock().iter_mut().find(|r| r.id == id) {
+            r.wrote = true;
+        }
     }
 
     /// Which Lua state generation a thread must run scripts of this server in.
@@ -391,6 +434,21 @@ pub fn aof_suppressed() -> bool {
     AOF_SUPPRESSED.with(|s| s.get())
 }
 
+/// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run commands flagged `noscript` (Redis's
+/// testing switch, used by its suites to call CLIENT or DEBUG from a script).
+static DENY_SCRIPT_DISABLED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Set by DEBUG SET-DISABLE-DENY-SCRIPTS.
+pub fn set_deny_script_disabled(disabled: bool) {
+    DENY_SCRIPT_DISABLED.store(disabled, Ordering::Relaxed);
+}
+
+/// Commands flagged `noscript` are refused to scripts (unless DEBUG lifted that).
+pub(crate) fn deny_script_commands() -> bool {
+    !DENY_SCRIPT_DISABLED.load(Ordering::Relaxed)
+}
+
 /// SCRIPT KILL, FUNCTION KILL and FUNCTION STATS (which a busy server still serves).
 pub fn is_script_kill(args: &[Bytes]) -> bool {
     args.len() == 2
@@ -420,12 +478,14 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
     repl: u8,
     /// Only the caller's database is locked (see [`stays_in_one_db`]).
     one_db: bool,
+    /// This run's id in [`Scripts::running`] (0 before it starts).
+    run_id: u64,
 }
 
 impl Invocation<'_, '_, '_> {
     /// SCRIPT KILL asked this script to stop.
     fn killed(&self) -> bool {
-        self.ctx.srv.scripts.kill.load(Ordering::Relaxed)
+        self.ctx.srv.scripts.kill_requested(self.run_id)
     }
 }
 
@@ -489,6 +549,8 @@ enum Target<'t> {
     Function {
         library: &'t functions::Library,
         info: &'t functions::FunctionInfo,
+        /// The FCALL as sent.
+        command: &'t [Bytes],
     },
 }
 
@@ -504,7 +566,7 @@ fn run_atomically(
 ) -> Reply {
     let (flags, one_db) = match &target {
         Target::Eval { script, .. } => (script.flags, script.one_db),
-        Target::Function { library, info } => (ScriptFlags(Some(info.flags)), library.one_db),
+        Target::Function { library, info, .. } => (ScriptFlags(Some(info.flags)), library.one_db),
     };
     if let Some(refusal) = refuse_to_start(ctx, flags, read_only_command) {
         return refusal;
@@ -528,6 +590,7 @@ fn run_atomically(
         resp3: false,
         repl: api::REPL_ALL,
         one_db,
+        run_id: 0,
     };
     let id = inv.ctx.srv.scripts.engine_id();
     let run = |inv: &mut Invocation| -> Reply {
@@ -537,7 +600,7 @@ fn run_atomically(
                     Ok(f) => (f, sha.to_string(), false),
                     Err(e) => return (e, false),
                 },
-                Target::Function { library, info } => {
+                Target::Function { library, info, .. } => {
                     match engine.library_function(
                         &library.name,
                         library.load_id,
@@ -550,17 +613,13 @@ fn run_atomically(
                 }
             };
             let scripts = &inv.ctx.srv.scripts;
-            scripts.kill.store(false, Ordering::Relaxed);
-            scripts.wrote.store(false, Ordering::Relaxed);
-            *scripts.started.lock() = Some(std::time::Instant::now());
-            if as_function {
-                *scripts.running_name.lock() = name.clone();
-            }
-            scripts.running.store(true, Ordering::Release);
+            let function = match &target {
+                Target::Function { command, .. } => Some((name.as_str(), *command)),
+                Target::Eval { .. } => None,
+            };
+            inv.run_id = scripts.start_run(function);
             let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
-            scripts.running.store(false, Ordering::Release);
-            *scripts.started.lock() = None;
-            scripts.running_name.lock().clear();
+            inv.ctx.srv.scripts.end_run(inv.run_id);
             (reply, true)
         });
         match outcome {
@@ -588,16 +647,11 @@ fn run_atomically(
             Err(e) => Reply::Error(e),
         }
     };
-    // On the multi-threaded runtime the worker hands its other tasks (and the I/O driver) to
-    // another thread while the script runs, so the server keeps answering: -BUSY after
+    // The script runs here, on the worker that read the command; one that runs long gives
+    // the worker's other tasks to another thread from its instruction hook (see
+    // engine::hand_off_worker), so the server keeps answering: -BUSY after
     // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    let reply = if multi_thread {
-        tokio::task::block_in_place(|| run(&mut inv))
-    } else {
-        run(&mut inv)
-    };
+    let reply = run(&mut inv);
     let multi_logged = inv.multi_logged;
     if multi_logged {
         ctx.srv
@@ -633,6 +687,7 @@ fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Target::Function {
             library: &library,
             info: &info,
+            command: a,
         },
         read_only_command,
         keys,
@@ -641,19 +696,30 @@ fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// SCRIPT KILL / FUNCTION KILL (`eval`: which of the two asks).
+///
+/// Redis runs one script at a time; Podium may run several (in disjoint databases). The
+/// command stops every running script of its kind that has not written; it is refused as
+/// Redis refuses it for the oldest running script when none of its kind qualifies.
 fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
-    let function_running = !scripts.running_name.lock().is_empty();
-    if !scripts.running.load(Ordering::Acquire) {
-        Reply::error("NOTBUSY No scripts in execution right now.")
-    } else if scripts.wrote.load(Ordering::Acquire) {
+    let mut running = scripts.running.lock();
+    let Some(oldest_wrote) = running.first().map(|r| r.wrote) else {
+        return Reply::error("NOTBUSY No scripts in execution right now.");
+    };
+    let of_kind = |r: &RunningScript| r.function.is_empty() == eval;
+    let mut killed = false;
+    for r in running.iter_mut().filter(|r| of_kind(r) && !r.wrote) {
+        r.kill = true;
+        killed = true;
+    }
+    if killed {
+        return Reply::Ok;
+    }
+    if oldest_wrote || running.iter().any(of_kind) {
         Reply::error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
-    } else if eval && function_running {
+    } else if eval {
         Reply::error(BUSY_FUNCTION)
-    } else if !eval && !function_running {
-        Reply::error(BUSY)
     } else {
-        scripts.kill.store(true, Ordering::Release);
-        Reply::Ok
+        Reply::error(BUSY)
     }
 }
 

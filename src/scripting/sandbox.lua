@@ -173,7 +173,4 @@ shown_metatable[globals] = protect({ __index = missing_global })
 rawset(real_globals, '_G', globals)
 set_thread_globals(0, globals)
 
-local function run_function(handler, f, keys, args)
-  return xpcall(function() return f(keys, args) end, handler)
-end
-return getmetatable(globals), library_api, real_globals, run_function
+return getmetatable(globals), library_api, real_globals

@@ -1,0 +1,145 @@
+//! Scripts and threads: two scripts that lock disjoint shards (here: each stays in its own
+//! database, so each locks only that database's shards) run at the same time on two worker
+//! threads, while a script and a command on the same key never interleave.
+
+mod common;
+
+use common::Podium;
+use redis::Connection;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Sets KEYS[1] to "a", spins for ARGV[1] microseconds of wall time (by TIME), reads KEYS[1]
+/// back, appends "b" to what it read, and returns {start us, end us, what it read}.
+const SPIN: &str = "\
+local function now() local t = redis.call('time') return t[1] * 1000000 + t[2] end
+local t0 = now()
+redis.call('set', KEYS[1], 'a')
+while now() - t0 < tonumber(ARGV[1]) do end
+local v = redis.call('get', KEYS[1])
+redis.call('set', KEYS[1], v .. 'b')
+return {t0, now(), v}";
+
+/// Run SPIN on `key` for `micros`; (start, end, value read back).
+fn spin(con: &mut Connection, key: &str, micros: u64) -> (i64, i64, String) {
+    redis::cmd("EVAL")
+        .arg(SPIN)
+        .arg(1)
+        .arg(key)
+        .arg(micros)
+        .query(con)
+        .expect("EVAL")
+}
+
+#[test]
+fn scripts_in_different_databases_run_in_parallel() {
+    let s = Podium::start(&["--threads", "2"]);
+    let start = Arc::new(Barrier::new(2));
+    let runners: Vec<_> = [0usize, 1]
+        .into_iter()
+        .map(|db| {
+            let mut con = s.con_db(db);
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                spin(&mut con, "k", 600_000)
+            })
+        })
+        .collect();
+    let runs: Vec<_> = runners.into_iter().map(|r| r.join().unwrap()).collect();
+    let (a, b) = (&runs[0], &runs[1]);
+    // Each script is one synchronous call on one thread: overlapping wall-clock intervals
+    // mean two threads ran them at once (serialised, one would start after the other ended).
+    assert!(
+        a.0 < b.1 && b.0 < a.1,
+        "the scripts ran one after the other: {a:?} {b:?}"
+    );
+    for (run, db) in runs.iter().zip([0usize, 1]) {
+        assert_eq!(run.2, "a", "db {db}: the script saw another write");
+        let v: String = redis::cmd("GET").arg("k").query(&mut s.con_db(db)).unwrap();
+        assert_eq!(v, "ab");
+    }
+}
+
+#[test]
+fn a_script_and_a_command_on_its_key_never_interleave() {
+    let s = Podium::start(&["--threads", "2"]);
+    let mut script_con = s.con();
+    let runner = std::thread::spawn(move || spin(&mut script_con, "k", 400_000));
+    // The script is running (or about to): every command on k waits for it whole.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut con = s.con();
+    let appended: i64 = redis::cmd("APPEND")
+        .arg("k")
+        .arg("z")
+        .query(&mut con)
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+        seen.push(v);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (_, _, read_back) = runner.join().unwrap();
+    // The script read back its own write, untouched by the APPEND sent while it ran ...
+    assert_eq!(read_back, "a");
+    // ... and the APPEND ran after the script (or, on a slow machine, wholly before it,
+    // when the script's SET overwrote it): never in between.
+    let last: String = redis::cmd("GET").arg("k").query(&mut con).unwrap();
+    match appended {
+        3 => assert_eq!(last, "abz"),
+        1 => assert_eq!(last, "ab"),
+        n => panic!("APPEND interleaved with the script: length {n}, value {last}"),
+    }
+    for v in seen {
+        assert!(
+            matches!(v.as_deref(), Some("abz") | Some("ab")),
+            "a GET saw the script half done: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn script_kill_stops_every_killable_script_and_busy_names_the_oldest() {
+    let s = Podium::start(&["--threads", "2"]);
+    let mut con = s.con();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lua-time-limit")
+        .arg(10)
+        .query::<()>(&mut con)
+        .unwrap();
+    let runners: Vec<_> = [0usize, 1]
+        .into_iter()
+        .map(|db| {
+            let mut c = s.con_db(db);
+            std::thread::spawn(move || {
+                redis::cmd("EVAL")
+                    .arg("while true do end")
+                    .arg(0)
+                    .query::<redis::Value>(&mut c)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let busy = redis::cmd("PING").query::<String>(&mut con).unwrap_err();
+    assert_eq!(busy.code(), Some("BUSY"));
+    redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<()>(&mut con)
+        .unwrap();
+    for r in runners {
+        let e = r.join().unwrap().unwrap_err();
+        assert!(
+            e.detail()
+                .unwrap_or("")
+                .starts_with("Script killed by user with SCRIPT KILL"),
+            "{e}"
+        );
+    }
+    let e = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<()>(&mut con)
+        .unwrap_err();
+    assert_eq!(e.code(), Some("NOTBUSY"));
+}

@@ -587,6 +587,9 @@ async fn wait_blocked(
             }
         };
         tokio::select! {
+            // The reply first: a push queued by the command that served this client (an
+            // invalidation of the key it moved to) must follow the reply, not overtake it.
+            biased;
             r = &mut rx => break r.ok(),
             _ = sleep => {
                 if srv.blocking.cancel(&srv.keyspace, &waiter) {

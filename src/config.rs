@@ -505,7 +505,7 @@ pub static PARAMS: &[Param] = &[
         "rdb-key-save-delay",
         INT_ANY,
         "0",
-        "sleep this many microseconds per key while saving (negative: nanoseconds), for tests",
+        "sleep this many microseconds per key while saving (negative -N: 1 us once in N keys), for tests",
     ),
     p(
         "rdbcompression",

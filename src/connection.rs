@@ -294,6 +294,7 @@ async fn serve_client(
                 pending.push_front(args);
                 continue;
             }
+            let served_after_block = block.is_some();
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
@@ -311,9 +312,17 @@ async fn serve_client(
                 None => reply,
             };
             info.argv_mem.store(0, Ordering::Relaxed);
-            // Messages this command published to its own client go before its reply.
-            info.push.drain_into(&mut out);
-            emit(srv, client, &reply, &mut out);
+            // Messages this command published to its own client go before its reply; a blocked
+            // command's reply goes first, as Redis runs it for the client when it is served
+            // (what the serving caused, such as an invalidation of the key it moved to, follows;
+            // what came while it waited was sent then).
+            if served_after_block {
+                emit(srv, client, &reply, &mut out);
+                info.push.drain_into(&mut out);
+            } else {
+                info.push.drain_into(&mut out);
+                emit(srv, client, &reply, &mut out);
+            }
             if !client.after_reply.is_empty() {
                 out.append(&mut client.after_reply);
             }
@@ -465,6 +474,9 @@ async fn wait_blocked(
             }
         };
         tokio::select! {
+            // The reply first: a push queued by the command that served this client (an
+            // invalidation of the key it moved to) must follow the reply, not overtake it.
+            biased;
             r = &mut rx => break r.ok(),
             _ = sleep => {
                 if srv.blocking.cancel(&srv.keyspace, &waiter) {
@@ -477,6 +489,12 @@ async fn wait_blocked(
                     break None;
                 }
                 break None;
+            }
+            _ = info.push.ready.notified() => {
+                // Messages (RESP3 pushes, invalidations) reach a blocked client as they come.
+                let mut pushed = Vec::new();
+                info.push.drain_into(&mut pushed);
+                flush(srv, sock, &info, &mut pushed).await?;
             }
             r = sock.read_buf(buf) => {
                 // Commands pipelined behind the blocking one wait in the buffer; EOF ends it.

@@ -12,7 +12,9 @@
 //! `maxmemory-samples` keys per database (all keys, or those with a TTL for volatile-*) into a
 //! pool of the 16 best candidates kept between calls, and delete the best one still present;
 //! the random policies delete random keys, one database after another. Evicted keys are logged
-//! to the AOF as DEL and counted in INFO evicted_keys. Nothing to evict means -OOM; running out
+//! to the AOF as DEL, invalidated for tracking clients, published as `evicted` keyspace events
+//! and counted in INFO evicted_keys; CONFIG SET of a `maxmemory` under the memory in use
+//! evicts at once. Nothing to evict means -OOM; running out
 //! of the `maxmemory-eviction-tenacity` time budget lets the command through, as Redis does.
 
 pub use crate::keyspace::access::{
@@ -95,10 +97,35 @@ fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> bool {
         db,
         vec![Bytes::from_static(b"DEL"), Bytes::copy_from_slice(key)],
     );
+    // As Redis: tracking clients are told first, then the `evicted` keyspace event goes out.
+    let k = Bytes::copy_from_slice(key);
+    srv.tracking
+        .invalidate(srv, std::slice::from_ref(&k), 0, None, true);
+    crate::notify::keyspace_event(srv, crate::notify::EVICTED, "evicted", key, db);
     drop(sh);
     drop(entry);
     EVICTED_KEYS.fetch_add(1, Ordering::Relaxed);
     true
+}
+
+/// The memory `maxmemory` is compared with: all allocated bytes but the AOF buffer (as Redis
+/// leaves out its AOF and replication buffers, so that writing them out never evicts keys).
+pub fn counted_memory(srv: &Server) -> i64 {
+    crate::alloc::used_memory().saturating_sub(srv.aof.buffer_bytes()) as i64
+}
+
+/// CONFIG SET maxmemory: a limit below the memory in use evicts at once (Redis starts its
+/// eviction timer), rather than at the next write.
+pub fn after_maxmemory_set(srv: &Server) {
+    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    let used = counted_memory(srv);
+    if max <= 0 || used <= max {
+        return;
+    }
+    tracing::warn!(
+        "WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy."
+    );
+    while free_memory(srv) == Outcome::Running {}
 }
 
 /// Databases holding keys the policy may evict.
@@ -138,7 +165,7 @@ pub enum Outcome {
 /// Evict until used memory is under `maxmemory`, per the policy.
 pub fn free_memory(srv: &Server) -> Outcome {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
-    if max <= 0 || crate::alloc::used_memory() as i64 <= max {
+    if max <= 0 || counted_memory(srv) <= max {
         return Outcome::Ok;
     }
     // While clients are paused the dataset stays as it is: no eviction (and no -OOM), as Redis.
@@ -155,7 +182,7 @@ pub fn free_memory(srv: &Server) -> Outcome {
     let mut rng = rand::thread_rng();
     let mut evicted = 0u64;
     let mut next_db = 0usize;
-    while crate::alloc::used_memory() as i64 > max {
+    while counted_memory(srv) > max {
         let dbs = candidate_dbs(srv, policy);
         if dbs.is_empty() {
             return Outcome::Fail;

@@ -152,6 +152,45 @@ fn resp3_subscriber_gets_keyspace_events_as_pushes() {
 }
 
 #[test]
+fn resp2_and_resp3_subscribers_of_the_redis_crate_get_the_same_events_in_order() {
+    let srv = Podium::start(&[]);
+    let mut c = srv.con();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KEzgx")
+        .query(&mut c)
+        .unwrap();
+    let (mut con2, mut con3) = (srv.con(), srv.con3());
+    for con in [&mut con2, &mut con3] {
+        con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    let mut sub2 = con2.as_pubsub();
+    let mut sub3 = con3.as_pubsub();
+    sub2.psubscribe("__key*@0__:*").unwrap();
+    sub3.psubscribe("__key*@0__:*").unwrap();
+    // ZINCRBY, PEXPIRE, then the expiry (active: nobody touches the key), twice over, so that
+    // the order is checked across rounds too.
+    for _ in 0..2 {
+        run_leaderboard_changes(&srv);
+        for want in leaderboard_events() {
+            for (proto, sub) in [("RESP2", &mut sub2), ("RESP3", &mut sub3)] {
+                let msg = sub
+                    .get_message()
+                    .unwrap_or_else(|e| panic!("{proto}: no event {want:?}: {e}"));
+                let pattern: String = msg.get_pattern().unwrap();
+                let payload: String = msg.get_payload().unwrap();
+                assert_eq!(
+                    [pattern, msg.get_channel_name().to_string(), payload],
+                    want,
+                    "{proto}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn lazy_expiry_publishes_expired_before_the_command_effects() {
     let srv = Podium::start(&[]);
     let mut c = srv.con();

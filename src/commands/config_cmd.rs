@@ -50,6 +50,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);
                     }
+                    if names.contains(&"maxmemory") {
+                        crate::evict::after_maxmemory_set(ctx.srv);
+                    }
                     if names.contains(&"appendonly") {
                         let now = ctx.srv.config.get_bool("appendonly");
                         if now != was_aof {

@@ -3,15 +3,14 @@
 //! Refused unless `enable-debug-command` is `yes`, or `local` and the client is on a loopback
 //! address or the Unix socket (Redis's rule for protected commands). SLEEP blocks the worker
 //! thread it runs on, as it blocks Redis's only thread; SET-ACTIVE-EXPIRE switches the
-//! active-expiry cron. RELOAD goes through [`RELOAD_HOOK`], which the RDB code installs.
+//! active-expiry cron. The dataset subcommands (DIGEST, DIGEST-VALUE, POPULATE, RELOAD) are in
+//! [`super::debug_data`].
 
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::protocol::Reply;
-use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "debug",
@@ -28,12 +27,6 @@ static ACTIVE_EXPIRE: AtomicBool = AtomicBool::new(true);
 pub fn active_expire_enabled() -> bool {
     ACTIVE_EXPIRE.load(Ordering::Relaxed)
 }
-
-/// DEBUG RELOAD: save and load the dataset again; set by the snapshot code.
-pub static RELOAD_HOOK: OnceLock<ReloadFn> = OnceLock::new();
-
-/// What DEBUG RELOAD calls: save, empty, load; Err is the reason it failed.
-pub type ReloadFn = fn(&Server) -> Result<(), String>;
 
 /// Whether `enable-debug-command` lets this client run DEBUG.
 fn allowed(ctx: &Ctx) -> bool {
@@ -56,6 +49,9 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         );
     }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    if let Some(reply) = super::debug_data::dispatch(ctx, &sub, a) {
+        return reply;
+    }
     match (sub.as_str(), a.len()) {
         ("sleep", 3) => {
             let secs = match crate::util::numtext::parse_f64(&a[2]) {
@@ -78,15 +74,6 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 Reply::Ok
             }
             None => Reply::error(super::args::NOT_INT),
-        },
-        ("reload", _) => match RELOAD_HOOK.get() {
-            Some(reload) => match reload(ctx.srv) {
-                Ok(()) => Reply::Ok,
-                Err(e) => Reply::Error(format!("ERR Error trying to load the RDB dump: {e}")),
-            },
-            None => {
-                Reply::error("ERR DEBUG RELOAD is not supported: Podium has no RDB snapshots yet")
-            }
         },
         ("config-rewrite-force-all", 2) => {
             match crate::config_rewrite::rewrite_with(&ctx.srv.config, true) {
@@ -134,6 +121,7 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Prints this help.",
             ]
             .iter()
+            .chain(super::debug_data::HELP)
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),

@@ -177,6 +177,9 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                         }
                     ),
                 );
+                let aof_buffer = srv.aof.buffer_bytes();
+                kv("mem_not_counted_for_evict", aof_buffer.to_string());
+                kv("mem_aof_buffer", aof_buffer.to_string());
                 kv("mem_allocator", crate::alloc::allocator_name());
                 kv("lazyfree_pending_objects", "0".into());
             }
@@ -245,6 +248,15 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     kv("pubsub_patterns", ps.len(Kind::Pattern).to_string());
                     kv("pubsubshard_channels", ps.len(Kind::Shard).to_string());
                 }
+                let snap = &srv.aof.inner.snap;
+                kv(
+                    "latest_fork_usec",
+                    snap.latest_fork_usec.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "total_forks",
+                    snap.total_forks.load(Ordering::Relaxed).to_string(),
+                );
                 let (tk, ti, tp) = srv.tracking.totals();
                 kv("tracking_total_keys", tk.to_string());
                 kv("tracking_total_items", ti.to_string());

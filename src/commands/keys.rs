@@ -249,6 +249,8 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::error("ERR no such key");
     };
     let expire = entry.expire_at;
+    // As Redis: an existing destination is deleted first, so the key is created anew (`new`).
+    ctx.db().remove(dst);
     ctx.db().insert(dst, entry.value);
     if expire != NO_EXPIRE {
         ctx.db().set_expire(dst, expire);

@@ -16,6 +16,7 @@ pub mod client;
 pub mod command;
 pub mod config_cmd;
 pub mod debug;
+mod debug_data;
 pub mod errors;
 pub mod expire;
 pub mod geo;
@@ -507,6 +508,7 @@ pub fn dispatch_with<'a>(
     client
         .info
         .set_last_cmd(latency::full_name(spec, &args), now);
+    let out_of_memory = evict_before_command(srv);
     if client.multi.is_some()
         && !matches!(
             spec.name,
@@ -519,7 +521,7 @@ pub fn dispatch_with<'a>(
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
-        if let Some(err) = write_refusal(srv, spec) {
+        if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
             client.multi_abort = true;
             spec.rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -530,7 +532,7 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::Status("QUEUED"));
     }
-    if let Some(err) = write_refusal(srv, spec) {
+    if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
         spec.rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
@@ -635,8 +637,31 @@ fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Rep
 }
 
 /// Why `spec` must be refused now, if it must: `-MISCONF` for writes (and PING) while the AOF
-/// cannot be written, `-OOM` for memory-growing commands over `maxmemory`.
+/// cannot be written, `-OOM` for memory-growing commands over `maxmemory`. For a command a
+/// script runs: the script holds shard locks, so nothing is evicted here (the EVAL evicted
+/// before it started, as Redis decides a script's OOM state before the script runs).
 pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
+    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    write_refusal_oom(
+        srv,
+        spec,
+        max > 0 && crate::evict::counted_memory(srv) > max,
+    )
+}
+
+/// As Redis before every command: over `maxmemory`, evict (whatever the command); true when
+/// the memory is still over the limit and nothing more can go. Called with no shard locked.
+/// Nothing is evicted while a load replays commands.
+fn evict_before_command(srv: &Server) -> bool {
+    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    max > 0
+        && !srv.aof.loading()
+        && crate::evict::counted_memory(srv) > max
+        && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
+}
+
+/// [`write_refusal`] given whether memory is over `maxmemory` with nothing left to evict.
+fn write_refusal_oom(srv: &Server, spec: &Spec, out_of_memory: bool) -> Option<Reply> {
     if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
         if let Some(e) = crate::persistence::snapshot::write_refusal(srv) {
             return Some(Reply::error(e));
@@ -647,12 +672,7 @@ pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
             )));
         }
     }
-    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
-    if max > 0
-        && spec.flags & flags::DENYOOM != 0
-        && crate::alloc::used_memory() as i64 > max
-        && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
-    {
+    if out_of_memory && spec.flags & flags::DENYOOM != 0 {
         return Some(Reply::error(
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));
@@ -702,7 +722,7 @@ pub fn run_locked<'a>(
         feed_monitors(srv, client, db_before, args);
     }
     if script_first && srv.tracking.is_active() {
-        // EVAL script numkeys key ...: the declared keys.
+        // EVAL script numkeys key ... (FCALL function numkeys key ...): the declared keys.
         let n = args
             .get(2)
             .and_then(|n| crate::util::numtext::parse_i64(n))

@@ -230,7 +230,7 @@ pub static EXTRA: &[Param] = &[
             max: i32::MAX as i64,
         },
         "0",
-        "a test knob Podium does not have: only 0 is accepted",
+        "sleep this many microseconds per key while loading an RDB file (negative -N: 1 us once in N keys), for tests",
     ),
     row(
         "loading-process-events-interval-bytes",
@@ -463,7 +463,6 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
         "maxmemory-clients" => "client eviction (maxmemory-clients) is not supported",
         "watchdog-period" => "the software watchdog is not supported",
-        "key-load-delay" => "key-load-delay is not supported",
         "socket-mark-id" => "socket marks are not supported",
         "aof-disable-auto-gc" => "keeping history AOF files is not supported",
         "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",

@@ -250,7 +250,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         match unsafe { (*shard).raw_get_mut(key) } {
             None => {
                 if count {
-                    self.g.misses += 1;
+                    self.note_miss(key);
                 }
                 return None;
             }
@@ -267,9 +267,20 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         }
         self.shard(key);
         if count {
-            self.g.misses += 1;
+            self.note_miss(key);
         }
         None
+    }
+
+    /// A read found no key: counted in keyspace_misses and, as Redis's lookupKeyRead does,
+    /// published as a `keymiss` event (class `m`).
+    fn note_miss(&mut self, key: &[u8]) {
+        self.g.misses += 1;
+        if self.g.notify_flags & crate::notify::KEY_MISS != 0 {
+            self.g
+                .events
+                .push((self.db, "keymiss", Bytes::copy_from_slice(key)));
+        }
     }
 
     /// The live entry for `key` without counting as an access (OBJECT, eviction figures).

@@ -224,6 +224,12 @@ pub(crate) fn encode_select(out: &mut Vec<u8>, db: usize) {
 }
 
 impl Aof {
+    /// Bytes held by the AOF's write buffer: like Redis's aof_buf, left out of the memory
+    /// `maxmemory` compares (INFO mem_not_counted_for_evict, mem_aof_buffer).
+    pub fn buffer_bytes(&self) -> usize {
+        self.inner.feed.lock().buf.capacity()
+    }
+
     /// Log one command that changed database `db`. Called under the command's shard locks, so
     /// it only buffers.
     pub fn feed(&self, db: usize, argv: Vec<Bytes>) {
@@ -577,6 +583,74 @@ pub fn will_load(srv: &Server) -> bool {
     srv.config.get_bool("appendonly") || snapshot::rdb_path(srv).exists()
 }
 
+/// Replay the files `m` names in `dir`, in order: the number of commands and each file's size.
+fn replay(
+    srv: &Server,
+    dir: &std::path::Path,
+    m: &manifest::Manifest,
+) -> Result<(u64, Vec<u64>), String> {
+    let files: Vec<&manifest::Part> = m.base.iter().chain(m.incrs.iter()).collect();
+    start_load_progress_of(srv, dir, &files);
+    let mut total_cmds = 0;
+    let mut sizes = Vec::with_capacity(files.len());
+    for (i, p) in files.iter().enumerate() {
+        let path = dir.join(&p.name);
+        let last = i + 1 == files.len();
+        if !path.exists() {
+            return Err(format!(
+                "The AOF file {} listed in the manifest doesn't exist",
+                p.name
+            ));
+        }
+        let l = load::load_file(srv, &path, last)?;
+        total_cmds += l.commands;
+        sizes.push(file_size(&path));
+        if l.commands > 0 || l.bytes > 0 {
+            tracing::info!(
+                "DB loaded from {} file {}",
+                if i == 0 && m.base.is_some() {
+                    "base"
+                } else {
+                    "incr"
+                },
+                p.name
+            );
+        }
+    }
+    Ok((total_cmds, sizes))
+}
+
+/// INFO's loading_total_bytes for an AOF load: the sizes of its files.
+fn start_load_progress_of(srv: &Server, dir: &std::path::Path, files: &[&manifest::Part]) {
+    let total = files.iter().map(|p| file_size(&dir.join(&p.name))).sum();
+    snapshot::start_load_progress(srv, total);
+}
+
+/// DEBUG LOADAOF: write out and fsync what the AOF has pending, empty every database and
+/// replay the AOF the manifest on disk names (as Redis does, also with `appendonly no`, for
+/// the files a BGREWRITEAOF left). The replayed commands are not logged again, and count as no
+/// change since the last save. Must be called with no shard lock held.
+pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    if inner.enabled.load(Ordering::Acquire) {
+        inner.write_pending(true);
+    }
+    let (dir, filename) = paths(srv);
+    let m = manifest::read(&dir, &filename)?
+        .ok_or_else(|| format!("no AOF manifest in {}", dir.display()))?;
+    let was_loading = inner.loading.swap(true, Ordering::SeqCst);
+    snapshot::empty_all(srv);
+    // This thread's commands stay out of the AOF (they come from it).
+    let r = crate::scripting::without_aof_if(true, || replay(srv, &dir, &m));
+    inner.loading.store(was_loading, Ordering::SeqCst);
+    inner
+        .dirty_base
+        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+    let (cmds, _) = r?;
+    tracing::warn!("Append Only File loaded by DEBUG LOADAOF ({cmds} commands)");
+    Ok(())
+}
+
 /// Load the AOF (if `appendonly yes`; else the RDB file, if there is one) and start logging.
 /// Clients are accepted meanwhile and get -LOADING.
 pub fn startup(srv: &Server) -> Result<(), String> {
@@ -640,39 +714,8 @@ pub fn startup(srv: &Server) -> Result<(), String> {
     // Replay.
     inner.loading.store(true, Ordering::SeqCst);
     let started = Instant::now();
-    let files: Vec<&manifest::Part> = m.base.iter().chain(m.incrs.iter()).collect();
-    let mut total_cmds = 0;
-    let mut sizes = Vec::with_capacity(files.len());
-    for (i, p) in files.iter().enumerate() {
-        let path = dir.join(&p.name);
-        let last = i + 1 == files.len();
-        // On failure `loading` stays set until the process exits (see the RDB case above).
-        if !path.exists() {
-            return Err(format!(
-                "The AOF file {} listed in the manifest doesn't exist",
-                p.name
-            ));
-        }
-        let r = load::load_file(srv, &path, last);
-        match r {
-            Ok(l) => {
-                total_cmds += l.commands;
-                sizes.push(file_size(&path));
-                if l.commands > 0 || l.bytes > 0 {
-                    tracing::info!(
-                        "DB loaded from {} file {}",
-                        if i == 0 && m.base.is_some() {
-                            "base"
-                        } else {
-                            "incr"
-                        },
-                        p.name
-                    );
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    // On failure `loading` stays set until the process exits (see the RDB case above).
+    let (total_cmds, mut sizes) = replay(srv, &dir, &m)?;
     inner.loading.store(false, Ordering::SeqCst);
     inner
         .dirty_base
@@ -851,6 +894,7 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
         ));
         v.push(("aof_delayed_fsync", "0".into()));
     }
+    v.extend(snapshot::info_loading(srv));
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 

@@ -59,7 +59,7 @@ const BGSAVE_RETRY_DELAY: i64 = 5;
 pub(crate) struct SaveOpts {
     pub compress: bool,
     pub checksum: bool,
-    /// `rdb-key-save-delay`: microseconds to sleep per key (negative: nanoseconds), for tests.
+    /// `rdb-key-save-delay`: the pause per key, for tests (see [`debug_delay`]).
     pub key_delay: i64,
     pub aof_base: bool,
 }
@@ -156,11 +156,7 @@ impl<W: Write> RdbWriter<W> {
             if self.buf.len() >= 1 << 16 {
                 self.spill()?;
             }
-            match self.opts.key_delay {
-                0 => {}
-                d if d > 0 => std::thread::sleep(std::time::Duration::from_micros(d as u64)),
-                d => std::thread::sleep(std::time::Duration::from_nanos(d.unsigned_abs())),
-            }
+            debug_delay(self.opts.key_delay);
         }
         Ok(())
     }
@@ -290,6 +286,8 @@ pub(crate) struct Parsed {
     /// Keys dropped because they had expired (rdb_last_load_keys_expired).
     pub expired: u64,
     pub aof_base: bool,
+    /// The `used-mem` aux field: the writer's memory use (INFO loading_rdb_used_mem).
+    pub used_mem: u64,
 }
 
 fn type_name(t: u8) -> &'static str {
@@ -340,6 +338,7 @@ pub(crate) fn parse(
         end: 0,
         expired: 0,
         aof_base: false,
+        used_mem: 0,
     };
     let mut db = 0usize;
     let mut expire_at = crate::keyspace::NO_EXPIRE;
@@ -396,6 +395,8 @@ pub(crate) fn parse(
                     .ok_or_else(|| short(&r, "reading an aux field"))?;
                 if k == b"aof-base" {
                     out.aof_base = v == b"1";
+                } else if k == b"used-mem" {
+                    out.used_mem = crate::util::numtext::parse_i64(&v).unwrap_or(0).max(0) as u64;
                 }
             }
             OP_MODULE_AUX => {
@@ -484,7 +485,20 @@ fn apply_locked(
 ) -> Result<u64, String> {
     let ks = &srv.keyspace;
     let mut n = 0u64;
+    let st = &srv.aof.inner.snap;
+    let total_keys = parsed.keys.len().max(1) as u64;
+    let total_bytes = st.load_total_bytes.load(Ordering::Relaxed);
+    let mut delay = srv.config.get_i64("key-load-delay");
     for k in parsed.keys {
+        // Progress for INFO (loading_loaded_bytes): the file was parsed in full before this,
+        // so bytes are counted in proportion to the keys inserted.
+        if n.is_multiple_of(1024) {
+            st.load_done_bytes
+                .store(total_bytes * n / total_keys, Ordering::Relaxed);
+            // Re-read now and then: tests lower it with CONFIG SET while a load runs.
+            delay = srv.config.get_i64("key-load-delay");
+        }
+        debug_delay(delay);
         let shard = &mut guards[k.db][ks.shard_of(&k.key)];
         if shard.raw_get(&k.key).is_some() {
             let msg = format!(
@@ -507,6 +521,20 @@ fn apply_locked(
     Ok(n)
 }
 
+/// Redis's debugDelay, the pause per key of `rdb-key-save-delay` and `key-load-delay`: `usec`
+/// microseconds, or for a negative -N one microsecond once in N calls on average (a sleep of
+/// any length costs a system call and a context switch, so shorter pauses are statistical).
+pub(crate) fn debug_delay(usec: i64) {
+    let usec = match usec {
+        0 => return,
+        n if n > 0 => n as u64,
+        n => u64::from(rand::random::<u64>().is_multiple_of(n.unsigned_abs())),
+    };
+    if usec > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(usec));
+    }
+}
+
 /// Insert parsed keys (see [`apply_locked`]), locking every shard meanwhile.
 pub(crate) fn apply(srv: &Server, parsed: Parsed, name: &str) -> Result<u64, String> {
     let mut guards = lock_all(srv);
@@ -517,6 +545,7 @@ pub(crate) fn apply(srv: &Server, parsed: Parsed, name: &str) -> Result<u64, Str
 fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
     let name = path.display().to_string();
     let data = std::fs::read(path).map_err(|e| format!("Can't open {name}: {e}"))?;
+    start_load_progress(srv, data.len() as u64);
     let parsed = parse(
         &data,
         &name,
@@ -524,6 +553,11 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
         srv.keyspace.num_dbs(),
         Some(crate::clock::unix_ms()),
     )?;
+    srv.aof
+        .inner
+        .snap
+        .load_rdb_used_mem
+        .store(parsed.used_mem, Ordering::Relaxed);
     if parsed.end != data.len() {
         return Err(format!(
             "Bad RDB file {name}: {} bytes after its end (offset {})",
@@ -532,6 +566,50 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
         ));
     }
     Ok(parsed)
+}
+
+/// A load of `total_bytes` starts now (INFO loading_start_time, loading_total_bytes).
+pub(crate) fn start_load_progress(srv: &Server, total_bytes: u64) {
+    let st = &srv.aof.inner.snap;
+    st.load_started
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
+    st.load_total_bytes.store(total_bytes, Ordering::Relaxed);
+    st.load_done_bytes.store(0, Ordering::Relaxed);
+    st.load_rdb_used_mem.store(0, Ordering::Relaxed);
+}
+
+/// INFO persistence's loading_* fields, printed while a load runs (Redis's computation of the
+/// percentage and the ETA).
+pub(crate) fn info_loading(srv: &Server) -> Vec<(&'static str, String)> {
+    if !srv.aof.loading() {
+        return Vec::new();
+    }
+    let st = &srv.aof.inner.snap;
+    let started = st.load_started.load(Ordering::Relaxed);
+    let total = st.load_total_bytes.load(Ordering::Relaxed);
+    let done = st.load_done_bytes.load(Ordering::Relaxed).min(total);
+    let (perc, remaining) = if total > 0 {
+        (done as f64 * 100.0 / total as f64, total - done)
+    } else {
+        (0.0, 1)
+    };
+    let elapsed = (crate::clock::unix_ms() / 1000 - started).max(0) as u64;
+    let eta = if elapsed == 0 {
+        1
+    } else {
+        elapsed.saturating_mul(remaining) / (done + 1)
+    };
+    vec![
+        ("loading_start_time", started.to_string()),
+        ("loading_total_bytes", total.to_string()),
+        (
+            "loading_rdb_used_mem",
+            st.load_rdb_used_mem.load(Ordering::Relaxed).to_string(),
+        ),
+        ("loading_loaded_bytes", done.to_string()),
+        ("loading_loaded_perc", format!("{perc:.2}")),
+        ("loading_eta_seconds", eta.to_string()),
+    ]
 }
 
 fn record_load(srv: &Server, loaded: u64, expired: u64) {
@@ -543,6 +621,14 @@ fn record_load(srv: &Server, loaded: u64, expired: u64) {
         .dirty_base
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
     tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
+}
+
+/// Empty every database (DEBUG LOADAOF before its replay), waking WATCHes on what it drops.
+pub(crate) fn empty_all(srv: &Server) {
+    for s in lock_all(srv).iter_mut().flatten() {
+        s.touch_all_watched();
+        s.clear();
+    }
 }
 
 /// DEBUG RELOAD's load: read `dir/dbfilename` in full, then (every shard locked) empty the
@@ -609,6 +695,16 @@ pub(crate) struct SnapState {
     pub rewrite_scheduled: AtomicBool,
     /// SHUTDOWN already saved (or was told NOSAVE): the exit path must not save again.
     pub shutdown_handled: AtomicBool,
+    /// The load in progress (INFO loading_*): Unix seconds it started, the bytes of its
+    /// file(s), and how many of those are loaded.
+    pub load_started: AtomicI64,
+    pub load_total_bytes: AtomicU64,
+    pub load_done_bytes: AtomicU64,
+    pub load_rdb_used_mem: AtomicU64,
+    /// How long the last fork(2) took, and how many there were (INFO latest_fork_usec,
+    /// total_forks).
+    pub latest_fork_usec: AtomicU64,
+    pub total_forks: AtomicU64,
 }
 
 impl Default for SnapState {
@@ -632,6 +728,12 @@ impl Default for SnapState {
             last_load_expired: AtomicU64::new(0),
             rewrite_scheduled: AtomicBool::new(false),
             shutdown_handled: AtomicBool::new(false),
+            load_started: AtomicI64::new(0),
+            load_total_bytes: AtomicU64::new(0),
+            load_done_bytes: AtomicU64::new(0),
+            load_rdb_used_mem: AtomicU64::new(0),
+            latest_fork_usec: AtomicU64::new(0),
+            total_forks: AtomicU64::new(0),
         }
     }
 }
@@ -840,6 +942,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
         return Err(format!("Can't save in background: fork: {e}"));
     }
     let fork_ms = fork_started.elapsed().as_secs_f64() * 1000.0;
+    st.latest_fork_usec
+        .store(fork_started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    st.total_forks.fetch_add(1, Ordering::Relaxed);
     st.saves.fetch_add(1, Ordering::Relaxed);
     st.dirty_at_fork.store(dirty, Ordering::Relaxed);
     *st.child_started.lock() = Some(Instant::now());
@@ -1107,8 +1212,11 @@ pub(crate) fn after_flushall(srv: &Server) {
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
             tracing::info!("DB saved on disk");
+            // The FLUSHALL counts as one change once it returns; Redis forces its propagation
+            // instead of counting it, so after this save no change is pending (INFO
+            // rdb_changes_since_last_save 0, and no save point fires for it).
             let dirty = srv.stats.dirty.load(Ordering::Relaxed);
-            record_save(srv, dirty);
+            record_save(srv, dirty + 1);
         }
         Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
     }
@@ -1119,6 +1227,11 @@ pub(crate) fn after_flushall(srv: &Server) {
 pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Result<(), String> {
     kill_child(srv);
     if nosave || (!save_flag && save_points(srv).is_empty()) {
+        return Ok(());
+    }
+    if srv.aof.loading() {
+        // As Redis: a save now would replace the file with the part loaded so far.
+        tracing::warn!("Shutting down while loading: the dataset is not saved.");
         return Ok(());
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");

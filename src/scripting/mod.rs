@@ -419,7 +419,7 @@ thread_local! {
 
 /// Run `f` with what it would log kept out of the AOF when `suppress` is set (a script's
 /// `redis.set_repl(redis.REPL_NONE)` or `REPL_REPLICA`; Podium has no replicas).
-fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
+pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
     if !suppress {
         return f();
     }

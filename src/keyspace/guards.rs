@@ -276,7 +276,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// published as a `keymiss` event (class `m`).
     fn note_miss(&mut self, key: &[u8]) {
         self.g.misses += 1;
-        if self.g.notify_flags & crate::notify::KEY_MISS != 0 {
+        if self.g.notify_flags & crate::keyspace::events::KEY_MISS != 0 {
             self.g
                 .events
                 .push((self.db, "keymiss", Bytes::copy_from_slice(key)));

@@ -101,7 +101,6 @@ pub static COMMANDS: &[Spec] = &[
         shutdown,
         "server",
     ),
-    Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
     Spec::new(
         "readonly",
         1,
@@ -185,7 +184,7 @@ fn check_password(
     let name = user.unwrap_or(b"default");
     match ctx.srv.acl.authenticate(name, pass) {
         Some(u) => {
-            ctx.client.user = Some(u);
+            ctx.client.set_user(u);
             ctx.client.authenticated = true;
             Ok(())
         }
@@ -284,7 +283,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.reply_mode = crate::connection::ReplyMode::On;
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
-    ctx.client.user = Some(ctx.srv.acl.default_user());
+    ctx.client.set_user(ctx.srv.acl.default_user());
     ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
@@ -497,7 +496,12 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 };
                 continue;
             }
-            "addr" | "laddr" | "user" | "type" | "maxage" => {}
+            "user" => {
+                if ctx.srv.acl.get(v.as_bytes()).is_none() {
+                    return Reply::error(format!("ERR No such user '{v}'"));
+                }
+            }
+            "addr" | "laddr" | "type" | "maxage" => {}
             _ => return Reply::error(SYNTAX),
         }
         filters.push((k, v));
@@ -512,7 +516,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "id" => v.parse::<u64>().ok() == Some(c.id),
             "addr" => &c.addr == v,
             "laddr" => &c.laddr == v,
-            "user" => v == "default",
+            "user" => c.user_name() == *v,
             "type" => v.eq_ignore_ascii_case("normal"),
             "maxage" => v
                 .parse::<i64>()
@@ -1259,28 +1263,6 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
     Reply::NoReply
-}
-
-fn function(_: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        // No functions can exist (Podium has no scripting), so flushing is a true no-op.
-        "flush" if a.len() <= 3 => {
-            if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
-                return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
-            }
-            Reply::Ok
-        }
-        "list" => Reply::Array(vec![]),
-        "stats" => Reply::Map(vec![
-            (Reply::bulk_slice(b"running_script"), Reply::Null),
-            (Reply::bulk_slice(b"engines"), Reply::Map(vec![])),
-        ]),
-        _ => Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
-            String::from_utf8_lossy(&a[1])
-        )),
-    }
 }
 
 fn memory_keys(a: &[Bytes]) -> Vec<usize> {

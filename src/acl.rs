@@ -864,13 +864,16 @@ impl Acl {
         }
     }
 
-    /// ACL SETUSER: all rules or none. Err is the full error text (without "ERR ").
+    /// ACL SETUSER: all rules or none. Err is the full error text (without "ERR "). Ok holds
+    /// the channel patterns the user keeps when the change took channel permissions away
+    /// from an existing user (its subscribers must then be checked, see
+    /// [`disconnect_revoked_subscribers`]), None otherwise.
     pub(crate) fn set_user(
         &self,
         name: &[u8],
         rules: &[Bytes],
         pubsub_all: bool,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Vec<Vec<u8>>>, String> {
         let merged = merge_selector_args(rules)?;
         let existing = self.get(name);
         let mut staged = match &existing {
@@ -888,17 +891,19 @@ impl Acl {
         match existing {
             Some(u) => {
                 let mut u = u.write();
+                let revoked = channels_revoked(&u, &staged);
                 let deleted = u.deleted.clone();
                 *u = staged;
                 u.deleted = deleted;
+                Ok(revoked)
             }
             None => {
                 self.users
                     .write()
                     .insert(name.to_vec(), Arc::new(RwLock::new(staged)));
+                Ok(None)
             }
         }
-        Ok(())
     }
 
     /// ACL DELUSER of existing users: the count removed. Their clients are disconnected.
@@ -980,6 +985,7 @@ impl Acl {
             }
             fresh
                 .set_user(name, rules, false)
+                .map(|_| ())
                 .map_err(|e| format!("{e}. User '{}'", String::from_utf8_lossy(name)))?;
         }
         let mut new_users = std::mem::take(&mut *fresh.users.write());
@@ -1246,6 +1252,93 @@ pub(crate) fn log_auth_failure(srv: &Server, client: &Client, command: &[u8], us
         username,
         client.info.describe(),
     );
+}
+
+/// When `new` takes channel permissions away from `old`, the channel patterns of every
+/// selector of `new` (what a subscription must still match); None when no subscriber of the
+/// user can have lost access: some selector of `new` allows every channel, or every pattern
+/// of `old` is still listed in `new` (Redis's ACLKillPubsubClientsIfNeeded shortcuts).
+fn channels_revoked(old: &User, new: &User) -> Option<Vec<Vec<u8>>> {
+    if new.selectors.iter().any(|s| s.allchannels) {
+        return None;
+    }
+    let upcoming: Vec<Vec<u8>> = new
+        .selectors
+        .iter()
+        .flat_map(|s| s.channels.iter().cloned())
+        .collect();
+    let kept = old
+        .selectors
+        .iter()
+        .all(|s| !s.allchannels && s.channels.iter().all(|c| upcoming.contains(c)));
+    (!kept).then_some(upcoming)
+}
+
+/// Whether a subscription (`pattern`: a PSUBSCRIBE pattern, matched literally as Redis
+/// does; otherwise a channel, matched against the glob patterns) is allowed by `upcoming`.
+pub(crate) fn subscription_allowed(upcoming: &[Vec<u8>], name: &[u8], pattern: bool) -> bool {
+    upcoming.iter().any(|p| {
+        if pattern {
+            p[..] == name[..]
+        } else {
+            crate::util::numtext::glob_match(p, name, false)
+        }
+    })
+}
+
+/// After ACL SETUSER took channel permissions away from `user` (`upcoming`: what it keeps):
+/// disconnect every client authenticated as that user with a subscription no longer allowed,
+/// as Redis does. True when the client running the command (`current`) is one of them: it is
+/// to be closed after its reply (killing it now would drop the reply).
+pub(crate) fn disconnect_revoked_subscribers(
+    srv: &Server,
+    current: u64,
+    user: &UserRef,
+    upcoming: &[Vec<u8>],
+) -> bool {
+    let mut doomed: Vec<Arc<crate::connection::ClientInfo>> = Vec::new();
+    srv.pubsub.for_each_subscription(|kind, name, info| {
+        let same_user = info
+            .user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| Arc::ptr_eq(u, user));
+        let pattern = kind == crate::pubsub::Kind::Pattern;
+        if same_user && !subscription_allowed(upcoming, name, pattern) {
+            doomed.push(info.clone());
+        }
+    });
+    let mut close_current = false;
+    for info in doomed {
+        if info.id == current {
+            close_current = true;
+        } else {
+            info.kill();
+        }
+    }
+    close_current
+}
+
+/// Disconnect every client whose user was deleted (ACL DELUSER, ACL LOAD), at once, as Redis
+/// does. True when the client running the command (`current`) is one of them: it gets its
+/// reply first and is closed after it.
+pub(crate) fn disconnect_deleted_users(srv: &Server, current: u64) -> bool {
+    let clients: Vec<Arc<crate::connection::ClientInfo>> =
+        srv.clients.lock().values().cloned().collect();
+    let mut close_current = false;
+    for info in clients {
+        let deleted = info
+            .user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst));
+        if deleted && info.id == current {
+            close_current = true;
+        } else if deleted {
+            info.kill();
+        }
+    }
+    close_current
 }
 
 /// True when the client's user was deleted (ACL DELUSER, ACL LOAD): Redis disconnects it.

@@ -1118,10 +1118,12 @@ impl Config {
                     std::fs::read_to_string(first)
                         .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
-                cfg.load_text(&text, first)?;
+                // Made absolute before loading, as Redis does: a `dir` in the file changes
+                // the working directory, and CONFIG REWRITE must find the file afterwards.
                 if first != "-" {
                     cfg.config_file = std::fs::canonicalize(first).ok();
                 }
+                cfg.load_text(&text, first)?;
                 rest = &rest[1..];
             }
         }

@@ -42,9 +42,46 @@ pub struct ClientInfo {
     pub qbuf: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: crate::pubsub::Mailbox,
+    /// The ACL user the connection runs as (a copy of [`Client::user`], set through
+    /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
+    /// clients to disconnect by it.
+    pub(crate) user: Mutex<Option<crate::acl::UserRef>>,
 }
 
 impl ClientInfo {
+    /// A connection's record: `id`, peer and local addresses, created at `now_ms`.
+    pub fn new(id: u64, addr: String, laddr: String, now_ms: i64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            created_ms: now_ms,
+            last_active_ms: AtomicI64::new(now_ms),
+            last_cmd: Mutex::new("NULL"),
+            resp: AtomicU8::new(2),
+            multi: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            no_evict: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+            qbuf: AtomicUsize::new(0),
+            push: Default::default(),
+            user: Mutex::new(None),
+        }
+    }
+
+    /// The name of the connection's ACL user (`default` before one is set).
+    pub(crate) fn user_name(&self) -> String {
+        self.user
+            .lock()
+            .as_ref()
+            .map(|u| String::from_utf8_lossy(&u.read().name).into_owned())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
     pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
         *self.last_cmd.lock() = name;
         self.last_active_ms.store(now_ms, Ordering::Relaxed);
@@ -89,7 +126,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -105,6 +142,7 @@ impl ClientInfo {
             self.qbuf.load(Ordering::Relaxed),
             self.push.used(),
             self.last_cmd.lock(),
+            self.user_name(),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -189,6 +227,12 @@ impl Client {
         }
     }
 
+    /// Run as ACL user `user` from now on.
+    pub fn set_user(&mut self, user: crate::acl::UserRef) {
+        *self.info.user.lock() = Some(user.clone());
+        self.user = Some(user);
+    }
+
     pub fn select(&mut self, db: usize) {
         self.db = db;
         self.info.db.store(db, Ordering::Relaxed);
@@ -224,25 +268,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
-    let info = Arc::new(ClientInfo {
-        id,
-        addr: peer,
-        laddr,
-        name: Mutex::new(None),
-        lib_name: Mutex::new(None),
-        db: AtomicUsize::new(0),
-        created_ms: now,
-        last_active_ms: AtomicI64::new(now),
-        last_cmd: Mutex::new("NULL"),
-        resp: AtomicU8::new(2),
-        multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        no_evict: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        kill: Notify::new(),
-        qbuf: AtomicUsize::new(0),
-        push: Default::default(),
-    });
+    let info = Arc::new(ClientInfo::new(id, peer, laddr, now));
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
     let admitted = {
         let mut clients = srv.clients.lock();
@@ -278,7 +304,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
-    client.user = Some(srv.acl.default_user());
+    client.set_user(srv.acl.default_user());
     client.authenticated = crate::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");

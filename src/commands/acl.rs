@@ -37,7 +37,16 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error("ERR Usernames can't contain spaces or null characters");
             }
             match srv.acl.set_user(name, &a[3..], pubsub_all) {
-                Ok(()) => Reply::Ok,
+                Ok(None) => Reply::Ok,
+                Ok(Some(upcoming)) => {
+                    if let Some(user) = srv.acl.get(name) {
+                        let id = ctx.client.id;
+                        if acl::disconnect_revoked_subscribers(srv, id, &user, &upcoming) {
+                            ctx.close_after_reply = true;
+                        }
+                    }
+                    Reply::Ok
+                }
                 Err(e) => Reply::Error(format!("ERR {}", e.replace(['\r', '\n'], " "))),
             }
         }
@@ -45,7 +54,11 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             if a[2..].iter().any(|n| &n[..] == b"default") {
                 return Reply::error("ERR The 'default' user cannot be removed");
             }
-            Reply::Int(srv.acl.delete(&a[2..]) as i64)
+            let removed = srv.acl.delete(&a[2..]);
+            if acl::disconnect_deleted_users(srv, ctx.client.id) {
+                ctx.close_after_reply = true;
+            }
+            Reply::Int(removed as i64)
         }
         ("getuser", 3) => match srv.acl.get(&a[2]) {
             Some(u) => acl::view::getuser(&u.read()),
@@ -61,7 +74,12 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
         ),
         ("load", 2) => match load_file(srv, &aclfile(ctx)) {
-            Ok(()) => Reply::Ok,
+            Ok(()) => {
+                if acl::disconnect_deleted_users(srv, ctx.client.id) {
+                    ctx.close_after_reply = true;
+                }
+                Reply::Ok
+            }
             Err(e) => Reply::Error(format!("ERR {e}")),
         },
         ("save", 2) => match save_file(srv, &aclfile(ctx)) {

@@ -1021,7 +1021,7 @@ impl Acl {
         username: &[u8],
         client_info: String,
     ) {
-        let now = crate::server::unix_ms();
+        let now = crate::clock::unix_ms();
         let mut log = self.log.lock();
         let found = log.iter().take(10).position(|e| {
             e.reason == reason
@@ -1408,7 +1408,7 @@ pub(crate) mod view {
 
     /// ACL LOG [count].
     pub(crate) fn log(acl: &Acl, count: usize) -> Reply {
-        let now = crate::server::unix_ms();
+        let now = crate::clock::unix_ms();
         let log = acl.log.lock();
         Reply::Array(
             log.iter()

@@ -730,7 +730,9 @@ fn save_points_text(words: &[String]) -> Result<String, String> {
 /// must survive an `A`) and shown in Redis's canonical letters.
 fn shown(prm: &Param, v: &str) -> String {
     match prm.name {
-        "notify-keyspace-events" => crate::notify::normalise(v).unwrap_or_else(|_| v.to_string()),
+        "notify-keyspace-events" => {
+            crate::keyspace::events::normalise(v).unwrap_or_else(|_| v.to_string())
+        }
         // `dir` is the working directory (see change_dir): show where the process really is.
         "dir" => std::env::current_dir()
             .map(|d| d.to_string_lossy().into_owned())
@@ -747,7 +749,7 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
     }
     if prm.name == "notify-keyspace-events" && words.len() == 1 {
         // Kept as given (CONFIG GET renders it as Redis does, which can hide `n` behind `A`).
-        crate::notify::normalise(&words[0])?;
+        crate::keyspace::events::normalise(&words[0])?;
     }
     if let Kind::Words = prm.kind {
         if prm.name == "save" {
@@ -865,7 +867,7 @@ impl Config {
             "timeout" => h.timeout.store(n, Ordering::Relaxed),
             "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
             "notify-keyspace-events" => h.notify_flags.store(
-                crate::notify::parse_flags(&v).unwrap_or(0),
+                crate::keyspace::events::parse_flags(&v).unwrap_or(0),
                 Ordering::Relaxed,
             ),
             // Only the classes named change; the stored text becomes all three.
@@ -875,7 +877,7 @@ impl Config {
             "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
             "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
             name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
-                crate::evict::configure(name, &v)
+                crate::keyspace::access::configure(name, &v)
             }
             "loglevel" => crate::log::set_level(&v),
             _ => {}

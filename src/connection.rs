@@ -7,12 +7,13 @@
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
 
+use crate::clock::unix_ms;
 use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
 use crate::keyspace::WatchFlag;
 use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply, Resp};
-use crate::server::{unix_ms, Server};
+use crate::server::Server;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::net::SocketAddr;

@@ -29,3 +29,4 @@ pub mod server;
 pub mod tracking;
 pub mod types;
 pub mod util;
+pub mod version;

@@ -38,7 +38,7 @@ pub(crate) fn is_cross_protocol(name: &[u8]) -> bool {
 /// Log the cross-protocol warning, at most once a minute (as Redis).
 pub(crate) fn warn_cross_protocol() {
     static LAST_LOGGED: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let now = crate::server::unix_ms() / 1000;
+    let now = crate::clock::unix_ms() / 1000;
     let last = LAST_LOGGED.load(std::sync::atomic::Ordering::Relaxed);
     if (now - last).abs() > 60
         && LAST_LOGGED

@@ -492,7 +492,7 @@ impl PubSub {
             return;
         }
         let line = Bytes::from(monitor_line(source, db, args, std::time::SystemTime::now()));
-        let now_ms = crate::server::unix_ms();
+        let now_ms = crate::clock::unix_ms();
         for info in self.monitors.read().values() {
             if !info.push.push(line.clone(), limit, now_ms) {
                 info.kill();

@@ -6,6 +6,7 @@
 //! [`crate::connection`]) and runs the cron (active expiry at `hz`) until SHUTDOWN or a signal.
 
 use crate::blocking::Registry;
+use crate::clock::{resync_wall_clock, unix_ms};
 use crate::config::Config;
 use crate::connection::ClientInfo;
 use crate::keyspace::Keyspace;
@@ -69,9 +70,6 @@ pub struct Server {
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
-
-// The clock lives in its own module (crate::clock); these names stay here for existing callers.
-pub use crate::clock::{resync_wall_clock, unix_ms, unix_ms_at};
 
 impl Server {
     pub fn new(config: Config) -> Server {
@@ -454,6 +452,7 @@ use rand::SeedableRng;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::unix_ms_at;
 
     #[test]
     fn derived_wall_clock_tracks_the_real_one() {

@@ -76,7 +76,7 @@ impl Monitor {
     pub fn add_if_needed(&self, srv: &Server, event: &'static str, ms: u64) {
         let threshold = srv.config.hot.latency_threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && ms >= threshold as u64 {
-            let now = crate::server::unix_ms() / 1000;
+            let now = crate::clock::unix_ms() / 1000;
             self.events.lock().entry(event).or_default().add(now, ms);
         }
     }
@@ -369,7 +369,7 @@ fn graph(name: &str, series: &Series) -> String {
         s.push_str(line.trim_end());
         s.push('\n');
     }
-    let now = crate::server::unix_ms() / 1000;
+    let now = crate::clock::unix_ms() / 1000;
     let ages: Vec<String> = h.iter().map(|x| format!("{}s", now - x.0)).collect();
     s.push_str(&format!("sample ages, oldest first: {}\n", ages.join(" ")));
     s

@@ -12,10 +12,14 @@
 
 pub mod acl;
 pub mod argv;
+pub mod client;
+pub mod command;
+pub mod config_cmd;
 pub mod debug;
 pub mod errors;
 pub mod expire;
 pub mod hash;
+pub mod info;
 pub mod introspect;
 pub mod keys;
 pub mod latency;
@@ -253,6 +257,10 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
 
 /// Every family's registration table: the one list the command table is built from.
 static FAMILIES: &[&[Spec]] = &[
+    client::COMMANDS,
+    command::COMMANDS,
+    info::COMMANDS,
+    config_cmd::COMMANDS,
     server::COMMANDS,
     persist::COMMANDS,
     acl::COMMANDS,
@@ -471,7 +479,7 @@ pub fn dispatch_with<'a>(
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
-    let now = crate::server::unix_ms_at(started);
+    let now = crate::clock::unix_ms_at(started);
     client.info.set_last_cmd(spec.name, now);
     if client.multi.is_some()
         && !matches!(

@@ -96,7 +96,7 @@ impl SlowLog {
     fn push(&self, client: &Client, args: &[Bytes], duration_us: u64, max_len: usize) {
         let entry = Entry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            time: crate::server::unix_ms() / 1000,
+            time: crate::clock::unix_ms() / 1000,
             duration_us,
             args: logged_args(args),
             addr: client.info.addr.clone(),

@@ -28,7 +28,7 @@ pub struct Guards<'a> {
     /// `notify-keyspace-events` class bits for this command (0: nothing is recorded).
     pub notify_flags: u32,
     /// Keyspace events the command caused, in order, published when it has run.
-    pub(crate) events: Vec<crate::notify::Event>,
+    pub(crate) events: Vec<super::events::Event>,
     /// Some client tracks keys (client-side caching): changed keys are collected.
     pub tracking: bool,
     /// Keys changed by the command, for tracking invalidations.
@@ -185,7 +185,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
             if blocked {
                 self.g.ready.push((db, k.clone()));
             }
-            if self.g.notify_flags & crate::notify::EXPIRED != 0 {
+            if self.g.notify_flags & super::events::EXPIRED != 0 {
                 self.g.events.push((db, "expired", k.clone()));
             }
             self.g.expired.push((db, k));
@@ -221,7 +221,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                 if count {
                     self.g.hits += 1;
                 }
-                crate::evict::touch(e, now);
+                super::access::touch(e, now);
                 return Some(e);
             }
             Some(_) => {}
@@ -266,7 +266,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// Record the `new` keyspace event when `key` is about to be created.
     fn note_new(&mut self, key: &[u8]) {
-        if self.g.notify_flags & crate::notify::NEW != 0 && self.get(key).is_none() {
+        if self.g.notify_flags & super::events::NEW != 0 && self.get(key).is_none() {
             self.g
                 .events
                 .push((self.db, "new", Bytes::copy_from_slice(key)));

@@ -18,6 +18,8 @@
 //! Expiry is lazy (any access to an expired key deletes it first, see [`DbHandle`]) and active
 //! (see [`Shard::active_expire`], driven by the server's cron).
 
+pub mod access;
+pub mod events;
 pub mod guards;
 
 /// A key as the keyspace stores it (short keys inline in the table slot).
@@ -138,7 +140,7 @@ impl Shard {
                 expire_at: NO_EXPIRE,
                 slot,
                 vol: 0,
-                access: crate::evict::initial_access(),
+                access: access::initial_access(),
             },
         );
     }

@@ -96,7 +96,7 @@ fn fake_client(srv: &Server) -> Client {
         u64::MAX,
         "AOF-loading".into(),
         String::new(),
-        crate::server::unix_ms(),
+        crate::clock::unix_ms(),
     ));
     let _ = srv;
     let mut c = Client::new(u64::MAX, info);

@@ -388,7 +388,7 @@ impl Inner {
                 return false;
             }
             self.last_fsync_ms
-                .store(crate::server::unix_ms(), Ordering::Relaxed);
+                .store(crate::clock::unix_ms(), Ordering::Relaxed);
             self.last_write_ok.store(true, Ordering::Relaxed);
             self.publish(hi, Some(hi));
         } else {
@@ -417,7 +417,7 @@ impl Inner {
         match r {
             Ok(()) => {
                 self.last_fsync_ms
-                    .store(crate::server::unix_ms(), Ordering::Relaxed);
+                    .store(crate::clock::unix_ms(), Ordering::Relaxed);
                 self.publish(hi, Some(hi));
             }
             Err(e) => self.write_failed(&e),

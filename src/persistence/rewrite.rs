@@ -308,7 +308,7 @@ fn snapshot(
     if preamble {
         return rdb_base(srv, guards, w);
     }
-    let now = crate::server::unix_ms();
+    let now = crate::clock::unix_ms();
     let mut w = w;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut selected = None;

@@ -99,12 +99,9 @@ impl<W: Write> RdbWriter<W> {
         };
         out.buf
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
-        let ctime = (crate::server::unix_ms() / 1000).to_string();
+        let ctime = (crate::clock::unix_ms() / 1000).to_string();
         let aux: [(&str, String); 5] = [
-            (
-                "redis-ver",
-                crate::commands::server::REDIS_VERSION.to_string(),
-            ),
+            ("redis-ver", crate::version::REDIS_VERSION.to_string()),
             ("redis-bits", (usize::BITS).to_string()),
             ("ctime", ctime),
             ("used-mem", used_mem.to_string()),
@@ -184,7 +181,7 @@ impl<W: Write> RdbWriter<W> {
 fn record_save(srv: &Server, dirty: u64) {
     srv.aof.inner.dirty_base.store(dirty, Ordering::Relaxed);
     srv.lastsave
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     srv.aof
         .inner
         .snap
@@ -525,7 +522,7 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
         &name,
         &limits(srv),
         srv.keyspace.num_dbs(),
-        Some(crate::server::unix_ms()),
+        Some(crate::clock::unix_ms()),
     )?;
     if parsed.end != data.len() {
         return Err(format!(
@@ -772,7 +769,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let (read_fd, write_fd) = (fds[0], fds[1]);
     let used_mem = crate::alloc::used_memory();
     st.last_bgsave_try
-        .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+        .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     let guards = lock_all(srv);
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
@@ -923,7 +920,7 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
             .dirty_base
             .store(st.dirty_at_fork.load(Ordering::Relaxed), Ordering::Relaxed);
         srv.lastsave
-            .store(crate::server::unix_ms() / 1000, Ordering::Relaxed);
+            .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
         st.last_bgsave_ok.store(true, Ordering::Relaxed);
     } else {
         let _ = std::fs::remove_file(dir.join(format!("temp-{pid}.rdb")));
@@ -986,7 +983,7 @@ pub(crate) fn cron(srv: &Server) {
     if srv.aof.loading() {
         return;
     }
-    let now = crate::server::unix_ms() / 1000;
+    let now = crate::clock::unix_ms() / 1000;
     if st.rewrite_scheduled.swap(false, Ordering::SeqCst) {
         if let Err(e) = super::rewrite::spawn(srv, super::rewrite::Kind::Rewrite) {
             tracing::warn!("scheduled AOF rewrite not started: {e}");

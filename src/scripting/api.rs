@@ -212,7 +212,7 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
             Ok(!inv.is_null() && unsafe { (*inv).killed() })
         })?,
     )?;
-    redis.raw_set("REDIS_VERSION", crate::commands::server::REDIS_VERSION)?;
+    redis.raw_set("REDIS_VERSION", crate::version::REDIS_VERSION)?;
     redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
     g.raw_set("redis", redis)?;
     Ok(())

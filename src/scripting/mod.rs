@@ -779,7 +779,7 @@ pub(crate) fn error_reply_text(s: &[u8]) -> Vec<u8> {
 
 /// REDIS_VERSION as Redis's packed number (0x00MMmmpp).
 pub(crate) fn redis_version_num() -> i64 {
-    let mut parts = crate::commands::server::REDIS_VERSION
+    let mut parts = crate::version::REDIS_VERSION
         .split('.')
         .map(|p| p.parse::<i64>().unwrap_or(0));
     let (a, b, c) = (

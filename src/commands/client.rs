@@ -1,0 +1,423 @@
+//! Connection commands: PING ECHO HELLO QUIT SELECT AUTH RESET CLIENT. They read and change
+//! the calling client's own state (protocol, selected database, user, name, reply mode) and,
+//! for CLIENT LIST/KILL/..., the registry of connected clients.
+
+use super::args::{eq, int, NOT_INT, SYNTAX};
+use super::flags::*;
+use super::{wrong_arity, Ctx, Keys, Spec};
+use crate::protocol::{Reply, Resp};
+use crate::version::REDIS_VERSION;
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("ping", -1, FAST | STALE, Keys::None, ping, "connection"),
+    Spec::new("echo", 2, FAST, Keys::None, echo, "connection"),
+    Spec::new("hello", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, hello, "connection"),
+    Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, quit, "connection"),
+    Spec::new("select", 2, FAST | LOADING | STALE, Keys::None, select, "connection"),
+    Spec::new("auth", -2, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, auth, "connection"),
+    Spec::new("reset", 1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, reset, "connection"),
+    Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, client, "connection"),
+];
+
+fn ping(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    // A RESP2 subscriber gets its pong as a two-element array (it can only read those).
+    if a.len() <= 2 && ctx.client.resp == Resp::V2 && ctx.client.subs.total() > 0 {
+        let payload = a.get(1).cloned().unwrap_or_default();
+        return Reply::Array(vec![Reply::bulk_slice(b"pong"), Reply::Bulk(payload)]);
+    }
+    match a.len() {
+        1 => Reply::Status("PONG"),
+        2 => Reply::Bulk(a[1].clone()),
+        _ => {
+            let _ = ctx;
+            wrong_arity("ping")
+        }
+    }
+}
+
+fn echo(_: &mut Ctx, a: &[Bytes]) -> Reply {
+    Reply::Bulk(a[1].clone())
+}
+
+fn quit(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+    ctx.close_after_reply = true;
+    Reply::Ok
+}
+
+fn select(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let Ok(n) = int(&a[1]) else {
+        return Reply::error(NOT_INT);
+    };
+    if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
+        return Reply::error("ERR DB index is out of range");
+    }
+    ctx.client.select(n as usize);
+    Reply::Ok
+}
+
+/// AUTH / HELLO AUTH: switch the connection to `user` (the default user when None) if the
+/// password is right (ACL users, see crate::acl); a failure is logged in the ACL LOG under
+/// `command` (the name as sent).
+fn check_password(
+    ctx: &mut Ctx,
+    command: &[u8],
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), Reply> {
+    if user.is_none() && crate::acl::default_user_nopass(ctx.srv) {
+        return Err(Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    let name = user.unwrap_or(b"default");
+    match ctx.srv.acl.authenticate(name, pass) {
+        Some(u) => {
+            ctx.client.set_user(u);
+            ctx.client.authenticated = true;
+            Ok(())
+        }
+        None => {
+            crate::acl::log_auth_failure(ctx.srv, ctx.client, command, name);
+            Err(Reply::error(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ))
+        }
+    }
+}
+
+fn auth(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let r = match a.len() {
+        2 => check_password(ctx, &a[0], None, &a[1]),
+        3 => check_password(ctx, &a[0], Some(&a[1]), &a[2]),
+        _ => return Reply::error(SYNTAX),
+    };
+    match r {
+        Ok(()) => Reply::Ok,
+        Err(e) => e,
+    }
+}
+
+fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let mut resp = None;
+    let mut i = 1;
+    if a.len() > 1 {
+        match int(&a[1]) {
+            Ok(v) if v == 2 || v == 3 => resp = Some(v),
+            Ok(_) => return Reply::error("NOPROTO unsupported protocol version"),
+            Err(_) => {
+                return Reply::error("ERR Protocol version is not an integer or out of range")
+            }
+        }
+        i = 2;
+    }
+    let mut setname = None;
+    while i < a.len() {
+        if eq(&a[i], "auth") && i + 2 < a.len() {
+            if let Err(e) = check_password(ctx, &a[0], Some(&a[i + 1]), &a[i + 2]) {
+                return e;
+            }
+            i += 3;
+        } else if eq(&a[i], "setname") && i + 1 < a.len() {
+            if let Err(e) = valid_client_name(&a[i + 1]) {
+                return e;
+            }
+            setname = Some(a[i + 1].clone());
+            i += 2;
+        } else {
+            return Reply::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&a[i])
+            ));
+        }
+    }
+    if !ctx.client.authenticated {
+        return Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(n) = setname {
+        *ctx.client.info.name.lock() = if n.is_empty() { None } else { Some(n) };
+    }
+    if let Some(v) = resp {
+        ctx.client.resp = if v == 3 { Resp::V3 } else { Resp::V2 };
+        ctx.client.info.resp.store(v as u8, Ordering::Relaxed);
+    }
+    let proto = if ctx.client.resp == Resp::V3 { 3 } else { 2 };
+    Reply::Map(vec![
+        (Reply::bulk_slice(b"server"), Reply::bulk_slice(b"redis")),
+        (
+            Reply::bulk_slice(b"version"),
+            Reply::bulk_slice(REDIS_VERSION.as_bytes()),
+        ),
+        (Reply::bulk_slice(b"proto"), Reply::Int(proto)),
+        (Reply::bulk_slice(b"id"), Reply::Int(ctx.client.id as i64)),
+        (Reply::bulk_slice(b"mode"), Reply::bulk_slice(b"standalone")),
+        (Reply::bulk_slice(b"role"), Reply::bulk_slice(b"master")),
+        (Reply::bulk_slice(b"modules"), Reply::Array(vec![])),
+    ])
+}
+
+fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+    ctx.client.multi = None;
+    ctx.client.multi_abort = false;
+    ctx.client.info.multi.store(false, Ordering::Relaxed);
+    super::tx::unwatch_all(ctx.srv, ctx.client);
+    let info = ctx.client.info.clone();
+    ctx.srv.pubsub.unsubscribe_all(&info, &mut ctx.client.subs);
+    ctx.srv.pubsub.remove_monitor(&info);
+    ctx.srv.tracking.disable(info.id);
+    ctx.client.tracking_caching = false;
+    ctx.client.select(0);
+    ctx.client.resp = Resp::V2;
+    ctx.client.info.resp.store(2, Ordering::Relaxed);
+    ctx.client.reply_mode = crate::connection::ReplyMode::On;
+    *ctx.client.info.name.lock() = None;
+    ctx.client.info.no_evict.store(false, Ordering::Relaxed);
+    ctx.client.set_user(ctx.srv.acl.default_user());
+    ctx.client.authenticated = crate::acl::starts_authenticated(ctx.srv);
+    Reply::Status("RESET")
+}
+
+fn valid_client_name(n: &[u8]) -> Result<(), Reply> {
+    if n.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(Reply::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    let argc = a.len();
+    let arity_err = || wrong_arity(&format!("client|{sub}"));
+    match sub.as_str() {
+        "id" if argc == 2 => Reply::Int(ctx.client.id as i64),
+        "getname" if argc == 2 => match ctx.client.info.name.lock().clone() {
+            Some(n) => Reply::Bulk(n),
+            None => Reply::Null,
+        },
+        "setname" if argc == 3 => {
+            if let Err(e) = valid_client_name(&a[2]) {
+                return e;
+            }
+            *ctx.client.info.name.lock() = if a[2].is_empty() {
+                None
+            } else {
+                Some(a[2].clone())
+            };
+            Reply::Ok
+        }
+        "setinfo" if argc == 4 => {
+            if eq(&a[2], "lib-name") || eq(&a[2], "lib-ver") {
+                *ctx.client.info.lib_name.lock() =
+                    Some(String::from_utf8_lossy(&a[3]).into_owned());
+                Reply::Ok
+            } else {
+                Reply::error(format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&a[2])
+                ))
+            }
+        }
+        "info" if argc == 2 => {
+            Reply::Verbatim("txt", Bytes::from(ctx.client.info.describe() + "\n"))
+        }
+        "list" => {
+            let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
+            let mut ids: Option<Vec<u64>> = None;
+            let mut i = 2;
+            while i < argc {
+                if eq(&a[i], "type") && i + 1 < argc {
+                    let t = String::from_utf8_lossy(&a[i + 1]).to_ascii_lowercase();
+                    if !matches!(
+                        t.as_str(),
+                        "normal" | "master" | "replica" | "slave" | "pubsub"
+                    ) {
+                        return Reply::error(format!("ERR Unknown client type '{t}'"));
+                    }
+                    if t != "normal" {
+                        ids = Some(Vec::new());
+                    }
+                    i += 2;
+                } else if eq(&a[i], "id") && i + 1 < argc {
+                    let mut v = Vec::new();
+                    for x in &a[i + 1..] {
+                        match int(x) {
+                            Ok(n) if n > 0 => v.push(n as u64),
+                            _ => return Reply::error("ERR Invalid client ID"),
+                        }
+                    }
+                    ids = Some(v);
+                    i = argc;
+                } else {
+                    return Reply::error(SYNTAX);
+                }
+            }
+            let mut s = String::new();
+            for c in clients {
+                if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+                    continue;
+                }
+                s.push_str(&c.describe());
+                s.push('\n');
+            }
+            Reply::Verbatim("txt", Bytes::from(s))
+        }
+        "kill" => client_kill(ctx, a),
+        "no-evict" if argc == 3 => {
+            if eq(&a[2], "on") {
+                ctx.client.info.no_evict.store(true, Ordering::Relaxed);
+            } else if eq(&a[2], "off") {
+                ctx.client.info.no_evict.store(false, Ordering::Relaxed);
+            } else {
+                return Reply::error(SYNTAX);
+            }
+            Reply::Ok
+        }
+        "no-touch" if argc == 3 => Reply::Ok,
+        "reply" if argc == 3 => {
+            use crate::connection::ReplyMode;
+            if eq(&a[2], "on") {
+                ctx.client.reply_mode = ReplyMode::On;
+                Reply::Ok
+            } else if eq(&a[2], "off") {
+                ctx.client.reply_mode = ReplyMode::Off;
+                Reply::NoReply
+            } else if eq(&a[2], "skip") {
+                ctx.client.reply_mode = ReplyMode::SkipNext;
+                Reply::NoReply
+            } else {
+                Reply::error(SYNTAX)
+            }
+        }
+        "unblock" if argc == 3 || argc == 4 => {
+            let Ok(id) = int(&a[2]) else {
+                return Reply::error(NOT_INT);
+            };
+            let with_error = if argc == 4 {
+                if eq(&a[3], "error") {
+                    true
+                } else if eq(&a[3], "timeout") {
+                    false
+                } else {
+                    return Reply::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                }
+            } else {
+                false
+            };
+            let reply = if with_error {
+                Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            } else {
+                Reply::NullArray
+            };
+            Reply::Int(
+                ctx.srv
+                    .blocking
+                    .unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64,
+            )
+        }
+        "tracking" | "caching" | "getredir" | "trackinginfo" => {
+            crate::tracking::client_subcommand(ctx, &sub, a)
+        }
+        "pause" | "unpause" => Reply::error(format!(
+            "ERR CLIENT {} is not available in Podium",
+            sub.to_ascii_uppercase()
+        )),
+        "help" => Reply::Array(
+            [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "ID",
+                "INFO",
+                "KILL <ip:port>|<option> <value> [...]",
+                "LIST [TYPE <type>] [ID <id> [...]]",
+                "NO-EVICT (ON|OFF)",
+                "REPLY (ON|OFF|SKIP)",
+                "SETNAME <name>",
+                "SETINFO <option> <value>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "HELP",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
+        | "no-touch" => arity_err(),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}
+
+fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
+    if a.len() == 3 {
+        let addr = String::from_utf8_lossy(&a[2]).into_owned();
+        return match clients.iter().find(|c| c.addr == addr) {
+            Some(c) => {
+                c.kill();
+                Reply::Ok
+            }
+            None => Reply::error("ERR No such client"),
+        };
+    }
+    if !a.len().is_multiple_of(2) {
+        return Reply::error(SYNTAX);
+    }
+    let mut skipme = true;
+    let mut filters: Vec<(String, String)> = Vec::new();
+    for pair in a[2..].chunks(2) {
+        let k = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        match k.as_str() {
+            "id" => {
+                if v.parse::<u64>().is_err() {
+                    return Reply::error("ERR client-id should be greater than 0");
+                }
+            }
+            "skipme" => {
+                skipme = match v.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Reply::error(SYNTAX),
+                };
+                continue;
+            }
+            "user" => {
+                if ctx.srv.acl.get(v.as_bytes()).is_none() {
+                    return Reply::error(format!("ERR No such user '{v}'"));
+                }
+            }
+            "addr" | "laddr" | "type" | "maxage" => {}
+            _ => return Reply::error(SYNTAX),
+        }
+        filters.push((k, v));
+    }
+    let now = crate::clock::unix_ms();
+    let mut killed = 0;
+    for c in clients {
+        if skipme && c.id == ctx.client.id {
+            continue;
+        }
+        let hit = filters.iter().all(|(k, v)| match k.as_str() {
+            "id" => v.parse::<u64>().ok() == Some(c.id),
+            "addr" => &c.addr == v,
+            "laddr" => &c.laddr == v,
+            "user" => c.user_name() == *v,
+            "type" => v.eq_ignore_ascii_case("normal"),
+            "maxage" => v
+                .parse::<i64>()
+                .is_ok_and(|m| (now - c.created_ms) / 1000 >= m),
+            _ => false,
+        });
+        if hit {
+            c.kill();
+            killed += 1;
+        }
+    }
+    Reply::Int(killed)
+}

@@ -1,0 +1,117 @@
+//! CONFIG GET/SET/RESETSTAT/REWRITE/HELP: the command face of the directive table in
+//! `crate::config` (the table, its checks and CONFIG REWRITE's file editing live there and in
+//! `crate::config_rewrite`).
+
+use super::flags::*;
+use super::{table, wrong_arity, Ctx, Keys, Spec};
+use crate::protocol::Reply;
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("config", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, config, "server"),
+];
+
+fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" if a.len() >= 3 => {
+            let pats: Vec<Vec<u8>> = a[2..].iter().map(|p| p.to_vec()).collect();
+            Reply::Map(
+                ctx.srv
+                    .config
+                    .matching(&pats)
+                    .into_iter()
+                    .map(|(k, v)| (Reply::bulk(k.into_bytes()), Reply::bulk(v.into_bytes())))
+                    .collect(),
+            )
+        }
+        "set" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            let pairs: Vec<(String, String)> = a[2..]
+                .chunks(2)
+                .map(|p| {
+                    (
+                        String::from_utf8_lossy(&p[0]).into_owned(),
+                        String::from_utf8_lossy(&p[1]).into_owned(),
+                    )
+                })
+                .collect();
+            let was_aof = ctx.srv.config.get_bool("appendonly");
+            let local = crate::net::is_local_peer(&ctx.client.info.addr);
+            match ctx.srv.config.set_runtime_checked(&pairs, local) {
+                Ok(names) => {
+                    if names.contains(&"requirepass") {
+                        let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
+                        ctx.srv.acl.set_requirepass(&pass);
+                    }
+                    if names.contains(&"appendonly") {
+                        let now = ctx.srv.config.get_bool("appendonly");
+                        if now != was_aof {
+                            if let Err(e) = crate::persistence::set_appendonly(ctx.srv, now) {
+                                let _ = ctx.srv.config.set_runtime(&[(
+                                    "appendonly".into(),
+                                    if was_aof { "yes" } else { "no" }.into(),
+                                )]);
+                                return Reply::error(format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
+                            }
+                        }
+                    }
+                    Reply::Ok
+                }
+                Err(e) => Reply::Error(e),
+            }
+        }
+        "resetstat" if a.len() == 2 => {
+            let st = &ctx.srv.stats;
+            for c in [
+                &st.commands,
+                &st.connections,
+                &st.rejected_connections,
+                &st.error_replies,
+                &st.expired_keys,
+                &st.expired_time_cap_reached,
+                &st.keyspace_hits,
+                &st.keyspace_misses,
+                &st.net_input_bytes,
+                &st.net_output_bytes,
+            ] {
+                c.store(0, Ordering::Relaxed);
+            }
+            ctx.srv.errorstats.reset();
+            crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            for h in crate::commands::latency::histograms().values() {
+                h.reset();
+            }
+            for c in table().values() {
+                c.calls.store(0, Ordering::Relaxed);
+                c.usec.store(0, Ordering::Relaxed);
+                c.rejected.store(0, Ordering::Relaxed);
+                c.failed.store(0, Ordering::Relaxed);
+            }
+            Reply::Ok
+        }
+        "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(&ctx.srv.config) {
+            Ok(()) => Reply::Ok,
+            Err(e) => Reply::Error(e),
+        },
+        "help" => Reply::Array(
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "SET <directive> <value>",
+                "RESETSTAT",
+                "REWRITE",
+                "HELP",
+            ]
+            .iter()
+            .map(|s| Reply::StatusOwned(s.to_string()))
+            .collect(),
+        ),
+        "get" | "set" | "resetstat" | "rewrite" => wrong_arity(&format!("config|{sub}")),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}

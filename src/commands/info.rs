@@ -1,0 +1,342 @@
+//! INFO: the text report of the server's state, section by section, in Redis's field names
+//! and order ([`info_text`] builds it).
+
+use super::flags::*;
+use super::{table, Ctx, Keys, Spec};
+use crate::protocol::Reply;
+use crate::version::REDIS_VERSION;
+use bytes::Bytes;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("info", -1, LOADING | STALE, Keys::None, info, "server"),
+];
+
+fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage struct.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_stime), t(ru.ru_utime))
+}
+
+/// The INFO text for the requested sections.
+pub fn info_text(srv: &crate::server::Server, sections: &[String]) -> String {
+    let all_sections = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "commandstats",
+        "errorstats",
+        "latencystats",
+        "cluster",
+        "keyspace",
+    ];
+    let default = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "errorstats",
+        "cluster",
+        "keyspace",
+    ];
+    let mut want: Vec<&str> = Vec::new();
+    if sections.is_empty() {
+        want.extend(default);
+    }
+    for s in sections {
+        match s.as_str() {
+            "all" | "everything" => want.extend(all_sections),
+            "default" => want.extend(default),
+            other => {
+                if let Some(x) = all_sections.iter().find(|x| **x == other) {
+                    want.push(x);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut emitted: Vec<&str> = Vec::new();
+    for sec in all_sections {
+        if !want.contains(&sec) || emitted.contains(&sec) {
+            continue;
+        }
+        emitted.push(sec);
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let mut title = sec.to_string();
+        title[..1].make_ascii_uppercase();
+        let _ = write!(out, "# {title}\r\n");
+        let mut kv = |k: &str, v: String| {
+            let _ = write!(out, "{k}:{v}\r\n");
+        };
+        let st = &srv.stats;
+        match sec {
+            "server" => {
+                let up = srv.started.elapsed().as_secs();
+                kv("redis_version", REDIS_VERSION.into());
+                kv("redis_git_sha1", "00000000".into());
+                kv("redis_git_dirty", "0".into());
+                kv("redis_build_id", "0".into());
+                kv("redis_mode", "standalone".into());
+                kv("podium_version", env!("CARGO_PKG_VERSION").into());
+                kv("os", std::env::consts::OS.into());
+                kv("arch_bits", "64".into());
+                kv("multiplexing_api", "epoll".into());
+                kv("process_id", std::process::id().to_string());
+                kv("run_id", srv.run_id.clone());
+                kv("tcp_port", srv.port.load(Ordering::Relaxed).to_string());
+                kv(
+                    "server_time_usec",
+                    (crate::clock::unix_ms() * 1000).to_string(),
+                );
+                kv("uptime_in_seconds", up.to_string());
+                kv("uptime_in_days", (up / 86400).to_string());
+                kv("hz", srv.config.hot.hz.load(Ordering::Relaxed).to_string());
+                kv(
+                    "configured_hz",
+                    srv.config.hot.hz.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "executable",
+                    std::env::current_exe()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
+                kv(
+                    "config_file",
+                    srv.config
+                        .config_file
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
+            }
+            "clients" => {
+                let clients = srv.clients.lock();
+                let blocked = clients
+                    .values()
+                    .filter(|c| c.blocked.load(Ordering::Relaxed))
+                    .count();
+                kv("connected_clients", clients.len().to_string());
+                kv("cluster_connections", "0".into());
+                kv("maxclients", srv.config.get_i64("maxclients").to_string());
+                kv("client_recent_max_input_buffer", "0".into());
+                kv("client_recent_max_output_buffer", "0".into());
+                kv("blocked_clients", blocked.to_string());
+                kv("tracking_clients", srv.tracking.client_count().to_string());
+                kv("clients_in_timeout_table", blocked.to_string());
+            }
+            "memory" => {
+                let used = crate::alloc::used_memory();
+                let rss = crate::alloc::rss_bytes();
+                kv("used_memory", used.to_string());
+                kv("used_memory_human", human(used));
+                kv("used_memory_rss", rss.to_string());
+                kv("used_memory_rss_human", human(rss));
+                kv("used_memory_peak", used.to_string());
+                kv("used_memory_dataset", used.to_string());
+                kv(
+                    "maxmemory",
+                    srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "maxmemory_human",
+                    human(srv.config.hot.maxmemory.load(Ordering::Relaxed).max(0) as usize),
+                );
+                kv(
+                    "maxmemory_policy",
+                    srv.config.get("maxmemory-policy").unwrap_or_default(),
+                );
+                kv(
+                    "mem_fragmentation_ratio",
+                    format!(
+                        "{:.2}",
+                        if used > 0 {
+                            rss as f64 / used as f64
+                        } else {
+                            0.0
+                        }
+                    ),
+                );
+                kv("mem_allocator", crate::alloc::allocator_name());
+                kv("lazyfree_pending_objects", "0".into());
+            }
+            "persistence" => {
+                for (k, v) in crate::persistence::info_fields(srv) {
+                    kv(&k, v);
+                }
+            }
+            "stats" => {
+                kv(
+                    "total_connections_received",
+                    st.connections.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "total_commands_processed",
+                    st.commands.load(Ordering::Relaxed).to_string(),
+                );
+                kv("instantaneous_ops_per_sec", "0".into());
+                kv(
+                    "total_net_input_bytes",
+                    st.net_input_bytes.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "total_net_output_bytes",
+                    st.net_output_bytes.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "rejected_connections",
+                    st.rejected_connections.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "expired_keys",
+                    st.expired_keys.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "expired_stale_perc",
+                    format!(
+                        "{:.2}",
+                        st.expired_stale_perc.load(Ordering::Relaxed) as f64
+                    ),
+                );
+                kv(
+                    "expired_time_cap_reached_count",
+                    st.expired_time_cap_reached
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
+                    "evicted_keys",
+                    crate::evict::EVICTED_KEYS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
+                    "keyspace_hits",
+                    st.keyspace_hits.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "keyspace_misses",
+                    st.keyspace_misses.load(Ordering::Relaxed).to_string(),
+                );
+                {
+                    use crate::pubsub::Kind;
+                    let ps = &srv.pubsub;
+                    kv("pubsub_channels", ps.len(Kind::Channel).to_string());
+                    kv("pubsub_patterns", ps.len(Kind::Pattern).to_string());
+                    kv("pubsubshard_channels", ps.len(Kind::Shard).to_string());
+                }
+                let (tk, ti, tp) = srv.tracking.totals();
+                kv("tracking_total_keys", tk.to_string());
+                kv("tracking_total_items", ti.to_string());
+                kv("tracking_total_prefixes", tp.to_string());
+                kv(
+                    "total_error_replies",
+                    st.error_replies.load(Ordering::Relaxed).to_string(),
+                );
+            }
+            "replication" => {
+                kv("role", "master".into());
+                kv("connected_slaves", "0".into());
+                kv("master_failover_state", "no-failover".into());
+                kv("master_replid", srv.run_id.clone());
+                kv(
+                    "master_replid2",
+                    "0000000000000000000000000000000000000000".into(),
+                );
+                kv("master_repl_offset", "0".into());
+                kv("second_repl_offset", "-1".into());
+                kv("repl_backlog_active", "0".into());
+            }
+            "cpu" => {
+                let (sys, user) = cpu_times();
+                kv("used_cpu_sys", format!("{sys:.6}"));
+                kv("used_cpu_user", format!("{user:.6}"));
+                kv("used_cpu_sys_children", "0.000000".into());
+                kv("used_cpu_user_children", "0.000000".into());
+            }
+            "commandstats" => {
+                let mut cmds: Vec<_> = table()
+                    .values()
+                    .filter(|c| {
+                        c.calls.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed) > 0
+                    })
+                    .collect();
+                cmds.sort_by_key(|c| c.name);
+                for c in cmds {
+                    let calls = c.calls.load(Ordering::Relaxed);
+                    let usec = c.usec.load(Ordering::Relaxed);
+                    kv(
+                        &format!("cmdstat_{}", c.name),
+                        format!(
+                            "calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={},failed_calls={}",
+                            if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+                            c.rejected.load(Ordering::Relaxed),
+                            c.failed.load(Ordering::Relaxed)
+                        ),
+                    );
+                }
+            }
+            "errorstats" => {
+                for (k, v) in srv.errorstats.info_lines() {
+                    kv(&k, v);
+                }
+            }
+            "latencystats" => {
+                for (k, v) in crate::commands::latency::info_lines(srv) {
+                    kv(&k, v);
+                }
+            }
+            "cluster" => kv("cluster_enabled", "0".into()),
+            "keyspace" => {
+                for db in 0..srv.keyspace.num_dbs() {
+                    let (keys, vol) = srv.keyspace.db_sizes(db);
+                    if keys > 0 {
+                        kv(
+                            &format!("db{db}"),
+                            format!("keys={keys},expires={vol},avg_ttl=0"),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn human(n: usize) -> String {
+    let n = n as f64;
+    if n < 1024.0 {
+        format!("{n}B")
+    } else if n < 1024.0 * 1024.0 {
+        format!("{:.2}K", n / 1024.0)
+    } else if n < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", n / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}G", n / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+fn info(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let sections: Vec<String> = a[1..]
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
+    Reply::Verbatim("txt", Bytes::from(info_text(ctx.srv, &sections)))
+}

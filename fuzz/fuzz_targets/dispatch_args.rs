@@ -20,15 +20,18 @@ fn server() -> &'static Arc<Server> {
             .expect("databases");
         // No save points: FLUSHALL would write dump.rdb (with an fsync) into the working
         // directory on every input.
-        config
-            .set_startup("save", &[String::new()])
-            .expect("save");
+        config.set_startup("save", &[String::new()]).expect("save");
         Server::new(config).into_arc()
     })
 }
 
 fn client() -> Client {
-    let info = Arc::new(ClientInfo::new(1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0));
+    let info = Arc::new(ClientInfo::new(
+        1,
+        "127.0.0.1:1".into(),
+        "127.0.0.1:2".into(),
+        0,
+    ));
     let mut c = Client::new(1, info);
     c.authenticated = true;
     // The default user, so every command goes through the ACL check too.

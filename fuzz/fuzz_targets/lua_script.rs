@@ -5,10 +5,13 @@
 //! crash or abort: every outcome is a reply.
 //!
 //! Scripts run under the fuzz builds' budget (`src/scripting/engine.rs`, `over_fuzz_budget`:
-//! 100 ms, 512 MiB), since an endless or ever-growing script is legitimate in Redis. The
-//! server caps strings at 1 MiB (`proto-max-bulk-len`), the keyspace is emptied after every
-//! input, and the script cache every 1,000 inputs (Redis keeps every EVAL'd script until
-//! SCRIPT FLUSH).
+//! 200,000 instructions, 100 ms, 512 MiB), since an endless or ever-growing script is
+//! legitimate in Redis. The server caps strings at 1 MiB (`proto-max-bulk-len`) and has no
+//! save points, the keyspace is emptied after every input, and the script cache every 1,000
+//! inputs (Redis keeps every EVAL'd script until SCRIPT FLUSH).
+//!
+//! Run: `cargo +nightly fuzz run -O lua_script fuzz/corpus/lua_script fuzz/seeds/lua_script
+//! -- -dict=fuzz/lua.dict -max_total_time=600`.
 #![no_main]
 
 use bytes::Bytes;
@@ -32,9 +35,7 @@ fn server() -> &'static Arc<Server> {
             .expect("databases");
         // No save points: FLUSHALL would write dump.rdb (with an fsync) into the working
         // directory on every input.
-        config
-            .set_startup("save", &[String::new()])
-            .expect("save");
+        config.set_startup("save", &[String::new()]).expect("save");
         config
             .set_startup("proto-max-bulk-len", &["1mb".to_string()])
             .expect("proto-max-bulk-len");
@@ -43,7 +44,12 @@ fn server() -> &'static Arc<Server> {
 }
 
 fn client(resp: u8) -> Client {
-    let info = Arc::new(ClientInfo::new(1, "127.0.0.1:1".into(), "127.0.0.1:2".into(), 0));
+    let info = Arc::new(ClientInfo::new(
+        1,
+        "127.0.0.1:1".into(),
+        "127.0.0.1:2".into(),
+        0,
+    ));
     let mut c = Client::new(1, info);
     c.authenticated = true;
     // The default user, so the script's commands go through the ACL check too.

@@ -838,13 +838,16 @@ impl Acl {
         }
     }
 
-    /// ACL SETUSER: all rules or none. Err is the full error text (without "ERR ").
+    /// ACL SETUSER: all rules or none. Err is the full error text (without "ERR "). Ok holds
+    /// the channel patterns the user keeps when the change took channel permissions away
+    /// from an existing user (its subscribers must then be checked, see
+    /// [`disconnect_revoked_subscribers`]), None otherwise.
     pub(crate) fn set_user(
         &self,
         name: &[u8],
         rules: &[Bytes],
         pubsub_all: bool,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Vec<Vec<u8>>>, String> {
         let merged = merge_selector_args(rules)?;
         let existing = self.get(name);
         let mut staged = match &existing {
@@ -862,17 +865,19 @@ impl Acl {
         match existing {
             Some(u) => {
                 let mut u = u.write();
+                let revoked = channels_revoked(&u, &staged);
                 let deleted = u.deleted.clone();
                 *u = staged;
                 u.deleted = deleted;
+                Ok(revoked)
             }
             None => {
                 self.users
                     .write()
                     .insert(name.to_vec(), Arc::new(RwLock::new(staged)));
+                Ok(None)
             }
         }
-        Ok(())
     }
 
     /// ACL DELUSER of existing users: the count removed. Their clients are disconnected.
@@ -954,6 +959,7 @@ impl Acl {
             }
             fresh
                 .set_user(name, rules, false)
+                .map(|_| ())
                 .map_err(|e| format!("{e}. User '{}'", String::from_utf8_lossy(name)))?;
         }
         let mut new_users = std::mem::take(&mut *fresh.users.write());
@@ -1101,6 +1107,38 @@ pub(crate) fn script_denial_text(denied: Denied) -> &'static str {
         Denied::Channel => "can't publish to the channel mentioned in the command",
         Denied::Auth => "lacking the permissions for the command",
     }
+}
+
+/// When `new` takes channel permissions away from `old`, the channel patterns of every
+/// selector of `new` (what a subscription must still match); None when no subscriber of the
+/// user can have lost access: some selector of `new` allows every channel, or every pattern
+/// of `old` is still listed in `new` (Redis's ACLKillPubsubClientsIfNeeded shortcuts).
+fn channels_revoked(old: &User, new: &User) -> Option<Vec<Vec<u8>>> {
+    if new.selectors.iter().any(|s| s.allchannels) {
+        return None;
+    }
+    let upcoming: Vec<Vec<u8>> = new
+        .selectors
+        .iter()
+        .flat_map(|s| s.channels.iter().cloned())
+        .collect();
+    let kept = old
+        .selectors
+        .iter()
+        .all(|s| !s.allchannels && s.channels.iter().all(|c| upcoming.contains(c)));
+    (!kept).then_some(upcoming)
+}
+
+/// Whether a subscription (`pattern`: a PSUBSCRIBE pattern, matched literally as Redis
+/// does; otherwise a channel, matched against the glob patterns) is allowed by `upcoming`.
+pub(crate) fn subscription_allowed(upcoming: &[Vec<u8>], name: &[u8], pattern: bool) -> bool {
+    upcoming.iter().any(|p| {
+        if pattern {
+            p[..] == name[..]
+        } else {
+            crate::util::numtext::glob_match(p, name, false)
+        }
+    })
 }
 
 /// The ACL subsystem's replies that read the user table (ACL command, see commands::acl).

@@ -5,20 +5,33 @@
 //! to the OS at once and large blocks carry no cache-colouring page, which keeps RSS within a
 //! few hundred KiB of `used_memory` on a 1M-member sorted set (see README, "Memory accounting").
 
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use tikv_jemallocator::Jemalloc as Inner;
+use tikv_jemallocator::Jemalloc;
 
-pub struct CountingAlloc;
+/// An allocator that counts the bytes it hands out into [`used_memory`].
+pub struct Counting<A>(A);
+
+/// The server's allocator: jemalloc, counted.
+pub type CountingAlloc = Counting<Jemalloc>;
+
+/// jemalloc behind the counter (what the binary installs).
+pub const COUNTING_JEMALLOC: CountingAlloc = Counting(Jemalloc);
+
+/// The system allocator behind the counter, for the fuzz targets: AddressSanitizer sees
+/// allocations made through malloc but not jemalloc's, and the scripts' fuzz budget reads
+/// [`used_memory`].
+pub const COUNTING_SYSTEM: Counting<System> = Counting(System);
 
 static ALLOCATED: AtomicIsize = AtomicIsize::new(0);
 
-// SAFETY: every method forwards to jemalloc with the same arguments and only adds bookkeeping
-// on an atomic counter; the allocation contract is jemalloc's. Covered by `counts_allocations`.
-unsafe impl GlobalAlloc for CountingAlloc {
+// SAFETY: every method forwards to the inner allocator with the same arguments and only adds
+// bookkeeping on an atomic counter; the allocation contract is the inner allocator's. Covered
+// by `counts_allocations`.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
-        let p = unsafe { Inner.alloc(layout) };
+        let p = unsafe { self.0.alloc(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
@@ -27,7 +40,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
-        let p = unsafe { Inner.alloc_zeroed(layout) };
+        let p = unsafe { self.0.alloc_zeroed(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
@@ -36,13 +49,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         ALLOCATED.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: ptr was allocated by jemalloc with this layout.
-        unsafe { Inner.dealloc(ptr, layout) }
+        // SAFETY: ptr was allocated by the inner allocator with this layout.
+        unsafe { self.0.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: ptr was allocated by jemalloc with `layout`.
-        let p = unsafe { Inner.realloc(ptr, layout, new_size) };
+        // SAFETY: ptr was allocated by the inner allocator with `layout`.
+        let p = unsafe { self.0.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             ALLOCATED.fetch_add(
                 new_size as isize - layout.size() as isize,
@@ -103,17 +116,20 @@ mod tests {
         // Only meaningful when the binary installs CountingAlloc; the lib's tests do not, so
         // exercise the methods directly.
         use super::*;
-        let a = CountingAlloc;
-        let layout = Layout::from_size_align(1000, 8).unwrap();
-        let before = used_memory();
-        // SAFETY: layout is non-zero; the pointer is freed with the same layout.
-        unsafe {
-            let p = a.alloc(layout);
-            assert!(!p.is_null());
-            assert!(used_memory() >= before + 1000 || used_memory() >= 1000);
-            let p = a.realloc(p, layout, 4000);
-            a.dealloc(p, Layout::from_size_align(4000, 8).unwrap());
+        fn exercise(a: &impl GlobalAlloc) {
+            let layout = Layout::from_size_align(1000, 8).unwrap();
+            let before = used_memory();
+            // SAFETY: layout is non-zero; the pointer is freed with the same layout.
+            unsafe {
+                let p = a.alloc(layout);
+                assert!(!p.is_null());
+                assert!(used_memory() >= before + 1000 || used_memory() >= 1000);
+                let p = a.realloc(p, layout, 4000);
+                a.dealloc(p, Layout::from_size_align(4000, 8).unwrap());
+            }
         }
+        exercise(&COUNTING_JEMALLOC);
+        exercise(&COUNTING_SYSTEM);
     }
 
     #[test]

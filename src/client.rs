@@ -40,13 +40,51 @@ pub struct ClientInfo {
     pub(crate) qbuf_free: AtomicUsize,
     /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
     pub(crate) argv_mem: AtomicUsize,
-    /// The ACL user the client is authenticated as (CLIENT LIST user=, CLIENT KILL USER).
-    pub(crate) user_name: Mutex<Bytes>,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: Mailbox,
+    /// The ACL user the connection runs as (a copy of [`Client::user`], set through
+    /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
+    /// clients to disconnect by it.
+    pub(crate) user: Mutex<Option<crate::acl::UserRef>>,
 }
 
 impl ClientInfo {
+    /// A connection's record: `id`, peer and local addresses, created at `now_ms`.
+    pub fn new(id: u64, addr: String, laddr: String, now_ms: i64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            created_ms: now_ms,
+            last_active_ms: AtomicI64::new(now_ms),
+            last_cmd: Mutex::new("NULL"),
+            resp: AtomicU8::new(2),
+            multi: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            postponed: AtomicBool::new(false),
+            no_evict: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+            qbuf: AtomicUsize::new(0),
+            qbuf_free: AtomicUsize::new(0),
+            argv_mem: AtomicUsize::new(0),
+            push: Default::default(),
+            user: Mutex::new(None),
+        }
+    }
+
+    /// The name of the connection's ACL user (`default` before one is set).
+    pub(crate) fn user_name(&self) -> String {
+        self.user
+            .lock()
+            .as_ref()
+            .map(|u| String::from_utf8_lossy(&u.read().name).into_owned())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
     pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
         *self.last_cmd.lock() = name;
         self.last_active_ms.store(now_ms, Ordering::Relaxed);
@@ -116,7 +154,7 @@ impl ClientInfo {
             // pending output.
             qbuf + qbuf_free + argv_mem + omem,
             self.last_cmd.lock(),
-            String::from_utf8_lossy(&self.user_name.lock()),
+            self.user_name(),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -199,6 +237,12 @@ impl Client {
             user: None,
             last_duration_us: 0,
         }
+    }
+
+    /// Run as ACL user `user` from now on.
+    pub fn set_user(&mut self, user: crate::acl::UserRef) {
+        *self.info.user.lock() = Some(user.clone());
+        self.user = Some(user);
     }
 
     pub fn select(&mut self, db: usize) {

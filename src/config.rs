@@ -1135,7 +1135,8 @@ impl Config {
                     std::fs::read_to_string(first)
                         .map_err(|e| format!("can't open config file '{first}': {e}"))?
                 };
-                // Resolved before loading: a `dir` directive changes the working directory.
+                // Made absolute before loading, as Redis does: a `dir` in the file changes
+                // the working directory, and CONFIG REWRITE must find the file afterwards.
                 if first != "-" {
                     cfg.config_file = std::fs::canonicalize(first).ok();
                 }

@@ -17,13 +17,11 @@ use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply};
 use crate::state::Server;
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 
 /// Serve one TCP connection until it closes.
 pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
@@ -54,29 +52,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
-    let info = Arc::new(ClientInfo {
-        id,
-        addr: peer,
-        laddr,
-        name: Mutex::new(None),
-        lib_name: Mutex::new(None),
-        db: AtomicUsize::new(0),
-        created_ms: now,
-        last_active_ms: AtomicI64::new(now),
-        last_cmd: Mutex::new("NULL"),
-        resp: AtomicU8::new(2),
-        multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        postponed: AtomicBool::new(false),
-        no_evict: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        kill: Notify::new(),
-        qbuf: AtomicUsize::new(0),
-        qbuf_free: AtomicUsize::new(0),
-        argv_mem: AtomicUsize::new(0),
-        user_name: Mutex::new(Bytes::from_static(b"default")),
-        push: Default::default(),
-    });
+    let info = Arc::new(ClientInfo::new(id, peer, laddr, now));
     let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
     let admitted = {
         let mut clients = srv.clients.lock();
@@ -112,7 +88,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
-    client.user = Some(srv.acl.default_user());
+    client.set_user(srv.acl.default_user());
     client.authenticated = crate::commands::acl::starts_authenticated(&srv);
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");

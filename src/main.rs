@@ -3,7 +3,7 @@
 use clap::Parser;
 
 #[global_allocator]
-static GLOBAL: podium::alloc::CountingAlloc = podium::alloc::CountingAlloc;
+static GLOBAL: podium::alloc::CountingAlloc = podium::alloc::COUNTING_JEMALLOC;
 
 /// jemalloc's options, read before `main` (a `_RJEM_MALLOC_CONF` environment variable still
 /// overrides them). `dirty_decay_ms:0`/`muzzy_decay_ms:0`: pages freed by a resize (a member

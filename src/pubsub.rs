@@ -108,6 +108,18 @@ impl PubSub {
         }
     }
 
+    /// Call `f` for every subscription of every client: its kind, the channel or pattern,
+    /// the subscriber (ACL SETUSER looks for subscriptions a user lost access to).
+    pub(crate) fn for_each_subscription(&self, mut f: impl FnMut(Kind, &Bytes, &Arc<ClientInfo>)) {
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for (name, subscribers) in self.map(kind).read().iter() {
+                for info in subscribers.values() {
+                    f(kind, name, info);
+                }
+            }
+        }
+    }
+
     /// Subscribe `info` to `names`; the confirmations (one push each) are appended to `out`
     /// encoded for `resp`.
     pub(crate) fn subscribe(

@@ -259,6 +259,111 @@ fn deleting_a_user_disconnects_its_clients() {
     assert!(q(&mut u, &["PING"]).is_err());
 }
 
+/// The CLIENT LIST lines whose `name=` is `name`.
+fn clients_named(con: &mut Connection, name: &str) -> Vec<String> {
+    let list = text(q(con, &["CLIENT", "LIST"]).unwrap());
+    list.lines()
+        .filter(|l| l.contains(&format!(" name={name} ")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Wait up to 2 s for no client named `name` to be listed.
+fn gone_from_client_list(con: &mut Connection, name: &str) -> bool {
+    for _ in 0..200 {
+        if clients_named(con, name).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn client_list_names_the_user_and_deleted_users_clients_go_at_once() {
+    let srv = Podium::start(&[]);
+    let mut admin = srv.con();
+    ok(
+        &mut admin,
+        &["ACL", "SETUSER", "ana", "on", ">pw", "+@all", "~*"],
+    );
+    let mut u = srv.con();
+    ok(&mut u, &["AUTH", "ana", "pw"]);
+    ok(&mut u, &["CLIENT", "SETNAME", "victim"]);
+    let lines = clients_named(&mut admin, "victim");
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains(" user=ana "), "{}", lines[0]);
+    // CLIENT KILL USER names a user that must exist.
+    let e = err(&mut admin, &["CLIENT", "KILL", "USER", "nobody"]);
+    assert!(e.contains("No such user 'nobody'"), "{e}");
+    // The client is gone from CLIENT LIST without sending anything more (Redis frees it at
+    // once, not at its next command).
+    ok(&mut admin, &["ACL", "DELUSER", "ana"]);
+    assert!(gone_from_client_list(&mut admin, "victim"));
+    // ACL SETUSER that only changes a password keeps the clients (as Redis 7.0).
+    ok(
+        &mut admin,
+        &["ACL", "SETUSER", "bo", "on", ">pw", "+@all", "~*"],
+    );
+    let mut b = srv.con();
+    ok(&mut b, &["AUTH", "bo", "pw"]);
+    ok(&mut admin, &["ACL", "SETUSER", "bo", "resetpass", ">other"]);
+    ok(&mut b, &["PING"]);
+}
+
+#[test]
+fn subscribers_losing_channel_permission_are_disconnected() {
+    let srv = Podium::start(&[]);
+    let mut admin = srv.con();
+    ok(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "ps",
+            "on",
+            ">pw",
+            "+@all",
+            "~*",
+            "resetchannels",
+            "&news.*",
+            "&sport",
+        ],
+    );
+    // A subscriber whose channel stays allowed survives; one whose pattern is revoked goes.
+    let mut keep = srv.con();
+    ok(&mut keep, &["AUTH", "ps", "pw"]);
+    ok(&mut keep, &["CLIENT", "SETNAME", "keeper"]);
+    let mut pubsub = srv.con();
+    ok(&mut pubsub, &["AUTH", "ps", "pw"]);
+    ok(&mut pubsub, &["CLIENT", "SETNAME", "reader"]);
+    let _: Value = redis::cmd("PSUBSCRIBE")
+        .arg("news.*")
+        .query(&mut pubsub)
+        .unwrap();
+    let _: Value = redis::cmd("SUBSCRIBE")
+        .arg("sport")
+        .query(&mut keep)
+        .unwrap();
+    // Adding a channel: nothing is revoked.
+    ok(&mut admin, &["ACL", "SETUSER", "ps", "&more"]);
+    assert_eq!(clients_named(&mut admin, "reader").len(), 1);
+    // `news.*` goes: the pattern subscriber is disconnected, the `sport` one stays.
+    ok(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "ps",
+            "resetchannels",
+            "&sport",
+            "&news.local",
+        ],
+    );
+    assert!(gone_from_client_list(&mut admin, "reader"));
+    assert_eq!(clients_named(&mut admin, "keeper").len(), 1);
+}
+
 #[test]
 fn acllog_max_len_bounds_the_log() {
     let srv = Podium::start(&["--acllog-max-len", "2"]);

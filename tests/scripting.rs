@@ -755,3 +755,51 @@ fn embedded_libraries_answer_as_redis() {
         bulk("[[1]]")
     );
 }
+
+#[test]
+fn a_script_out_of_memory_gets_an_error_and_the_server_lives_on() {
+    // The server under a 768 MiB address-space limit (`ulimit -v`), so that a script asking
+    // for a 1 GiB string meets a real allocation failure: the script gets Lua's memory error,
+    // the process does not abort, and the same Lua state runs the next script.
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("podium-limited");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nulimit -v 786432\nexec '{}' \"$@\"\n",
+            env!("CARGO_BIN_EXE_podium")
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let s = Launch::prog(wrapper.to_str().unwrap())
+        .args(&["--save", ""])
+        .start();
+    let mut con = s.con();
+    let e = run_err(&mut con, "return #string.rep('x', 1024 * 1024 * 1024)");
+    assert!(e.contains("not enough memory"), "{e}");
+    assert_eq!(
+        run(&mut con, "return #string.rep('x', 1000)").unwrap(),
+        Value::Int(1000)
+    );
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn script_flush_rebuilds_the_lua_state_cleanly() {
+    // Each SCRIPT FLUSH drops every thread's Lua state and the next script builds a new one
+    // (mlua's state with Podium's allocator swapped in, swapped back before it is closed).
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    for i in 0..50 {
+        assert_eq!(
+            run(&mut con, &format!("return {i} + #string.rep('x', 100000)")).unwrap(),
+            Value::Int(i + 100000)
+        );
+        let ok: String = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+        assert_eq!(ok, "OK");
+    }
+}

@@ -9,7 +9,6 @@ use libfuzzer_sys::fuzz_target;
 use podium::config::Config;
 use podium::connection::{Client, ClientInfo};
 use podium::server::Server;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 
 fn server() -> &'static Arc<Server> {
@@ -19,33 +18,24 @@ fn server() -> &'static Arc<Server> {
         config
             .set_startup("databases", &["2".to_string()])
             .expect("databases");
+        // No save points: FLUSHALL would write dump.rdb (with an fsync) into the working
+        // directory on every input.
+        config.set_startup("save", &[String::new()]).expect("save");
         Server::new(config).into_arc()
     })
 }
 
 fn client() -> Client {
-    let info = Arc::new(ClientInfo {
-        id: 1,
-        addr: "127.0.0.1:1".into(),
-        laddr: "127.0.0.1:2".into(),
-        name: Default::default(),
-        lib_name: Default::default(),
-        db: AtomicUsize::new(0),
-        created_ms: 0,
-        last_active_ms: AtomicI64::new(0),
-        last_cmd: parking_lot::Mutex::new("NULL"),
-        resp: AtomicU8::new(2),
-        multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        no_evict: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        kill: Default::default(),
-        qbuf: AtomicUsize::new(0),
-    });
+    let info = Arc::new(ClientInfo::new(
+        1,
+        "127.0.0.1:1".into(),
+        "127.0.0.1:2".into(),
+        0,
+    ));
     let mut c = Client::new(1, info);
     c.authenticated = true;
     // The default user, so every command goes through the ACL check too.
-    c.user = Some(server().acl.default_user());
+    c.set_user(server().acl.default_user());
     c
 }
 

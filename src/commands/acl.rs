@@ -3,8 +3,10 @@
 
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
-use crate::acl::{self, Denied};
+use crate::acl::{self, Denied, UserRef};
 use crate::client::Client;
+use crate::state::Server;
+use std::sync::Arc;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -39,7 +41,16 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Reply::error("ERR Usernames can't contain spaces or null characters");
             }
             match srv.acl.set_user(name, &a[3..], pubsub_all) {
-                Ok(()) => Reply::Ok,
+                Ok(None) => Reply::Ok,
+                Ok(Some(upcoming)) => {
+                    if let Some(user) = srv.acl.get(name) {
+                        let id = ctx.client.id;
+                        if disconnect_revoked_subscribers(srv, id, &user, &upcoming) {
+                            ctx.close_after_reply = true;
+                        }
+                    }
+                    Reply::Ok
+                }
                 Err(e) => Reply::Error(format!("ERR {}", e.replace(['\r', '\n'], " "))),
             }
         }
@@ -47,7 +58,11 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             if a[2..].iter().any(|n| &n[..] == b"default") {
                 return Reply::error("ERR The 'default' user cannot be removed");
             }
-            Reply::Int(srv.acl.delete(&a[2..]) as i64)
+            let removed = srv.acl.delete(&a[2..]);
+            if disconnect_deleted_users(srv, ctx.client.id) {
+                ctx.close_after_reply = true;
+            }
+            Reply::Int(removed as i64)
         }
         ("getuser", 3) => match srv.acl.get(&a[2]) {
             Some(u) => acl::view::getuser(&u.read()),
@@ -63,7 +78,12 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
         ),
         ("load", 2) => match load_file(srv, &aclfile(ctx)) {
-            Ok(()) => Reply::Ok,
+            Ok(()) => {
+                if disconnect_deleted_users(srv, ctx.client.id) {
+                    ctx.close_after_reply = true;
+                }
+                Reply::Ok
+            }
             Err(e) => Reply::Error(format!("ERR {e}")),
         },
         ("save", 2) => match save_file(srv, &aclfile(ctx)) {
@@ -428,4 +448,59 @@ pub(crate) fn user_revoked(client: &Client) -> bool {
         .user
         .as_ref()
         .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst))
+}
+
+/// After ACL SETUSER took channel permissions away from `user` (`upcoming`: what it keeps):
+/// disconnect every client authenticated as that user with a subscription no longer allowed,
+/// as Redis does. True when the client running the command (`current`) is one of them: it is
+/// to be closed after its reply (killing it now would drop the reply).
+pub(crate) fn disconnect_revoked_subscribers(
+    srv: &Server,
+    current: u64,
+    user: &UserRef,
+    upcoming: &[Vec<u8>],
+) -> bool {
+    let mut doomed: Vec<Arc<crate::client::ClientInfo>> = Vec::new();
+    srv.pubsub.for_each_subscription(|kind, name, info| {
+        let same_user = info
+            .user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| Arc::ptr_eq(u, user));
+        let pattern = kind == crate::pubsub::Kind::Pattern;
+        if same_user && !crate::acl::subscription_allowed(upcoming, name, pattern) {
+            doomed.push(info.clone());
+        }
+    });
+    let mut close_current = false;
+    for info in doomed {
+        if info.id == current {
+            close_current = true;
+        } else {
+            info.kill();
+        }
+    }
+    close_current
+}
+
+/// Disconnect every client whose user was deleted (ACL DELUSER, ACL LOAD), at once, as Redis
+/// does. True when the client running the command (`current`) is one of them: it gets its
+/// reply first and is closed after it.
+pub(crate) fn disconnect_deleted_users(srv: &Server, current: u64) -> bool {
+    let clients: Vec<Arc<crate::client::ClientInfo>> =
+        srv.clients.lock().values().cloned().collect();
+    let mut close_current = false;
+    for info in clients {
+        let deleted = info
+            .user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst));
+        if deleted && info.id == current {
+            close_current = true;
+        } else if deleted {
+            info.kill();
+        }
+    }
+    close_current
 }

@@ -76,8 +76,7 @@ fn check_password(
     let name = user.unwrap_or(b"default");
     match ctx.srv.acl.authenticate(name, pass) {
         Some(u) => {
-            *ctx.client.info.user_name.lock() = Bytes::from(u.read().name.clone());
-            ctx.client.user = Some(u);
+            ctx.client.set_user(u);
             ctx.client.authenticated = true;
             Ok(())
         }
@@ -176,8 +175,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.reply_mode = crate::client::ReplyMode::On;
     *ctx.client.info.name.lock() = None;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
-    ctx.client.user = Some(ctx.srv.acl.default_user());
-    *ctx.client.info.user_name.lock() = Bytes::from_static(b"default");
+    ctx.client.set_user(ctx.srv.acl.default_user());
     ctx.client.authenticated = crate::commands::acl::starts_authenticated(ctx.srv);
     Reply::Status("RESET")
 }
@@ -419,7 +417,7 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "id" => v.parse::<u64>().ok() == Some(c.id),
             "addr" => &c.addr == v,
             "laddr" => &c.laddr == v,
-            "user" => c.user_name.lock().as_ref() == v.as_bytes(),
+            "user" => c.user_name() == *v,
             // No client is a master or a replica; a client with subscriptions is pubsub.
             "type" => {
                 let pubsub = c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0);

@@ -1,6 +1,6 @@
-//! Server commands: DBSIZE FLUSHDB FLUSHALL SWAPDB TIME SHUTDOWN FUNCTION MEMORY READONLY
-//! READWRITE. The connection commands are in `client.rs`, COMMAND in `command.rs`, INFO in
-//! `info.rs`, CONFIG in `config_cmd.rs`, the persistence commands in `persist.rs`.
+//! Server commands: DBSIZE FLUSHDB FLUSHALL SWAPDB TIME SHUTDOWN MEMORY READONLY READWRITE.
+//! The connection commands are in `client.rs`, COMMAND in `command.rs`, INFO in `info.rs`,
+//! CONFIG in `config_cmd.rs`, the persistence commands in `persist.rs`, FUNCTION in scripting.
 
 use super::args::{eq, int, SYNTAX};
 use super::flags::*;
@@ -16,7 +16,6 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("swapdb", 3, WRITE | FAST, Keys::All, swapdb, "server"),
     Spec::new("time", 1, FAST | LOADING | STALE, Keys::None, time, "server"),
     Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, Keys::None, shutdown, "server"),
-    Spec::new("function", -2, NOSCRIPT, Keys::None, function, "scripting"),
     Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
     Spec::new("readwrite", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
     Spec::new("memory", -2, READONLY, Keys::Custom(memory_keys), memory, "server"),
@@ -165,28 +164,6 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
     Reply::NoReply
-}
-
-fn function(_: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        // No functions can exist (Podium has no scripting), so flushing is a true no-op.
-        "flush" if a.len() <= 3 => {
-            if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
-                return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
-            }
-            Reply::Ok
-        }
-        "list" => Reply::Array(vec![]),
-        "stats" => Reply::Map(vec![
-            (Reply::bulk_slice(b"running_script"), Reply::Null),
-            (Reply::bulk_slice(b"engines"), Reply::Map(vec![])),
-        ]),
-        _ => Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
-            String::from_utf8_lossy(&a[1])
-        )),
-    }
 }
 
 fn memory_keys(a: &[Bytes]) -> Vec<usize> {

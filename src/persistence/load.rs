@@ -15,9 +15,7 @@
 use crate::client::{Client, ClientInfo};
 use crate::state::Server;
 use bytes::Bytes;
-use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize};
 use std::sync::Arc;
 
 /// Result of parsing one command at an offset.
@@ -94,29 +92,12 @@ pub fn parse_at(d: &[u8], pos: usize) -> Parse {
 }
 
 fn fake_client(srv: &Server) -> Client {
-    let info = Arc::new(ClientInfo {
-        id: u64::MAX,
-        addr: "AOF-loading".into(),
-        laddr: String::new(),
-        name: Mutex::new(None),
-        lib_name: Mutex::new(None),
-        db: AtomicUsize::new(0),
-        created_ms: crate::clock::unix_ms(),
-        last_active_ms: AtomicI64::new(0),
-        last_cmd: Mutex::new("NULL"),
-        resp: AtomicU8::new(2),
-        multi: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        postponed: AtomicBool::new(false),
-        no_evict: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
-        kill: tokio::sync::Notify::new(),
-        qbuf: AtomicUsize::new(0),
-        qbuf_free: AtomicUsize::new(0),
-        argv_mem: AtomicUsize::new(0),
-        user_name: Mutex::new(bytes::Bytes::from_static(b"default")),
-        push: Default::default(),
-    });
+    let info = Arc::new(ClientInfo::new(
+        u64::MAX,
+        "AOF-loading".into(),
+        String::new(),
+        crate::clock::unix_ms(),
+    ));
     let _ = srv;
     let mut c = Client::new(u64::MAX, info);
     c.authenticated = true;

@@ -12,7 +12,7 @@
 //!
 //! Memory: the state allocates through [`lua_alloc`], which hands an allocation failure back
 //! to Lua (a "not enough memory" error for that script) instead of aborting the process, as
-//! the default Rust allocation path would.
+//! mlua's allocator (and the default Rust allocation path) would.
 
 use super::convert::{lua_to_reply, reply_to_lua};
 use super::Invocation;
@@ -38,8 +38,9 @@ const HANDOFF_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 const LUA_GC_PAUSE: std::ffi::c_int = 200;
 const LUA_GC_STEPMUL: std::ffi::c_int = 200;
 
-/// Alignment of every block handed to Lua (what malloc guarantees on 64-bit targets).
-const LUA_ALIGN: usize = 16;
+/// Alignment of every block handed to Lua: mlua's own (16 on 64-bit targets, what malloc
+/// guarantees), so that either allocator can free the other's blocks (see Engine::new).
+const LUA_ALIGN: usize = ffi::SYS_MIN_ALIGN;
 
 /// Globals Redis 7.0.15 does not give scripts (checked against redis-server 7.0.15: reading
 /// any of them is "Script attempted to access nonexistent global variable").
@@ -49,7 +50,50 @@ const REMOVED_GLOBALS: &[&str] = &[
 
 /// The largest single block a script may ask for (4 GiB, eight times the largest string a
 /// client can send under the default `proto-max-bulk-len`).
+#[cfg(not(fuzzing))]
 const MAX_LUA_BLOCK: usize = 1 << 32;
+
+/// Fuzz builds (`--cfg fuzzing`, set by cargo-fuzz) refuse blocks over 256 MiB: libFuzzer
+/// reports any single malloc over its limit (2 GiB) as a finding, and a script asking for a
+/// huge string is Redis's behaviour, not a bug. Smaller blocks also exercise the failure path
+/// far more often.
+#[cfg(fuzzing)]
+const MAX_LUA_BLOCK: usize = 1 << 28;
+
+/// How often (in Lua instructions) the hook looks for SCRIPT KILL.
+#[cfg(not(fuzzing))]
+const HOOK_EVERY: u32 = 10_000;
+
+/// Fuzz builds look ten times as often, to hold scripts to the fuzz budget.
+#[cfg(fuzzing)]
+const HOOK_EVERY: u32 = 1_000;
+
+/// Fuzz builds only: a script may run 200,000 Lua instructions (and 100 ms, for time spent
+/// inside library functions), and the process may hold 512 MiB while it runs. An endless
+/// loop, or a loop that grows the keyspace without end, is legitimate in Redis (only SCRIPT
+/// KILL or SHUTDOWN NOSAVE stop it), so without a budget the fuzzer would report it as a hang
+/// or an out-of-memory. Counting instructions keeps runs deterministic on a loaded machine.
+/// Memory is what [`crate::alloc::used_memory`] counts (the fuzz targets install the counting
+/// system allocator).
+#[cfg(fuzzing)]
+fn over_fuzz_budget(started: Option<std::time::Instant>) -> bool {
+    const FUZZ_HOOK_CALLS: u32 = 200;
+    const FUZZ_TIME: std::time::Duration = std::time::Duration::from_millis(100);
+    const FUZZ_MEMORY: usize = 512 << 20;
+    let calls = FUZZ_HOOK_CALLS_SEEN.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    });
+    calls > FUZZ_HOOK_CALLS
+        || started.is_some_and(|t| t.elapsed() > FUZZ_TIME)
+        || crate::alloc::used_memory() > FUZZ_MEMORY
+}
+
+#[cfg(fuzzing)]
+thread_local! {
+    /// Hook calls in the running script (fuzz builds; reset by Engine::run).
+    static FUZZ_HOOK_CALLS_SEEN: Cell<u32> = const { Cell::new(0) };
+}
 
 /// The allocator of every script Lua state. Lua 5.1's contract: `nsize == 0` frees,
 /// otherwise (re)allocate, and return NULL on failure, which Lua raises as a memory error in
@@ -100,19 +144,6 @@ unsafe extern "C-unwind" fn lua_alloc(
             ) as *mut c_void
         }
     }
-}
-
-/// Opens the base library (run under `lua_cpcall`, so a failure is a status, not a panic).
-///
-/// # Safety
-/// Called by Lua with a valid state.
-unsafe extern "C-unwind" fn open_base(state: *mut ffi::lua_State) -> std::ffi::c_int {
-    // SAFETY: a valid state inside a protected call.
-    unsafe {
-        ffi::luaL_requiref(state, c"_G".as_ptr(), ffi::luaopen_base, 1);
-        ffi::lua_settop(state, 0);
-    }
-    0
 }
 
 thread_local! {
@@ -232,7 +263,9 @@ pub(super) struct Engine {
     /// When the running script started and when it next offers its worker's tasks to
     /// another thread.
     run_started: Rc<RunClock>,
-    state: *mut ffi::lua_State,
+    /// The allocator mlua created the state with (function and user data), put back before
+    /// the state is closed so that mlua frees its own bookkeeping.
+    mlua_alloc: (ffi::lua_Alloc, usize),
 }
 
 /// The running script's clock, read by the instruction hook.
@@ -267,34 +300,45 @@ fn hand_off_worker() {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        // SAFETY: the handles are dropped exactly once, here; then nothing refers to the
-        // state (mlua keeps no owner for a state it did not create), so it can be closed.
-        unsafe {
-            self.loading.borrow_mut().take();
-            ManuallyDrop::drop(&mut self.handles);
-            ffi::lua_close(self.state);
-        }
+        self.loading.borrow_mut().take();
+        let (alloc, ud) = self.mlua_alloc;
+        // SAFETY: exec_raw hands a valid thread of this state; lua_setallocf only swaps the
+        // allocator. Both allocators serve blocks from the global allocator with the same
+        // size and alignment ([`LUA_ALIGN`]), so mlua's frees blocks [`lua_alloc`] made and the reverse.
+        let _ = unsafe {
+            self.handles.lua.exec_raw::<()>((), |state| {
+                ffi::lua_setallocf(state, alloc, ud as *mut c_void)
+            })
+        };
+        // SAFETY: the handles are dropped exactly once, here. `lua`, the last field, is the
+        // only owner of the state: dropping it closes the state.
+        unsafe { ManuallyDrop::drop(&mut self.handles) };
     }
 }
 
 impl Engine {
     fn new(id: EngineId) -> Result<Engine, String> {
-        // SAFETY: lua_newstate takes our allocator (which never unwinds) and no user data; a
-        // NULL state means the allocation failed.
-        let state = unsafe { ffi::lua_newstate(lua_alloc, std::ptr::null_mut()) };
-        if state.is_null() {
-            return Err("ERR not enough memory to create the Lua state".into());
-        }
-        // SAFETY: `state` is a fresh valid state; open_base runs under a protected call.
-        let status = unsafe { ffi::lua_cpcall(state, open_base, std::ptr::null_mut()) };
-        if status != 0 {
-            // SAFETY: nothing else refers to the state yet.
-            unsafe { ffi::lua_close(state) };
-            return Err("ERR not enough memory to create the Lua state".into());
-        }
-        // SAFETY: `state` is valid and stays open until Engine::drop closes it, after every
-        // mlua handle to it is dropped.
-        let lua = unsafe { Lua::init_from_ptr(state) };
+        // The state is mlua's own (so that closing it frees everything mlua allocated for
+        // it; a state mlua adopts through `init_from_ptr` leaks that bookkeeping when it is
+        // closed), with its allocator swapped for [`lua_alloc`] at once: mlua's aborts the
+        // process when an allocation fails. Unsafe mode only because the sandbox, not mlua,
+        // decides what scripts see; no C module loader is opened.
+        // SAFETY: no library beyond base is opened here; see build() for the rest.
+        let lua = unsafe { Lua::unsafe_new_with(StdLib::NONE, mlua::LuaOptions::new()) };
+        let mut mlua_alloc: Option<(ffi::lua_Alloc, usize)> = None;
+        // SAFETY: exec_raw hands a valid thread of this state; lua_getallocf reads and
+        // lua_setallocf replaces the allocator (no block changes hands here).
+        let swapped = unsafe {
+            lua.exec_raw::<()>((), |state| {
+                let mut ud: *mut c_void = std::ptr::null_mut();
+                let previous = ffi::lua_getallocf(state, &mut ud);
+                mlua_alloc = Some((previous, ud as usize));
+                ffi::lua_setallocf(state, lua_alloc, std::ptr::null_mut());
+            })
+        };
+        let Some(mlua_alloc) = mlua_alloc.filter(|_| swapped.is_ok()) else {
+            return Err("ERR can't set up the Lua state: allocator".into());
+        };
         let current: Current = Rc::new(Cell::new(std::ptr::null_mut()));
         let loading: Loading = Rc::new(RefCell::new(None));
         let load_started: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
@@ -320,12 +364,18 @@ impl Engine {
                 loading,
                 load_started,
                 run_started,
-                state,
+                mlua_alloc,
             }),
             Err(e) => {
+                let (alloc, ud) = mlua_alloc;
+                // SAFETY: as in Engine::drop: mlua's allocator back, then the only handle
+                // is dropped, which closes the state.
+                let _ = unsafe {
+                    lua.exec_raw::<()>((), |state| {
+                        ffi::lua_setallocf(state, alloc, ud as *mut c_void)
+                    })
+                };
                 drop(lua);
-                // SAFETY: the only mlua handle was dropped above.
-                unsafe { ffi::lua_close(state) };
                 Err(format!("ERR can't set up the Lua state: {e}"))
             }
         }
@@ -343,12 +393,12 @@ impl Engine {
         let g = lua.globals();
         super::api::register(lua, &g, current)?;
         let libs = super::libs::register(lua, &g)?;
-        // SCRIPT KILL: looked at every 10,000 instructions.
+        // SCRIPT KILL: looked at every HOOK_EVERY instructions.
         let hook_current = current.clone();
         let hook_load_started = load_started.clone();
         let hook_run_started = run_started.clone();
         lua.set_hook(
-            mlua::HookTriggers::new().every_nth_instruction(10_000),
+            mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
                 // FUNCTION LOAD gives a library's code 500 ms to register its functions.
                 if let Some(t) = hook_load_started.get() {
@@ -372,6 +422,9 @@ impl Engine {
                 // SAFETY: non-null only while a script runs, pointing at its Invocation
                 // (see Engine::run); the hook runs on this thread inside that call.
                 let killed = unsafe { (*inv).killed() };
+                #[cfg(fuzzing)]
+                // SAFETY: as above.
+                let killed = killed || over_fuzz_budget(unsafe { (*inv).started() });
                 if killed {
                     Err(mlua::Error::external(CommandError(
                         "ERR Script killed by user with SCRIPT KILL...".into(),
@@ -564,6 +617,8 @@ impl Engine {
         self.current
             .set((inv as *mut Invocation<'_, '_, '_>).cast());
         self.run_started.set(Some(std::time::Instant::now()));
+        #[cfg(fuzzing)]
+        FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
         // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
         let result: mlua::Result<(bool, LuaValue)> = unsafe {
             lua.exec_raw(

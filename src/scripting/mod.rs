@@ -487,6 +487,12 @@ impl Invocation<'_, '_, '_> {
     fn killed(&self) -> bool {
         self.ctx.srv.scripts.kill_requested(self.run_id)
     }
+
+    /// When the running script started (fuzz builds hold scripts to a time budget).
+    #[cfg(fuzzing)]
+    fn started(&self) -> Option<std::time::Instant> {
+        *self.ctx.srv.scripts.started.lock()
+    }
 }
 
 /// Numbers of keys and arguments, as EVAL validates them.

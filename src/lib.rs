@@ -10,6 +10,7 @@ pub mod acl_commands;
 pub mod alloc;
 pub mod blocking;
 pub mod clock;
+pub(crate) mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod config_rewrite;

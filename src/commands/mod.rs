@@ -16,6 +16,7 @@ pub mod client;
 pub mod command;
 pub mod config_cmd;
 pub mod debug;
+pub(crate) mod docs;
 pub mod errors;
 pub mod expire;
 pub mod geo;

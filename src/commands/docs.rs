@@ -177,6 +177,14 @@ mod tests {
     }
 
     #[test]
+    fn every_command_has_docs_in_the_group_its_spec_names() {
+        for (name, cmd) in crate::commands::table() {
+            let i = find(name).unwrap_or_else(|| panic!("no docs for {name}"));
+            assert_eq!(DOCS[i].group, cmd.group, "{name}");
+        }
+    }
+
+    #[test]
     fn unknown_and_too_deep_names_are_skipped() {
         assert!(docs_for(b"no-such-command").is_none());
         assert!(docs_for(b"config|no-such-sub").is_none());

@@ -96,7 +96,8 @@ pub struct Spec {
     pub flags: u32,
     pub keys: Keys,
     pub handler: Handler,
-    /// Group name reported by COMMAND DOCS (e.g. "sorted-set").
+    /// Redis's command group (e.g. "sorted-set"), as COMMAND DOCS reports it (checked against
+    /// the generated docs table in `docs::tests`).
     pub group: &'static str,
 }
 

@@ -132,42 +132,13 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        "docs" => {
-            let names: Vec<&'static str> = if a.len() == 2 {
-                let mut v: Vec<_> = t.keys().copied().collect();
-                v.sort();
-                v
-            } else {
-                a[2..]
-                    .iter()
-                    .filter_map(|n| super::lookup(n).map(|c| c.name))
-                    .collect()
-            };
-            Reply::Map(
-                names
-                    .into_iter()
-                    .map(|n| {
-                        let c = t[n];
-                        (
-                            Reply::bulk_slice(n.as_bytes()),
-                            Reply::Map(vec![
-                                (
-                                    Reply::bulk_slice(b"summary"),
-                                    Reply::bulk_slice(
-                                        format!("The {} command", n.to_uppercase()).as_bytes(),
-                                    ),
-                                ),
-                                (Reply::bulk_slice(b"since"), Reply::bulk_slice(b"1.0.0")),
-                                (
-                                    Reply::bulk_slice(b"group"),
-                                    Reply::bulk_slice(c.group.as_bytes()),
-                                ),
-                            ]),
-                        )
-                    })
-                    .collect(),
-            )
-        }
+        "docs" if a.len() == 2 => super::docs::all_docs(),
+        "docs" => Reply::Map(
+            a[2..]
+                .iter()
+                .filter_map(|n| super::docs::docs_for(n))
+                .collect(),
+        ),
         "getkeys" if a.len() >= 3 => {
             let Some(c) = super::lookup(&a[2]) else {
                 return Reply::error("ERR Invalid command specified");

@@ -217,7 +217,27 @@ const CONTAINERS: &[(&str, &[&str])] = &[
     ("script", &["load", "exists", "flush", "kill", "help"]),
     (
         "function",
-        &["load", "delete", "flush", "kill", "list", "stats", "help"],
+        &[
+            "load", "delete", "flush", "kill", "list", "stats", "dump", "restore", "help",
+        ],
+    ),
+    (
+        "acl",
+        &[
+            "cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save",
+            "setuser", "users", "whoami", "help",
+        ],
+    ),
+    (
+        "pubsub",
+        &[
+            "channels",
+            "numpat",
+            "numsub",
+            "shardchannels",
+            "shardnumsub",
+            "help",
+        ],
     ),
 ];
 

@@ -17,6 +17,7 @@ pub mod command;
 pub mod config_cmd;
 pub mod debug;
 mod debug_data;
+pub(crate) mod docs;
 pub mod errors;
 pub mod expire;
 pub mod geo;
@@ -101,7 +102,8 @@ pub struct Spec {
     pub flags: u32,
     pub keys: Keys,
     pub handler: Handler,
-    /// Group name reported by COMMAND DOCS (e.g. "sorted-set").
+    /// Redis's command group (e.g. "sorted-set"), as COMMAND DOCS reports it (checked against
+    /// the generated docs table in `docs::tests`).
     pub group: &'static str,
 }
 

@@ -12,7 +12,6 @@ pub mod blocking;
 pub mod client;
 pub mod clock;
 pub mod cmdspec;
-pub(crate) mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod config_rewrite;

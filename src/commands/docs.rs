@@ -1,11 +1,11 @@
 //! COMMAND DOCS: the documentation Redis 7.0.15 gives for each command, answered from the
-//! table tools/gen_command_docs.py generates into `crate::command_docs` from Redis's own
+//! table tools/gen_command_docs.py generates into `super::command_docs` from Redis's own
 //! command JSON files. This module owns the shapes of that table and turns an entry into the
 //! reply Redis's addReplyCommandDocs builds: fields in Redis's order, each optional field only
 //! when set, and a container's `subcommands` limited to the subcommands Podium runs.
 
 use super::latency;
-use crate::command_docs::DOCS;
+use super::command_docs::DOCS;
 use crate::protocol::Reply;
 
 /// One command's or subcommand's documentation, as Redis's commands.c holds it.

@@ -17,6 +17,7 @@ pub mod command;
 pub mod config_cmd;
 pub mod debug;
 mod debug_data;
+pub(crate) mod command_docs;
 pub(crate) mod docs;
 pub mod errors;
 pub mod expire;

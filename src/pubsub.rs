@@ -462,7 +462,6 @@ fn deliver(info: &ClientInfo, enc: &mut Encoded, limit: ObufLimit, now_ms: i64) 
     }
 }
 
-
 /// Redis's error for a command a RESP2 client in subscriber mode may not run, if `name` is
 /// one of those.
 pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {

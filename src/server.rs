@@ -308,6 +308,41 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
 
 use rand::SeedableRng;
 
+/// The cron's check of the pubsub class's soft limit: close the subscribers that have been
+/// over it for longer than its seconds.
+fn enforce_pubsub_soft_limits(srv: &crate::state::Server) {
+    let limit = srv.config.hot.obuf.pubsub();
+    if limit.soft == 0 {
+        return;
+    }
+    let now_ms = crate::clock::unix_ms();
+    let clients: Vec<_> = srv
+        .clients
+        .lock()
+        .values()
+        .filter(|c| {
+            c.push
+                .counts
+                .iter()
+                .any(|n| n.load(std::sync::atomic::Ordering::Relaxed) > 0)
+        })
+        .cloned()
+        .collect();
+    for info in clients {
+        if info.push.soft_limit_expired(limit, now_ms) {
+            info.push
+                .overflowed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                info.id,
+                info.addr
+            );
+            info.kill();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,33 +369,5 @@ mod tests {
             500,
             "a later instant maps to a later time, 1:1"
         );
-    }
-}
-
-/// The cron's check of the pubsub class's soft limit: close the subscribers that have been
-/// over it for longer than its seconds.
-fn enforce_pubsub_soft_limits(srv: &crate::state::Server) {
-    let limit = srv.config.hot.obuf.pubsub();
-    if limit.soft == 0 {
-        return;
-    }
-    let now_ms = crate::clock::unix_ms();
-    let clients: Vec<_> = srv
-        .clients
-        .lock()
-        .values()
-        .filter(|c| c.push.counts.iter().any(|n| n.load(std::sync::atomic::Ordering::Relaxed) > 0))
-        .cloned()
-        .collect();
-    for info in clients {
-        if info.push.soft_limit_expired(limit, now_ms) {
-            info.push.overflowed.store(true, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                info.id,
-                info.addr
-            );
-            info.kill();
-        }
     }
 }

@@ -5,11 +5,11 @@ use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::acl::{self, Denied, UserRef};
 use crate::client::Client;
-use crate::state::Server;
-use std::sync::Arc;
 use crate::protocol::Reply;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "acl",

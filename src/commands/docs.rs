@@ -4,8 +4,8 @@
 //! reply Redis's addReplyCommandDocs builds: fields in Redis's order, each optional field only
 //! when set, and a container's `subcommands` limited to the subcommands Podium runs.
 
-use super::latency;
 use super::command_docs::DOCS;
+use super::latency;
 use crate::protocol::Reply;
 
 /// One command's or subcommand's documentation, as Redis's commands.c holds it.

@@ -71,6 +71,17 @@ pub fn used_memory() -> usize {
     ALLOCATED.load(Ordering::Relaxed).max(0) as usize
 }
 
+/// The highest [`used_memory`] seen so far: sampled, as Redis samples its peak (every cron
+/// tick and whenever INFO or MEMORY STATS reads it), not tracked per allocation, which would put
+/// an atomic maximum on every allocation's path.
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sample the allocated bytes into the peak; returns the peak (INFO `used_memory_peak`).
+pub fn sample_peak() -> usize {
+    let used = used_memory();
+    PEAK.fetch_max(used, Ordering::Relaxed).max(used)
+}
+
 /// Resident set size of this process in bytes, from /proc.
 pub fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
@@ -111,6 +122,24 @@ pub fn allocator_name() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_peak_never_falls_below_a_sampled_use() {
+        use super::*;
+        let a = &COUNTING_SYSTEM;
+        let layout = Layout::from_size_align(1 << 20, 8).unwrap();
+        // SAFETY: layout is non-zero; the pointer is freed with the same layout.
+        unsafe {
+            let p = a.alloc(layout);
+            assert!(!p.is_null());
+            // Other tests count through the same total, but only add while they hold a block.
+            let high = sample_peak();
+            assert!(high >= 1 << 20, "peak {high}");
+            a.dealloc(p, layout);
+            // Freeing does not lower the peak, and a later sample keeps it.
+            assert!(sample_peak() >= high);
+        }
+    }
+
     #[test]
     fn counts_allocations() {
         // Only meaningful when the binary installs CountingAlloc; the lib's tests do not, so

@@ -269,6 +269,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             };
             tokio::time::sleep(pause).await;
             resync_wall_clock();
+            crate::alloc::sample_peak();
             crate::crash::set_enabled(cron_srv.config.get_bool("crash-log-enabled"));
             if cron_srv.signal_shutdown.cron_paused() {
                 continue;

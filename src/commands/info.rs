@@ -152,8 +152,9 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("used_memory_human", human(used));
                 kv("used_memory_rss", rss.to_string());
                 kv("used_memory_rss_human", human(rss));
-                kv("used_memory_peak", used.to_string());
-                kv("used_memory_dataset", used.to_string());
+                let peak = crate::alloc::sample_peak().max(used);
+                kv("used_memory_peak", peak.to_string());
+                kv("used_memory_peak_human", human(peak));
                 kv(
                     "maxmemory",
                     srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string(),

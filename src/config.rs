@@ -1189,33 +1189,13 @@ fn command_line_options(args: &[String]) -> Vec<String> {
                 lines.push(String::new());
             }
             if let Some(line) = lines.last_mut() {
-                line.push_str(&quoted(arg));
+                line.push_str(&crate::util::sds_repr_str(arg));
                 line.push(' ');
             }
             value_given = true;
         }
     }
     lines
-}
-
-/// `s` in double quotes with C escapes, as Redis's sdscatrepr writes it.
-fn quoted(s: &str) -> String {
-    let mut out = String::from("\"");
-    for b in s.bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `client-output-buffer-limit` for one client class: bytes (0 = none) and seconds.

@@ -128,26 +128,6 @@ fn format_memory(bytes: i64) -> String {
     }
 }
 
-/// A string quoted as Redis's sdscatrepr does.
-fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for b in s.bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x07 => out.push_str("\\a"),
-            0x08 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
     let name = prm.name;
     // Redis always writes the percentiles line (its rewrite forces it).
@@ -187,7 +167,11 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
                 st.processed.insert(name.into());
                 return;
             }
-            st.rewrite_line(name, format!("{name} {}", quote(value)), force);
+            st.rewrite_line(
+                name,
+                format!("{name} {}", crate::util::sds_repr_str(value)),
+                force,
+            );
         }
         (_, Kind::Words) => {
             if !force && !st.by_option.contains_key(name) {

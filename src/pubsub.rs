@@ -380,9 +380,9 @@ fn monitor_line(
             out.push(b' ');
         }
         if redacted.contains(&i) {
-            repr(b"(redacted)", &mut out);
+            crate::util::sds_repr(b"(redacted)", &mut out);
         } else {
-            repr(a, &mut out);
+            crate::util::sds_repr(a, &mut out);
         }
     }
     out.extend_from_slice(b"\r\n");
@@ -408,27 +408,6 @@ fn redacted_positions(args: &[Bytes]) -> Vec<usize> {
         }
     }
     v
-}
-
-/// A quoted, escaped argument as Redis's sdscatrepr writes it.
-fn repr(a: &[u8], out: &mut Vec<u8>) {
-    out.push(b'"');
-    for &c in a {
-        match c {
-            b'\\' | b'"' => {
-                out.push(b'\\');
-                out.push(c);
-            }
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x07 => out.extend_from_slice(b"\\a"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(c),
-            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
 }
 
 impl Subscriptions {

@@ -50,6 +50,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);
                     }
+                    if names.contains(&"tracking-table-max-keys") {
+                        ctx.srv.tracking.limit_changed();
+                    }
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
                     }

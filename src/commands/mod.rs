@@ -416,6 +416,7 @@ pub fn dispatch_with<'a>(
         postponed: None,
         unblock_stats: None,
     };
+    srv.tracking.before_command(srv);
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;

@@ -281,6 +281,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
                 enforce_pubsub_soft_limits(&s);
+                crate::commands::migrate::close_idle();
                 (rng, capped)
             })
             .await;

@@ -18,7 +18,7 @@ RATCHETS = unit/keyspace:49 unit/multi:34 unit/pubsub:27 unit/scripting:176
 # Suites in the suites' native mode (they start Podium themselves): NATIVE_FULL pass in full,
 # NATIVE_SUITES are suite:min-passed.
 NATIVE_FULL = unit/tracking
-NATIVE_SUITES = unit/dump:25 unit/auth:9 unit/acl:86 unit/acl-v2:24 unit/pubsubshard:9 integration/rdb:12 unit/maxmemory:15 unit/other:24 unit/pubsub:27 unit/limits:1 unit/querybuf:2 unit/networking:4 integration/logging:2 unit/shutdown:7 unit/obuf-limits:8 unit/pause:13 unit/info:15 unit/latency-monitor:14 unit/slowlog:15 unit/introspection:40 unit/introspection-2:36 integration/redis-cli:28 integration/redis-benchmark:8 unit/functions:89 unit/scripting:150
+NATIVE_SUITES = unit/oom-score-adj:4 unit/dump:25 unit/auth:9 unit/acl:86 unit/acl-v2:24 unit/pubsubshard:9 integration/rdb:12 unit/maxmemory:15 unit/other:24 unit/pubsub:27 unit/limits:1 unit/querybuf:2 unit/networking:4 integration/logging:2 unit/shutdown:7 unit/obuf-limits:8 unit/pause:13 unit/info:15 unit/latency-monitor:14 unit/slowlog:15 unit/introspection:40 unit/introspection-2:36 integration/redis-cli:28 integration/redis-benchmark:8 unit/functions:89 unit/scripting:150
 
 .PHONY: build run test unit-test suites bench clean
 

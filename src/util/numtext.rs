@@ -648,12 +648,14 @@ pub fn format_f64(d: f64, out: &mut Vec<u8>) {
 #[derive(Clone, Copy)]
 pub struct F64Text {
     buf: [u8; 32],
+    /// The text is `buf[start..len]` (whole numbers are written right-aligned, in place).
+    start: u8,
     len: u8,
 }
 
 impl F64Text {
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len as usize]
+        &self.buf[self.start as usize..self.len as usize]
     }
 
     fn push(&mut self, c: u8) {
@@ -695,8 +697,27 @@ fn u64_digits(mut u: u64, buf: &mut [u8; 20]) -> usize {
 pub fn f64_text(d: f64) -> F64Text {
     let mut t = F64Text {
         buf: [0; 32],
+        start: 0,
         len: 0,
     };
+    // Fast path: whole numbers below 1e15 print as plain digits under %.17g (leaderboard
+    // scores usually are such integers), written right-aligned in place. The round trip
+    // through i64 is exact below 2^63 and cheaper than `fract()`, a libm call on baseline
+    // x86-64. Zero (and -0) take the general path for its sign.
+    let a = d.abs();
+    if a < 1e15 && a != 0.0 && (a as i64) as f64 == a {
+        let mut tail = [0u8; 20];
+        let i = u64_digits(a as u64, &mut tail);
+        t.buf[12..].copy_from_slice(&tail);
+        let mut start = 12 + i;
+        if d < 0.0 {
+            start -= 1;
+            t.buf[start] = b'-';
+        }
+        t.start = start as u8;
+        t.len = 32;
+        return t;
+    }
     if d.is_sign_negative() {
         t.push(b'-');
     }
@@ -710,16 +731,6 @@ pub fn f64_text(d: f64) -> F64Text {
     }
     if d == 0.0 {
         t.push(b'0');
-        return t;
-    }
-    // Fast path: whole numbers below 1e15 print as plain digits under %.17g (leaderboard
-    // scores usually are such integers). The round trip through i64 is exact below 2^63 and
-    // cheaper than `fract()`, which is a libm call on baseline x86-64.
-    let a = d.abs();
-    if a < 1e15 && (a as i64) as f64 == a {
-        let mut digits = [0u8; 20];
-        let i = u64_digits(a as u64, &mut digits);
-        t.extend(&digits[i..]);
         return t;
     }
     // Rust's exact formatting is correctly rounded (ties to even), like glibc's printf.
@@ -1968,6 +1979,18 @@ mod tests {
         #[test]
         fn prop_glob_matches_reference(p in glob_pattern(), st in glob_subject(), nocase: bool) {
             prop_assert_eq!(glob_match(&p, &st, nocase), glob_ref(&p, 0, &st, 0, nocase));
+        }
+
+        #[test]
+        fn prop_whole_numbers_print_as_integers(i in -(1i64 << 53)..(1i64 << 53)) {
+            // The in-place fast path (below 1e15) and the general path (above) agree with
+            // %.17g: plain digits up to 17 significant ones, exponent form past 1e17.
+            let text = String::from_utf8(f64_to_vec(i as f64)).unwrap();
+            if i == 0 {
+                prop_assert_eq!(text, "0");
+            } else {
+                prop_assert_eq!(text, i.to_string());
+            }
         }
 
         #[test]

@@ -39,7 +39,9 @@ def callgrind_bench(s, workload, pipeline, members, requests, clients, keep, cac
     before = set(os.listdir(s.cgdir))
     subprocess.run(["callgrind_control", "-d", f"{workload}-P{pipeline}", str(pid)], capture_output=True)
     time.sleep(0.5)
-    new = sorted(set(os.listdir(s.cgdir)) - before)
+    # Only the server's own dumps: a forked child (a BGSAVE from the default save points) leaves
+    # its own file, named by its pid.
+    new = sorted(f for f in set(os.listdir(s.cgdir)) - before if f.startswith(f"callgrind.out.{pid}."))
     totals = {}
     for f in new:
         path = os.path.join(s.cgdir, f)

@@ -512,7 +512,12 @@ fn stored_score(
 
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
-fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)], event: &'static str) -> Reply {
+pub(crate) fn store_result(
+    ctx: &mut Ctx,
+    dst: &[u8],
+    items: &[(Bytes, f64)],
+    event: &'static str,
+) -> Reply {
     let limits = ctx.srv.config.zset_limits();
     let mut db = ctx.db();
     if items.is_empty() {

@@ -1,6 +1,7 @@
 //! Value types stored in the keyspace.
 
 pub mod compact;
+pub(crate) mod geohash;
 pub mod hash;
 pub mod list;
 pub mod located;

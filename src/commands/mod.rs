@@ -12,6 +12,7 @@
 
 pub mod acl;
 pub mod argv;
+pub mod bitmap;
 pub mod client;
 pub mod command;
 pub(crate) mod command_docs;
@@ -288,6 +289,7 @@ static FAMILIES: &[&[Spec]] = &[
     string::COMMANDS,
     zset::COMMANDS,
     geo::COMMANDS,
+    bitmap::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,

@@ -772,11 +772,14 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let byte = (off >> 3) as usize;
     let mask = 1u8 << (7 - (off & 7));
     let mut db = ctx.db();
-    let mut v: Vec<u8> = match db.value(&a[1]) {
-        None => Vec::new(),
-        Some(Value::Str(s)) => std::mem::take(s).into_vec(),
+    let (mut v, existed): (Vec<u8>, bool) = match db.value(&a[1]) {
+        None => (Vec::new(), false),
+        Some(Value::Str(s)) => (std::mem::take(s).into_vec(), true),
         Some(_) => return Reply::error(WRONGTYPE),
     };
+    // As Redis: a new key or a longer string always counts as a change; otherwise only a bit
+    // that flips does (so a no-op SETBIT is neither logged nor signalled).
+    let grown = !existed || v.len() <= byte;
     if v.len() <= byte {
         v.resize(byte + 1, 0);
     }
@@ -790,9 +793,11 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(Value::Str(s)) => *s = CompactBytes::from_vec(v),
         _ => db.insert(&a[1], Value::Str(CompactBytes::from_vec(v))),
     }
-    db.modified(&a[1]);
-    db.notify(notify::STRING, "setbit", &a[1]);
-    ctx.dirty += 1;
+    if grown || old != i64::from(bit) {
+        db.modified(&a[1]);
+        db.notify(notify::STRING, "setbit", &a[1]);
+        ctx.dirty += 1;
+    }
     Reply::Int(old)
 }
 

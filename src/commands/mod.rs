@@ -24,6 +24,7 @@ pub mod errors;
 pub mod expire;
 pub mod geo;
 pub mod hash;
+pub mod hyperloglog;
 pub mod info;
 /// Moved to `state::introspect` (the error counters live in the shared state); the old path
 /// stays for code written against it.
@@ -290,6 +291,7 @@ static FAMILIES: &[&[Spec]] = &[
     zset::COMMANDS,
     geo::COMMANDS,
     bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,

@@ -437,6 +437,30 @@ mod tests {
         assert_eq!(format!("{lon:.17}"), "13.36138933897018433");
         assert_eq!(format!("{lat:.17}"), "38.11555639549629859");
         assert_eq!(&geohash_text(3479099956230698.0), b"sqc8b49rny0");
+        // Scores no GEOADD writes (ZADD -1 and 1e30): GEOPOS/GEOHASH on redis-server 7.0.15.
+        let human = |v: f64| {
+            String::from_utf8(
+                crate::util::numtext::LongDouble::from_f64(v)
+                    .format_human()
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let (lon, lat) = position_of_score(-1.0);
+        assert_eq!(
+            (human(lon), human(lat)),
+            ("180".into(), "85.0511287799999991".into())
+        );
+        let (lon, lat) = position_of_score(1e30);
+        assert_eq!(
+            (human(lon), human(lat)),
+            (
+                "-179.99999731779098511".into(),
+                "-85.05112751263942528".into()
+            )
+        );
+        assert_eq!(&geohash_text(-1.0), b"bp05b5048p0");
+        assert_eq!(&geohash_text(1e30), b"00bh0hbj200");
     }
 
     #[test]
@@ -462,9 +486,9 @@ mod tests {
     #[test]
     fn steps_follow_the_radius() {
         assert_eq!(estimate_steps(0.0, 0.0), 26);
-        assert_eq!(estimate_steps(1000.0, 0.0), 13);
-        assert_eq!(estimate_steps(1000.0, 70.0), 12);
-        assert_eq!(estimate_steps(1000.0, -85.0), 11);
+        assert_eq!(estimate_steps(1000.0, 0.0), 14);
+        assert_eq!(estimate_steps(1000.0, 70.0), 13);
+        assert_eq!(estimate_steps(1000.0, -85.0), 12);
         assert_eq!(estimate_steps(1e9, 0.0), 1);
     }
 }

@@ -3,6 +3,7 @@
 pub mod compact;
 pub(crate) mod geohash;
 pub mod hash;
+pub(crate) mod hll;
 pub mod list;
 pub mod located;
 pub mod set;

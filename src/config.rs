@@ -638,6 +638,8 @@ pub struct Hot {
     pub hash_max_entries: AtomicUsize,
     pub hash_max_value: AtomicUsize,
     pub set_max_intset: AtomicUsize,
+    /// `hll-sparse-max-bytes`: the largest sparse HyperLogLog before it turns dense.
+    pub hll_sparse_max_bytes: AtomicUsize,
     pub maxmemory: AtomicI64,
     pub proto_max_bulk_len: AtomicI64,
     pub query_buffer_limit: AtomicI64,
@@ -860,6 +862,7 @@ impl Config {
             "hash-max-listpack-entries" => h.hash_max_entries.store(u, Ordering::Relaxed),
             "hash-max-listpack-value" => h.hash_max_value.store(u, Ordering::Relaxed),
             "set-max-intset-entries" => h.set_max_intset.store(u, Ordering::Relaxed),
+            "hll-sparse-max-bytes" => h.hll_sparse_max_bytes.store(u, Ordering::Relaxed),
             "maxmemory" => h.maxmemory.store(n, Ordering::Relaxed),
             "proto-max-bulk-len" => h.proto_max_bulk_len.store(n, Ordering::Relaxed),
             "client-query-buffer-limit" => h.query_buffer_limit.store(n, Ordering::Relaxed),

@@ -12,6 +12,7 @@
 
 pub mod acl;
 pub mod argv;
+pub mod bitmap;
 pub mod client;
 pub mod command;
 pub(crate) mod command_docs;
@@ -23,6 +24,7 @@ pub mod errors;
 pub mod expire;
 pub mod geo;
 pub mod hash;
+pub mod hyperloglog;
 pub mod info;
 /// Moved to `state::introspect` (the error counters live in the shared state); the old path
 /// stays for code written against it.
@@ -290,6 +292,8 @@ static FAMILIES: &[&[Spec]] = &[
     string::COMMANDS,
     zset::COMMANDS,
     geo::COMMANDS,
+    bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,

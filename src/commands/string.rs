@@ -772,11 +772,14 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let byte = (off >> 3) as usize;
     let mask = 1u8 << (7 - (off & 7));
     let mut db = ctx.db();
-    let mut v: Vec<u8> = match db.value(&a[1]) {
-        None => Vec::new(),
-        Some(Value::Str(s)) => std::mem::take(s).into_vec(),
+    let (mut v, existed): (Vec<u8>, bool) = match db.value(&a[1]) {
+        None => (Vec::new(), false),
+        Some(Value::Str(s)) => (std::mem::take(s).into_vec(), true),
         Some(_) => return Reply::error(WRONGTYPE),
     };
+    // As Redis: a new key or a longer string always counts as a change; otherwise only a bit
+    // that flips does (so a no-op SETBIT is neither logged nor signalled).
+    let grown = !existed || v.len() <= byte;
     if v.len() <= byte {
         v.resize(byte + 1, 0);
     }
@@ -790,9 +793,11 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(Value::Str(s)) => *s = CompactBytes::from_vec(v),
         _ => db.insert(&a[1], Value::Str(CompactBytes::from_vec(v))),
     }
-    db.modified(&a[1]);
-    db.notify(notify::STRING, "setbit", &a[1]);
-    ctx.dirty += 1;
+    if grown || old != i64::from(bit) {
+        db.modified(&a[1]);
+        db.notify(notify::STRING, "setbit", &a[1]);
+        ctx.dirty += 1;
+    }
     Reply::Int(old)
 }
 
@@ -809,130 +814,171 @@ fn getbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Int(((s[byte] >> (7 - (off & 7))) & 1) as i64)
 }
 
-/// Resolve a [start, end] range (bytes or bits) over a string of `len` bytes, as Redis does.
-fn bit_range(start: i64, end: i64, len_units: i64) -> Option<(i64, i64)> {
-    let (mut s, mut e) = (start, end);
-    if s < 0 && e < 0 && s > e {
-        return None;
+/// A BITCOUNT/BITPOS range over a string of `strlen` bytes, in Redis's steps: negative
+/// indexes from the end, clamped, and with BIT the byte range plus masks of the bits of the
+/// first and last byte that lie outside it. Returns (start byte, end byte, first mask, last
+/// mask); start > end means an empty range.
+fn byte_range(mut start: i64, mut end: i64, strlen: i64, isbit: bool) -> (i64, i64, u8, u8) {
+    let totlen = if isbit { strlen << 3 } else { strlen };
+    if start < 0 {
+        start += totlen;
     }
-    if s < 0 {
-        s += len_units;
+    if end < 0 {
+        end += totlen;
     }
-    if e < 0 {
-        e += len_units;
+    start = start.max(0);
+    end = end.max(0);
+    if end >= totlen {
+        end = totlen - 1;
     }
-    s = s.max(0);
-    e = e.max(0);
-    if e >= len_units {
-        e = len_units - 1;
+    let (mut first_mask, mut last_mask) = (0u8, 0u8);
+    if isbit && start <= end {
+        first_mask = !((1u16 << (8 - (start & 7))) - 1) as u8;
+        last_mask = ((1u16 << (7 - (end & 7))) - 1) as u8;
+        start >>= 3;
+        end >>= 3;
     }
-    if s > e || len_units == 0 {
-        return None;
-    }
-    Some((s, e))
+    (start, end, first_mask, last_mask)
 }
 
-fn bit_at(s: &[u8], i: i64) -> u8 {
-    (s[(i >> 3) as usize] >> (7 - (i & 7))) & 1
+/// BIT or BYTE.
+fn range_unit(a: &[u8]) -> Result<bool, Reply> {
+    if eq(a, "bit") {
+        Ok(true)
+    } else if eq(a, "byte") {
+        Ok(false)
+    } else {
+        Err(Reply::error(SYNTAX))
+    }
 }
 
+/// BITCOUNT key [start end [BYTE|BIT]]: the key is looked up before the range is parsed, as
+/// in Redis (so a missing key answers 0 whatever the arguments).
 fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let mut range = None;
-    let mut bits = false;
-    match a.len() {
-        2 => {}
-        4 | 5 => {
-            let (Ok(s), Ok(e)) = (int(&a[2]), int(&a[3])) else {
-                return Reply::error(NOT_INT);
-            };
-            if a.len() == 5 {
-                if eq(&a[4], "bit") {
-                    bits = true;
-                } else if !eq(&a[4], "byte") {
-                    return Reply::error(SYNTAX);
-                }
-            }
-            range = Some((s, e));
-        }
-        _ => return Reply::error(SYNTAX),
-    }
     let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
         return Reply::Int(0);
     };
-    let units = if bits {
-        s.len() as i64 * 8
-    } else {
-        s.len() as i64
+    let strlen = s.len() as i64;
+    let (start, end, first_mask, last_mask) = match a.len() {
+        2 => (0, strlen - 1, 0, 0),
+        4 | 5 => {
+            let x = crate::try_reply!(int(&a[2]));
+            let y = crate::try_reply!(int(&a[3]));
+            if x < 0 && y < 0 && x > y {
+                return Reply::Int(0);
+            }
+            let isbit = if a.len() == 5 {
+                crate::try_reply!(range_unit(&a[4]))
+            } else {
+                false
+            };
+            byte_range(x, y, strlen, isbit)
+        }
+        _ => return Reply::error(SYNTAX),
     };
-    let (start, end) = match range {
-        None => (0, units - 1),
-        Some((x, y)) => match bit_range(x, y, units) {
-            Some(r) => r,
-            None => return Reply::Int(0),
-        },
-    };
-    if units == 0 {
+    if start > end {
         return Reply::Int(0);
     }
-    let n: u64 = if bits {
-        (start..=end).map(|i| bit_at(&s, i) as u64).sum()
-    } else {
-        s[start as usize..=end as usize]
-            .iter()
-            .map(|b| b.count_ones() as u64)
-            .sum()
-    };
-    Reply::Int(n as i64)
+    let (start, end) = (start as usize, end as usize);
+    let mut n: i64 = s[start..=end]
+        .iter()
+        .map(|b| i64::from(b.count_ones()))
+        .sum();
+    // Bits of the edge bytes outside a BIT range were counted: take them off.
+    n -= i64::from((s[start] & first_mask).count_ones());
+    n -= i64::from((s[end] & last_mask).count_ones());
+    Reply::Int(n)
 }
 
-fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let bit = match &a[2][..] {
-        b"1" => 1u8,
-        b"0" => 0u8,
-        _ => return Reply::error("ERR The bit argument must be 1 or 0."),
-    };
-    let mut start = 0;
-    let mut end = -1;
-    let end_given = a.len() >= 5;
-    let mut bits = false;
-    if a.len() >= 4 {
-        start = crate::try_reply!(int(&a[3]));
-    }
-    if a.len() >= 5 {
-        end = crate::try_reply!(int(&a[4]));
-    }
-    if a.len() == 6 {
-        if eq(&a[5], "bit") {
-            bits = true;
-        } else if !eq(&a[5], "byte") {
-            return Reply::error(SYNTAX);
+/// Redis's `redisBitpos`: the first bit equal to `bit` in `bytes`; not found, -1 when looking
+/// for a set bit, else the bit just past the end (the string reads as padded with zeros).
+fn first_bit(bytes: &[u8], bit: u8) -> i64 {
+    let skip = if bit == 1 { 0u8 } else { 0xff };
+    for (i, &b) in bytes.iter().enumerate() {
+        if b != skip {
+            let x = if bit == 1 { b } else { !b };
+            return i as i64 * 8 + i64::from(x.leading_zeros());
         }
-    } else if a.len() > 6 {
-        return Reply::error(SYNTAX);
     }
-    let s = match crate::try_reply!(read_str(ctx, &a[1])) {
-        Some(s) => s,
-        None => return Reply::Int(if bit == 1 { -1 } else { 0 }),
-    };
-    let units = if bits {
-        s.len() as i64 * 8
+    if bit == 1 {
+        -1
     } else {
-        s.len() as i64
+        bytes.len() as i64 * 8
+    }
+}
+
+/// BITPOS key bit [start [end [BYTE|BIT]]], in Redis's order of checks.
+fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let bit = crate::try_reply!(int(&a[2]));
+    if bit != 0 && bit != 1 {
+        return Reply::error("ERR The bit argument must be 1 or 0.");
+    }
+    let bit = bit as u8;
+    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
+        return Reply::Int(if bit == 1 { -1 } else { 0 });
     };
-    let Some((st, en)) = bit_range(start, end, units) else {
-        return Reply::Int(-1);
-    };
-    let (first_bit, last_bit) = if bits { (st, en) } else { (st * 8, en * 8 + 7) };
-    for i in first_bit..=last_bit {
-        if bit_at(&s, i) == bit {
-            return Reply::Int(i);
+    let strlen = s.len() as i64;
+    let mut end_given = false;
+    let (start, end, first_mask, last_mask) = match a.len() {
+        3 => (0, strlen - 1, 0, 0),
+        4..=6 => {
+            let start = crate::try_reply!(int(&a[3]));
+            let isbit = if a.len() == 6 {
+                crate::try_reply!(range_unit(&a[5]))
+            } else {
+                false
+            };
+            let end = if a.len() >= 5 {
+                end_given = true;
+                crate::try_reply!(int(&a[4]))
+            } else if isbit {
+                (strlen << 3) + 7
+            } else {
+                strlen - 1
+            };
+            byte_range(start, end, strlen, isbit)
         }
+        _ => return Reply::error(SYNTAX),
+    };
+    if start > end {
+        return Reply::Int(-1);
     }
-    // Looking for a clear bit with no explicit end: the string is padded with zeros on the right.
-    if bit == 0 && !end_given {
-        return Reply::Int(last_bit + 1);
+    let (mut start, end) = (start as usize, end as usize);
+    let mut bytes = end - start + 1;
+    let masked = |b: u8, mask: u8| if bit == 1 { b & !mask } else { b | mask };
+    let pos = 'found: {
+        if first_mask != 0 {
+            let mut c = masked(s[start], first_mask);
+            if last_mask != 0 && bytes == 1 {
+                c = masked(c, last_mask);
+            }
+            let pos = first_bit(&[c], bit);
+            if bytes == 1 || (pos != -1 && pos != 8) {
+                break 'found pos;
+            }
+            start += 1;
+            bytes -= 1;
+        }
+        let whole = bytes - usize::from(last_mask != 0);
+        if whole > 0 {
+            let pos = first_bit(&s[start..start + whole], bit);
+            if bytes == whole || (pos != -1 && pos != (whole as i64) << 3) {
+                break 'found pos;
+            }
+            start += whole;
+            bytes -= whole;
+        }
+        first_bit(&[masked(s[end], last_mask)], bit)
+    };
+    // With an explicit end, a clear bit "past the range" is not in it.
+    if end_given && bit == 0 && pos == (bytes as i64) << 3 {
+        return Reply::Int(-1);
     }
-    Reply::Int(-1)
+    Reply::Int(if pos == -1 {
+        -1
+    } else {
+        pos + ((start as i64) << 3)
+    })
 }
 
 fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {

@@ -513,7 +513,7 @@ fn stored_score(
 
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
-fn store_result<'m>(
+pub(crate) fn store_result<'m>(
     ctx: &mut Ctx,
     dst: &[u8],
     items: impl Iterator<Item = (&'m [u8], f64)> + Clone,

@@ -275,13 +275,13 @@ pub static EXTRA: &[Param] = &[
         "local0",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    // Features Podium does not have.
     row(
         "hll-sparse-max-bytes",
         Kind::Memory,
         "3000",
-        "accepted, no effect: HyperLogLog commands are not supported",
+        "largest sparse HyperLogLog string, in bytes, before it is converted to dense",
     ),
+    // Features Podium does not have.
     row(
         "stream-node-max-bytes",
         Kind::Memory,

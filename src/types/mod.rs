@@ -1,7 +1,9 @@
 //! Value types stored in the keyspace.
 
 pub mod compact;
+pub(crate) mod geohash;
 pub mod hash;
+pub(crate) mod hll;
 pub mod list;
 pub mod located;
 pub mod set;

@@ -40,6 +40,7 @@ mod api;
 mod convert;
 mod engine;
 mod functions;
+pub(crate) use functions::library_codes;
 mod libs;
 
 use crate::commands::args::{eq, int};

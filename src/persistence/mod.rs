@@ -796,7 +796,6 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
             started.elapsed().as_secs_f64()
         );
     }
-    inner.loading.store(false, Ordering::SeqCst);
     inner
         .dirty_base
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -881,6 +880,8 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
         inner.synced.store(f.seq, Ordering::SeqCst);
     }
     inner.enabled.store(true, Ordering::SeqCst);
+    // Clients get -LOADING until the AOF is open for appending, as Redis serves none before.
+    inner.loading.store(false, Ordering::SeqCst);
     Ok(())
 }
 

@@ -384,7 +384,7 @@ pub static PARAMS: &[Param] = &[
         "aof-timestamp-enabled",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium writes no timestamp annotations",
+        "yes: a #TS:<unix seconds> line before the first logged command of each second and atop a RESP rewrite base, as Redis writes them",
     ),
     p(
         "aof-rewrite-incremental-fsync",

@@ -77,6 +77,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
                     }
+                    if names.contains(&"aof-timestamp-enabled") {
+                        ctx.srv.aof.config_changed(&ctx.srv.config);
+                    }
                     if names.contains(&"appendonly") {
                         let now = ctx.srv.config.get_bool("appendonly");
                         if now != was_aof {

@@ -61,6 +61,12 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
             Reply::Ok
         }
+        ("aof-flush-sleep", 3) => {
+            // Redis reads the microseconds with atoi: anything else counts as 0.
+            let usec = crate::util::numtext::parse_i64(&a[2]).unwrap_or(0).max(0) as u64;
+            ctx.srv.aof.set_flush_sleep(usec);
+            Reply::Ok
+        }
         ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);

@@ -145,6 +145,7 @@ fn expire_generic(
     };
     let key = &args[1];
     let now = ctx.now_ms();
+    let loading = ctx.srv.aof.loading();
     let mut db = ctx.db();
     let Some(current) = db.expire_at(key) else {
         return Reply::Int(0);
@@ -152,7 +153,10 @@ fn expire_generic(
     if !cond.allows(current, when) {
         return Reply::Int(0);
     }
-    if when <= now {
+    // A time already past deletes the key, except while loading the AOF (Redis's
+    // checkAlreadyExpired): there the key keeps that expiry, so the logged commands that
+    // follow it still find the key, and it expires once loading ends.
+    if when <= now && !loading {
         db.remove(key);
         db.modified(key);
         db.notify(crate::notify::GENERIC, "del", key);

@@ -434,7 +434,9 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         (t, true) => t,
         (t, false) => ctx.now_ms().saturating_add(t),
     };
-    if expire_at != NO_EXPIRE && expire_at <= ctx.now_ms() {
+    // Already expired: nothing to restore (except while loading the AOF, as Redis's
+    // checkAlreadyExpired, where the key is restored with its past expiry).
+    if expire_at != NO_EXPIRE && expire_at <= ctx.now_ms() && !ctx.srv.aof.loading() {
         if deleted {
             ctx.db().modified(key);
             ctx.notify(crate::notify::GENERIC, "del", key);

@@ -114,8 +114,14 @@ pub struct FileLoad {
 }
 
 /// Replay one file. `last` says whether it is the last file of the AOF (only that one may be
-/// truncated).
-pub fn load_file(srv: &Server, path: &Path, last: bool) -> Result<FileLoad, String> {
+/// truncated); `old_style` that it is a single-file AOF of Redis before 7.0 (named as
+/// `appendfilename`), which only changes what the log calls its RDB part.
+pub fn load_file(
+    srv: &Server,
+    path: &Path,
+    last: bool,
+    old_style: bool,
+) -> Result<FileLoad, String> {
     let shown = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -137,15 +143,26 @@ pub fn load_file(srv: &Server, path: &Path, last: bool) -> Result<FileLoad, Stri
     if data.starts_with(b"REDIS") {
         // An RDB preamble (a `.base.rdb` file, or a Redis 6 AOF written with
         // aof-use-rdb-preamble yes): the RDB image, checked in full, then any commands after it.
+        if old_style {
+            tracing::info!("Reading RDB preamble from AOF file...");
+        } else {
+            tracing::info!("Reading RDB base file on AOF loading...");
+        }
         let limits = super::snapshot::limits(srv);
         let parsed = super::snapshot::parse(&data, &shown, &limits, srv.keyspace.num_dbs(), None)
             .map_err(|e| {
-            format!("Error reading the RDB preamble of the AOF file {shown}: {e}")
-        })?;
+                if old_style {
+                    format!("Error reading the RDB preamble of the AOF file {shown}, AOF loading aborted: {e}")
+                } else {
+                    format!("Error reading the RDB base file {shown}, AOF loading aborted: {e}")
+                }
+            })?;
         pos = parsed.end;
         let keys = super::snapshot::apply(srv, parsed, &shown)?;
-        tracing::info!("Reading RDB base file on AOF loading...");
-        tracing::info!("Loaded {keys} keys from the RDB preamble of {shown}");
+        tracing::info!("Loaded {keys} keys from the RDB part of {shown}");
+        if old_style {
+            tracing::info!("Reading the remaining AOF tail...");
+        }
     }
     let mut valid_up_to = pos;
     let mut truncated = false;

@@ -1,114 +1,267 @@
 //! The Redis 7.0 multi-part AOF manifest: which base and incremental files make up the log.
 //!
 //! `<dir>/<appenddirname>/<appendfilename>.manifest` holds one line per file,
-//! `file <name> seq <n> type <b|h|i>`: at most one base (`b`), the incremental files (`i`) in
-//! replay order, and history files (`h`, left over from a rewrite, ignored when loading). The
-//! manifest is replaced atomically (written to a temporary file, fsynced, renamed, then the
+//! `file <name> seq <n> type <b|h|i>`: at most one base (`b`), history files (`h`, left over
+//! from a rewrite, deleted at the next start and never loaded) and the incremental files (`i`)
+//! in replay order, their sequence numbers increasing. A name that holds spaces, quotes or
+//! control characters is written in double quotes with C escapes, as Redis writes it, and read
+//! back with the same quoting rules as a config line.
+//!
+//! Reading is as strict as Redis's: an empty manifest, a blank line, a line without `file`,
+//! `seq` and `type`, fewer than six words or an odd number of them, a line longer than 1024
+//! bytes, a second base, an unknown type, a file name with a path or a sequence that does not
+//! increase is refused with Redis's message and the line it is on ([`ManifestError`]); the
+//! server then refuses to start rather than load part of the data.
+//!
+//! The manifest is replaced atomically (written to a temporary file, fsynced, renamed, then the
 //! directory fsynced), so a crash leaves either the old or the new list.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Longest manifest line Redis reads (MANIFEST_MAX_LINE).
+const MAX_LINE: usize = 1024;
+
 /// One file listed in the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
     pub name: String,
-    pub seq: u64,
+    pub seq: i64,
 }
 
 /// The parsed manifest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     pub base: Option<Part>,
+    /// Files a finished rewrite replaced, to delete (type `h`).
+    pub history: Vec<Part>,
     pub incrs: Vec<Part>,
 }
 
+/// Why a manifest was refused: Redis's reason, and the line it was found on (when the line had
+/// been read in full).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError {
+    pub reason: String,
+    pub line: Option<(usize, String)>,
+}
+
+impl ManifestError {
+    fn at(reason: &str, linenum: usize, line: &str) -> ManifestError {
+        ManifestError {
+            reason: reason.to_string(),
+            line: Some((linenum, line.to_string())),
+        }
+    }
+
+    fn bare(reason: &str) -> ManifestError {
+        ManifestError {
+            reason: reason.to_string(),
+            line: None,
+        }
+    }
+
+    /// Log the refusal as Redis does before it exits: a banner, the line, the reason.
+    pub fn log(&self) {
+        tracing::warn!("*** FATAL AOF MANIFEST FILE ERROR ***");
+        if let Some((n, line)) = &self.line {
+            tracing::warn!("Reading the manifest file, at line {n}");
+            tracing::warn!(">>> '{line}'");
+        }
+        tracing::warn!("{}", self.reason);
+    }
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.line {
+            Some((n, line)) => write!(f, "{} (manifest line {n}: '{line}')", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+/// The leading decimal number of `s`, as C's atoll reads it (0 when there is none).
+fn atoll(s: &[u8]) -> i64 {
+    let mut i = 0;
+    while i < s.len() && s[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let neg = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut n: i64 = 0;
+    while let Some(d) = s.get(i).filter(|c| c.is_ascii_digit()) {
+        n = n.wrapping_mul(10).wrapping_add(i64::from(d - b'0'));
+        i += 1;
+    }
+    if neg {
+        n.wrapping_neg()
+    } else {
+        n
+    }
+}
+
+/// Redis's sdsneedsrepr: would the name need quoting to survive a split into words?
+fn needs_repr(name: &str) -> bool {
+    name.bytes()
+        .any(|c| c == b'\\' || c == b'"' || !(0x21..=0x7e).contains(&c))
+}
+
 impl Manifest {
-    /// Parse the manifest text. Err names the line that is wrong.
-    pub fn parse(text: &str) -> Result<Manifest, String> {
+    /// Parse the manifest text by Redis's rules (see the module comment).
+    pub fn parse(data: &[u8]) -> Result<Manifest, ManifestError> {
         let mut m = Manifest::default();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        let mut maxseq: i64 = 0;
+        let mut linenum = 0usize;
+        let mut pos = 0usize;
+        // Lines are read as fgets reads them into a buffer of MAX_LINE bytes: a longer line
+        // comes in pieces, and a piece without its newline is refused.
+        while pos < data.len() {
+            let end = data[pos..]
+                .iter()
+                .take(MAX_LINE)
+                .position(|&b| b == b'\n')
+                .map(|i| pos + i + 1)
+                .unwrap_or_else(|| (pos + MAX_LINE).min(data.len()));
+            let chunk = &data[pos..end];
+            pos = end;
+            linenum += 1;
+            if chunk[0] == b'#' {
                 continue;
             }
-            let words = crate::protocol::split_args(line.as_bytes()).ok_or_else(|| {
-                format!(
-                    "Invalid AOF manifest file format (line {}: unbalanced quotes)",
-                    n + 1
-                )
-            })?;
-            if words.len() % 2 != 0 {
-                return Err(format!(
-                    "Invalid AOF manifest file format (line {}: '{line}')",
-                    n + 1
+            if !chunk.contains(&b'\n') {
+                return Err(ManifestError::bare(
+                    "The AOF manifest file contains too long line",
                 ));
             }
-            let (mut name, mut seq, mut typ) = (None, None, None);
-            for kv in words.chunks(2) {
-                let v = String::from_utf8_lossy(&kv[1]).into_owned();
-                match &kv[0][..] {
-                    b"file" => name = Some(v),
-                    b"seq" => seq = v.parse::<u64>().ok(),
-                    b"type" => typ = Some(v),
-                    _ => {} // Unknown keys are skipped, as Redis does.
-                }
+            let trimmed = trim(chunk);
+            let shown = String::from_utf8_lossy(trimmed).into_owned();
+            let invalid = || ManifestError::at("Invalid AOF manifest file format", linenum, &shown);
+            if trimmed.is_empty() {
+                return Err(invalid());
             }
-            let (Some(name), Some(seq), Some(typ)) = (name, seq, typ) else {
-                return Err(format!(
-                    "Invalid AOF manifest file format (line {}: '{line}')",
-                    n + 1
-                ));
+            let words = match crate::protocol::split_args(trimmed) {
+                Some(w) if w.len() >= 6 && w.len() % 2 == 0 => w,
+                _ => return Err(invalid()),
             };
-            if name.contains('/') {
-                return Err(format!(
-                    "Invalid AOF manifest file format (line {}: file name with a path)",
-                    n + 1
-                ));
-            }
-            match typ.as_str() {
-                "b" => {
-                    if m.base.is_some() {
-                        return Err(
-                            "Invalid AOF manifest file format (more than one base file)".into()
-                        );
+            let (mut name, mut seq, mut typ) = (None, 0i64, 0u8);
+            for kv in words.chunks(2) {
+                let key = &kv[0];
+                if key.eq_ignore_ascii_case(b"file") {
+                    if kv[1].contains(&b'/') || kv[1].contains(&b'\\') {
+                        return Err(ManifestError::at(
+                            "File can't be a path, just a filename",
+                            linenum,
+                            &shown,
+                        ));
                     }
-                    m.base = Some(Part { name, seq });
+                    name = Some(String::from_utf8(kv[1].clone()).map_err(|_| {
+                        ManifestError::at(
+                            "The AOF file name is not valid UTF-8 (Podium's names always are)",
+                            linenum,
+                            &shown,
+                        )
+                    })?);
+                } else if key.eq_ignore_ascii_case(b"seq") {
+                    seq = atoll(&kv[1]);
+                } else if key.eq_ignore_ascii_case(b"type") {
+                    typ = kv[1].first().copied().unwrap_or(0);
                 }
-                "i" => m.incrs.push(Part { name, seq }),
-                "h" => {}
-                _ => {
-                    return Err(format!(
-                        "Invalid AOF manifest file format (line {}: unknown type '{typ}')",
-                        n + 1
-                    ))
-                }
+                // Other keys are skipped, for forward compatibility (as Redis does).
             }
+            let Some(name) = name.filter(|_| seq != 0 && typ != 0) else {
+                return Err(invalid());
+            };
+            let part = Part { name, seq };
+            match typ {
+                b'b' => {
+                    if m.base.is_some() {
+                        return Err(ManifestError::at(
+                            "Found duplicate base file information",
+                            linenum,
+                            &shown,
+                        ));
+                    }
+                    m.base = Some(part);
+                }
+                b'h' => m.history.push(part),
+                b'i' => {
+                    if seq <= maxseq {
+                        return Err(ManifestError::at(
+                            "Found a non-monotonic sequence number",
+                            linenum,
+                            &shown,
+                        ));
+                    }
+                    maxseq = seq;
+                    m.incrs.push(part);
+                }
+                _ => return Err(ManifestError::at("Unknown AOF file type", linenum, &shown)),
+            }
+        }
+        if linenum == 0 {
+            return Err(ManifestError::bare("Found an empty AOF manifest"));
         }
         Ok(m)
     }
 
-    /// The manifest text (base first, then the incremental files in order).
+    /// The manifest text: base first, then the history files, then the incremental files.
     pub fn render(&self) -> String {
         let mut s = String::new();
+        let mut line = |p: &Part, typ: char| {
+            let name = if needs_repr(&p.name) {
+                crate::util::sds_repr_str(&p.name)
+            } else {
+                p.name.clone()
+            };
+            s.push_str(&format!("file {name} seq {} type {typ}\n", p.seq));
+        };
         if let Some(b) = &self.base {
-            s.push_str(&format!("file {} seq {} type b\n", b.name, b.seq));
+            line(b, 'b');
+        }
+        for h in &self.history {
+            line(h, 'h');
         }
         for i in &self.incrs {
-            s.push_str(&format!("file {} seq {} type i\n", i.name, i.seq));
+            line(i, 'i');
         }
         s
     }
 
     /// Highest incremental sequence number used so far.
-    pub fn max_incr_seq(&self) -> u64 {
-        self.incrs.iter().map(|p| p.seq).max().unwrap_or(0)
+    pub fn max_incr_seq(&self) -> i64 {
+        self.incrs.last().map(|p| p.seq).unwrap_or(0)
     }
 
-    pub fn base_seq(&self) -> u64 {
+    pub fn base_seq(&self) -> i64 {
         self.base.as_ref().map(|b| b.seq).unwrap_or(0)
     }
+
+    /// No base and no incremental file: nothing to load.
+    pub fn is_empty(&self) -> bool {
+        self.base.is_none() && self.incrs.is_empty()
+    }
+}
+
+/// `line` without the spaces, tabs, CRs and LFs around it (Redis's sdstrim set).
+fn trim(line: &[u8]) -> &[u8] {
+    let strip = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    let start = line.iter().position(|c| !strip(c)).unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|c| !strip(c))
+        .map_or(start, |i| i + 1);
+    &line[start..end]
 }
 
 /// `<dir>/<appenddirname>`.
@@ -120,35 +273,58 @@ pub fn manifest_path(aofdir: &Path, filename: &str) -> PathBuf {
     aofdir.join(format!("{filename}.manifest"))
 }
 
-pub fn base_name(filename: &str, seq: u64) -> String {
+pub fn base_name(filename: &str, seq: i64) -> String {
     format!("{filename}.{seq}.base.aof")
 }
 
 /// A base file in RDB format (`aof-use-rdb-preamble yes`), as Redis 7 names it.
-pub fn base_name_rdb(filename: &str, seq: u64) -> String {
+pub fn base_name_rdb(filename: &str, seq: i64) -> String {
     format!("{filename}.{seq}.base.rdb")
 }
 
-pub fn incr_name(filename: &str, seq: u64) -> String {
+pub fn incr_name(filename: &str, seq: i64) -> String {
     format!("{filename}.{seq}.incr.aof")
 }
 
-/// Read the manifest; Ok(None) if there is none.
-pub fn read(aofdir: &Path, filename: &str) -> Result<Option<Manifest>, String> {
+/// Why reading the manifest failed.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The file could not be read (Redis's "can't open the AOF manifest file").
+    Io(String),
+    /// The file is damaged.
+    Format(ManifestError),
+}
+
+impl ReadError {
+    /// Log it as Redis does before exiting.
+    pub fn log(&self) {
+        match self {
+            ReadError::Io(e) => tracing::warn!("{e}"),
+            ReadError::Format(e) => e.log(),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => f.write_str(e),
+            ReadError::Format(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Read the manifest; Ok(None) if there is none (no AOF directory, or no manifest in it).
+pub fn read(aofdir: &Path, filename: &str) -> Result<Option<Manifest>, ReadError> {
     let path = manifest_path(aofdir, filename);
     match fs::read(&path) {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("Invalid AOF manifest file format in {}", path.display()))?;
-            Manifest::parse(&text)
-                .map(Some)
-                .map_err(|e| format!("{e} in {}", path.display()))
-        }
+        Ok(bytes) => Manifest::parse(&bytes).map(Some).map_err(ReadError::Format),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!(
-            "can't read the AOF manifest {}: {e}",
-            path.display()
-        )),
+        Err(e) => Err(ReadError::Io(format!(
+            "Fatal error: can't open the AOF manifest file {} for reading: {}",
+            path.display(),
+            crate::util::strerror(&e)
+        ))),
     }
 }
 
@@ -173,35 +349,107 @@ pub fn write(aofdir: &Path, filename: &str, m: &Manifest) -> std::io::Result<()>
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text.as_bytes())
+    }
+
+    fn reason(text: &str) -> String {
+        parse(text).unwrap_err().reason
+    }
+
     #[test]
     fn parse_and_render_round_trip() {
-        let text = "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
-        let m = Manifest::parse(text).unwrap();
+        let text = "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.1.incr.aof seq 1 type h\nfile appendonly.aof.2.incr.aof seq 2 type i\n";
+        let m = parse(text).unwrap();
         assert_eq!(
             m.base,
             Some(Part {
-                name: "appendonly.aof.1.base.aof".into(),
-                seq: 1
+                name: "appendonly.aof.2.base.rdb".into(),
+                seq: 2
             })
         );
+        assert_eq!(m.history.len(), 1);
         assert_eq!(m.incrs.len(), 1);
         assert_eq!(m.render(), text);
     }
 
     #[test]
-    fn history_ignored_and_errors() {
-        let m = Manifest::parse(
-            "file a seq 1 type h\nfile b seq 2 type b\nfile c seq 2 type i\nfile d seq 3 type i\n",
-        )
-        .unwrap();
-        assert_eq!(m.base.unwrap().name, "b");
+    fn names_with_spaces_are_quoted_and_read_back() {
+        let m = Manifest {
+            base: Some(Part {
+                name: " file seq \n\n.aof .2.base.rdb".into(),
+                seq: 2,
+            }),
+            history: Vec::new(),
+            incrs: vec![Part {
+                name: "a\"b".into(),
+                seq: 3,
+            }],
+        };
+        let text = m.render();
         assert_eq!(
-            m.incrs.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
-            ["c", "d"]
+            text,
+            "file \" file seq \\n\\n.aof .2.base.rdb\" seq 2 type b\nfile \"a\\\"b\" seq 3 type i\n"
         );
-        assert!(Manifest::parse("file a seq x type b\n").is_err());
-        assert!(Manifest::parse("file a seq 1 type b\nfile b seq 2 type b\n").is_err());
-        assert!(Manifest::parse("file a seq 1\n").is_err());
-        assert!(Manifest::parse("file a seq 1 type z\n").is_err());
+        assert_eq!(parse(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn refusals_name_redis_reasons() {
+        assert_eq!(reason(""), "Found an empty AOF manifest");
+        assert_eq!(
+            reason("file a seq 1 type i\n\nfile b seq 3 type i\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason("file a seq 2 type i\nfile b seq 1 type i\n"),
+            "Found a non-monotonic sequence number"
+        );
+        assert_eq!(
+            reason("file a seq 1 type b\nfile b seq 2 type b\n"),
+            "Found duplicate base file information"
+        );
+        assert_eq!(reason("file a seq 1 type x\n"), "Unknown AOF file type");
+        assert_eq!(
+            reason("filx a seq 1 type b\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason("file a type i\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason("file a seq 1 type i newkey\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason("file a seq x type b\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason("file d/a seq 1 type b\n"),
+            "File can't be a path, just a filename"
+        );
+        assert_eq!(
+            reason(&format!("file {} seq 1 type b\n", "a".repeat(1100))),
+            "The AOF manifest file contains too long line"
+        );
+        // The last line without its newline is refused too, as fgets leaves it unterminated.
+        assert_eq!(
+            reason("file a seq 1 type b"),
+            "The AOF manifest file contains too long line"
+        );
+        let e = parse("file a seq 1 type i\nfile b seq 1 type i\n").unwrap_err();
+        assert_eq!(e.line, Some((2, "file b seq 1 type i".to_string())));
+    }
+
+    #[test]
+    fn accepted_variants() {
+        // Comments, extra keys (forward compatibility), keys in any case and order.
+        let m =
+            parse("# hello\nfile a seq 1 type b newkey newvalue\nSEQ 3 TYPE i FILE c\n").unwrap();
+        assert_eq!(m.base.unwrap().name, "a");
+        assert_eq!(m.incrs[0].name, "c");
+        assert_eq!(m.incrs[0].seq, 3);
     }
 }

@@ -61,6 +61,8 @@ pub(crate) struct Feed {
     pub seq: u64,
     /// Database the log is positioned on (None: emit SELECT before the next command).
     pub db: Option<usize>,
+    /// Unix second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
+    pub ts: i64,
 }
 
 /// The incremental file being appended to.
@@ -124,6 +126,15 @@ pub(crate) struct Inner {
     /// `always`: the executor went idle with commands not yet fsynced (see
     /// [`Aof::executor_idle`]); the writer starts the next group commit.
     pub kick: AtomicBool,
+    /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line precedes the first command of each
+    /// second, as Redis writes it (see [`Aof::config_changed`]).
+    pub timestamps: AtomicBool,
+    /// Set when `appendonly` is turned off during a rewrite: the rewrite stops (Redis kills
+    /// its rewrite child).
+    pub rewrite_cancel: AtomicBool,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds each write of buffered commands waits first, so
+    /// tests can see that no reply goes out before its command is in the file.
+    pub flush_sleep_us: AtomicU64,
     /// RDB snapshots (SAVE, BGSAVE, save points).
     pub snap: snapshot::SnapState,
 }
@@ -156,6 +167,9 @@ impl Default for Inner {
             writer_started: AtomicBool::new(false),
             last_fsync_ms: AtomicI64::new(0),
             kick: AtomicBool::new(false),
+            timestamps: AtomicBool::new(false),
+            rewrite_cancel: AtomicBool::new(false),
+            flush_sleep_us: AtomicU64::new(0),
             snap: snapshot::SnapState::default(),
         }
     }
@@ -238,6 +252,13 @@ impl Aof {
             return;
         }
         let mut f = inner.feed.lock();
+        if inner.timestamps.load(Ordering::Relaxed) {
+            let now = crate::clock::unix_ms() / 1000;
+            if f.ts < now {
+                f.ts = now;
+                f.buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+            }
+        }
         if f.db != Some(db) {
             encode_select(&mut f.buf, db);
             f.db = Some(db);
@@ -245,6 +266,19 @@ impl Aof {
         encode_command(&mut f.buf, &argv);
         f.seq += 1;
         inner.fed.store(f.seq, Ordering::Release);
+    }
+
+    /// DEBUG AOF-FLUSH-SLEEP.
+    pub fn set_flush_sleep(&self, usec: u64) {
+        self.inner.flush_sleep_us.store(usec, Ordering::Relaxed);
+    }
+
+    /// Pick up the settings the command path reads without the configuration's lock
+    /// (`aof-timestamp-enabled`): at startup and after each CONFIG SET of them.
+    pub fn config_changed(&self, config: &crate::config::Config) {
+        self.inner
+            .timestamps
+            .store(config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
     }
 
     /// Called by the runtime each time an executor thread runs out of ready work (tokio's
@@ -362,6 +396,10 @@ impl Inner {
             return true;
         };
         if !buf.is_empty() {
+            let sleep = self.flush_sleep_us.load(Ordering::Relaxed);
+            if sleep > 0 {
+                std::thread::sleep(Duration::from_micros(sleep));
+            }
             let max = self.max_size.load(Ordering::Relaxed);
             let r = if max > 0 && o.size + buf.len() as u64 > max {
                 Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
@@ -584,46 +622,60 @@ pub fn will_load(srv: &Server) -> bool {
 }
 
 /// Replay the files `m` names in `dir`, in order: the number of commands and each file's size.
+/// Every file is looked at first, as Redis does: one the manifest lists but the directory does
+/// not hold refuses the load before anything is applied, naming the file and the reason.
 fn replay(
     srv: &Server,
     dir: &std::path::Path,
     m: &manifest::Manifest,
 ) -> Result<(u64, Vec<u64>), String> {
     let files: Vec<&manifest::Part> = m.base.iter().chain(m.incrs.iter()).collect();
-    start_load_progress_of(srv, dir, &files);
-    let mut total_cmds = 0;
     let mut sizes = Vec::with_capacity(files.len());
+    for p in &files {
+        match std::fs::metadata(dir.join(&p.name)) {
+            Ok(md) => sizes.push(md.len()),
+            Err(e) => {
+                return Err(format!(
+                    "Unable to obtain the AOF file {} length. stat: {}",
+                    p.name,
+                    crate::util::strerror(&e)
+                ))
+            }
+        }
+    }
+    let mut total_cmds = 0;
+    if sizes.iter().sum::<u64>() == 0 {
+        // Nothing but empty files: nothing to load (Redis's AOF_EMPTY).
+        return Ok((0, sizes));
+    }
+    snapshot::start_load_progress(srv, sizes.iter().sum());
     for (i, p) in files.iter().enumerate() {
         let path = dir.join(&p.name);
         let last = i + 1 == files.len();
-        if !path.exists() {
-            return Err(format!(
-                "The AOF file {} listed in the manifest doesn't exist",
-                p.name
-            ));
+        if sizes[i] == 0 {
+            continue;
         }
-        let l = load::load_file(srv, &path, last)?;
+        let started = Instant::now();
+        let l = load::load_file(srv, &path, last, p.name == srv_filename(srv))?;
         total_cmds += l.commands;
-        sizes.push(file_size(&path));
-        if l.commands > 0 || l.bytes > 0 {
-            tracing::info!(
-                "DB loaded from {} file {}",
-                if i == 0 && m.base.is_some() {
-                    "base"
-                } else {
-                    "incr"
-                },
-                p.name
-            );
-        }
+        sizes[i] = file_size(&path);
+        tracing::info!(
+            "DB loaded from {} file {}: {:.3} seconds",
+            if i == 0 && m.base.is_some() {
+                "base"
+            } else {
+                "incr"
+            },
+            p.name,
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok((total_cmds, sizes))
 }
 
-/// INFO's loading_total_bytes for an AOF load: the sizes of its files.
-fn start_load_progress_of(srv: &Server, dir: &std::path::Path, files: &[&manifest::Part]) {
-    let total = files.iter().map(|p| file_size(&dir.join(&p.name))).sum();
-    snapshot::start_load_progress(srv, total);
+/// `appendfilename`.
+fn srv_filename(srv: &Server) -> String {
+    paths(srv).1
 }
 
 /// DEBUG LOADAOF: write out and fsync what the AOF has pending, empty every database and
@@ -636,8 +688,9 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
         inner.write_pending(true);
     }
     let (dir, filename) = paths(srv);
-    let m = manifest::read(&dir, &filename)?
-        .ok_or_else(|| format!("no AOF manifest in {}", dir.display()))?;
+    let m = manifest::read(&dir, &filename)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
     let was_loading = inner.loading.swap(true, Ordering::SeqCst);
     snapshot::empty_all(srv);
     // This thread's commands stay out of the AOF (they come from it).
@@ -646,15 +699,38 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     inner
         .dirty_base
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
-    let (cmds, _) = r?;
+    let (cmds, _) = r.inspect_err(|e| tracing::warn!("{e}"))?;
     tracing::warn!("Append Only File loaded by DEBUG LOADAOF ({cmds} commands)");
     Ok(())
 }
 
 /// Load the AOF (if `appendonly yes`; else the RDB file, if there is one) and start logging.
-/// Clients are accepted meanwhile and get -LOADING.
+/// Clients are accepted meanwhile and get -LOADING. A refusal is logged (Redis's lines, the
+/// last one saying why) before the error is returned and the server exits.
 pub fn startup(srv: &Server) -> Result<(), String> {
+    startup_steps(srv).map_err(|f| {
+        if !f.logged {
+            tracing::warn!("{}", f.msg);
+        }
+        f.msg
+    })
+}
+
+/// Why the server cannot start with the data on disk, and whether the log says so already.
+struct Fatal {
+    msg: String,
+    logged: bool,
+}
+
+impl From<String> for Fatal {
+    fn from(msg: String) -> Fatal {
+        Fatal { msg, logged: false }
+    }
+}
+
+fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     let inner = &srv.aof.inner;
+    srv.aof.config_changed(&srv.config);
     inner
         .mode
         .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
@@ -668,76 +744,118 @@ pub fn startup(srv: &Server) -> Result<(), String> {
             // not see an empty dataset answered as if it were loaded meanwhile.
             if let Err(e) = snapshot::load_file(srv, &path) {
                 tracing::warn!("Fatal error loading the DB: {e}. Exiting.");
-                return Err(e);
+                return Err(Fatal {
+                    msg: e,
+                    logged: true,
+                });
             }
             inner.loading.store(false, Ordering::SeqCst);
         }
         return Ok(());
     }
     let (dir, filename) = paths(srv);
-    create_aof_dir(&dir).map_err(|e| {
-        format!(
-            "Can't open or create append-only dir {}: {e}",
-            dir.display()
-        )
-    })?;
-    rewrite::remove_temp_files(&dir);
-    let m = match manifest::read(&dir, &filename)? {
-        Some(m) => m,
-        None if legacy_aof(srv, &filename).is_some() => upgrade_legacy_aof(srv, &dir, &filename)?,
-        None => {
-            // First start with the AOF on: an empty base and an empty incremental file.
-            let m = manifest::Manifest {
-                base: Some(manifest::Part {
-                    name: manifest::base_name(&filename, 1),
-                    seq: 1,
-                }),
-                incrs: vec![manifest::Part {
-                    name: manifest::incr_name(&filename, 1),
-                    seq: 1,
-                }],
-            };
-            let io = |e: std::io::Error| format!("Can't create the AOF in {}: {e}", dir.display());
-            for p in m.base.iter().chain(m.incrs.iter()) {
-                File::create(dir.join(&p.name))
-                    .and_then(|f| f.sync_all())
-                    .map_err(io)?;
+    // 1. The manifest, if the AOF directory and the manifest exist.
+    let mut m = if dir.is_dir() {
+        match manifest::read(&dir, &filename) {
+            Ok(m) => m.unwrap_or_default(),
+            Err(e) => {
+                e.log();
+                return Err(Fatal {
+                    msg: e.to_string(),
+                    logged: true,
+                });
             }
-            manifest::write(&dir, &filename, &m).map_err(io)?;
-            tracing::info!(
-                "Creating AOF base file {} on server start",
-                m.base.as_ref().map(|b| b.name.as_str()).unwrap_or("")
-            );
-            m
         }
+    } else {
+        manifest::Manifest::default()
     };
-    // Replay.
-    inner.loading.store(true, Ordering::SeqCst);
-    let started = Instant::now();
-    // On failure `loading` stays set until the process exits (see the RDB case above).
-    let (total_cmds, mut sizes) = replay(srv, &dir, &m)?;
-    inner.loading.store(false, Ordering::SeqCst);
+    // 2. A single-file AOF of Redis before 7.0 in `dir`: upgrade, as Redis does, when there is
+    // no AOF directory, or no manifest, or only the manifest of an upgrade interrupted before
+    // it moved the file (its one base named like the old file, which the directory lacks).
+    if legacy_aof(srv, &filename).is_some() {
+        let interrupted = m.incrs.is_empty()
+            && m.base.as_ref().is_some_and(|b| b.name == filename)
+            && !dir.join(&filename).exists();
+        if !dir.is_dir() || m.is_empty() || interrupted {
+            m = upgrade_legacy_aof(srv, &dir, &filename, m)?;
+        }
+    }
+    if dir.exists() {
+        rewrite::remove_temp_files(&dir);
+    }
+    // 3. Replay.
+    let mut sizes = Vec::new();
+    if !m.is_empty() {
+        inner.loading.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        // On failure `loading` stays set until the process exits (see the RDB case above).
+        let (total_cmds, s) = replay(srv, &dir, &m)?;
+        sizes = s;
+        tracing::info!(
+            "DB loaded from append only file: {:.3} seconds ({total_cmds} commands)",
+            started.elapsed().as_secs_f64()
+        );
+    }
     inner
         .dirty_base
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
-    tracing::info!(
-        "DB loaded from append only file: {:.3} seconds ({total_cmds} commands)",
-        started.elapsed().as_secs_f64()
-    );
-    // Append to the last incremental file (a manifest without one gets a new one).
-    let mut m = m;
-    if m.incrs.is_empty() {
+    // 4. Open the AOF for appending (Redis's aofOpenIfNeededOnServerStart).
+    create_aof_dir(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {}",
+            dir.display(),
+            crate::util::strerror(&e)
+        )
+    })?;
+    if m.is_empty() {
+        // Starting from an empty dataset: a base file holding it, in the configured format.
+        let preamble = srv.config.get_bool("aof-use-rdb-preamble");
+        let name = if preamble {
+            manifest::base_name_rdb(&filename, 1)
+        } else {
+            manifest::base_name(&filename, 1)
+        };
+        let size = rewrite::write_base_file(srv, &dir, &name, preamble)
+            .map_err(|e| format!("Can't create the AOF base file {name}: {e}"))?;
+        m.base = Some(manifest::Part { name, seq: 1 });
+        sizes = vec![size];
+        tracing::info!(
+            "Creating AOF base file {} on server start",
+            m.base.as_ref().map(|b| b.name.as_str()).unwrap_or("")
+        );
+    }
+    let had_incr = !m.incrs.is_empty();
+    if !had_incr {
         let seq = m.max_incr_seq() + 1;
-        let name = manifest::incr_name(&filename, seq);
-        File::create(dir.join(&name)).map_err(|e| format!("Can't create {name}: {e}"))?;
-        m.incrs.push(manifest::Part { name, seq });
-        manifest::write(&dir, &filename, &m)
-            .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+        m.incrs.push(manifest::Part {
+            name: manifest::incr_name(&filename, seq),
+            seq,
+        });
         sizes.push(0);
     }
     let last = m.incrs.last().map(|p| p.name.clone()).unwrap_or_default();
-    let out = open_append(&dir.join(&last))
-        .map_err(|e| format!("Can't open the append-only file {last}: {e}"))?;
+    let out = open_append(&dir.join(&last)).map_err(|e| {
+        format!(
+            "Can't open the append-only file {last}: {}",
+            crate::util::strerror(&e)
+        )
+    })?;
+    // 5. History files a rewrite left are deleted, then the manifest is written.
+    for h in std::mem::take(&mut m.history) {
+        tracing::info!("Removing the history file {} in the background", h.name);
+        let _ = std::fs::remove_file(dir.join(&h.name));
+    }
+    manifest::write(&dir, &filename, &m).map_err(|e| {
+        format!(
+            "Can't write the AOF manifest: {}",
+            crate::util::strerror(&e)
+        )
+    })?;
+    if had_incr {
+        tracing::info!("Opening AOF incr file {last} on server start");
+    } else {
+        tracing::info!("Creating AOF incr file {last} on server start");
+    }
     {
         let mut st = inner.state.lock();
         st.base_size = if m.base.is_some() {
@@ -757,10 +875,13 @@ pub fn startup(srv: &Server) -> Result<(), String> {
         let mut f = inner.feed.lock();
         f.db = None;
         f.buf.clear();
+        f.ts = 0;
         inner.written.store(f.seq, Ordering::SeqCst);
         inner.synced.store(f.seq, Ordering::SeqCst);
     }
     inner.enabled.store(true, Ordering::SeqCst);
+    // Clients get -LOADING until the AOF is open for appending, as Redis serves none before.
+    inner.loading.store(false, Ordering::SeqCst);
     Ok(())
 }
 
@@ -772,39 +893,47 @@ fn legacy_aof(srv: &Server, filename: &str) -> Option<PathBuf> {
 }
 
 /// Upgrade a single-file AOF (Redis before 7.0) to the multi-part layout, as Redis 7 does on
-/// its first start: the old file moves into the AOF directory unchanged and becomes the base
-/// of a new manifest, followed by an empty incremental file (a file that starts with an RDB
-/// preamble keeps it: the loader reads both parts).
+/// its first start: the manifest names the old file as the base (seq 1), then the file moves
+/// into the AOF directory unchanged (a file with an RDB preamble keeps it: the loader reads
+/// both parts). The incremental file is created when the AOF is opened. Manifest first: a crash
+/// before the move leaves an interrupted upgrade, which the next start completes.
 fn upgrade_legacy_aof(
     srv: &Server,
     aofdir: &std::path::Path,
     filename: &str,
+    mut m: manifest::Manifest,
 ) -> Result<manifest::Manifest, String> {
     let Some(old) = legacy_aof(srv, filename) else {
         return Err("no single-file AOF to upgrade".into());
     };
-    let io = |e: std::io::Error| format!("Can't upgrade the AOF {}: {e}", old.display());
-    let m = manifest::Manifest {
-        base: Some(manifest::Part {
-            name: filename.to_string(),
-            seq: 1,
-        }),
-        incrs: vec![manifest::Part {
-            name: manifest::incr_name(filename, 1),
-            seq: 1,
-        }],
-    };
-    File::create(aofdir.join(manifest::incr_name(filename, 1)))
-        .and_then(|f| f.sync_all())
-        .map_err(io)?;
-    // Manifest first: a crash before the rename leaves a manifest naming a missing base, which
-    // refuses to start (naming the file), never an empty AOF that ignores the old one.
-    manifest::write(aofdir, filename, &m).map_err(io)?;
-    std::fs::rename(&old, aofdir.join(filename)).map_err(io)?;
-    manifest::sync_dir(aofdir).map_err(io)?;
+    create_aof_dir(aofdir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {}",
+            aofdir.display(),
+            crate::util::strerror(&e)
+        )
+    })?;
+    m.base = Some(manifest::Part {
+        name: filename.to_string(),
+        seq: 1,
+    });
+    manifest::write(aofdir, filename, &m).map_err(|e| {
+        format!(
+            "Can't write the AOF manifest: {}",
+            crate::util::strerror(&e)
+        )
+    })?;
+    std::fs::rename(&old, aofdir.join(filename))
+        .and_then(|_| manifest::sync_dir(aofdir))
+        .map_err(|e| {
+            format!(
+                "Error trying to move the old AOF file {filename} into dir {}: {}",
+                aofdir.display(),
+                crate::util::strerror(&e)
+            )
+        })?;
     tracing::info!(
-        "Successfully migrated an old-style AOF {} into the AOF directory {}",
-        old.display(),
+        "Successfully migrated an old-style AOF file ({filename}) into the AOF directory ({}).",
         aofdir.display()
     );
     Ok(m)
@@ -934,6 +1063,15 @@ pub fn set_appendonly(srv: &Server, on: bool) -> Result<(), String> {
         *out = None;
         drop(out);
         inner.durable.notify_waiters();
+        if inner.rewriting.load(Ordering::SeqCst) {
+            // Redis kills its rewrite child here; Podium's rewrite is a thread, told to stop
+            // (it removes its temporary file and lists no new base).
+            inner.rewrite_cancel.store(true, Ordering::SeqCst);
+            tracing::info!(
+                "Killing running AOF rewrite child: the rewrite thread of pid {} is stopped",
+                std::process::id()
+            );
+        }
         Ok(())
     }
 }

@@ -37,6 +37,30 @@ use std::time::Instant;
 /// Items per command in the base file (Redis's AOF_REWRITE_ITEMS_PER_CMD).
 const ITEMS_PER_CMD: usize = 64;
 
+/// Why a rewrite stopped when `appendonly` was turned off under it.
+const CANCELED: &str = "the rewrite was stopped: appendonly was turned off";
+
+/// `rdb-key-save-delay` between two keys of a rewrite (Redis's child pauses the same way), in
+/// slices short enough that turning `appendonly` off stops the rewrite at once. False when
+/// the rewrite is to stop.
+fn key_delay(usec: i64, cancel: &std::sync::atomic::AtomicBool) -> bool {
+    if usec <= 0 {
+        super::snapshot::debug_delay(usec);
+        return !cancel.load(Ordering::Relaxed);
+    }
+    let until = Instant::now() + std::time::Duration::from_micros(usec as u64);
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        std::thread::sleep((until - now).min(std::time::Duration::from_millis(10)));
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     /// BGREWRITEAOF / automatic: compact the AOF (or, AOF off, just write a base file).
@@ -73,6 +97,7 @@ pub fn spawn(srv: &Server, kind: Kind) -> Result<(), String> {
         }
         inner.state.lock().scheduled = true;
     }
+    inner.rewrite_cancel.store(false, Ordering::SeqCst);
     let r = std::thread::Builder::new()
         .name("aof-rewrite".into())
         .spawn(move || {
@@ -209,6 +234,64 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
                 .map_err(io("can't open the new incremental AOF file"))?,
         );
     }
+    let base_size = write_base(srv, kind, &dir, &new_base.name, new_out, preamble)?;
+    // 4. Switch the manifest.
+    if inner.rewrite_cancel.load(Ordering::SeqCst) {
+        return Err(CANCELED.into());
+    }
+    let m = Manifest {
+        base: Some(new_base.clone()),
+        history: Vec::new(),
+        incrs: if aof_on {
+            vec![new_incr.clone()]
+        } else {
+            Vec::new()
+        },
+    };
+    if kind == Kind::Enable && !inner.enabled.load(Ordering::SeqCst) {
+        return Err("appendonly was turned off during the rewrite".into());
+    }
+    manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
+    // Old files are no longer referenced.
+    let keep = |n: &str| n == new_base.name || n == new_incr.name;
+    for p in old.base.iter().chain(&old.history).chain(&old.incrs) {
+        if !keep(&p.name) {
+            tracing::info!("Removing the history file {} in the background", p.name);
+            let _ = std::fs::remove_file(dir.join(&p.name));
+        }
+    }
+    let cur = inner.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
+    let mut st = inner.state.lock();
+    st.dir = dir;
+    st.filename = filename;
+    st.base_size = base_size;
+    st.other_incr_size = 0;
+    st.rewrite_base_size = base_size + cur;
+    st.manifest = m;
+    Ok(())
+}
+
+/// A base file named `name` in `dir` holding the data as it is now (the AOF's first base when
+/// the server starts without one): written to a temporary file, fsynced, then renamed. Its size.
+pub(crate) fn write_base_file(
+    srv: &Server,
+    dir: &Path,
+    name: &str,
+    preamble: bool,
+) -> Result<u64, String> {
+    write_base(srv, Kind::Rewrite, dir, name, None, preamble)
+}
+
+/// Steps 2-4 up to the rename: the snapshot (switching logging to `new_out` at its instant)
+/// into a temporary file that becomes `dir/name`. Its size.
+fn write_base(
+    srv: &Server,
+    kind: Kind,
+    dir: &Path,
+    name: &str,
+    new_out: Option<super::Out>,
+    preamble: bool,
+) -> Result<u64, String> {
     let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let tmpfile = File::create(&temp).map_err(io("can't create the temporary rewrite file"))?;
     let result = snapshot(srv, kind, tmpfile, new_out, preamble);
@@ -224,45 +307,13 @@ fn run(srv: &Server, kind: Kind) -> Result<(), String> {
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         let size = f.metadata()?.len();
-        std::fs::rename(&temp, dir.join(&new_base.name))?;
+        std::fs::rename(&temp, dir.join(name))?;
         Ok(size)
     })();
-    let base_size = match finish {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(format!("can't write the new base file: {e}"));
-        }
-    };
-    // 4. Switch the manifest.
-    let m = Manifest {
-        base: Some(new_base.clone()),
-        incrs: if aof_on {
-            vec![new_incr.clone()]
-        } else {
-            Vec::new()
-        },
-    };
-    if kind == Kind::Enable && !inner.enabled.load(Ordering::SeqCst) {
-        return Err("appendonly was turned off during the rewrite".into());
-    }
-    manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
-    // Old files are no longer referenced.
-    let keep = |n: &str| n == new_base.name || n == new_incr.name;
-    for p in old.base.iter().chain(old.incrs.iter()) {
-        if !keep(&p.name) {
-            let _ = std::fs::remove_file(dir.join(&p.name));
-        }
-    }
-    let cur = inner.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
-    let mut st = inner.state.lock();
-    st.dir = dir;
-    st.filename = filename;
-    st.base_size = base_size;
-    st.other_incr_size = 0;
-    st.rewrite_base_size = base_size + cur;
-    st.manifest = m;
-    Ok(())
+    finish.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("can't write the new base file: {e}")
+    })
 }
 
 /// Steps 2-3: lock everything, switch the log to the new file, serialize shard by shard.
@@ -311,7 +362,18 @@ fn snapshot(
     let now = crate::clock::unix_ms();
     let mut w = w;
     let mut buf = Vec::with_capacity(1 << 16);
+    // As Redis's RESP base: the time it was taken (aof-timestamp-enabled), then the function
+    // libraries as FUNCTION LOAD commands, then the keys. The libraries are read while every
+    // shard is locked, at the snapshot's instant.
+    if srv.config.get_bool("aof-timestamp-enabled") {
+        buf.extend_from_slice(format!("#TS:{}\r\n", now / 1000).as_bytes());
+    }
+    for code in crate::scripting::library_codes(srv) {
+        encode_command(&mut buf, &[&b"FUNCTION"[..], b"LOAD", &code[..]]);
+    }
     let mut selected = None;
+    // As for the RDB base: a pause set at the start is read again before each key.
+    let paused = srv.config.get_i64("rdb-key-save-delay") != 0;
     for (i, g) in guards.iter_mut().enumerate() {
         let db = i / per;
         let shard = g.take().ok_or("shard lock missing")?;
@@ -320,7 +382,13 @@ fn snapshot(
                 encode_select(&mut buf, db);
                 selected = Some(db);
             }
-            serialize_shard(&shard, now, &mut buf, &mut w)?;
+            serialize_shard(&shard, now, &mut buf, &mut w, &mut |_| {
+                !paused
+                    || key_delay(
+                        srv.config.get_i64("rdb-key-save-delay"),
+                        &inner.rewrite_cancel,
+                    )
+            })?;
         }
         // Commands on this shard may run again: their effects go to the new incremental file.
         drop(shard);
@@ -340,6 +408,17 @@ fn rdb_base(
     let per = srv.keyspace.shards_per_db();
     let opts = super::snapshot::SaveOpts::from_config(srv, true);
     let mut out = super::snapshot::RdbWriter::new(w, opts, crate::alloc::used_memory());
+    // A pause set when the rewrite starts applies (as in Redis's child); it is then read again
+    // before each key, so lowering it speeds up the running rewrite (there is no child to kill).
+    if srv.config.get_i64("rdb-key-save-delay") != 0 {
+        let Some(arc) = srv.arc() else {
+            return Err("no server handle".into());
+        };
+        out.pause_with(Box::new(move || {
+            let delay = arc.config.get_i64("rdb-key-save-delay");
+            key_delay(delay, &arc.aof.inner.rewrite_cancel)
+        }));
+    }
     let err = io("can't write the rewrite file");
     for db in 0..srv.keyspace.num_dbs() {
         let shards = &mut guards[db * per..(db + 1) * per];
@@ -352,6 +431,9 @@ fn rdb_base(
         }
         for g in shards.iter_mut() {
             let shard = g.take().ok_or("shard lock missing")?;
+            if srv.aof.inner.rewrite_cancel.load(Ordering::Relaxed) {
+                return Err(CANCELED.into());
+            }
             out.shard(&shard).map_err(&err)?;
             // Commands on this shard may run again: their effects go to the new incremental file.
             drop(shard);
@@ -401,17 +483,22 @@ fn batched<'a>(
     spill(buf, w)
 }
 
-/// Append commands rebuilding every live key of `shard` to `buf`.
+/// Append commands rebuilding every live key of `shard` to `buf`. `before_key` runs before
+/// each key (the test pause); false from it stops the rewrite.
 pub(crate) fn serialize_shard(
     shard: &Shard,
     now: i64,
     buf: &mut Vec<u8>,
     w: &mut BufWriter<File>,
+    before_key: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), String> {
     use std::borrow::Cow;
     for (key, e) in shard.keys() {
         if e.has_expire() && e.expire_at <= now {
             continue;
+        }
+        if !before_key(key) {
+            return Err(CANCELED.into());
         }
         match &e.value {
             Value::Str(v) => encode_command(buf, &[&b"SET"[..], &key[..], &v[..]]),

@@ -84,6 +84,8 @@ pub(crate) struct RdbWriter<W: Write> {
     pub keys: u64,
     /// Called every 64 keys with the count so far (a BGSAVE child reports its progress).
     progress: Option<Box<dyn FnMut(u64) + 'static>>,
+    /// Replaces the `rdb-key-save-delay` pause (see [`RdbWriter::pause_with`]).
+    key_pause: Option<Box<dyn FnMut() -> bool + 'static>>,
 }
 
 impl<W: Write> RdbWriter<W> {
@@ -96,6 +98,7 @@ impl<W: Write> RdbWriter<W> {
             opts,
             keys: 0,
             progress: None,
+            key_pause: None,
         };
         out.buf
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
@@ -156,9 +159,25 @@ impl<W: Write> RdbWriter<W> {
             if self.buf.len() >= 1 << 16 {
                 self.spill()?;
             }
-            debug_delay(self.opts.key_delay);
+            match self.key_pause.as_mut() {
+                Some(pause) => {
+                    if !pause() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::Interrupted,
+                            "the rewrite was stopped: appendonly was turned off",
+                        ));
+                    }
+                }
+                None => debug_delay(self.opts.key_delay),
+            }
         }
         Ok(())
+    }
+
+    /// Pause after each key with `pause` instead of `rdb-key-save-delay` (an AOF rewrite,
+    /// which a false return stops).
+    pub(crate) fn pause_with(&mut self, pause: Box<dyn FnMut() -> bool + 'static>) {
+        self.key_pause = Some(pause);
     }
 
     /// `EOF` and the checksum; returns the writer (flushed).

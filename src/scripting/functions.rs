@@ -758,3 +758,15 @@ pub(super) fn flags_of(srv: &crate::state::Server, name: &[u8]) -> Option<u8> {
         .find(|f| f.name == name)
         .map(|f| f.flags)
 }
+
+/// Every library's code (its shebang line included), in name order: what an AOF rewrite
+/// writes as FUNCTION LOAD commands so that the libraries survive it.
+pub(crate) fn library_codes(srv: &crate::state::Server) -> Vec<Bytes> {
+    srv.scripts
+        .functions
+        .lock()
+        .libraries
+        .values()
+        .map(|lib| lib.code.clone())
+        .collect()
+}

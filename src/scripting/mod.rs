@@ -40,6 +40,7 @@ mod api;
 mod convert;
 mod engine;
 mod functions;
+pub(crate) use functions::library_codes;
 mod libs;
 
 use crate::commands::args::{eq, int};
@@ -322,6 +323,10 @@ struct RunningScript {
     kill: bool,
     /// It has written (it can no longer be killed).
     wrote: bool,
+    /// Redis's name for it in the slow-script warning (`f_<sha>` for EVAL), and whether that
+    /// warning was logged.
+    log_name: String,
+    slow_logged: bool,
 }
 
 /// What other clients get while a script has run past `busy-reply-threshold`.
@@ -380,6 +385,8 @@ impl Scripts {
             command: function.map(|f| f.1.to_vec()).unwrap_or_default(),
             kill: false,
             wrote: false,
+            log_name: String::new(),
+            slow_logged: false,
         });
         self.running_count.fetch_add(1, Ordering::AcqRel);
         id
@@ -391,9 +398,33 @@ impl Scripts {
         self.running_count.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// SCRIPT KILL / FUNCTION KILL asked run `id` to stop.
-    fn kill_requested(&self, id: u64) -> bool {
-        self.running.lock().iter().any(|r| r.id == id && r.kill)
+    /// Name run `id` for the slow-script warning.
+    fn name_run(&self, id: u64, name: String) {
+        if let Some(r) = self.running.lock().iter_mut().find(|r| r.id == id) {
+            r.log_name = name;
+        }
+    }
+
+    /// Run `id`'s instruction hook: log Redis's warning once the run passes `threshold_ms`
+    /// (`busy-reply-threshold`, also while the AOF loads, where no client sees -BUSY), and
+    /// say whether SCRIPT KILL / FUNCTION KILL asked it to stop.
+    fn poll_run(&self, id: u64, threshold_ms: i64) -> bool {
+        let mut running = self.running.lock();
+        let Some(r) = running.iter_mut().find(|r| r.id == id) else {
+            return false;
+        };
+        if !r.slow_logged {
+            let elapsed = r.started.elapsed().as_millis() as i64;
+            if elapsed >= threshold_ms {
+                r.slow_logged = true;
+                tracing::warn!(
+                    "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
+                    if r.function.is_empty() { "SCRIPT KILL" } else { "FUNCTION KILL" },
+                    r.log_name
+                );
+            }
+        }
+        r.kill
     }
 
     /// Run `id` wrote: it can no longer be killed.
@@ -485,7 +516,14 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
 impl Invocation<'_, '_, '_> {
     /// SCRIPT KILL asked this script to stop.
     fn killed(&self) -> bool {
-        self.ctx.srv.scripts.kill_requested(self.run_id)
+        let threshold = self
+            .ctx
+            .srv
+            .config
+            .hot
+            .busy_reply_threshold
+            .load(Ordering::Relaxed);
+        self.ctx.srv.scripts.poll_run(self.run_id, threshold)
     }
 
     /// When the running script started (fuzz builds hold scripts to a time budget).
@@ -624,6 +662,13 @@ fn run_atomically(
                 Target::Eval { .. } => None,
             };
             inv.run_id = scripts.start_run(function);
+            scripts.name_run(
+                inv.run_id,
+                match &target {
+                    Target::Eval { .. } => format!("f_{name}"),
+                    Target::Function { .. } => name.clone(),
+                },
+            );
             let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
             inv.ctx.srv.scripts.end_run(inv.run_id);
             (reply, true)

@@ -95,6 +95,16 @@ impl ClientInfo {
         self.kill.notify_one();
     }
 
+    /// What is measured of the client's memory (CLIENT LIST tot-mem, MEMORY STATS
+    /// `clients.normal`): its query buffer with its free room, the arguments of the command
+    /// it runs, and its pending output.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.qbuf.load(Ordering::Relaxed)
+            + self.qbuf_free.load(Ordering::Relaxed)
+            + self.argv_mem.load(Ordering::Relaxed)
+            + self.push.used()
+    }
+
     /// One CLIENT LIST line.
     pub fn describe(&self) -> String {
         let now = unix_ms();

@@ -31,6 +31,7 @@ pub mod keys;
 pub mod latency;
 pub mod list;
 mod long;
+pub(crate) mod memory;
 pub mod persist;
 pub mod pubsub;
 pub mod script;

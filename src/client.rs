@@ -42,6 +42,9 @@ pub struct ClientInfo {
     pub(crate) argv_mem: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: Mailbox,
+    /// Bytes of replies in the connection's output buffer that the socket has not taken yet
+    /// (CLIENT LIST obl; with the queued pushes, omem).
+    pub(crate) out_pending: AtomicUsize,
     /// The ACL user the connection runs as (a copy of [`Client::user`], set through
     /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
     /// clients to disconnect by it.
@@ -72,6 +75,7 @@ impl ClientInfo {
             qbuf_free: AtomicUsize::new(0),
             argv_mem: AtomicUsize::new(0),
             push: Default::default(),
+            out_pending: AtomicUsize::new(0),
             user: Mutex::new(None),
         }
     }
@@ -102,7 +106,13 @@ impl ClientInfo {
         self.qbuf.load(Ordering::Relaxed)
             + self.qbuf_free.load(Ordering::Relaxed)
             + self.argv_mem.load(Ordering::Relaxed)
-            + self.push.used()
+            + self.output_bytes()
+    }
+
+    /// Output waiting for the socket: the connection's pending replies and the queued push
+    /// messages (CLIENT LIST omem).
+    pub(crate) fn output_bytes(&self) -> usize {
+        self.out_pending.load(Ordering::Relaxed) + self.push.queued().0
     }
 
     /// One CLIENT LIST line.
@@ -141,9 +151,11 @@ impl ClientInfo {
         let qbuf = self.qbuf.load(Ordering::Relaxed);
         let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
         let argv_mem = self.argv_mem.load(Ordering::Relaxed);
-        let omem = self.push.used();
+        let obl = self.out_pending.load(Ordering::Relaxed);
+        let (queued_bytes, oll) = self.push.queued();
+        let omem = obl + queued_bytes;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -159,6 +171,10 @@ impl ClientInfo {
             qbuf,
             qbuf_free,
             argv_mem,
+            // Podium's output is one buffer of replies (obl, its unsent bytes) and a list of
+            // queued push messages (oll, their count); omem is both.
+            obl,
+            oll,
             omem,
             // What is measured of the client's memory: its query buffer, arguments and
             // pending output.
@@ -407,7 +423,17 @@ impl Mailbox {
             && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
     }
 
-    /// Bytes queued or in flight (CLIENT LIST omem).
+    /// Bytes and number of messages queued and not yet moved to the connection's output.
+    pub(crate) fn queued(&self) -> (usize, usize) {
+        if !self.has_pending() {
+            return (0, 0);
+        }
+        let q = self.queue.lock();
+        (q.bytes, q.messages.len())
+    }
+
+    /// Bytes queued or in flight (what the pubsub limit in [`Mailbox::push`] measures).
+    #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
         self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
     }

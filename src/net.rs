@@ -278,6 +278,25 @@ impl ClientSocket {
         }
     }
 
+    /// Write what the socket takes of `data` now, without waiting (WouldBlock when it takes
+    /// nothing).
+    pub(crate) fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        self.fd.get_ref().write(data)
+    }
+
+    /// Wait until the socket takes some of `data`, and write it; returns how much was
+    /// written. Cancel-safe: nothing is written before the socket is writable.
+    pub(crate) async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
+        loop {
+            let mut guard = self.fd.writable().await?;
+            match guard.try_io(|s| s.get_ref().write(data)) {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(r) => return r,
+                Err(_would_block) => {}
+            }
+        }
+    }
+
     /// Write all of `data`.
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {

@@ -256,6 +256,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
+    crate::client_evict::configure(&srv);
     tracing::info!("Ready to accept connections");
     let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
     crate::process::notify_ready(supervisor);
@@ -286,6 +287,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
                 enforce_pubsub_soft_limits(&s);
+                crate::client_evict::configure(&s);
+                crate::client_evict::evict_clients(&s);
                 (rng, capped)
             })
             .await;

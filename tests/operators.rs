@@ -648,6 +648,54 @@ fn output_buffer_hard_limit_closes_the_client() {
     );
 }
 
+fn client_field(con: &mut redis::Connection, name: &str, field: &str) -> Option<u64> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))?;
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn output_of_a_client_that_does_not_read_grows_and_meets_the_soft_limit() {
+    use std::io::Write;
+    let srv = Podium::start(&["--client-output-buffer-limit", "normal", "0", "4mb", "1"]);
+    let mut con = srv.con();
+    let _: () = redis::cmd("SET")
+        .arg("v")
+        .arg("x".repeat(100_000))
+        .query(&mut con)
+        .unwrap();
+    let mut s = srv.raw();
+    s.write_all(b"CLIENT SETNAME slow\r\n").unwrap();
+    // Pipelined GETs the client never reads: the socket buffers fill, then the server's
+    // output buffer grows (it keeps reading and running the commands, as Redis does).
+    let get = b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n".repeat(10);
+    let started = Instant::now();
+    let mut seen = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        if s.write_all(&get).is_err() {
+            break;
+        }
+        match client_field(&mut con, "slow", "omem") {
+            Some(omem) => seen = seen.max(omem),
+            // Closed: over the soft limit for more than its second.
+            None => break,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen >= 1_000_000, "omem never grew: {seen}");
+    wait_for(
+        "the soft limit to close the client",
+        Duration::from_secs(5),
+        || client_field(&mut con, "slow", "omem").is_none(),
+    );
+    // Over it for a second at least before being closed.
+    assert!(started.elapsed() >= Duration::from_secs(1));
+}
+
 #[test]
 fn debug_segfault_writes_a_crash_report_and_dies_of_the_signal() {
     use std::os::unix::process::ExitStatusExt;

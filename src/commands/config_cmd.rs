@@ -50,6 +50,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);
                     }
+                    if names.contains(&"maxmemory") || names.contains(&"maxmemory-clients") {
+                        crate::client_evict::configure(ctx.srv);
+                    }
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
                     }
@@ -88,6 +91,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             ctx.srv.errorstats.reset();
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
             for h in crate::commands::latency::histograms().values() {
                 h.reset();
             }

@@ -213,6 +213,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                         .to_string(),
                 );
                 kv(
+                    "evicted_clients",
+                    crate::client_evict::EVICTED_CLIENTS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
                     "keyspace_hits",
                     st.keyspace_hits.load(Ordering::Relaxed).to_string(),
                 );

@@ -22,7 +22,6 @@ pub struct ClientInfo {
     pub addr: String,
     pub laddr: String,
     pub name: Mutex<Option<Bytes>>,
-    pub lib_name: Mutex<Option<String>>,
     pub db: AtomicUsize,
     pub created_ms: i64,
     pub last_active_ms: AtomicI64,
@@ -45,6 +44,9 @@ pub struct ClientInfo {
     /// Bytes of replies in the connection's output buffer that the socket has not taken yet
     /// (CLIENT LIST obl; with the queued pushes, omem).
     pub(crate) out_pending: AtomicUsize,
+    /// The allocation holding them (the whole output buffer stays allocated until all of it
+    /// is written): what client eviction and MEMORY STATS count.
+    pub(crate) out_held: AtomicUsize,
     /// The ACL user the connection runs as (a copy of [`Client::user`], set through
     /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
     /// clients to disconnect by it.
@@ -59,7 +61,6 @@ impl ClientInfo {
             addr,
             laddr,
             name: Mutex::new(None),
-            lib_name: Mutex::new(None),
             db: AtomicUsize::new(0),
             created_ms: now_ms,
             last_active_ms: AtomicI64::new(now_ms),
@@ -76,6 +77,7 @@ impl ClientInfo {
             argv_mem: AtomicUsize::new(0),
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
+            out_held: AtomicUsize::new(0),
             user: Mutex::new(None),
         }
     }
@@ -106,13 +108,8 @@ impl ClientInfo {
         self.qbuf.load(Ordering::Relaxed)
             + self.qbuf_free.load(Ordering::Relaxed)
             + self.argv_mem.load(Ordering::Relaxed)
-            + self.output_bytes()
-    }
-
-    /// Output waiting for the socket: the connection's pending replies and the queued push
-    /// messages (CLIENT LIST omem).
-    pub(crate) fn output_bytes(&self) -> usize {
-        self.out_pending.load(Ordering::Relaxed) + self.push.queued().0
+            + self.out_held.load(Ordering::Relaxed)
+            + self.push.queued().0
     }
 
     /// One CLIENT LIST line.

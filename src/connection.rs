@@ -348,6 +348,11 @@ async fn serve_client(
             }
         }
         if close {
+            if info.killed.load(Ordering::Relaxed) {
+                // Killed (CLIENT KILL, client eviction): dropped without its pending output,
+                // as Redis frees such a client.
+                return Ok(());
+            }
             flush(srv, sock, &info, &mut out, &mut sent).await?;
             sock.shutdown();
             return Ok(());
@@ -445,7 +450,16 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
             out.shrink_to(16 * 1024);
         }
     }
-    info.out_pending.store(out.len() - *sent, Ordering::Relaxed);
+    note_pending(info, out, *sent);
+}
+
+/// Publish how much output waits (CLIENT LIST, client eviction, MEMORY STATS).
+fn note_pending(info: &ClientInfo, out: &Vec<u8>, sent: usize) {
+    let pending = out.len() - sent;
+    info.out_pending.store(pending, Ordering::Relaxed);
+    // The capacity, not the length: what the buffer holds while any of it waits.
+    let held = if pending == 0 { 0 } else { out.capacity() };
+    info.out_held.store(held, Ordering::Relaxed);
 }
 
 /// Write what the socket takes of the pending output now, without waiting; what it does not
@@ -464,7 +478,7 @@ fn send(
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => wrote(srv, info, out, sent, n),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    info.out_pending.store(out.len() - *sent, Ordering::Relaxed);
+                    note_pending(info, out, *sent);
                     return Ok(());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

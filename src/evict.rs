@@ -182,18 +182,11 @@ pub fn free_memory(srv: &Server) -> Outcome {
     let mut rng = rand::thread_rng();
     let mut evicted = 0u64;
     let mut next_db = 0usize;
-    // As Redis: the amount to free is fixed when eviction starts, and each eviction counts
-    // what it really gave back, net of what it cost (the invalidation messages to tracking
-    // clients, queued as it deletes): otherwise those messages, over the limit in turn, would
-    // evict more keys, whose messages would evict more, until nothing is left.
-    let to_free = counted_memory(srv) - max;
-    let mut freed = 0i64;
-    while freed < to_free {
+    while counted_memory(srv) > max {
         let dbs = candidate_dbs(srv, policy);
         if dbs.is_empty() {
             return Outcome::Fail;
         }
-        let before = crate::alloc::used_memory() as i64;
         let done = if policy.is_random() {
             let db = dbs[next_db % dbs.len()];
             next_db += 1;
@@ -226,7 +219,6 @@ pub fn free_memory(srv: &Server) -> Outcome {
             }
             done
         };
-        freed += before - crate::alloc::used_memory() as i64;
         if done {
             evicted += 1;
         }

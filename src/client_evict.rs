@@ -71,7 +71,7 @@ pub(crate) fn evict_clients(srv: &Server) -> usize {
     if total < limit {
         return 0;
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
     let mut evicted = 0;
     for (mem, c) in candidates {
         if total < limit {

@@ -173,11 +173,12 @@ pub(crate) fn measure_unlocked(srv: &Server) -> Overhead {
     Overhead::measure(srv, dbs)
 }
 
+/// INFO lines as (field, value).
+pub(crate) type InfoFields = Vec<(&'static str, String)>;
+
 /// INFO memory's fields that come from these figures, in Redis's order (`used_memory` and
 /// the others before `maxmemory` first, then those after it).
-pub(crate) fn info_fields(
-    srv: &Server,
-) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
     let m = measure_unlocked(srv);
     let human = super::info::human;
     let before = vec![

@@ -670,6 +670,9 @@ fn output_of_a_client_that_does_not_read_grows_and_meets_the_soft_limit() {
         .unwrap();
     let mut s = srv.raw();
     s.write_all(b"CLIENT SETNAME slow\r\n").unwrap();
+    wait_for("the client's name", Duration::from_secs(5), || {
+        client_field(&mut con, "slow", "omem").is_some()
+    });
     // Pipelined GETs the client never reads: the socket buffers fill, then the server's
     // output buffer grows (it keeps reading and running the commands, as Redis does).
     let get = b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n".repeat(10);

@@ -22,7 +22,6 @@ pub struct ClientInfo {
     pub addr: String,
     pub laddr: String,
     pub name: Mutex<Option<Bytes>>,
-    pub lib_name: Mutex<Option<String>>,
     pub db: AtomicUsize,
     pub created_ms: i64,
     pub last_active_ms: AtomicI64,
@@ -42,6 +41,12 @@ pub struct ClientInfo {
     pub(crate) argv_mem: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: Mailbox,
+    /// Bytes of replies in the connection's output buffer that the socket has not taken yet
+    /// (CLIENT LIST obl; with the queued pushes, omem).
+    pub(crate) out_pending: AtomicUsize,
+    /// The allocation holding them (the whole output buffer stays allocated until all of it
+    /// is written): what client eviction and MEMORY STATS count.
+    pub(crate) out_held: AtomicUsize,
     /// The ACL user the connection runs as (a copy of [`Client::user`], set through
     /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
     /// clients to disconnect by it.
@@ -56,7 +61,6 @@ impl ClientInfo {
             addr,
             laddr,
             name: Mutex::new(None),
-            lib_name: Mutex::new(None),
             db: AtomicUsize::new(0),
             created_ms: now_ms,
             last_active_ms: AtomicI64::new(now_ms),
@@ -72,6 +76,8 @@ impl ClientInfo {
             qbuf_free: AtomicUsize::new(0),
             argv_mem: AtomicUsize::new(0),
             push: Default::default(),
+            out_pending: AtomicUsize::new(0),
+            out_held: AtomicUsize::new(0),
             user: Mutex::new(None),
         }
     }
@@ -96,6 +102,17 @@ impl ClientInfo {
         // A connection waiting for input listens for pushes and for this flag on the one
         // wake-up (one `Notified` per read instead of two).
         self.push.ready.notify_one();
+    }
+
+    /// What is measured of the client's memory (CLIENT LIST tot-mem, MEMORY STATS
+    /// `clients.normal`): its query buffer with its free room, the arguments of the command
+    /// it runs, and its pending output.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.qbuf.load(Ordering::Relaxed)
+            + self.qbuf_free.load(Ordering::Relaxed)
+            + self.argv_mem.load(Ordering::Relaxed)
+            + self.out_held.load(Ordering::Relaxed)
+            + self.push.queued().0
     }
 
     /// One CLIENT LIST line.
@@ -134,9 +151,11 @@ impl ClientInfo {
         let qbuf = self.qbuf.load(Ordering::Relaxed);
         let qbuf_free = self.qbuf_free.load(Ordering::Relaxed);
         let argv_mem = self.argv_mem.load(Ordering::Relaxed);
-        let omem = self.push.used();
+        let obl = self.out_pending.load(Ordering::Relaxed);
+        let (queued_bytes, oll) = self.push.queued();
+        let omem = obl + queued_bytes;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -152,6 +171,10 @@ impl ClientInfo {
             qbuf,
             qbuf_free,
             argv_mem,
+            // Podium's output is one buffer of replies (obl, its unsent bytes) and a list of
+            // queued push messages (oll, their count); omem is both.
+            obl,
+            oll,
             omem,
             // What is measured of the client's memory: its query buffer, arguments and
             // pending output.
@@ -400,7 +423,17 @@ impl Mailbox {
             && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
     }
 
-    /// Bytes queued or in flight (CLIENT LIST omem).
+    /// Bytes and number of messages queued and not yet moved to the connection's output.
+    pub(crate) fn queued(&self) -> (usize, usize) {
+        if !self.has_pending() {
+            return (0, 0);
+        }
+        let q = self.queue.lock();
+        (q.bytes, q.messages.len())
+    }
+
+    /// Bytes queued or in flight (what the pubsub limit in [`Mailbox::push`] measures).
+    #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
         self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
     }

@@ -2,7 +2,11 @@
 //!
 //! The loop reads whatever the socket has into the query buffer, executes every complete
 //! request in it in order, renders each reply into one output buffer, and writes that buffer
-//! with a single write: a pipeline of N commands costs one read and one write. A protocol
+//! with a single write: a pipeline of N commands costs one read and one write. What the
+//! socket does not take stays in the buffer and is written as the socket drains, while the
+//! loop goes on reading and running the client's commands, as Redis does: a client that
+//! pipelines without reading makes its output grow until `client-output-buffer-limit` closes
+//! it (`crate::obuf`). A protocol
 //! error gets Redis's error reply and closes the connection. A blocking command parks the
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
@@ -107,6 +111,9 @@ async fn serve_client(
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    // How much of `out` the socket has taken (the rest waits for it to drain).
+    let mut sent = 0usize;
+    let mut soft_clock = crate::obuf::SoftClock::default();
     // Requests parsed from the buffer and not yet run (see the loop below).
     let mut pending: std::collections::VecDeque<Vec<Bytes>> = std::collections::VecDeque::new();
     // Progress through a long request that has not fully arrived yet.
@@ -143,18 +150,48 @@ async fn serve_client(
                 std::future::pending::<()>().await
             }
         };
+        let waiting_output = sent < out.len();
+        let soft_deadline = if waiting_output {
+            soft_clock.deadline(obuf_limit(srv, client))
+        } else {
+            None
+        };
+        let soft_check = async {
+            match soft_deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
         let n = tokio::select! {
             // Fixed order: the branches other than the read are ready only when woken, so the
             // read is not starved, and no random number is drawn per read.
             biased;
-            _ = info.push.ready.notified() => {
+            _ = info.push.ready.notified(), if !waiting_output => {
                 // A kill wakes this branch too (`ClientInfo::kill`).
                 if info.killed.load(Ordering::SeqCst) {
                     return Ok(());
                 }
-                // Messages published to this client while it waited for input.
+                // Messages published to this client while it waited for input (while replies
+                // wait for the socket, the messages wait in the mailbox, where the pubsub
+                // limit applies to them).
                 info.push.drain_into(&mut out);
-                flush(srv, sock, &info, &mut out).await?;
+                send(srv, sock, &info, &mut out, &mut sent)?;
+                continue;
+            }
+            // While replies wait for the socket the push branch is off: a kill is heard here.
+            _ = info.kill.notified(), if waiting_output => return Ok(()),
+            r = sock.write_some(&out[sent..]), if waiting_output => {
+                // The socket took more of the pending replies.
+                wrote(srv, &info, &mut out, &mut sent, r?);
+                if sent == out.len() {
+                    send(srv, sock, &info, &mut out, &mut sent)?;
+                }
+                continue;
+            }
+            _ = soft_check => {
+                if over_limit(srv, client, &mut soft_clock, &out, sent) {
+                    return Ok(());
+                }
                 continue;
             }
             r = sock.read_buf(&mut buf) => r?,
@@ -278,7 +315,7 @@ async fn serve_client(
             if let Some(args) = postponed {
                 // Clients are paused: send what the pipeline produced so far, wait for the
                 // pause to change, then submit the request again (it may wait again).
-                flush(srv, sock, &info, &mut out).await?;
+                flush(srv, sock, &info, &mut out, &mut sent).await?;
                 info.postponed.store(true, Ordering::Relaxed);
                 let woken = srv.pause.wait_change(&info.kill).await;
                 info.postponed.store(false, Ordering::Relaxed);
@@ -292,7 +329,7 @@ async fn serve_client(
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
-                    flush(srv, sock, &info, &mut out).await?;
+                    flush(srv, sock, &info, &mut out, &mut sent).await?;
                     match wait_blocked(srv, sock, client, b, &mut buf).await? {
                         Some(r) => {
                             if let Some(stats) = unblock_stats {
@@ -324,20 +361,26 @@ async fn serve_client(
                 close = true;
                 break;
             }
-            // Under a hard limit the batch's replies accumulate as in Redis (which writes
-            // them after the batch), so a batch whose replies exceed it gets none of them;
-            // without one, long output is written every 64 KiB.
-            if over_hard_limit(srv, client, out.len()) {
+            // The batch's replies accumulate as in Redis (which writes them after the
+            // batch): a batch whose replies exceed the hard limit gets none of them.
+            if over_limit(srv, client, &mut soft_clock, &out, sent) {
                 return Ok(());
             }
-            if out.len() > 64 * 1024 && normal_obuf_limit(srv).hard == 0 {
-                flush(srv, sock, &info, &mut out).await?;
-            }
         }
-        flush(srv, sock, &info, &mut out).await?;
         if close {
+            if info.killed.load(Ordering::Relaxed) {
+                // Killed (CLIENT KILL, client eviction): dropped without its pending output,
+                // as Redis frees such a client.
+                return Ok(());
+            }
+            flush(srv, sock, &info, &mut out, &mut sent).await?;
             sock.shutdown();
             return Ok(());
+        }
+        if sent < out.len() {
+            // Under appendfsync always, nothing is acknowledged before it is on disk.
+            srv.aof.wait_durable(srv.aof.last_seq()).await;
+            send(srv, sock, &info, &mut out, &mut sent)?;
         }
         if big_arg > 0 {
             qb.after_big_arg(&mut buf, big_arg);
@@ -375,11 +418,33 @@ fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
 /// once; the rest stay in the read buffer).
 const MAX_BATCH: usize = 256;
 
-/// `client-output-buffer-limit` (normal class): true, after logging, if `pending` reply bytes
-/// exceed the hard limit; the connection is then closed without them, as Redis closes it.
-fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
-    let limit = normal_obuf_limit(srv);
-    if limit.hard > 0 && pending as u64 > limit.hard {
+/// The `client-output-buffer-limit` class of the client: pubsub once it has subscriptions,
+/// normal otherwise.
+fn obuf_limit(srv: &Server, client: &Client) -> crate::config::ObufLimit {
+    let class = if client.subs.total() > 0 {
+        crate::config::OBUF_PUBSUB
+    } else {
+        crate::config::OBUF_NORMAL
+    };
+    srv.config.hot.obuf.classes[class].get()
+}
+
+/// True, after logging, if the client's pending output (`out` past `sent`, and its queued
+/// pushes) is over its class's limit; the connection is then closed without it, as Redis
+/// closes such a client.
+fn over_limit(
+    srv: &Server,
+    client: &Client,
+    soft_clock: &mut crate::obuf::SoftClock,
+    out: &[u8],
+    sent: usize,
+) -> bool {
+    let limit = obuf_limit(srv, client);
+    if limit == crate::config::ObufLimit::default() {
+        return false;
+    }
+    let pending = (out.len() - sent + client.info.push.queued().0) as u64;
+    if soft_clock.over(pending, limit, std::time::Instant::now()) {
         tracing::warn!(
             "Client id={} addr={} closed for overcoming of output buffer limits.",
             client.id,
@@ -390,73 +455,87 @@ fn over_hard_limit(srv: &Server, client: &Client, pending: usize) -> bool {
     false
 }
 
-fn normal_obuf_limit(srv: &Server) -> crate::config::ObufLimit {
-    srv.config.hot.obuf.classes[crate::config::OBUF_NORMAL].get()
+/// Account for `n` more bytes of `out` taken by the socket.
+fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n: usize) {
+    *sent += n;
+    srv.stats
+        .net_output_bytes
+        .fetch_add(n as u64, Ordering::Relaxed);
+    if *sent == out.len() {
+        out.clear();
+        *sent = 0;
+        info.push.sent();
+        // A big reply's room is given back once it is out, as Redis frees its reply blocks.
+        if out.capacity() > 1 << 20 {
+            out.shrink_to(16 * 1024);
+        }
+    }
+    note_pending(info, out, *sent);
 }
 
+/// Publish how much output waits (CLIENT LIST, client eviction, MEMORY STATS).
+fn note_pending(info: &ClientInfo, out: &Vec<u8>, sent: usize) {
+    let pending = out.len() - sent;
+    info.out_pending.store(pending, Ordering::Relaxed);
+    // The capacity, not the length: what the buffer holds while any of it waits.
+    let held = if pending == 0 { 0 } else { out.capacity() };
+    info.out_held.store(held, Ordering::Relaxed);
+}
+
+/// Write what the socket takes of the pending output now, without waiting; what it does not
+/// take stays for the loop to write as the socket drains. Messages queued meanwhile follow
+/// once everything before them is out.
+fn send(
+    srv: &Server,
+    sock: &ClientSocket,
+    info: &ClientInfo,
+    out: &mut Vec<u8>,
+    sent: &mut usize,
+) -> std::io::Result<()> {
+    loop {
+        while *sent < out.len() {
+            match sock.try_write(&out[*sent..]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => wrote(srv, info, out, sent, n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    note_pending(info, out, *sent);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !info.push.has_pending() {
+            return Ok(());
+        }
+        info.push.drain_into(out);
+    }
+}
+
+/// Write all the pending output, waiting for the socket as long as it takes (before a
+/// client blocks, waits for a pause, or closes).
 async fn flush(
     srv: &Server,
     sock: &ClientSocket,
     info: &ClientInfo,
     out: &mut Vec<u8>,
+    sent: &mut usize,
 ) -> std::io::Result<()> {
-    if out.is_empty() {
+    if *sent >= out.len() {
         return Ok(());
     }
     // Under appendfsync always, nothing is acknowledged before it is on disk.
     srv.aof.wait_durable(srv.aof.last_seq()).await;
-    // Over the soft limit, the reader gets soft_seconds to take the data; a client that stays
-    // over it longer is closed (client-output-buffer-limit, normal class).
-    let soft = if out.len() > 64 * 1024 {
-        normal_obuf_limit(srv)
-    } else {
-        crate::config::ObufLimit::default()
-    };
-    // Most replies fit the socket's buffer: one write, without setting up the waits below.
-    let mut sent = 0;
-    if soft.soft == 0 || out.len() as u64 <= soft.soft {
-        sent = sock.write_now(out)?;
-    }
-    if sent < out.len() {
-        flush_rest(sock, info, &out[sent..], soft).await?;
-    }
-    info.push.sent();
-    srv.stats
-        .net_output_bytes
-        .fetch_add(out.len() as u64, Ordering::Relaxed);
-    out.clear();
-    Ok(())
-}
-
-/// The part of [`flush`] that waits: what the socket did not take at once.
-async fn flush_rest(
-    sock: &ClientSocket,
-    info: &ClientInfo,
-    out: &[u8],
-    soft: crate::config::ObufLimit,
-) -> std::io::Result<()> {
-    let write = async {
-        if soft.soft > 0 && out.len() as u64 > soft.soft {
-            let grace = Duration::from_secs(soft.soft_secs.max(1));
-            match tokio::time::timeout(grace, sock.write_all(out)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    tracing::warn!("Client closed for overcoming of output buffer soft limit.");
-                    Err(std::io::Error::other("output buffer soft limit"))
-                }
-            }
-        } else {
-            sock.write_all(out).await
-        }
-    };
     // A client killed while its write is stuck (a subscriber over its output buffer limit
     // that stopped reading) is dropped rather than waited for.
     tokio::select! {
-        r = write => r?,
+        r = sock.write_all(&out[*sent..]) => r?,
         _ = info.kill.notified() => {
             return Err(std::io::Error::other("client killed while writing"));
         }
     }
+    let n = out.len() - *sent;
+    wrote(srv, info, out, sent, n);
     Ok(())
 }
 
@@ -506,7 +585,7 @@ async fn wait_blocked(
                 // Messages (RESP3 pushes, invalidations) reach a blocked client as they come.
                 let mut pushed = Vec::new();
                 info.push.drain_into(&mut pushed);
-                flush(srv, sock, &info, &mut pushed).await?;
+                flush(srv, sock, &info, &mut pushed, &mut 0).await?;
             }
             r = sock.read_buf(buf) => {
                 // Commands pipelined behind the blocking one wait in the buffer; EOF ends it.

@@ -278,16 +278,21 @@ impl ClientSocket {
         }
     }
 
-    /// One write of `data` without waiting: the bytes the socket took (0 when its buffer is
-    /// full).
-    pub fn write_now(&self, data: &[u8]) -> io::Result<usize> {
+    /// Write what the socket takes of `data` now, without waiting (WouldBlock when it takes
+    /// nothing).
+    pub(crate) fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        self.fd.get_ref().write(data)
+    }
+
+    /// Wait until the socket takes some of `data`, and write it; returns how much was
+    /// written. Cancel-safe: nothing is written before the socket is writable.
+    pub(crate) async fn write_some(&self, data: &[u8]) -> io::Result<usize> {
         loop {
-            match self.fd.get_ref().write(data) {
-                Ok(0) if !data.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+            let mut guard = self.fd.writable().await?;
+            match guard.try_io(|s| s.get_ref().write(data)) {
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(r) => return r,
+                Err(_would_block) => {}
             }
         }
     }

@@ -54,7 +54,10 @@ impl Server {
                 {
                     break;
                 }
-                let sampled = sh.active_expire(now, sample, rng, &mut expired, &mut graveyard);
+                let mut ttls = crate::keyspace::TtlSample::default();
+                let sampled =
+                    sh.active_expire(now, sample, rng, &mut expired, &mut graveyard, &mut ttls);
+                self.keyspace.dbs[dbi].record_ttls(ttls);
                 let n = expired.len();
                 if n > 0 {
                     sh.maybe_shrink();
@@ -228,6 +231,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
     // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
+    // What the server holds before any data: INFO used_memory_startup.
+    crate::alloc::record_startup();
     if crate::persistence::will_load(&srv) {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
     }
@@ -255,6 +260,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
+    crate::client_evict::configure(&srv);
     tracing::info!("Ready to accept connections");
     let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
     crate::process::notify_ready(supervisor);
@@ -286,6 +292,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 s.tracking.enforce_limit(&s);
                 enforce_pubsub_soft_limits(&s);
                 crate::commands::migrate::close_idle();
+                crate::client_evict::configure(&s);
+                crate::client_evict::evict_clients(&s);
                 (rng, capped)
             })
             .await;

@@ -211,18 +211,6 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             };
             Reply::Ok
         }
-        "setinfo" if argc == 4 => {
-            if eq(&a[2], "lib-name") || eq(&a[2], "lib-ver") {
-                *ctx.client.info.lib_name.lock() =
-                    Some(String::from_utf8_lossy(&a[3]).into_owned());
-                Reply::Ok
-            } else {
-                Reply::error(format!(
-                    "ERR Unrecognized option '{}'",
-                    String::from_utf8_lossy(&a[2])
-                ))
-            }
-        }
         "info" if argc == 2 => {
             Reply::Verbatim("txt", Bytes::from(ctx.client.info.describe() + "\n"))
         }
@@ -337,7 +325,6 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Suspend all, or just write, clients for <timeout> milliseconds.",
                 "REPLY (ON|OFF|SKIP)",
                 "SETNAME <name>",
-                "SETINFO <option> <value>",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "HELP",
             ]
@@ -345,8 +332,9 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "setinfo"
-        | "kill" => arity_err(),
+        "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "kill" => {
+            arity_err()
+        }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])

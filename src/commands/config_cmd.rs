@@ -74,6 +74,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"tracking-table-max-keys") {
                         ctx.srv.tracking.limit_changed();
                     }
+                    if names.contains(&"maxmemory") || names.contains(&"maxmemory-clients") {
+                        crate::client_evict::configure(ctx.srv);
+                    }
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
                     }
@@ -115,6 +118,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             ctx.srv.errorstats.reset();
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
             for h in crate::commands::latency::histograms().values() {
                 h.reset();
             }

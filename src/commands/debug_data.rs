@@ -36,6 +36,7 @@ pub(crate) fn dispatch(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Option<Reply> {
         ("digest", 2) => digest(ctx),
         ("digest-value", _) => digest_value(ctx, &a[2..]),
         ("populate", 3..=5) => populate(ctx, a),
+        ("object", 3) => debug_object(ctx, &a[2]),
         // The save and the load lock every shard themselves; inside EXEC (or a script) the
         // command already holds them, and taking them again would deadlock.
         ("reload" | "loadaof", _) if !ctx.g.is_empty() => Reply::Error(format!(
@@ -58,6 +59,8 @@ pub(crate) fn dispatch(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Option<Reply> {
 
 /// The lines DEBUG HELP prints for these subcommands.
 pub(crate) const HELP: &[&str] = &[
+    "OBJECT <key>",
+    "    Show low level info about the key and associated value.",
     "LOADAOF",
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "LOG <message>",
@@ -72,6 +75,46 @@ pub(crate) const HELP: &[&str] = &[
     "    replicas. Cluster slots are not respected so keys not belonging to the",
     "    current node can be created in cluster mode.",
 ];
+
+/// DEBUG OBJECT: Redis's line, with Podium's figures: where the value lives, its one owner
+/// (values are never shared), its encoding, the size of its RDB serialization (compressed if
+/// `rdbcompression` is on), the entry's access field (LRU clock or LFU data) and idle seconds.
+/// A list adds Redis's quicklist fields as they describe Podium's list, one block of elements:
+/// one node holding them all, never compressed, its element bytes, and the
+/// `list-max-listpack-size` setting (which Podium's list does not use; see the README).
+fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
+    let lzf = ctx.srv.config.get_bool("rdbcompression");
+    let listpack_max = ctx
+        .srv
+        .config
+        .get("list-max-listpack-size")
+        .unwrap_or_default();
+    let mut db = ctx.db();
+    let Some(e) = db.peek(key) else {
+        return Reply::error("ERR no such key");
+    };
+    let mut serialized = Vec::new();
+    crate::persistence::rdb::put_object(&mut serialized, &e.value, lzf);
+    let extra = match &e.value {
+        Value::List(l) => {
+            let count = l.len();
+            let bytes: usize = l.items.iter().map(|i| i.len()).sum();
+            format!(
+                " ql_nodes:1 ql_avg_node:{count}.00 ql_listpack_max:{listpack_max} ql_compressed:0 ql_uncompressed_size:{bytes}"
+            )
+        }
+        _ => String::new(),
+    };
+    Reply::StatusOwned(format!(
+        "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
+        &e.value as *const Value,
+        super::keys::encoding_name(&e.value),
+        serialized.len(),
+        e.access,
+        crate::evict::idle_ms(e) / 1000,
+        extra
+    ))
+}
 
 type Digest = [u8; 20];
 

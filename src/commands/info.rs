@@ -146,42 +146,20 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("clients_in_timeout_table", blocked.to_string());
             }
             "memory" => {
-                let used = crate::alloc::used_memory();
-                let rss = crate::alloc::rss_bytes();
-                kv("used_memory", used.to_string());
-                kv("used_memory_human", human(used));
-                kv("used_memory_rss", rss.to_string());
-                kv("used_memory_rss_human", human(rss));
-                let peak = crate::alloc::sample_peak().max(used);
-                kv("used_memory_peak", peak.to_string());
-                kv("used_memory_peak_human", human(peak));
-                kv(
-                    "maxmemory",
-                    srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string(),
-                );
-                kv(
-                    "maxmemory_human",
-                    human(srv.config.hot.maxmemory.load(Ordering::Relaxed).max(0) as usize),
-                );
+                let (before, after) = crate::commands::memory::info_fields(srv);
+                for (k, v) in before {
+                    kv(k, v);
+                }
+                let maxmemory = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+                kv("maxmemory", maxmemory.to_string());
+                kv("maxmemory_human", human(maxmemory.max(0) as usize));
                 kv(
                     "maxmemory_policy",
                     srv.config.get("maxmemory-policy").unwrap_or_default(),
                 );
-                kv(
-                    "mem_fragmentation_ratio",
-                    format!(
-                        "{:.2}",
-                        if used > 0 {
-                            rss as f64 / used as f64
-                        } else {
-                            0.0
-                        }
-                    ),
-                );
-                let aof_buffer = srv.aof.buffer_bytes();
-                kv("mem_not_counted_for_evict", aof_buffer.to_string());
-                kv("mem_aof_buffer", aof_buffer.to_string());
-                kv("mem_allocator", crate::alloc::allocator_name());
+                for (k, v) in after {
+                    kv(k, v);
+                }
                 kv("lazyfree_pending_objects", "0".into());
             }
             "persistence" => {
@@ -231,6 +209,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv(
                     "evicted_keys",
                     crate::evict::EVICTED_KEYS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
+                    "evicted_clients",
+                    crate::client_evict::EVICTED_CLIENTS
                         .load(Ordering::Relaxed)
                         .to_string(),
                 );
@@ -330,7 +314,10 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     if keys > 0 {
                         kv(
                             &format!("db{db}"),
-                            format!("keys={keys},expires={vol},avg_ttl=0"),
+                            format!(
+                                "keys={keys},expires={vol},avg_ttl={}",
+                                srv.keyspace.dbs[db].avg_ttl(vol)
+                            ),
                         );
                     }
                 }
@@ -341,7 +328,7 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
     out
 }
 
-fn human(n: usize) -> String {
+pub(crate) fn human(n: usize) -> String {
     let n = n as f64;
     if n < 1024.0 {
         format!("{n}B")

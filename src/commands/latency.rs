@@ -165,7 +165,6 @@ const CONTAINERS: &[(&str, &[&str])] = &[
             "id",
             "getname",
             "setname",
-            "setinfo",
             "info",
             "list",
             "kill",

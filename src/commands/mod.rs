@@ -33,6 +33,7 @@ pub mod keys;
 pub mod latency;
 pub mod list;
 mod long;
+pub(crate) mod memory;
 pub mod migrate;
 pub mod persist;
 pub mod pubsub;
@@ -517,6 +518,17 @@ pub fn dispatch_with<'a>(
         .info
         .set_last_cmd(latency::full_name(spec, &args), now);
     let out_of_memory = evict_before_command(srv);
+    if client.info.killed.load(Ordering::Relaxed) {
+        // Client eviction chose this client (or it was killed meanwhile): as Redis, the
+        // command does not run.
+        return Outcome {
+            reply: Reply::NoReply,
+            block: None,
+            close: true,
+            postponed: None,
+            unblock_stats: None,
+        };
+    }
     if client.multi.is_some()
         && !matches!(
             spec.name,
@@ -661,6 +673,7 @@ pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
 /// the memory is still over the limit and nothing more can go. Called with no shard locked.
 /// Nothing is evicted while a load replays commands.
 fn evict_before_command(srv: &Server) -> bool {
+    crate::client_evict::evict_clients(srv);
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     max > 0
         && !srv.aof.loading()

@@ -18,7 +18,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, Keys::None, shutdown, "server"),
     Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
     Spec::new("readwrite", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
-    Spec::new("memory", -2, READONLY, Keys::Custom(memory_keys), memory, "server"),
+    Spec::new("memory", -2, READONLY, super::memory::MEMORY_KEYS, super::memory::memory, "server"),
 ];
 
 fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
@@ -164,33 +164,4 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
     Reply::NoReply
-}
-
-fn memory_keys(a: &[Bytes]) -> Vec<usize> {
-    if a.len() >= 3 && eq(&a[1], "usage") {
-        vec![2]
-    } else {
-        vec![]
-    }
-}
-
-fn memory(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "usage" if a.len() >= 3 => {
-            let key = a[2].clone();
-            let mut h = ctx.db();
-            match h.value(&key) {
-                None => Reply::Null,
-                Some(v) => {
-                    Reply::Int((crate::commands::keys::value_heap_bytes(v) + key.len() + 64) as i64)
-                }
-            }
-        }
-        "stats" | "doctor" | "malloc-stats" | "purge" => Reply::Ok,
-        _ => Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(&a[1])
-        )),
-    }
 }

@@ -54,7 +54,7 @@ pub static EXTRA: &[Param] = &[
         "maxmemory-clients",
         Kind::Str,
         "0",
-        "client eviction is not supported: only 0 is accepted",
+        "client eviction: disconnect the biggest clients when all clients' buffers reach this (bytes, or % of maxmemory; 0 = off)",
     ),
     // Latency tracking (INFO latencystats).
     row(
@@ -461,7 +461,6 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
         }
         "cluster-enabled" => "cluster mode is not supported",
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
-        "maxmemory-clients" => "client eviction (maxmemory-clients) is not supported",
         "watchdog-period" => "the software watchdog is not supported",
         "socket-mark-id" => "socket marks are not supported",
         "aof-disable-auto-gc" => "keeping history AOF files is not supported",

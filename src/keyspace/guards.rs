@@ -156,6 +156,30 @@ impl<'a> Guards<'a> {
         }
     }
 
+    /// Visit every shard of every database, for a figure over the whole keyspace (MEMORY
+    /// STATS). Shards this command holds (EXEC holds all) are read in place; the others are
+    /// locked one at a time while nothing is held, and only tried when something is (a
+    /// script's shards), so the global lock order is never broken: a shard busy then is left
+    /// out of the figure.
+    pub fn visit_all_shards(&mut self, mut f: impl FnMut(usize, &Shard)) {
+        let per = self.ks.shards_per_db();
+        for d in 0..self.ks.num_dbs() {
+            for s in 0..per {
+                let key = (d as u32, s as u32);
+                if let Ok(i) = self
+                    .held
+                    .binary_search_by(|(hd, hs, _)| (*hd, *hs).cmp(&key))
+                {
+                    f(d, &self.held[i].2);
+                } else if self.held.is_empty() {
+                    f(d, &self.ks.dbs[d].shards[s].lock());
+                } else if let Some(g) = self.ks.dbs[d].shards[s].try_lock() {
+                    f(d, &g);
+                }
+            }
+        }
+    }
+
     /// Release every lock.
     pub fn release(&mut self) {
         self.held.clear();

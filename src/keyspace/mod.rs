@@ -297,6 +297,7 @@ impl Shard {
         rng: &mut impl rand::Rng,
         expired: &mut Vec<Bytes>,
         graveyard: &mut Vec<Entry>,
+        ttls: &mut TtlSample,
     ) -> usize {
         let n = self.volatile.len().min(sample);
         for _ in 0..n {
@@ -305,6 +306,12 @@ impl Shard {
             }
             let i = rng.gen_range(0..self.volatile.len());
             let key = self.volatile[i].clone();
+            if let Some(e) = self.map.get(&key) {
+                if e.expire_at >= now_ms {
+                    ttls.sum_ms += (e.expire_at - now_ms) as u64;
+                    ttls.count += 1;
+                }
+            }
             if self.is_expired(&key, now_ms) {
                 if let Some(e) = self.remove(&key) {
                     graveyard.push(e);
@@ -315,6 +322,17 @@ impl Shard {
             }
         }
         n
+    }
+
+    /// Bytes of this shard's own tables, what Redis calls the database's overhead: the key
+    /// table (with the keys and values stored inline in it) and its SCAN slot table, and the
+    /// list of keys with a TTL (MEMORY STATS `overhead.hashtable.main` / `.expires`).
+    pub fn table_bytes(&self) -> (usize, usize) {
+        let main = self.map.allocation_size()
+            + self.slots.capacity() * std::mem::size_of::<Option<Key>>()
+            + self.free_slots.capacity() * std::mem::size_of::<u32>();
+        let expires = self.volatile.capacity() * std::mem::size_of::<Key>();
+        (main, expires)
     }
 
     /// Give memory back after mass deletions: shrink the tables when they are mostly empty.
@@ -345,9 +363,46 @@ impl Shard {
     }
 }
 
+/// Remaining TTLs of the keys an active-expiry pass sampled and left alive (Redis estimates
+/// INFO keyspace `avg_ttl` from these samples).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TtlSample {
+    pub sum_ms: u64,
+    pub count: u64,
+}
+
 /// One database: its shards.
 pub struct Db {
     pub shards: Box<[Mutex<Shard>]>,
+    /// The running estimate of the TTL left to its keys that have one, in ms (INFO keyspace
+    /// `avg_ttl`): each active-expiry sample moves it by 1/50 of the way, as in Redis.
+    avg_ttl_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Db {
+    /// Fold one pass's sample into [`Db::avg_ttl`].
+    pub fn record_ttls(&self, sample: TtlSample) {
+        if sample.count == 0 {
+            return;
+        }
+        let avg = sample.sum_ms / sample.count;
+        let old = self.avg_ttl_ms.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            avg
+        } else {
+            (old / 50) * 49 + avg / 50
+        };
+        self.avg_ttl_ms.store(new, Ordering::Relaxed);
+    }
+
+    /// The estimate of the TTL left to the database's keys that carry one; 0 when it has none.
+    pub fn avg_ttl(&self, volatile_keys: usize) -> u64 {
+        if volatile_keys == 0 {
+            self.avg_ttl_ms.store(0, Ordering::Relaxed);
+            return 0;
+        }
+        self.avg_ttl_ms.load(Ordering::Relaxed)
+    }
 }
 
 /// All databases.
@@ -365,6 +420,7 @@ impl Keyspace {
         let dbs = (0..databases.max(1))
             .map(|_| Db {
                 shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+                avg_ttl_ms: Default::default(),
             })
             .collect();
         Keyspace {
@@ -550,7 +606,14 @@ mod tests {
         assert_eq!(sh.volatile_len(), 1);
         let mut rng = rand::thread_rng();
         let (mut gone, mut dead) = (Vec::new(), Vec::new());
-        sh.active_expire(200, 20, &mut rng, &mut gone, &mut dead);
+        sh.active_expire(
+            200,
+            20,
+            &mut rng,
+            &mut gone,
+            &mut dead,
+            &mut TtlSample::default(),
+        );
         assert_eq!(gone.len(), 1);
         assert_eq!(dead.len(), 1);
         assert_eq!(sh.volatile_len(), 0);

@@ -62,6 +62,30 @@ pub(crate) struct Registry {
     functions: HashMap<String, String>,
 }
 
+impl Registry {
+    /// Bytes of the libraries' code and of the library and function names.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let libraries: usize = self
+            .libraries
+            .values()
+            .map(|l| {
+                l.name.len()
+                    + l.code.len()
+                    + l.functions
+                        .iter()
+                        .map(|f| f.name.len() + f.description.as_ref().map_or(0, |d| d.len()))
+                        .sum::<usize>()
+            })
+            .sum();
+        libraries
+            + self
+                .functions
+                .iter()
+                .map(|(f, l)| f.len() + l.len())
+                .sum::<usize>()
+    }
+}
+
 static NEXT_LOAD_ID: AtomicU64 = AtomicU64::new(1);
 
 fn lua_error(text: &str) -> mlua::Error {

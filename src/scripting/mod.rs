@@ -338,6 +338,20 @@ pub const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl Scripts {
+    /// Scripts in the EVAL cache and the bytes they hold (their text and SHA names): MEMORY
+    /// STATS `lua.caches`, MEMORY DOCTOR's many-scripts check.
+    pub(crate) fn cache_usage(&self) -> (usize, usize) {
+        let cache = self.cache.lock();
+        let bytes = cache.iter().map(|(sha, s)| sha.len() + s.body.len()).sum();
+        (cache.len(), bytes)
+    }
+
+    /// Bytes the FUNCTION libraries hold (their code and names): MEMORY STATS
+    /// `functions.caches`.
+    pub(crate) fn functions_bytes(&self) -> usize {
+        self.functions.lock().memory_bytes()
+    }
+
     /// What other clients get while the running script is busy: -BUSY naming the KILL that
     /// applies (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
     pub fn busy_reply(&self) -> &'static str {

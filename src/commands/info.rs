@@ -155,6 +155,9 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 let peak = crate::alloc::sample_peak().max(used);
                 kv("used_memory_peak", peak.to_string());
                 kv("used_memory_peak_human", human(peak));
+                for (k, v) in srv.scripts.info_memory_fields() {
+                    kv(k, v);
+                }
                 kv(
                     "maxmemory",
                     srv.config.hot.maxmemory.load(Ordering::Relaxed).to_string(),

@@ -311,6 +311,11 @@ fn snapshot(
     let now = crate::clock::unix_ms();
     let mut w = w;
     let mut buf = Vec::with_capacity(1 << 16);
+    // The FUNCTION libraries first, each as the FUNCTION LOAD that creates it (Redis's
+    // rewriteFunctions), so a rewrite keeps them.
+    for code in crate::scripting::library_codes(srv) {
+        encode_command(&mut buf, &[&b"FUNCTION"[..], b"LOAD", &code]);
+    }
     let mut selected = None;
     for (i, g) in guards.iter_mut().enumerate() {
         let db = i / per;

@@ -42,6 +42,8 @@ mod engine;
 mod functions;
 mod libs;
 
+pub(crate) use functions::{library_codes, restore_libraries, Policy as LibraryPolicy};
+
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
 use crate::commands::{Ctx, Keys, Spec};
@@ -401,6 +403,19 @@ impl Scripts {
         if let Some(r) = self.running.lock().iter_mut().find(|r| r.id == id) {
             r.wrote = true;
         }
+    }
+
+    /// INFO memory's script counters: cached EVAL scripts, FUNCTION functions and libraries.
+    pub fn info_memory_fields(&self) -> [(&'static str, String); 3] {
+        let (functions, libraries) = self.functions.lock().counts();
+        [
+            (
+                "number_of_cached_scripts",
+                self.cache.lock().len().to_string(),
+            ),
+            ("number_of_functions", functions.to_string()),
+            ("number_of_libraries", libraries.to_string()),
+        ]
     }
 
     /// Which Lua state generation a thread must run scripts of this server in.
@@ -770,6 +785,11 @@ pub(crate) fn declared_writes(
 fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
     flags.0?;
     if !flags.has(ScriptFlags::NO_WRITES) {
+        if crate::persistence::snapshot::write_refusal(ctx.srv).is_some() {
+            return Some(Reply::error(
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts.",
+            ));
+        }
         if let Some(e) = ctx.srv.aof.write_error() {
             return Some(Reply::Error(format!(
                 "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {e}"
@@ -779,6 +799,9 @@ fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Op
             return Some(Reply::error(
                 "ERR Can not execute a script with write flag using *_ro command.",
             ));
+        }
+        if let Some(refusal) = crate::commands::no_good_replicas(ctx.srv) {
+            return Some(refusal);
         }
     }
     if !flags.has(ScriptFlags::ALLOW_OOM)

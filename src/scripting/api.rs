@@ -332,6 +332,25 @@ fn script_refusal(
             "ERR this script was judged to stay in one database; it cannot call this command",
         ));
     }
+    // The same for a script judged to touch only its KEYS (see scope.rs): a key outside the
+    // locked shards would be a race, so it is refused instead.
+    if inv.declared_keys_only {
+        let db = inv.ctx.client.db;
+        let outside = spec
+            .key_positions(argv)
+            .into_iter()
+            .any(|i| !inv.ctx.g.holds_key(db, &argv[i]));
+        if outside
+            || !matches!(
+                spec.keys,
+                crate::commands::Keys::None | crate::commands::Keys::Range(..)
+            )
+        {
+            return Some(Reply::error(
+                "ERR this script was judged to touch only its declared keys; it cannot reach this key",
+            ));
+        }
+    }
     if inv.read_only && (spec.is_write() || spec.flags & MAY_REPLICATE != 0) {
         return Some(Reply::error(
             "ERR Write commands are not allowed from read-only scripts.",

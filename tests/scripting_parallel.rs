@@ -208,3 +208,77 @@ fn script_kill_stops_every_killable_script_and_busy_names_the_oldest() {
         .unwrap_err();
     assert_eq!(e.code(), Some("NOTBUSY"));
 }
+
+#[test]
+fn scripts_running_in_parallel_keep_their_aof_blocks_whole() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = common::Launch::podium()
+        .args(&[
+            "--threads",
+            "2",
+            "--shards-per-db",
+            "64",
+            "--appendonly",
+            "yes",
+            "--dir",
+            dir.path().to_str().expect("UTF-8 dir"),
+        ])
+        .wait_loaded()
+        .start();
+    let script = "redis.call('incr', KEYS[1]) redis.call('incr', KEYS[1]) return 1";
+    let runners: Vec<_> = ["ka", "kb", "kc", "kd"]
+        .into_iter()
+        .map(|key| {
+            let mut con = s.con();
+            std::thread::spawn(move || {
+                for _ in 0..300 {
+                    let _: i64 = redis::cmd("EVAL")
+                        .arg(script)
+                        .arg(1)
+                        .arg(key)
+                        .query(&mut con)
+                        .expect("EVAL");
+                }
+            })
+        })
+        .collect();
+    for r in runners {
+        r.join().unwrap();
+    }
+    drop(s);
+    // Every MULTI is closed by its EXEC before the next MULTI, and holds both INCRs of one key.
+    let mut log = Vec::new();
+    for f in std::fs::read_dir(dir.path().join("appendonlydir")).expect("AOF dir") {
+        let path = f.expect("entry").path();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            log.extend(std::fs::read(&path).expect("AOF file"));
+        }
+    }
+    let text = String::from_utf8_lossy(&log);
+    let words: Vec<&str> = text
+        .split("\r\n")
+        .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
+        .collect();
+    let mut blocks = 0;
+    let mut i = 0;
+    while i < words.len() {
+        match words[i] {
+            "MULTI" => {
+                let block = &words[i + 1..(i + 6).min(words.len())];
+                assert_eq!(block.len(), 5, "a block is cut short");
+                assert!(
+                    block[0].eq_ignore_ascii_case("incr")
+                        && block[2].eq_ignore_ascii_case("incr")
+                        && block[1] == block[3]
+                        && block[4] == "EXEC",
+                    "a script's block interleaved with another: {block:?}"
+                );
+                blocks += 1;
+                i += 6;
+            }
+            "SELECT" => i += 2,
+            other => panic!("a command outside any script's block: {other}"),
+        }
+    }
+    assert_eq!(blocks, 1200);
+}

@@ -146,6 +146,8 @@ fn protocol_sample(ctx: &Ctx, name: &[u8]) -> Reply {
     match kind.as_str() {
         "string" => text("Hello World"),
         "integer" => Reply::Int(12345),
+        // Redis's sample value (not pi: it is 3.141 exactly as Redis writes it).
+        #[allow(clippy::approx_constant)]
         "double" => Reply::Double(3.141),
         "bignum" => Reply::BigNumber(Bytes::from_static(b"1234567999999999999999999999999999999")),
         "null" => Reply::Null,

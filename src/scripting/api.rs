@@ -311,15 +311,7 @@ fn script_refusal(
         ));
     }
     if let Err((denied, pos, id)) = crate::commands::acl::check(inv.ctx.client, spec, argv) {
-        crate::commands::acl::log_denial(
-            inv.ctx.srv,
-            inv.ctx.client,
-            denied,
-            pos,
-            id,
-            &argv,
-            "lua",
-        );
+        crate::commands::acl::log_denial(inv.ctx.srv, inv.ctx.client, denied, pos, id, argv, "lua");
         return Some(Reply::Error(format!(
             "ERR The user executing the script {}",
             crate::acl::script_denial_text(denied)

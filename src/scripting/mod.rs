@@ -449,11 +449,14 @@ pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// A command logged for the AOF: its database and its arguments.
+type LoggedCommand = (usize, Vec<Bytes>);
+
 thread_local! {
     /// The commands the script running on this thread has logged so far (None when no
     /// script runs): fed to the AOF together when it ends, so that scripts running at the
     /// same time on other threads cannot interleave their MULTI ... EXEC blocks.
-    static SCRIPT_FEED: std::cell::RefCell<Option<Vec<(usize, Vec<Bytes>)>>> =
+    static SCRIPT_FEED: std::cell::RefCell<Option<Vec<LoggedCommand>>> =
         const { std::cell::RefCell::new(None) };
 }
 

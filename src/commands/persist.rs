@@ -217,9 +217,23 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(get(&srv, 0, "a"), None);
+        // NOFLUSH MERGE: the file's values replace the keys already there.
         assert!(matches!(
-            debug_reload(&srv, &[Bytes::from("merge")]),
-            Reply::Error(_)
+            debug_reload(&srv, &[Bytes::from("nosave")]),
+            Reply::Ok
         ));
+        set(&srv, 0, "a", "changed");
+        set(&srv, 0, "c", "3");
+        let r = debug_reload(
+            &srv,
+            &[
+                Bytes::from("nosave"),
+                Bytes::from("noflush"),
+                Bytes::from("merge"),
+            ],
+        );
+        assert!(matches!(r, Reply::Ok), "{r:?}");
+        assert_eq!(get(&srv, 0, "a").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&srv, 0, "c").as_deref(), Some(&b"3"[..]));
     }
 }

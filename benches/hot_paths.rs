@@ -53,7 +53,7 @@ fn encode(c: &mut Criterion) {
             )
         })
         .collect();
-    let reply = Reply::ScoredMembers(top);
+    let reply = Reply::ScoredMembers(top.iter().map(|(m, s)| (&m[..], *s)).collect());
     let mut g = c.benchmark_group("encode");
     let mut out = Vec::with_capacity(1 << 16);
     g.bench_function("top100_withscores_resp2", |b| {

@@ -93,6 +93,9 @@ impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill.notify_one();
+        // A connection waiting for input listens for pushes and for this flag on the one
+        // wake-up (one `Notified` per read instead of two).
+        self.push.ready.notify_one();
     }
 
     /// One CLIENT LIST line.

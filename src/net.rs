@@ -278,6 +278,20 @@ impl ClientSocket {
         }
     }
 
+    /// One write of `data` without waiting: the bytes the socket took (0 when its buffer is
+    /// full).
+    pub fn write_now(&self, data: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.fd.get_ref().write(data) {
+                Ok(0) if !data.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Write all of `data`.
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {

@@ -1,5 +1,5 @@
 //! The process around the server: daemonizing, the pidfile, the supervisor (systemd, upstart),
-//! transparent huge pages, and the listening sockets with their backlog.
+//! transparent huge pages, the OOM killer's score, and the listening sockets with their backlog.
 //!
 //! These follow redis-server's startup order: fork (`daemonize yes`) before any thread exists,
 //! so the child is a full copy; write the pidfile before the data loads and remove it at exit;
@@ -7,6 +7,108 @@
 
 use std::io;
 use std::os::unix::net::UnixDatagram;
+
+/// The score the process had before `oom-score-adj` first changed it (None: never changed),
+/// so that turning the setting off puts it back, as Redis does.
+static OOM_BASE: parking_lot::Mutex<Option<i32>> = parking_lot::Mutex::new(None);
+
+const OOM_SCORE_FILE: &str = "/proc/self/oom_score_adj";
+
+/// The score `oom-score-adj` asks for, for process class `class` (0 server, 2 BGSAVE child):
+/// relative modes add the value to the score the process started with, clamped to the
+/// kernel's -1000..1000. None when the setting is off.
+fn oom_target(mode: &str, values: [i32; 3], class: usize, base: i32) -> Option<i32> {
+    let v = values[class];
+    let v = match mode {
+        "no" => return None,
+        "absolute" => v,
+        _ => v + base,
+    };
+    Some(v.clamp(-1000, 1000))
+}
+
+fn read_oom_score() -> io::Result<i32> {
+    let text = std::fs::read_to_string(OOM_SCORE_FILE)?;
+    Ok(text.trim().parse().unwrap_or(0))
+}
+
+/// Apply `oom-score-adj` / `oom-score-adj-values` to this process (at startup and after
+/// CONFIG SET of either). Err carries the OS error, for the log.
+pub fn apply_oom_score_adj(mode: &str, values: [i32; 3]) -> Result<(), String> {
+    let mut base = OOM_BASE.lock();
+    let target = if mode == "no" {
+        // Off: restore the score from before our first change, if we made one.
+        match base.take() {
+            Some(b) => b,
+            None => return Ok(()),
+        }
+    } else {
+        let b = match *base {
+            Some(b) => b,
+            None => {
+                let b = read_oom_score().map_err(|e| {
+                    format!(
+                        "Unable to read oom_score_adj: {}",
+                        crate::util::strerror(&e)
+                    )
+                })?;
+                *base = Some(b);
+                b
+            }
+        };
+        oom_target(mode, values, 0, b).unwrap_or(b)
+    };
+    std::fs::write(OOM_SCORE_FILE, format!("{target}\n")).map_err(|e| {
+        format!(
+            "Unable to write oom_score_adj: {}",
+            crate::util::strerror(&e)
+        )
+    })
+}
+
+/// The score a BGSAVE child should take, computed before the fork (None: leave it).
+pub fn oom_score_for_child(mode: &str, values: [i32; 3]) -> Option<i32> {
+    let base = (*OOM_BASE.lock()).unwrap_or(0);
+    oom_target(mode, values, 2, base)
+}
+
+/// In a forked child: set its score with plain system calls (no allocation).
+pub fn set_child_oom_score(score: i32) {
+    let mut buf = [0u8; 16];
+    let mut n = 0;
+    let mut v = i64::from(score);
+    if v < 0 {
+        buf[n] = b'-';
+        n += 1;
+        v = -v;
+    }
+    let mut digits = [0u8; 8];
+    let mut d = 0;
+    loop {
+        digits[d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    while d > 0 {
+        d -= 1;
+        buf[n] = digits[d];
+        n += 1;
+    }
+    buf[n] = b'\n';
+    n += 1;
+    // SAFETY: open/write/close on a NUL-terminated constant path and a stack buffer of `n`
+    // initialised bytes; no memory is shared with other code.
+    unsafe {
+        let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+        if fd >= 0 {
+            libc::write(fd, buf.as_ptr().cast(), n);
+            libc::close(fd);
+        }
+    }
+}
 
 /// Redis's pidfile when `daemonize yes` names none.
 const DEFAULT_PIDFILE: &str = "/var/run/redis.pid";
@@ -185,6 +287,39 @@ pub fn tcp_listener(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn oom_targets_follow_the_mode() {
+        let v = [10, 20, 30];
+        assert_eq!(super::oom_target("no", v, 0, 5), None);
+        assert_eq!(super::oom_target("yes", v, 0, 5), Some(15));
+        assert_eq!(super::oom_target("relative", v, 2, 5), Some(35));
+        assert_eq!(super::oom_target("absolute", v, 0, 5), Some(10));
+        assert_eq!(
+            super::oom_target("absolute", [2000, 0, 0], 0, 0),
+            Some(1000)
+        );
+        assert_eq!(
+            super::oom_target("relative", [-2000, 0, 0], 0, 500),
+            Some(-1000)
+        );
+    }
+
+    #[test]
+    fn child_score_writer_writes_the_number() {
+        // Writing the score the process already has changes nothing (raising it needs no
+        // privilege, lowering it may).
+        let Ok(now) = super::read_oom_score() else {
+            return;
+        };
+        super::set_child_oom_score(now);
+        assert_eq!(super::read_oom_score().ok(), Some(now));
+        if now < 1000 {
+            super::set_child_oom_score(now + 1);
+            assert_eq!(super::read_oom_score().ok(), Some(now + 1));
+            super::set_child_oom_score(now);
+        }
+    }
+
     use super::*;
 
     #[test]

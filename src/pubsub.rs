@@ -374,7 +374,7 @@ fn monitor_line(
         MonitorSource::Client(addr) => out.extend_from_slice(format!("[{db} {addr}] ").as_bytes()),
         MonitorSource::Lua => out.extend_from_slice(format!("[{db} lua] ").as_bytes()),
     }
-    let redacted = redacted_positions(args);
+    let redacted = crate::util::redact::secret_positions(args);
     for (i, a) in args.iter().enumerate() {
         if i > 0 {
             out.push(b' ');
@@ -387,27 +387,6 @@ fn monitor_line(
     }
     out.extend_from_slice(b"\r\n");
     out
-}
-
-/// Arguments Redis hides from MONITOR: AUTH's password (and user), HELLO's AUTH pair.
-fn redacted_positions(args: &[Bytes]) -> Vec<usize> {
-    let name = &args[0][..];
-    if name.eq_ignore_ascii_case(b"auth") {
-        return (1..args.len().min(3)).collect();
-    }
-    let mut v = Vec::new();
-    if name.eq_ignore_ascii_case(b"hello") {
-        let mut j = 2;
-        while j < args.len() {
-            if args[j].eq_ignore_ascii_case(b"auth") && j + 2 < args.len() {
-                v.extend([j + 1, j + 2]);
-                j += 3;
-            } else {
-                j += 1;
-            }
-        }
-    }
-    v
 }
 
 impl Subscriptions {
@@ -557,7 +536,7 @@ mod tests {
             Bytes::from_static(b"u"),
             Bytes::from_static(b"p"),
         ];
-        assert_eq!(redacted_positions(&hello), vec![3, 4]);
+        assert_eq!(crate::util::redact::secret_positions(&hello), vec![3, 4]);
     }
 
     #[test]

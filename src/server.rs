@@ -133,6 +133,10 @@ pub fn run(config: Config) -> Result<(), String> {
         daemonized,
     ));
     let server = Server::new(config).into_arc();
+    // Redis sets its OOM score at startup and only logs a failure.
+    if let Err(e) = crate::commands::config_cmd::apply_oom_score_adj(&server) {
+        tracing::warn!("{e}");
+    }
     let aof = server.aof.clone();
     builder
         .enable_all()
@@ -281,6 +285,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
                 enforce_pubsub_soft_limits(&s);
+                crate::commands::migrate::close_idle();
                 (rng, capped)
             })
             .await;

@@ -61,6 +61,10 @@ pub(crate) struct Tracking {
     state: Mutex<State>,
     /// Some client has tracking on (checked before anything else is done).
     active: AtomicBool,
+    /// `tracking-table-max-keys` was just lowered: the next command (of any client) applies it
+    /// before it runs, as Redis does at the top of processCommand, so a client in MULTI gets
+    /// its invalidations before its QUEUED.
+    limit_lowered: AtomicBool,
 }
 
 /// Where one invalidation goes, decided under the lock and sent after it.
@@ -210,6 +214,20 @@ impl Tracking {
             self.evict_over_limit(&mut s, srv)
         };
         self.send(srv, evicted, 0, None);
+    }
+
+    /// CONFIG SET changed `tracking-table-max-keys`: apply it before the next command.
+    pub(crate) fn limit_changed(&self) {
+        self.limit_lowered.store(true, Ordering::Relaxed);
+    }
+
+    /// Before a command: apply a changed limit (one relaxed load when nothing changed).
+    pub(crate) fn before_command(&self, srv: &Server) {
+        if self.limit_lowered.load(Ordering::Relaxed)
+            && self.limit_lowered.swap(false, Ordering::Relaxed)
+        {
+            self.enforce_limit(srv);
+        }
     }
 
     /// Apply `tracking-table-max-keys` now (the cron calls this).

@@ -29,6 +29,10 @@ def opt(d, field, upper=False):
         return "None"
     if upper:
         v = v.upper()
+    # The JSON spells the empty-string token (MIGRATE's key_or_empty_string) as two quote
+    # characters; Redis's generated table, and so COMMAND DOCS, hold an empty string.
+    if v == '""':
+        v = ""
     return "Some(%s)" % rust_str(v)
 
 

@@ -39,6 +39,13 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 })
                 .collect();
             let was_aof = ctx.srv.config.get_bool("appendonly");
+            let oom_before = (
+                ctx.srv.config.get("oom-score-adj").unwrap_or_default(),
+                ctx.srv
+                    .config
+                    .get("oom-score-adj-values")
+                    .unwrap_or_default(),
+            );
             let before = crate::listeners::values_before(ctx.srv, &pairs);
             let local = crate::net::is_local_peer(&ctx.client.info.addr);
             match ctx.srv.config.set_runtime_checked(&pairs, local) {
@@ -49,6 +56,23 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"requirepass") {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
                         ctx.srv.acl.set_requirepass(&pass);
+                    }
+                    if let Some(name) = names
+                        .iter()
+                        .find(|n| **n == "oom-score-adj" || **n == "oom-score-adj-values")
+                    {
+                        if let Err(e) = apply_oom_score_adj(ctx.srv) {
+                            tracing::warn!("{e}");
+                            let _ = ctx.srv.config.set_runtime(&[
+                                ("oom-score-adj".into(), oom_before.0),
+                                ("oom-score-adj-values".into(), oom_before.1),
+                            ]);
+                            let _ = apply_oom_score_adj(ctx.srv);
+                            return Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs."));
+                        }
+                    }
+                    if names.contains(&"tracking-table-max-keys") {
+                        ctx.srv.tracking.limit_changed();
                     }
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
@@ -122,4 +146,13 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             String::from_utf8_lossy(&a[1])
         )),
     }
+}
+
+/// Apply the configured `oom-score-adj` to the process.
+pub(crate) fn apply_oom_score_adj(srv: &crate::state::Server) -> Result<(), String> {
+    let mode = srv.config.get("oom-score-adj").unwrap_or_default();
+    let values = crate::config::directives::oom_score_adj_values(
+        &srv.config.get("oom-score-adj-values").unwrap_or_default(),
+    )?;
+    crate::process::apply_oom_score_adj(&mode, values)
 }

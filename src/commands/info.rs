@@ -261,6 +261,10 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "total_forks",
                     snap.total_forks.load(Ordering::Relaxed).to_string(),
                 );
+                kv(
+                    "migrate_cached_sockets",
+                    super::migrate::cached_sockets().to_string(),
+                );
                 let (tk, ti, tp) = srv.tracking.totals();
                 kv("tracking_total_keys", tk.to_string());
                 kv("tracking_total_items", ti.to_string());

@@ -70,6 +70,15 @@ pub static COMMANDS: &[Spec] = &[
         restore,
         "generic",
     ),
+    // RESTORE as cluster slot migration sends it; without cluster mode it is RESTORE.
+    Spec::new(
+        "restore-asking",
+        -4,
+        WRITE | DENYOOM,
+        Keys::Range(1, 1, 1),
+        restore,
+        "server",
+    ),
     Spec::new(
         "object",
         -2,
@@ -365,7 +374,8 @@ fn dump(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     use crate::persistence::rdb;
     let (mut replace, mut absttl) = (false, false);
-    let (mut idle, mut freq) = (false, false);
+    // IDLETIME and FREQ exclude each other (the second is a syntax error, as in Redis).
+    let (mut idle, mut freq): (Option<u64>, Option<u8>) = (None, None);
     let mut i = 4;
     while i < a.len() {
         let more = i + 1 < a.len();
@@ -373,23 +383,23 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             replace = true;
         } else if eq(&a[i], "absttl") {
             absttl = true;
-        } else if eq(&a[i], "idletime") && more && !freq {
+        } else if eq(&a[i], "idletime") && more && freq.is_none() {
             let Ok(v) = int(&a[i + 1]) else {
                 return Reply::error(NOT_INT);
             };
             if v < 0 {
                 return Reply::error("ERR Invalid IDLETIME value, must be >= 0");
             }
-            idle = true;
+            idle = Some(v as u64);
             i += 1;
-        } else if eq(&a[i], "freq") && more && !idle {
+        } else if eq(&a[i], "freq") && more && idle.is_none() {
             let Ok(v) = int(&a[i + 1]) else {
                 return Reply::error(NOT_INT);
             };
             if !(0..=255).contains(&v) {
                 return Reply::error("ERR Invalid FREQ value, must be >= 0 and <= 255");
             }
-            freq = true;
+            freq = Some(v as u8);
             i += 1;
         } else {
             return Reply::error(SYNTAX);
@@ -437,6 +447,16 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     db.insert(key, value);
     if expire_at != NO_EXPIRE {
         db.set_expire(key, expire_at);
+    }
+    // The access field as Redis's objectSetLRUOrLFU sets it: IDLETIME counts in LRU mode,
+    // FREQ in LFU mode, and the other is not recorded (the key starts fresh in that respect).
+    if let Some(e) = db.read_no_touch(key) {
+        if let Some(secs) = idle {
+            crate::evict::set_idle_secs(e, secs);
+        }
+        if let Some(f) = freq {
+            crate::evict::set_frequency(e, f);
+        }
     }
     db.modified(key);
     db.notify(crate::notify::GENERIC, "restore", key);

@@ -265,11 +265,36 @@ pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
     })
 }
 
+/// What every command's run looks up, by the address of its `Spec`: whether it is a
+/// container command (its histogram depends on the subcommand) and, if not, its histogram.
+/// Every command pays these lookups; by name they were a scan of the container list and a
+/// SipHash of the name per command.
+fn by_spec(spec: &Spec) -> Option<(bool, Option<&'static Histogram>)> {
+    static M: std::sync::OnceLock<hashbrown::HashMap<usize, (bool, Option<&'static Histogram>)>> =
+        std::sync::OnceLock::new();
+    M.get_or_init(|| {
+        table()
+            .values()
+            .map(|cmd| {
+                let container = is_container(cmd.spec.name);
+                let hist = if container {
+                    None
+                } else {
+                    histograms().get(cmd.spec.name)
+                };
+                (cmd.spec as *const Spec as usize, (container, hist))
+            })
+            .collect()
+    })
+    .get(&(spec as *const Spec as usize))
+    .copied()
+}
+
 /// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
 /// of a container command (`client|list`), else the command's name.
 pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
     if let Some(sub) = args.get(1) {
-        if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {
+        if by_spec(spec).map_or_else(|| is_container(spec.name), |(c, _)| c) {
             let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
             if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
                 return name.as_str();
@@ -281,7 +306,10 @@ pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
 
 /// The histogram a command's run counts in.
 fn histogram_for(spec: &Spec, args: &[Bytes]) -> Option<&'static Histogram> {
-    if CONTAINERS.iter().any(|(c, _)| *c == spec.name) {
+    if let Some((false, hist)) = by_spec(spec) {
+        return hist;
+    }
+    if is_container(spec.name) {
         let sub = String::from_utf8_lossy(args.get(1)?).to_ascii_lowercase();
         histograms().get(&format!("{}|{sub}", spec.name))
     } else {

@@ -35,6 +35,8 @@ enum Cost {
     Database,
     /// Proportional to SCAN's COUNT.
     Scan,
+    /// Waits on another server (MIGRATE): always off the I/O thread.
+    Network,
 }
 
 fn cost_of(name: &str) -> Option<Cost> {
@@ -49,6 +51,7 @@ fn cost_of(name: &str) -> Option<Cost> {
         | "zrangebylex" | "zrevrangebylex" => Cost::Walk,
         "keys" | "flushdb" | "flushall" => Cost::Database,
         "scan" => Cost::Scan,
+        "migrate" => Cost::Network,
         _ => return None,
     })
 }
@@ -125,6 +128,7 @@ pub(crate) fn expected_long(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[B
             }
             keys >= WALK_ELEMENTS
         }
+        Cost::Network => true,
         Cost::Scan => {
             let count = args
                 .windows(2)

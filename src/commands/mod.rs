@@ -31,6 +31,7 @@ pub mod keys;
 pub mod latency;
 pub mod list;
 mod long;
+pub mod migrate;
 pub mod persist;
 pub mod pubsub;
 pub mod script;
@@ -282,6 +283,7 @@ static FAMILIES: &[&[Spec]] = &[
     persist::COMMANDS,
     acl::COMMANDS,
     keys::COMMANDS,
+    migrate::COMMANDS,
     sort::COMMANDS,
     script::COMMANDS,
     expire::COMMANDS,
@@ -416,6 +418,7 @@ pub fn dispatch_with<'a>(
         postponed: None,
         unblock_stats: None,
     };
+    srv.tracking.before_command(srv);
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;

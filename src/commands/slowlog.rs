@@ -7,7 +7,6 @@
 //! EXEC itself, as Redis); secrets are redacted the way Redis redacts them (AUTH, HELLO AUTH,
 //! CONFIG SET requirepass/masterauth).
 
-use super::args::eq;
 use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::client::Client;
@@ -50,28 +49,7 @@ pub struct SlowLog {
 /// What an entry keeps of a command's arguments: Redis's trimming and redaction.
 fn logged_args(args: &[Bytes]) -> Vec<Bytes> {
     let redacted = Bytes::from_static(b"(redacted)");
-    let hide: Vec<bool> = (0..args.len())
-        .map(|i| {
-            let name = &args[0];
-            if eq(name, "auth") {
-                i >= 1
-            } else if eq(name, "hello") {
-                // HELLO [protover [AUTH username password] ...]
-                (2..args.len()).any(|j| eq(&args[j], "auth") && (i == j + 1 || i == j + 2))
-            } else if eq(name, "acl") && args.len() > 1 && eq(&args[1], "setuser") {
-                // The user name and every rule (passwords among them), as Redis.
-                i >= 2
-            } else if eq(name, "config") && args.len() > 1 && eq(&args[1], "set") {
-                i >= 3
-                    && (i - 3) % 2 == 0
-                    && ["requirepass", "masterauth"]
-                        .iter()
-                        .any(|s| eq(&args[i - 1], s))
-            } else {
-                false
-            }
-        })
-        .collect();
+    let secret = crate::util::redact::secret_positions(args);
     let n = args.len().min(MAX_ARGC);
     let mut out = Vec::with_capacity(n);
     for (i, a) in args.iter().enumerate().take(n) {
@@ -82,7 +60,7 @@ fn logged_args(args: &[Bytes]) -> Vec<Bytes> {
             )));
             break;
         }
-        if hide[i] {
+        if secret.contains(&i) {
             out.push(redacted.clone());
         } else if a.len() > MAX_ARG_BYTES {
             let mut s = a[..MAX_ARG_BYTES].to_vec();

@@ -16,6 +16,7 @@ use super::{BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
+use crate::protocol::reply::MemberList;
 use crate::protocol::{Reply, Resp};
 use crate::try_reply;
 use crate::types::zset::{
@@ -512,10 +513,18 @@ fn stored_score(
 
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
-fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)], event: &'static str) -> Reply {
+fn store_result<'m>(
+    ctx: &mut Ctx,
+    dst: &[u8],
+    items: impl Iterator<Item = (&'m [u8], f64)> + Clone,
+    event: &'static str,
+) -> Reply {
     let limits = ctx.srv.config.zset_limits();
     let mut db = ctx.db();
-    if items.is_empty() {
+    let (count, maxlen) = items
+        .clone()
+        .fold((0usize, 0usize), |(n, l), (m, _)| (n + 1, l.max(m.len())));
+    if count == 0 {
         let existed = db.remove(dst).is_some();
         if existed {
             db.modified(dst);
@@ -524,13 +533,12 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], items: &[(Bytes, f64)], event: &'stat
         }
         return Reply::Int(0);
     }
-    let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-    let mut z = ZSet::new_for(maxlen, items.len(), &limits);
+    let mut z = ZSet::new_for(maxlen, count, &limits);
     for (m, s) in items {
-        let s = if z.encoding_name() == "listpack" && *s == 0.0 {
+        let s = if z.encoding_name() == "listpack" && s == 0.0 {
             0.0
         } else {
-            *s
+            s
         };
         z.insert(m, s, &limits);
     }
@@ -908,17 +916,17 @@ fn zrange_generic(
             Parsed::Rank(s, e)
         }
     };
-    let mut items: Vec<(Bytes, f64)> = Vec::new();
+    let mut items = MemberList::default();
     {
         let mut db = ctx.db();
         let z = try_reply!(as_zset(db.read(&args[key_idx])));
         if let Some(z) = z {
             if let Parsed::Rank(s, e) = parsed {
                 if let Some((s, e)) = rank_range(s, e, z.len()) {
-                    items.reserve(e - s + 1);
+                    items = MemberList::with_capacity(e - s + 1);
                 }
             }
-            let push = |m: &[u8], s: f64| items.push((Bytes::copy_from_slice(m), s));
+            let push = |m: &[u8], s: f64| items.push(m, s);
             match parsed {
                 Parsed::Rank(s, e) => {
                     if let Some((s, e)) = rank_range(s, e, z.len()) {
@@ -941,12 +949,12 @@ fn zrange_generic(
         }
     }
     if let Some(dst) = dst {
-        return store_result(ctx, dst, &items, "zrangestore");
+        return store_result(ctx, dst, items.iter(), "zrangestore");
     }
     if withscores {
         Reply::ScoredMembers(items)
     } else {
-        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+        Reply::Members(items)
     }
 }
 
@@ -1313,10 +1321,10 @@ fn setop_generic(
             SetOp::Inter | SetOp::InterCard => "zinterstore",
             SetOp::Diff => "zdiffstore",
         };
-        return store_result(ctx, dst, &items, event);
+        return store_result(ctx, dst, items.iter().map(|(m, s)| (&m[..], *s)), event);
     }
     if withscores {
-        Reply::ScoredMembers(items)
+        Reply::ScoredMembers(items.iter().map(|(m, s)| (&m[..], *s)).collect())
     } else {
         Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
     }
@@ -1673,8 +1681,8 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     let len = z.len();
     let mut rng = rand::thread_rng();
-    let mut items: Vec<(Bytes, f64)> = Vec::new();
-    let mut push = |m: &[u8], s: f64| items.push((Bytes::copy_from_slice(m), s));
+    let mut items = MemberList::default();
+    let mut push = |m: &[u8], s: f64| items.push(m, s);
     if l < 0 {
         // Repetitions allowed.
         let n = l.unsigned_abs() as usize;
@@ -1718,7 +1726,7 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if withscores {
         Reply::ScoredMembers(items)
     } else {
-        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+        Reply::Members(items)
     }
 }
 

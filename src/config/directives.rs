@@ -137,13 +137,13 @@ pub static EXTRA: &[Param] = &[
         "oom-score-adj",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         "no",
-        "accepted, no effect: Podium does not change its OOM-killer score",
+        "let the kernel's OOM killer see the server with an adjusted score (yes = relative)",
     ),
     row(
         "oom-score-adj-values",
         Kind::Words,
         "0 200 800",
-        "accepted, no effect: Podium does not change its OOM-killer score",
+        "OOM score adjustments of the server, a replica (not built: unused) and a BGSAVE child",
     ),
     row(
         "proc-title-template",
@@ -501,6 +501,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
         return shutdown_flags(value).map(|_| ());
     }
+    if name == "oom-score-adj-values" {
+        oom_score_adj_values(value)?;
+    }
     if name == "latency-tracking-info-percentiles" {
         for w in value.split_whitespace() {
             match w.parse::<f64>() {
@@ -514,6 +517,27 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `oom-score-adj-values`: three integers (server, replica, background child), each within
+/// -2000..2000, as Redis checks them.
+pub fn oom_score_adj_values(value: &str) -> Result<[i32; 3], String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
+    let mut out = [0i32; 3];
+    for (slot, w) in out.iter_mut().zip(words) {
+        match w.parse::<i64>() {
+            Ok(v) if (-2000..=2000).contains(&v) => *slot = v as i32,
+            _ => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A memory amount or a percentage of `maxmemory` (`maxmemory-clients`), checked as Redis

@@ -923,6 +923,14 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     st.cow.store(0, Ordering::Relaxed);
     st.cow_peak.store(0, Ordering::Relaxed);
     *st.cow_at.lock() = None;
+    // The child's OOM score (oom-score-adj-values' third value), computed before the fork.
+    let child_oom = crate::process::oom_score_for_child(
+        &srv.config.get("oom-score-adj").unwrap_or_default(),
+        crate::config::directives::oom_score_adj_values(
+            &srv.config.get("oom-score-adj-values").unwrap_or_default(),
+        )
+        .unwrap_or([0, 200, 800]),
+    );
     let fork_started = Instant::now();
     // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
     // child (below) only reads the shards whose guards this thread holds, allocates through
@@ -931,6 +939,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     // Covered by tests/rdb.rs (BGSAVE while clients write, point-in-time check).
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        if let Some(score) = child_oom {
+            crate::process::set_child_oom_score(score);
+        }
         let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
             let dbs: Vec<Vec<&Shard>> = guards

@@ -6,7 +6,7 @@
 //! strings, integers and `$-1`/`*-1`.
 
 use crate::types::compact::CompactBytes;
-use crate::util::numtext::{format_f64, format_i64};
+use crate::util::numtext::{f64_text, format_i64};
 use bytes::Bytes;
 
 /// Protocol version spoken on a connection.
@@ -55,11 +55,91 @@ pub enum Reply {
     Attributed(Vec<(Reply, Reply)>, Box<Reply>),
     /// Member/score pairs as ZRANGE WITHSCORES replies them: RESP2 a flat array
     /// `member score member score`, RESP3 an array of `[member, double]` pairs.
-    ScoredMembers(Vec<(Bytes, f64)>),
+    ScoredMembers(MemberList),
+    /// The members of a [`MemberList`] alone (ZRANGE without WITHSCORES): an array of bulks.
+    Members(MemberList),
     /// Bytes already encoded; identical for both protocols.
     Raw(Bytes),
     /// Nothing is written (blocked clients, CLIENT REPLY OFF).
     NoReply,
+}
+
+/// Members of a sorted set with their scores, copied out while the set's lock is held into one
+/// buffer: a range reply costs one allocation, not one per member, and encoding reads it
+/// front to back. Each entry is the score (8 bytes), the member's length (8 bytes) and the
+/// member's bytes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberList {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+/// Bytes an entry of a [`MemberList`] takes besides the member's own.
+const ENTRY_HEAD: usize = 16;
+
+impl MemberList {
+    /// An empty list with room for `n` members of about 16 bytes.
+    pub fn with_capacity(n: usize) -> MemberList {
+        MemberList {
+            buf: Vec::with_capacity(n.saturating_mul(ENTRY_HEAD + 16)),
+            len: 0,
+        }
+    }
+
+    pub fn push(&mut self, member: &[u8], score: f64) {
+        self.buf.reserve(ENTRY_HEAD + member.len());
+        self.buf.extend_from_slice(&score.to_ne_bytes());
+        self.buf
+            .extend_from_slice(&(member.len() as u64).to_ne_bytes());
+        self.buf.extend_from_slice(member);
+        self.len += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Total bytes of the members.
+    fn member_bytes(&self) -> usize {
+        self.buf.len() - self.len * ENTRY_HEAD
+    }
+
+    pub fn iter(&self) -> MemberIter<'_> {
+        MemberIter { rest: &self.buf }
+    }
+}
+
+impl<'a> FromIterator<(&'a [u8], f64)> for MemberList {
+    fn from_iter<I: IntoIterator<Item = (&'a [u8], f64)>>(iter: I) -> MemberList {
+        let mut list = MemberList::default();
+        for (m, s) in iter {
+            list.push(m, s);
+        }
+        list
+    }
+}
+
+/// Iterator over a [`MemberList`]'s (member, score) pairs, in the order they were pushed.
+#[derive(Clone)]
+pub struct MemberIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for MemberIter<'a> {
+    type Item = (&'a [u8], f64);
+
+    fn next(&mut self) -> Option<(&'a [u8], f64)> {
+        let (score, rest) = self.rest.split_first_chunk::<8>()?;
+        let (len, rest) = rest.split_first_chunk::<8>()?;
+        let len = usize::try_from(u64::from_ne_bytes(*len)).ok()?;
+        let member = rest.get(..len)?;
+        self.rest = &rest[len..];
+        Some((member, f64::from_ne_bytes(*score)))
+    }
 }
 
 /// Longest bulk string [`Reply::bulk_of`] copies inline.
@@ -191,12 +271,14 @@ impl Reply {
                 }
                 Resp::V2 => bulk(out, text),
             },
-            Reply::ScoredMembers(items) => encode_scored(
-                items.iter().map(|(m, s)| (&m[..], *s)),
-                items.len(),
-                resp,
-                out,
-            ),
+            Reply::ScoredMembers(list) => encode_scored(list, resp, out),
+            Reply::Members(list) => {
+                header(out, b'*', list.len());
+                out.reserve(list.member_bytes() + list.len() * 8);
+                for (m, _) in list.iter() {
+                    bulk(out, m);
+                }
+            }
             Reply::BigNumber(digits) => match resp {
                 Resp::V3 => line(out, b'(', digits),
                 Resp::V2 => bulk(out, digits),
@@ -230,10 +312,25 @@ fn line(out: &mut Vec<u8>, tag: u8, s: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// `tag` then `n` then CRLF. Lengths below 100 (most bulk and array headers) are written as
+/// one fixed-size copy.
+#[inline]
 fn header(out: &mut Vec<u8>, tag: u8, n: usize) {
-    out.push(tag);
-    format_i64(n as i64, out);
-    out.extend_from_slice(b"\r\n");
+    if n < 10 {
+        out.extend_from_slice(&[tag, b'0' + n as u8, b'\r', b'\n']);
+    } else if n < 100 {
+        out.extend_from_slice(&[
+            tag,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+    } else {
+        out.push(tag);
+        format_i64(n as i64, out);
+        out.extend_from_slice(b"\r\n");
+    }
 }
 
 /// Append a bulk string.
@@ -245,45 +342,27 @@ pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Append a double as Redis 7.0 does: RESP3 `,%.17g`, RESP2 a bulk string of the same text.
 pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
+    let text = f64_text(d);
     match resp {
         Resp::V3 => {
             out.push(b',');
-            format_f64(d, out);
+            out.extend_from_slice(text.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        Resp::V2 => {
-            // Format in place, then put the length header in front of the text.
-            let start = out.len();
-            format_f64(d, out);
-            let len = out.len() - start;
-            let mut header = [0u8; 8];
-            header[0] = b'$';
-            let mut n = 1;
-            if len >= 10 {
-                header[n] = b'0' + (len / 10) as u8;
-                n += 1;
-            }
-            header[n] = b'0' + (len % 10) as u8;
-            header[n + 1] = b'\r';
-            header[n + 2] = b'\n';
-            out.splice(start..start, header[..n + 3].iter().copied());
-            out.extend_from_slice(b"\r\n");
-        }
+        Resp::V2 => bulk(out, text.as_bytes()),
     }
 }
 
 /// Append member/score pairs: RESP2 flat, RESP3 nested pairs.
-pub fn encode_scored<'a>(
-    items: impl Iterator<Item = (&'a [u8], f64)>,
-    n: usize,
-    resp: Resp,
-    out: &mut Vec<u8>,
-) {
+fn encode_scored(list: &MemberList, resp: Resp, out: &mut Vec<u8>) {
+    let n = list.len();
     match resp {
         Resp::V2 => header(out, b'*', n * 2),
         Resp::V3 => header(out, b'*', n),
     }
-    for (m, s) in items {
+    // Headers, CRLFs and the scores' text: about 30 bytes a pair for integer scores.
+    out.reserve(list.member_bytes() + n * 32);
+    for (m, s) in list.iter() {
         if resp == Resp::V3 {
             out.extend_from_slice(b"*2\r\n");
         }
@@ -328,7 +407,7 @@ mod tests {
                 "%1\r\n$1\r\na\r\n:1\r\n".into()
             )
         );
-        let s = Reply::ScoredMembers(vec![(Bytes::from_static(b"m"), 2.0)]);
+        let s = Reply::ScoredMembers([(&b"m"[..], 2.0)].into_iter().collect());
         assert_eq!(
             both(s),
             (
@@ -357,5 +436,46 @@ mod tests {
                 "|1\r\n$1\r\nk\r\n:9\r\n$1\r\nv\r\n".into()
             )
         );
+    }
+
+    #[test]
+    fn member_lists_encode_as_arrays_of_bulks() {
+        // Members of every length class of the header fast paths (0, 9, 10, 99, 100, 1000
+        // bytes) and scores on both sides of the integer fast path.
+        let long = vec![b'x'; 1000];
+        let members: Vec<(&[u8], f64)> = vec![
+            (b"", -0.0),
+            (b"123456789", 1.5),
+            (b"1234567890", -7.0),
+            (&long[..99], 1e15),
+            (&long[..100], 999_999_999_999_999.0),
+            (&long[..], f64::NEG_INFINITY),
+        ];
+        let list: MemberList = members.iter().copied().collect();
+        assert_eq!(list.len(), 6);
+        assert_eq!(list.iter().collect::<Vec<_>>(), members);
+        let mut v2 = format!("*{}\r\n", members.len() * 2);
+        let mut v3 = format!("*{}\r\n", members.len());
+        let mut bare = format!("*{}\r\n", members.len());
+        for (m, s) in &members {
+            let text = String::from_utf8(crate::util::numtext::f64_to_vec(*s)).unwrap();
+            let m = String::from_utf8(m.to_vec()).unwrap();
+            v2 += &format!("${}\r\n{m}\r\n${}\r\n{text}\r\n", m.len(), text.len());
+            v3 += &format!("*2\r\n${}\r\n{m}\r\n,{text}\r\n", m.len());
+            bare += &format!("${}\r\n{m}\r\n", m.len());
+        }
+        for part in [
+            "$1000\r\n",
+            "$2\r\n-0\r\n",
+            "$16\r\n1000000000000000\r\n",
+            "$15\r\n999999999999999\r\n",
+            "$4\r\n-inf\r\n",
+        ] {
+            assert!(v2.contains(part), "{part:?} in {v2:?}");
+        }
+        assert_eq!(both(Reply::ScoredMembers(list.clone())), (v2, v3));
+        let (b2, b3) = both(Reply::Members(list));
+        assert_eq!((b2.as_str(), b3.as_str()), (bare.as_str(), bare.as_str()));
+        assert_eq!(both(Reply::Members(MemberList::default())).0, "*0\r\n");
     }
 }

@@ -1,6 +1,7 @@
 //! Small shared helpers: Redis-exact number text conversions, glob matching, and OS error text.
 
 pub mod numtext;
+pub(crate) mod redact;
 
 /// An OS error's text as C's strerror gives it (what Redis prints), without Rust's
 /// " (os error N)" suffix.

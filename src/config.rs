@@ -470,7 +470,7 @@ pub static PARAMS: &[Param] = &[
             "min-replicas-to-write",
             INT,
             "0",
-            "accepted, no effect: replication is not supported, so there are no replicas to count",
+            "writes need this many good replicas (0 = none); Podium has no replicas, so any other value refuses every write with -NOREPLICAS",
         ),
         &["min-slaves-to-write"],
     ),
@@ -479,7 +479,7 @@ pub static PARAMS: &[Param] = &[
             "min-replicas-max-lag",
             INT,
             "10",
-            "accepted, no effect: replication is not supported, so there are no replicas to count",
+            "lag in seconds a good replica may have (0 turns min-replicas-to-write off)",
         ),
         &["min-slaves-max-lag"],
     ),
@@ -657,6 +657,9 @@ pub struct Hot {
     pub slowlog_max_len: AtomicI64,
     pub latency_threshold_ms: AtomicI64,
     pub latency_tracking: AtomicBool,
+    /// `min-replicas-to-write` and `min-replicas-max-lag` are both non-zero: writes need
+    /// that many good replicas, and Podium never has any, so every write is refused.
+    pub good_replicas_required: AtomicBool,
 }
 
 /// The running configuration.
@@ -882,6 +885,11 @@ impl Config {
             "slowlog-max-len" => h.slowlog_max_len.store(n, Ordering::Relaxed),
             "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
             "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
+            "min-replicas-to-write" | "min-replicas-max-lag" => h.good_replicas_required.store(
+                self.get_i64("min-replicas-to-write") > 0
+                    && self.get_i64("min-replicas-max-lag") > 0,
+                Ordering::Relaxed,
+            ),
             name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
                 crate::keyspace::access::configure(name, &v)
             }

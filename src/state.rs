@@ -135,7 +135,10 @@ impl Server {
         if crate::scripting::aof_suppressed() {
             return;
         }
-        self.aof.feed(db, argv);
+        // A running script collects its commands and feeds them in one piece.
+        if let Some(argv) = crate::scripting::collect_for_script(db, argv) {
+            self.aof.feed(db, argv);
+        }
     }
 
     /// Ask the server to stop (SHUTDOWN, signals).

@@ -97,6 +97,7 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             None => Reply::error(super::args::NOT_INT),
         },
+        ("protocol", 3) => protocol_sample(ctx, &a[2]),
         ("segfault", 2) => {
             // SAFETY: raise() only sends the signal to this thread; the crash handler writes
             // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
@@ -121,6 +122,9 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Like CONFIG REWRITE but writes every directive, defaults included.",
                 "PAUSE-CRON <0|1>",
                 "    Stop the server's cron (active expiry, save points, scheduled shutdowns) or resume it.",
+                "PROTOCOL <type>",
+                "    Reply with a sample of a protocol type: string, integer, double, bignum, null,",
+                "    array, set, map, attrib, push, verbatim, true, false.",
                 "SEGFAULT",
                 "    Crash the server with a segmentation fault (the crash report goes to the log).",
                 "HELP",
@@ -135,5 +139,50 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "ERR DEBUG {} is not supported by Podium. Try DEBUG HELP.",
             String::from_utf8_lossy(&a[1])
         )),
+    }
+}
+
+/// DEBUG PROTOCOL <type>: a fixed sample reply of each RESP type, as Redis's (clients and
+/// scripts test their parsers with it). The same values as Redis's, so replies compare byte
+/// for byte.
+fn protocol_sample(ctx: &Ctx, name: &[u8]) -> Reply {
+    let resp3 = ctx.client.resp == crate::protocol::Resp::V3;
+    let text = |s: &'static str| Reply::Bulk(Bytes::from_static(s.as_bytes()));
+    let kind = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match kind.as_str() {
+        "string" => text("Hello World"),
+        "integer" => Reply::Int(12345),
+        // Redis's sample value (not pi: it is 3.141 exactly as Redis writes it).
+        #[allow(clippy::approx_constant)]
+        "double" => Reply::Double(3.141),
+        "bignum" => Reply::BigNumber(Bytes::from_static(b"1234567999999999999999999999999999999")),
+        "null" => Reply::Null,
+        "array" => Reply::Array((0..3).map(Reply::Int).collect()),
+        "set" => Reply::Set((0..3).map(Reply::Int).collect()),
+        "map" => Reply::Map((0..3).map(|j| (Reply::Int(j), Reply::Bool(j == 1))).collect()),
+        "attrib" => Reply::Attributed(
+            vec![(
+                text("key-popularity"),
+                Reply::Array(vec![text("key:123"), Reply::Int(90)]),
+            )],
+            Box::new(text("Some real reply following the attribute")),
+        ),
+        "push" if !resp3 => Reply::error("ERR RESP2 is not supported by this command"),
+        // A push message, then the command's own reply (a client discarding pushes still
+        // gets one), written together as Redis writes them.
+        "push" => {
+            let mut wire = Vec::new();
+            Reply::Push(vec![text("server-cpu-usage"), Reply::Int(42)])
+                .encode(crate::protocol::Resp::V3, &mut wire);
+            text("Some real reply following the push reply")
+                .encode(crate::protocol::Resp::V3, &mut wire);
+            Reply::Raw(Bytes::from(wire))
+        }
+        "true" => Reply::Bool(true),
+        "false" => Reply::Bool(false),
+        "verbatim" => Reply::Verbatim("txt", Bytes::from_static(b"This is a verbatim\nstring")),
+        _ => Reply::error(
+            "ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+        ),
     }
 }

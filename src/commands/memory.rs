@@ -181,7 +181,7 @@ pub(crate) type InfoFields = Vec<(&'static str, String)>;
 pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
     let m = measure_unlocked(srv);
     let human = super::info::human;
-    let before = vec![
+    let mut before = vec![
         ("used_memory", m.total_allocated.to_string()),
         ("used_memory_human", human(m.total_allocated)),
         ("used_memory_rss", m.rss.to_string()),
@@ -199,8 +199,11 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
         ("allocator_allocated", m.allocator.allocated.to_string()),
         ("allocator_active", m.allocator.active.to_string()),
         ("allocator_resident", m.allocator.resident.to_string()),
-        ("number_of_cached_scripts", m.cached_scripts.to_string()),
         ("used_memory_scripts_eval", m.lua_caches.to_string()),
+    ];
+    // number_of_cached_scripts, number_of_functions, number_of_libraries, in Redis's order.
+    before.extend(srv.scripts.info_memory_fields());
+    before.extend([
         ("used_memory_functions", m.functions_caches.to_string()),
         (
             "used_memory_scripts",
@@ -210,7 +213,7 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
             "used_memory_scripts_human",
             human(m.lua_caches + m.functions_caches),
         ),
-    ];
+    ]);
     let (af, afb) = m.allocator_frag();
     let (ar, arb) = m.allocator_rss();
     let (re, reb) = m.rss_extra();

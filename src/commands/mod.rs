@@ -698,7 +698,20 @@ fn write_refusal_oom(srv: &Server, spec: &Spec, out_of_memory: bool) -> Option<R
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));
     }
+    if spec.flags & flags::WRITE != 0 {
+        return no_good_replicas(srv);
+    }
     None
+}
+
+/// Redis's -NOREPLICAS: `min-replicas-to-write` asks for good replicas before a write, and
+/// Podium has none (no replication), so with it set every write is refused.
+pub(crate) fn no_good_replicas(srv: &Server) -> Option<Reply> {
+    srv.config
+        .hot
+        .good_replicas_required
+        .load(Ordering::Relaxed)
+        .then(|| Reply::error("NOREPLICAS Not enough good replicas to write."))
 }
 
 /// Lock what `spec` needs, run it, log it, serve blocked clients, unlock. `started` is when

@@ -129,10 +129,10 @@ pub(crate) fn shutdown_save(
 /// A DEBUG dispatcher calls it as `persist::debug_reload(ctx.srv, &args[2..])`; it must hold
 /// no shard lock (DEBUG is `Keys::None`): the save and the load take every shard themselves.
 pub fn debug_reload(srv: &crate::state::Server, options: &[Bytes]) -> Reply {
-    let (mut do_save, mut flush) = (true, true);
+    let (mut do_save, mut flush, mut merge) = (true, true, false);
     for o in options {
         if eq(o, "merge") {
-            return Reply::error("ERR DEBUG RELOAD MERGE is not supported: Podium has no function libraries to merge");
+            merge = true;
         } else if eq(o, "nosave") {
             do_save = false;
         } else if eq(o, "noflush") {
@@ -149,7 +149,7 @@ pub fn debug_reload(srv: &crate::state::Server, options: &[Bytes]) -> Reply {
             return Reply::error("ERR Error trying to save the DB");
         }
     }
-    match snapshot::reload(srv, flush) {
+    match snapshot::reload(srv, flush, merge) {
         Ok(()) => {
             tracing::info!("DB reloaded by DEBUG RELOAD");
             Reply::Ok
@@ -217,9 +217,23 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(get(&srv, 0, "a"), None);
+        // NOFLUSH MERGE: the file's values replace the keys already there.
         assert!(matches!(
-            debug_reload(&srv, &[Bytes::from("merge")]),
-            Reply::Error(_)
+            debug_reload(&srv, &[Bytes::from("nosave")]),
+            Reply::Ok
         ));
+        set(&srv, 0, "a", "changed");
+        set(&srv, 0, "c", "3");
+        let r = debug_reload(
+            &srv,
+            &[
+                Bytes::from("nosave"),
+                Bytes::from("noflush"),
+                Bytes::from("merge"),
+            ],
+        );
+        assert!(matches!(r, Reply::Ok), "{r:?}");
+        assert_eq!(get(&srv, 0, "a").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&srv, 0, "c").as_deref(), Some(&b"3"[..]));
     }
 }

@@ -204,6 +204,7 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     // Take the elements in the container's order (reversed by DESC for a list or sorted set
     // that is not sorted again).
+    let in_script = ctx.client.in_script;
     let elements: Vec<Vec<u8>> = {
         let mut db = ctx.db();
         match db.read(&a[1]) {
@@ -216,8 +217,9 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 v
             }
             Some(Value::Set(s)) => {
-                if o.dont_sort && o.store.is_some() {
-                    // A set's order is arbitrary: sort it so that a replay stores the same list.
+                if o.dont_sort && (o.store.is_some() || in_script) {
+                    // A set's order is arbitrary: sort it so that a replay stores the same list
+                    // and a script sees the same order every time (Redis does both).
                     o.dont_sort = false;
                     o.alpha = true;
                     o.by = None;

@@ -180,6 +180,14 @@ impl<'a> Guards<'a> {
         }
     }
 
+    /// True when the shard holding `key` of database `db` is locked.
+    pub fn holds_key(&self, db: usize, key: &[u8]) -> bool {
+        let want = (db as u32, self.ks.shard_of(key) as u32);
+        self.held
+            .binary_search_by(|(d, s, _)| (*d, *s).cmp(&want))
+            .is_ok()
+    }
+
     /// Release every lock.
     pub fn release(&mut self) {
         self.held.clear();

@@ -281,6 +281,25 @@ impl Aof {
             .store(config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
     }
 
+    /// Feed `cmds` (database, command) as one unbroken run: nothing another thread feeds
+    /// lands between them (a script's MULTI ... EXEC, see `scripting::run_atomically`).
+    pub fn feed_all(&self, cmds: Vec<(usize, Vec<Bytes>)>) {
+        let inner = &*self.inner;
+        if !inner.enabled.load(Ordering::Acquire) || cmds.is_empty() {
+            return;
+        }
+        let mut f = inner.feed.lock();
+        for (db, argv) in cmds {
+            if f.db != Some(db) {
+                encode_select(&mut f.buf, db);
+                f.db = Some(db);
+            }
+            encode_command(&mut f.buf, &argv);
+            f.seq += 1;
+        }
+        inner.fed.store(f.seq, Ordering::Release);
+    }
+
     /// Called by the runtime each time an executor thread runs out of ready work (tokio's
     /// `on_thread_park`, the equivalent of Redis's `beforeSleep`). Under `always` this is when
     /// a group commit starts: every command of every client that was ready has been executed

@@ -62,6 +62,8 @@ pub(crate) struct SaveOpts {
     /// `rdb-key-save-delay`: the pause per key, for tests (see [`debug_delay`]).
     pub key_delay: i64,
     pub aof_base: bool,
+    /// The FUNCTION libraries' codes, written before the databases (read before any fork).
+    pub functions: Vec<bytes::Bytes>,
 }
 
 impl SaveOpts {
@@ -71,6 +73,7 @@ impl SaveOpts {
             checksum: srv.config.get_bool("rdbchecksum"),
             key_delay: srv.config.get_i64("rdb-key-save-delay"),
             aof_base,
+            functions: crate::scripting::library_codes(srv),
         }
     }
 }
@@ -114,6 +117,12 @@ impl<W: Write> RdbWriter<W> {
             out.buf.push(OP_AUX);
             rdb::put_string(&mut out.buf, k.as_bytes());
             rdb::put_string(&mut out.buf, v.as_bytes());
+        }
+        // Each library as Redis 7.0 writes it: FUNCTION2 and its code (FUNCTION LOAD's
+        // payload, shebang line included) as a string.
+        for code in &out.opts.functions {
+            out.buf.push(OP_FUNCTION2);
+            rdb::put_string(&mut out.buf, code);
         }
         out
     }
@@ -307,6 +316,8 @@ pub(crate) struct Parsed {
     pub aof_base: bool,
     /// The `used-mem` aux field: the writer's memory use (INFO loading_rdb_used_mem).
     pub used_mem: u64,
+    /// The FUNCTION libraries' codes, in file order.
+    pub functions: Vec<bytes::Bytes>,
 }
 
 fn type_name(t: u8) -> &'static str {
@@ -358,6 +369,7 @@ pub(crate) fn parse(
         expired: 0,
         aof_base: false,
         used_mem: 0,
+        functions: Vec::new(),
     };
     let mut db = 0usize;
     let mut expire_at = crate::keyspace::NO_EXPIRE;
@@ -424,9 +436,15 @@ pub(crate) fn parse(
                     "module auxiliary data: Podium has no modules, so this file cannot be loaded",
                 ))
             }
-            OP_FUNCTION | OP_FUNCTION2 => return Err(bad(
+            OP_FUNCTION2 => {
+                let code = r
+                    .string()
+                    .ok_or_else(|| short(&r, "reading a function library"))?;
+                out.functions.push(bytes::Bytes::from(code));
+            }
+            OP_FUNCTION => return Err(bad(
                 at,
-                "a function library: Podium has no FUNCTION engine, so this file cannot be loaded",
+                "a function library in the format of Redis 7.0's release candidates (FUNCTION), which Podium does not read",
             )),
             t => {
                 let key = r.string().ok_or_else(|| short(&r, "reading a key"))?;
@@ -495,12 +513,14 @@ pub(crate) fn limits(srv: &Server) -> Limits {
 
 /// Insert parsed keys into the locked shards (`guards[db][shard]`). A key that exists
 /// already (a file repeating a key, or NOFLUSH over existing data) is an error, and then every
-/// database is emptied: nothing of a refused file stays half-loaded.
+/// database is emptied: nothing of a refused file stays half-loaded; with `replace_duplicates`
+/// (DEBUG RELOAD NOFLUSH MERGE) the file's value replaces it instead.
 fn apply_locked(
     srv: &Server,
     guards: &mut [Vec<parking_lot::MutexGuard<'_, Shard>>],
     parsed: Parsed,
     name: &str,
+    replace_duplicates: bool,
 ) -> Result<u64, String> {
     let ks = &srv.keyspace;
     let mut n = 0u64;
@@ -519,6 +539,9 @@ fn apply_locked(
         }
         debug_delay(delay);
         let shard = &mut guards[k.db][ks.shard_of(&k.key)];
+        if replace_duplicates && shard.raw_get(&k.key).is_some() {
+            shard.remove(&k.key);
+        }
         if shard.raw_get(&k.key).is_some() {
             let msg = format!(
                 "{name} has the duplicated key '{}' in DB {}",
@@ -555,9 +578,12 @@ pub(crate) fn debug_delay(usec: i64) {
 }
 
 /// Insert parsed keys (see [`apply_locked`]), locking every shard meanwhile.
-pub(crate) fn apply(srv: &Server, parsed: Parsed, name: &str) -> Result<u64, String> {
+pub(crate) fn apply(srv: &Server, mut parsed: Parsed, name: &str) -> Result<u64, String> {
+    let codes = std::mem::take(&mut parsed.functions);
+    crate::scripting::restore_libraries(srv, codes, crate::scripting::LibraryPolicy::Append)
+        .map_err(|e| format!("{name}: {}", e.trim_start_matches("ERR ")))?;
     let mut guards = lock_all(srv);
-    apply_locked(srv, &mut guards, parsed, name)
+    apply_locked(srv, &mut guards, parsed, name, false)
 }
 
 /// Read and check `path` in full: the parsed keys, ready to apply.
@@ -642,8 +668,14 @@ fn record_load(srv: &Server, loaded: u64, expired: u64) {
     tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
 }
 
-/// Empty every database (DEBUG LOADAOF before its replay), waking WATCHes on what it drops.
+/// Empty every database and the FUNCTION libraries (DEBUG LOADAOF before its replay, as
+/// Redis's emptyData), waking WATCHes on what it drops.
 pub(crate) fn empty_all(srv: &Server) {
+    let _ = crate::scripting::restore_libraries(
+        srv,
+        Vec::new(),
+        crate::scripting::LibraryPolicy::Flush,
+    );
     for s in lock_all(srv).iter_mut().flatten() {
         s.touch_all_watched();
         s.clear();
@@ -652,10 +684,21 @@ pub(crate) fn empty_all(srv: &Server) {
 
 /// DEBUG RELOAD's load: read `dir/dbfilename` in full, then (every shard locked) empty the
 /// databases when `flush` and insert its keys.
-pub(crate) fn reload(srv: &Server, flush: bool) -> Result<(), String> {
+pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), String> {
     let path = rdb_path(srv);
-    let parsed = read_checked(srv, &path)?;
+    let mut parsed = read_checked(srv, &path)?;
     let expired = parsed.expired;
+    // Libraries first, as they come first in the file: FLUSH empties them with the data,
+    // NOFLUSH MERGE replaces same-named ones, plain NOFLUSH refuses a name already loaded.
+    let policy = if flush {
+        crate::scripting::LibraryPolicy::Flush
+    } else if merge {
+        crate::scripting::LibraryPolicy::Replace
+    } else {
+        crate::scripting::LibraryPolicy::Append
+    };
+    crate::scripting::restore_libraries(srv, std::mem::take(&mut parsed.functions), policy)
+        .map_err(|e| format!("{}: {}", path.display(), e.trim_start_matches("ERR ")))?;
     let mut guards = lock_all(srv);
     if flush {
         for s in guards.iter_mut().flatten() {
@@ -663,7 +706,7 @@ pub(crate) fn reload(srv: &Server, flush: bool) -> Result<(), String> {
             s.clear();
         }
     }
-    let loaded = apply_locked(srv, &mut guards, parsed, &path.display().to_string())?;
+    let loaded = apply_locked(srv, &mut guards, parsed, &path.display().to_string(), merge)?;
     drop(guards);
     record_load(srv, loaded, expired);
     Ok(())
@@ -1308,6 +1351,7 @@ mod tests {
             compress,
             checksum,
             key_delay: 0,
+            functions: Vec::new(),
             aof_base: false,
         }
     }
@@ -1373,7 +1417,7 @@ mod tests {
     }
 
     #[test]
-    fn streams_and_functions_are_refused_by_name() {
+    fn streams_and_old_style_functions_are_refused_by_name() {
         let mut img = b"REDIS0010".to_vec();
         img.push(15);
         rdb::put_string(&mut img, b"mystream");
@@ -1381,9 +1425,27 @@ mod tests {
         let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");
         assert!(e.contains("mystream") && e.contains("stream"), "{e}");
         let mut img = b"REDIS0010".to_vec();
-        img.push(OP_FUNCTION2);
+        img.push(OP_FUNCTION);
         let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");
         assert!(e.contains("function"), "{e}");
+    }
+
+    #[test]
+    fn function_libraries_round_trip() {
+        let code = bytes::Bytes::from_static(
+            b"#!lua name=lib\nredis.register_function('f', function() return 1 end)",
+        );
+        let mut o = opts(false, true);
+        o.functions = vec![code.clone()];
+        let (img, _) = write_image(Vec::new(), &[], o, 0).expect("write");
+        let p = parse(&img, "t", &lim(), 1, None).expect("parse");
+        assert_eq!(p.functions, vec![code]);
+        // A library cut short is a damaged file, not an empty one.
+        let at = img
+            .windows(3)
+            .position(|w| w == b"#!l")
+            .expect("code in the image");
+        assert!(parse(&img[..at + 3], "t", &lim(), 1, None).is_err());
     }
 
     #[test]

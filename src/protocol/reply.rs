@@ -48,6 +48,11 @@ pub enum Reply {
     Verbatim(&'static str, Bytes),
     /// RESP3 push; RESP2 array.
     Push(Vec<Reply>),
+    /// RESP3 big number (`(` and the digits); RESP2 bulk string of the same text.
+    BigNumber(Bytes),
+    /// A reply preceded by RESP3 attributes (`|`, then the pairs); RESP2 has no attributes,
+    /// so only the reply itself is written.
+    Attributed(Vec<(Reply, Reply)>, Box<Reply>),
     /// Member/score pairs as ZRANGE WITHSCORES replies them: RESP2 a flat array
     /// `member score member score`, RESP3 an array of `[member, double]` pairs.
     ScoredMembers(MemberList),
@@ -274,6 +279,20 @@ impl Reply {
                     bulk(out, m);
                 }
             }
+            Reply::BigNumber(digits) => match resp {
+                Resp::V3 => line(out, b'(', digits),
+                Resp::V2 => bulk(out, digits),
+            },
+            Reply::Attributed(attributes, reply) => {
+                if resp == Resp::V3 {
+                    header(out, b'|', attributes.len());
+                    for (k, v) in attributes {
+                        k.encode(resp, out);
+                        v.encode(resp, out);
+                    }
+                }
+                reply.encode(resp, out);
+            }
             Reply::Raw(b) => out.extend_from_slice(b),
             Reply::NoReply => {}
         }
@@ -398,6 +417,25 @@ mod tests {
         );
         let v = Reply::Verbatim("txt", Bytes::from_static(b"hi"));
         assert_eq!(both(v), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));
+        let big = Reply::BigNumber(Bytes::from_static(b"12345678901234567890"));
+        assert_eq!(
+            both(big),
+            (
+                "$20\r\n12345678901234567890\r\n".into(),
+                "(12345678901234567890\r\n".into()
+            )
+        );
+        let attributed = Reply::Attributed(
+            vec![(Reply::bulk_slice(b"k"), Reply::Int(9))],
+            Box::new(Reply::bulk_slice(b"v")),
+        );
+        assert_eq!(
+            both(attributed),
+            (
+                "$1\r\nv\r\n".into(),
+                "|1\r\n$1\r\nk\r\n:9\r\n$1\r\nv\r\n".into()
+            )
+        );
     }
 
     #[test]

@@ -293,40 +293,60 @@ fn non_string_argument() -> mlua::Error {
 
 /// Run one command for the script: the checks Redis makes for scripts (scriptCall), then the
 /// dispatcher with the script's locks.
-fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
-    let Some(spec) = lookup(&argv[0]) else {
-        return Reply::error("ERR Unknown Redis command called from script");
-    };
+/// Why `spec` may not run from this script now (Redis's scriptCall checks, in its order), if
+/// it may not.
+fn script_refusal(
+    inv: &mut Invocation,
+    spec: &'static crate::commands::Cmd,
+    argv: &[Bytes],
+) -> Option<Reply> {
     if !arity_ok(spec.arity, argv.len()) {
-        return Reply::error("ERR Wrong number of args calling Redis command from script");
+        return Some(Reply::error(
+            "ERR Wrong number of args calling Redis command from script",
+        ));
     }
     if spec.flags & NOSCRIPT != 0 && super::deny_script_commands() {
-        return Reply::error("ERR This Redis command is not allowed from script");
+        return Some(Reply::error(
+            "ERR This Redis command is not allowed from script",
+        ));
     }
-    if let Err((denied, pos, id)) = crate::commands::acl::check(inv.ctx.client, spec, &argv) {
-        crate::commands::acl::log_denial(
-            inv.ctx.srv,
-            inv.ctx.client,
-            denied,
-            pos,
-            id,
-            &argv,
-            "lua",
-        );
-        return Reply::Error(format!(
+    if let Err((denied, pos, id)) = crate::commands::acl::check(inv.ctx.client, spec, argv) {
+        crate::commands::acl::log_denial(inv.ctx.srv, inv.ctx.client, denied, pos, id, argv, "lua");
+        return Some(Reply::Error(format!(
             "ERR The user executing the script {}",
             crate::acl::script_denial_text(denied)
-        ));
+        )));
     }
     // Safety net for the lock scope: a script judged to stay in one database holds only its
     // shards, so it must not reach another (stays_in_one_db rules these out beforehand).
     if inv.one_db && (spec.name == "select" || matches!(spec.keys, crate::commands::Keys::All)) {
-        return Reply::error(
+        return Some(Reply::error(
             "ERR this script was judged to stay in one database; it cannot call this command",
-        );
+        ));
+    }
+    // The same for a script judged to touch only its KEYS (see scope.rs): a key outside the
+    // locked shards would be a race, so it is refused instead.
+    if inv.declared_keys_only {
+        let db = inv.ctx.client.db;
+        let outside = spec
+            .key_positions(argv)
+            .into_iter()
+            .any(|i| !inv.ctx.g.holds_key(db, &argv[i]));
+        if outside
+            || !matches!(
+                spec.keys,
+                crate::commands::Keys::None | crate::commands::Keys::Range(..)
+            )
+        {
+            return Some(Reply::error(
+                "ERR this script was judged to touch only its declared keys; it cannot reach this key",
+            ));
+        }
     }
     if inv.read_only && (spec.is_write() || spec.flags & MAY_REPLICATE != 0) {
-        return Reply::error("ERR Write commands are not allowed from read-only scripts.");
+        return Some(Reply::error(
+            "ERR Write commands are not allowed from read-only scripts.",
+        ));
     }
     let srv = inv.ctx.srv;
     if spec.is_write() && !inv.wrote {
@@ -334,10 +354,24 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
         if let Some(e) = crate::commands::write_refusal(srv, spec) {
             let oom = e.is_error() && matches!(&e, Reply::Error(t) if t.starts_with("OOM"));
             if !(oom && inv.allow_oom) {
-                return e;
+                return Some(e);
             }
         }
     }
+    None
+}
+
+fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
+    let Some(spec) = lookup(&argv[0]) else {
+        return Reply::error("ERR Unknown Redis command called from script");
+    };
+    // A command refused before it ran counts in its rejected_calls, as Redis's scriptCall
+    // counts it.
+    if let Some(refusal) = script_refusal(inv, spec, &argv) {
+        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        return refusal;
+    }
+    let srv = inv.ctx.srv;
     if spec.is_write() {
         if !inv.wrote {
             srv.scripts.mark_wrote(inv.run_id);

@@ -84,6 +84,11 @@ impl Registry {
                 .map(|(f, l)| f.len() + l.len())
                 .sum::<usize>()
     }
+
+    /// How many functions and libraries are loaded.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (self.functions.len(), self.libraries.len())
+    }
 }
 
 static NEXT_LOAD_ID: AtomicU64 = AtomicU64::new(1);
@@ -648,12 +653,6 @@ fn payload_libraries(payload: &[u8]) -> Result<Vec<Bytes>, String> {
 /// REPLACE replaces same-named libraries; a function name taken by another library refuses
 /// the whole restore.
 fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    #[derive(PartialEq)]
-    enum Policy {
-        Flush,
-        Append,
-        Replace,
-    }
     let policy =
         match a.get(3) {
             None => Policy::Append,
@@ -668,7 +667,35 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(c) => c,
         Err(e) => return Reply::Error(e),
     };
-    let scripts = &ctx.srv.scripts;
+    match restore_libraries(ctx.srv, codes, policy) {
+        Ok(()) => {
+            ctx.dirty += 1;
+            Reply::Ok
+        }
+        Err(e) => Reply::Error(e),
+    }
+}
+
+/// How restored libraries meet the loaded ones (FUNCTION RESTORE's policies; loading an RDB
+/// file uses FLUSH, APPEND for NOFLUSH, REPLACE for NOFLUSH MERGE).
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub(crate) enum Policy {
+    /// Every loaded library goes first.
+    Flush,
+    /// A library name already loaded refuses the whole restore.
+    Append,
+    /// Same-named libraries are replaced.
+    Replace,
+}
+
+/// Load libraries `codes` (each a whole FUNCTION LOAD payload) under `policy`: each is run
+/// once first, and nothing changes unless all of them load; Redis's error text otherwise.
+pub(crate) fn restore_libraries(
+    srv: &crate::state::Server,
+    codes: Vec<Bytes>,
+    policy: Policy,
+) -> Result<(), String> {
+    let scripts = &srv.scripts;
     let id = scripts.engine_id();
     let loaded = super::engine::with_engine(id, |engine| -> Result<(), String> {
         // Load every library of the payload into a registry of its own first.
@@ -749,12 +776,21 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(())
     });
     match loaded {
-        Ok(Ok(())) => {
-            ctx.dirty += 1;
-            Reply::Ok
-        }
-        Ok(Err(e)) | Err(e) => Reply::Error(e),
+        Ok(result) => result,
+        Err(e) => Err(e),
     }
+}
+
+/// Every loaded library's code (its FUNCTION LOAD payload), in name order: what an RDB file
+/// or an AOF base keeps of them.
+pub(crate) fn library_codes(srv: &crate::state::Server) -> Vec<Bytes> {
+    srv.scripts
+        .functions
+        .lock()
+        .libraries
+        .values()
+        .map(|l| l.code.clone())
+        .collect()
 }
 
 /// The library of function `name` (FCALL).
@@ -781,16 +817,4 @@ pub(super) fn flags_of(srv: &crate::state::Server, name: &[u8]) -> Option<u8> {
         .iter()
         .find(|f| f.name == name)
         .map(|f| f.flags)
-}
-
-/// Every library's code (its shebang line included), in name order: what an AOF rewrite
-/// writes as FUNCTION LOAD commands so that the libraries survive it.
-pub(crate) fn library_codes(srv: &crate::state::Server) -> Vec<Bytes> {
-    srv.scripts
-        .functions
-        .lock()
-        .libraries
-        .values()
-        .map(|lib| lib.code.clone())
-        .collect()
 }

@@ -40,8 +40,10 @@ mod api;
 mod convert;
 mod engine;
 mod functions;
-pub(crate) use functions::library_codes;
 mod libs;
+mod scope;
+
+pub(crate) use functions::{library_codes, restore_libraries, Policy as LibraryPolicy};
 
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
@@ -120,6 +122,9 @@ struct Script {
     /// The script can only reach the caller's database (see [`stays_in_one_db`]): it locks
     /// that database's shards instead of every database's.
     one_db: bool,
+    /// Every key the script's commands take is one of its KEYS (see [`scope`]): the shards
+    /// of its KEYS, locked by the dispatcher, are all it needs.
+    declared_keys_only: bool,
     /// Where the code starts: after the shebang line (its newline kept, so line numbers stay
     /// the user's).
     code_start: usize,
@@ -133,6 +138,7 @@ impl Script {
             body: body.clone(),
             flags,
             one_db: stays_in_one_db(&body[code_start..]),
+            declared_keys_only: scope::touches_only_declared_keys(&body[code_start..]),
             code_start,
         })
     }
@@ -448,6 +454,19 @@ impl Scripts {
         }
     }
 
+    /// INFO memory's script counters: cached EVAL scripts, FUNCTION functions and libraries.
+    pub fn info_memory_fields(&self) -> [(&'static str, String); 3] {
+        let (functions, libraries) = self.functions.lock().counts();
+        [
+            (
+                "number_of_cached_scripts",
+                self.cache.lock().len().to_string(),
+            ),
+            ("number_of_functions", functions.to_string()),
+            ("number_of_libraries", libraries.to_string()),
+        ]
+    }
+
     /// Which Lua state generation a thread must run scripts of this server in.
     fn engine_id(&self) -> engine::EngineId {
         engine::EngineId {
@@ -472,6 +491,29 @@ pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
     let r = f();
     AOF_SUPPRESSED.with(|s| s.set(false));
     r
+}
+
+/// A command logged for the AOF: its database and its arguments.
+type LoggedCommand = (usize, Vec<Bytes>);
+
+thread_local! {
+    /// The commands the script running on this thread has logged so far (None when no
+    /// script runs): fed to the AOF together when it ends, so that scripts running at the
+    /// same time on other threads cannot interleave their MULTI ... EXEC blocks.
+    static SCRIPT_FEED: std::cell::RefCell<Option<Vec<LoggedCommand>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keep `argv` (logged for database `db`) for the script running on this thread; gives it
+/// back when no script runs.
+pub(crate) fn collect_for_script(db: usize, argv: Vec<Bytes>) -> Option<Vec<Bytes>> {
+    SCRIPT_FEED.with(|f| match f.borrow_mut().as_mut() {
+        Some(cmds) => {
+            cmds.push((db, argv));
+            None
+        }
+        None => Some(argv),
+    })
 }
 
 /// True while the running command's effects must not reach the AOF (see [`without_aof_if`]).
@@ -523,6 +565,8 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
     repl: u8,
     /// Only the caller's database is locked (see [`stays_in_one_db`]).
     one_db: bool,
+    /// Only the shards of KEYS are locked (see [`scope`]).
+    declared_keys_only: bool,
     /// This run's id in [`Scripts::running`] (0 before it starts).
     run_id: u64,
 }
@@ -622,9 +666,11 @@ fn run_atomically(
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> Reply {
-    let (flags, one_db) = match &target {
-        Target::Eval { script, .. } => (script.flags, script.one_db),
-        Target::Function { library, info, .. } => (ScriptFlags(Some(info.flags)), library.one_db),
+    let (flags, one_db, declared_keys_only) = match &target {
+        Target::Eval { script, .. } => (script.flags, script.one_db, script.declared_keys_only),
+        Target::Function { library, info, .. } => {
+            (ScriptFlags(Some(info.flags)), library.one_db, false)
+        }
     };
     if let Some(refusal) = refuse_to_start(ctx, flags, read_only_command) {
         return refusal;
@@ -632,7 +678,9 @@ fn run_atomically(
     // The dispatcher locked the shards of KEYS; nothing has run yet, so widening now (in the
     // global lock order) keeps the script atomic: the caller's database, or every database
     // for a script that may leave it.
-    if one_db {
+    if declared_keys_only {
+        // The dispatcher locked the shards of KEYS: all this script can reach.
+    } else if one_db {
         ctx.g.lock_db(ctx.client.db);
     } else {
         ctx.g.lock_all();
@@ -648,6 +696,7 @@ fn run_atomically(
         resp3: false,
         repl: api::REPL_ALL,
         one_db,
+        declared_keys_only,
         run_id: 0,
     };
     let id = inv.ctx.srv.scripts.engine_id();
@@ -716,12 +765,17 @@ fn run_atomically(
     // the worker's other tasks to another thread from its instruction hook (see
     // engine::hand_off_worker), so the server keeps answering: -BUSY after
     // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
+    SCRIPT_FEED.with(|f| *f.borrow_mut() = Some(Vec::new()));
     let reply = run(&mut inv);
     let multi_logged = inv.multi_logged;
     if multi_logged {
         ctx.srv
             .propagate(ctx.client.db, vec![Bytes::from_static(b"EXEC")]);
     }
+    let logged = SCRIPT_FEED
+        .with(|f| f.borrow_mut().take())
+        .unwrap_or_default();
+    ctx.srv.aof.feed_all(logged);
     if ctx.client.db != saved_db {
         ctx.client.select(saved_db);
     }
@@ -829,6 +883,11 @@ pub(crate) fn declared_writes(
 fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
     flags.0?;
     if !flags.has(ScriptFlags::NO_WRITES) {
+        if crate::persistence::snapshot::write_refusal(ctx.srv).is_some() {
+            return Some(Reply::error(
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts.",
+            ));
+        }
         if let Some(e) = ctx.srv.aof.write_error() {
             return Some(Reply::Error(format!(
                 "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {e}"
@@ -838,6 +897,9 @@ fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Op
             return Some(Reply::error(
                 "ERR Can not execute a script with write flag using *_ro command.",
             ));
+        }
+        if let Some(refusal) = crate::commands::no_good_replicas(ctx.srv) {
+            return Some(refusal);
         }
     }
     if !flags.has(ScriptFlags::ALLOW_OOM)

@@ -275,7 +275,7 @@ pub static EXTRA: &[Param] = &[
         "local0",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    // Features Podium does not have.
+    // Features Podium does not have (and stream node sizes, see crate::types::stream).
     row(
         "hll-sparse-max-bytes",
         Kind::Memory,
@@ -286,13 +286,13 @@ pub static EXTRA: &[Param] = &[
         "stream-node-max-bytes",
         Kind::Memory,
         "4096",
-        "accepted, no effect: stream commands are not supported",
+        "streams: a new node (listpack) starts past this many bytes (0 = no limit)",
     ),
     row(
         "stream-node-max-entries",
         UINT,
         "100",
-        "accepted, no effect: stream commands are not supported",
+        "streams: a new node (listpack) starts past this many entries (0 = no limit)",
     ),
     fixed_row(
         "socket-mark-id",

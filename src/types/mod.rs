@@ -6,6 +6,7 @@ pub mod list;
 pub mod located;
 pub mod set;
 pub mod skiplist;
+pub mod stream;
 pub mod zset;
 
 /// A key's value.
@@ -18,6 +19,8 @@ pub enum Value {
     Hash(Box<hash::Hash>),
     Set(Box<set::Set>),
     ZSet(zset::ZSet),
+    // Boxed: a stream's header (IDs, counters, maps) is larger than a keyspace slot should be.
+    Stream(Box<stream::Stream>),
 }
 
 impl Value {
@@ -29,6 +32,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 }

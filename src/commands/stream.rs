@@ -791,7 +791,7 @@ fn deliver_history(s: &mut Stream, start: StreamId, count: usize, gr: &GroupRead
                     out.push(entry_reply(e));
                     if let Some(n) = g.pel.get_mut(&id) {
                         n.delivery_time = gr.now;
-                        n.delivery_count += 1;
+                        n.delivery_count = n.delivery_count.wrapping_add(1);
                     }
                 }
                 None => out.push(Reply::Array(vec![id_reply(id), Reply::NullArray])),
@@ -1433,14 +1433,14 @@ fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             break;
         }
         let Some(n) = g.pel.get(&id) else { continue };
-        if minidle != 0 && now - n.delivery_time < minidle {
+        if minidle != 0 && now.saturating_sub(n.delivery_time) < minidle {
             continue;
         }
         count -= 1;
         out.push(Reply::Array(vec![
             id_reply(id),
             Reply::Bulk(n.consumer.clone()),
-            Reply::Int((now - n.delivery_time).max(0)),
+            Reply::Int(now.saturating_sub(n.delivery_time).max(0)),
             Reply::Int(n.delivery_count as i64),
         ]));
     }
@@ -1561,7 +1561,7 @@ fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         if pending && minidle != 0 {
             if let Some(n) = g.pel.get(&id) {
-                if now - n.delivery_time < minidle {
+                if now.saturating_sub(n.delivery_time) < minidle {
                     continue;
                 }
             }
@@ -1574,7 +1574,7 @@ fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let new_count = if retrycount >= 0 {
             retrycount as u64
         } else if !justid {
-            old_count + 1
+            old_count.wrapping_add(1)
         } else {
             old_count
         };
@@ -1677,7 +1677,7 @@ fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         };
         if minidle != 0 {
             if let Some(n) = g.pel.get(&id) {
-                if now - n.delivery_time < minidle {
+                if now.saturating_sub(n.delivery_time) < minidle {
                     continue;
                 }
             }
@@ -1687,7 +1687,7 @@ fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             consumer_ready = true;
         }
         let old = g.pel.get(&id).map_or(0, |n| n.delivery_count);
-        let new_count = if justid { old } else { old + 1 };
+        let new_count = if justid { old } else { old.wrapping_add(1) };
         g.assign(id, cname, now, Some(new_count));
         if justid {
             out.push(id_reply(id));
@@ -1753,7 +1753,10 @@ fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         Reply::Map(vec![
                             (bulk("name"), Reply::Bulk(n.clone())),
                             (bulk("pending"), Reply::Int(c.pel.len() as i64)),
-                            (bulk("idle"), Reply::Int((now - c.seen_time).max(0))),
+                            (
+                                bulk("idle"),
+                                Reply::Int(now.saturating_sub(c.seen_time).max(0)),
+                            ),
                         ])
                     })
                     .collect(),

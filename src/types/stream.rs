@@ -550,7 +550,7 @@ impl Stream {
         node.live += 1;
         self.length += 1;
         self.last_id = id;
-        self.entries_added += 1;
+        self.entries_added = self.entries_added.wrapping_add(1);
         if self.length == 1 {
             self.first_id = id;
         }
@@ -775,10 +775,10 @@ impl Stream {
         if g.entries_read != INVALID_ENTRIES_READ
             && !self.range_has_tombstones(Some(g.last_id), None)
         {
-            return Some(self.entries_added as i64 - g.entries_read);
+            return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
         let read = self.estimate_distance(g.last_id);
-        (read != INVALID_ENTRIES_READ).then(|| self.entries_added as i64 - read)
+        (read != INVALID_ENTRIES_READ).then(|| (self.entries_added as i64).wrapping_sub(read))
     }
 
     /// Advance group `g`'s last delivered ID to `id` (delivered now), updating its read
@@ -788,7 +788,7 @@ impl Stream {
             return;
         }
         if g.entries_read != INVALID_ENTRIES_READ && !self.range_has_tombstones(Some(id), None) {
-            g.entries_read += 1;
+            g.entries_read = g.entries_read.wrapping_add(1);
         } else if self.entries_added != 0 {
             g.entries_read = self.estimate_distance(id);
         }

@@ -901,7 +901,8 @@ mod tests {
         assert_eq!(lp_int_size(0), 2);
         assert_eq!(lp_int_size(1000), 3);
         assert_eq!(lp_str_size(b"abc"), 5);
-        assert_eq!(lp_str_size(b"123"), 3);
+        assert_eq!(lp_str_size(b"123"), 2);
+        assert_eq!(lp_str_size(b"1000"), 3);
         assert_eq!(lp_str_size(b"0123"), 6);
     }
 

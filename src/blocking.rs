@@ -57,6 +57,7 @@ pub struct Registry {
 
 impl Registry {
     /// Register a waiter on `keys` of `db`. Call while holding the keys' shard locks.
+    #[allow(clippy::too_many_arguments)] // one call site, each argument a field of the waiter
     pub fn block(
         &self,
         guards: &Guards,

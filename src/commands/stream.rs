@@ -86,7 +86,7 @@ fn xread_keys(a: &[Bytes]) -> Vec<usize> {
         return vec![];
     };
     let num = a.len() - pos - 1;
-    if num == 0 || num % 2 != 0 {
+    if num == 0 || !num.is_multiple_of(2) {
         return vec![];
     }
     (pos + 1..pos + 1 + num / 2).collect()
@@ -392,8 +392,8 @@ fn xadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     let id =
         match s.next_id(given, seq_given, now) {
-            Ok(id) => id,
-            Err(()) => return Reply::error(
+            Some(id) => id,
+            None => return Reply::error(
                 "ERR The ID specified in XADD is equal or smaller than the target stream top item",
             ),
         };
@@ -642,7 +642,7 @@ fn parse_read(ctx: &Ctx, a: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Reply
         } else if eq(o, "streams") && more > 0 {
             streams_arg = i + 1;
             let n = a.len() - streams_arg;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 return Err(Reply::error("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
             }
             r.keys = a[streams_arg..streams_arg + n / 2].to_vec();

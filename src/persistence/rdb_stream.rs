@@ -240,13 +240,12 @@ fn parse_node(
         let seq = master.seq.wrapping_add(int_of(it.next()?)? as u64);
         let id = StreamId::new(ms, seq);
         let mut items = Vec::new();
-        let lp_count;
-        if flags & FLAG_SAMEFIELDS != 0 {
+        let lp_count = if flags & FLAG_SAMEFIELDS != 0 {
             for f in &master_fields {
                 items.push(f.clone());
                 items.push(bytes_of(it.next()?));
             }
-            lp_count = master_fields.len() as i64 + 3;
+            master_fields.len() as i64 + 3
         } else {
             let n = int_of(it.next()?)?;
             if n < 0 || n as usize > elems.len() {
@@ -255,8 +254,8 @@ fn parse_node(
             for _ in 0..n * 2 {
                 items.push(bytes_of(it.next()?));
             }
-            lp_count = n * 2 + 4;
-        }
+            n * 2 + 4
+        };
         if int_of(it.next()?)? != lp_count {
             return None;
         }
@@ -394,13 +393,14 @@ pub(crate) fn rewrite_commands(key: &[u8], s: &Stream) -> Vec<Vec<Bytes>> {
             true
         });
     } else {
-        // An empty stream: create it with an entry at its last ID and delete that entry.
+        // An empty stream: XADD MAXLEN 0 of an entry at 0-1 creates it empty (the XSETID
+        // below then sets its real last ID, 0-0 included).
         cmds.push(vec![
             Bytes::from_static(b"XADD"),
             k.clone(),
             Bytes::from_static(b"MAXLEN"),
             Bytes::from_static(b"0"),
-            s.last_id.to_bytes(),
+            Bytes::from_static(b"0-1"),
             Bytes::from_static(b"x"),
             Bytes::from_static(b"y"),
         ]);

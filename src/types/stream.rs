@@ -213,8 +213,7 @@ impl Node {
         let mut n = lp_int_size(0)
             + lp_int_size(e.id.ms.wrapping_sub(master.ms) as i64)
             + lp_int_size(e.id.seq.wrapping_sub(master.seq) as i64);
-        let count;
-        if self.same_fields(e) {
+        let count = if self.same_fields(e) {
             let mut values = 0;
             for (i, item) in e.items().enumerate() {
                 if i % 2 == 1 {
@@ -222,15 +221,15 @@ impl Node {
                     values += 1;
                 }
             }
-            count = 3 + values;
+            3 + values
         } else {
             let pairs = e.num_fields();
             n += lp_int_size(pairs as i64);
             for item in e.items() {
                 n += lp_str_size(item);
             }
-            count = 4 + pairs * 2;
-        }
+            4 + pairs * 2
+        };
         n + lp_int_size(count as i64)
     }
 }
@@ -471,19 +470,19 @@ impl Stream {
 
     /// The ID XADD would give an entry: `given` (with its sequence, or `ms-*` when
     /// `seq_given` is false), or the next one after `last_id` from the clock. None when no
-    /// greater ID exists; `Err(())` when the given ID is not above the last one.
+    /// greater ID exists or the given ID is not above the last one.
     pub fn next_id(
         &self,
         given: Option<StreamId>,
         seq_given: bool,
         now_ms: u64,
-    ) -> Result<StreamId, ()> {
+    ) -> Option<StreamId> {
         let id = match given {
             Some(id) if seq_given => id,
             Some(id) => {
                 if self.last_id.ms == id.ms {
                     if self.last_id.seq == u64::MAX {
-                        return Err(());
+                        return None;
                     }
                     StreamId::new(id.ms, self.last_id.seq + 1)
                 } else {
@@ -494,14 +493,11 @@ impl Stream {
                 if now_ms > self.last_id.ms {
                     StreamId::new(now_ms, 0)
                 } else {
-                    self.last_id.incr().ok_or(())?
+                    self.last_id.incr()?
                 }
             }
         };
-        if id <= self.last_id {
-            return Err(());
-        }
-        Ok(id)
+        (id > self.last_id).then_some(id)
     }
 
     /// Append an entry with an ID above `last_id` (checked by the caller).

@@ -28,6 +28,9 @@ pub struct Waiter {
     /// The blocking command's arguments, for the serve function.
     pub args: Vec<Bytes>,
     pub serve: ServeFn,
+    /// Try the waiters queued behind this one even when it cannot be served (stream readers
+    /// wait for different IDs); list and sorted-set pops stop at the first that cannot.
+    pub serve_each: bool,
     tx: Mutex<Option<oneshot::Sender<Reply>>>,
 }
 
@@ -54,6 +57,7 @@ pub struct Registry {
 
 impl Registry {
     /// Register a waiter on `keys` of `db`. Call while holding the keys' shard locks.
+    #[allow(clippy::too_many_arguments)] // one call site, each argument a field of the waiter
     pub fn block(
         &self,
         guards: &Guards,
@@ -62,6 +66,7 @@ impl Registry {
         keys: Vec<Bytes>,
         args: Vec<Bytes>,
         serve: ServeFn,
+        serve_each: bool,
     ) -> Blocked {
         let (tx, rx) = oneshot::channel();
         let w = Arc::new(Waiter {
@@ -70,6 +75,7 @@ impl Registry {
             keys,
             args,
             serve,
+            serve_each,
             tx: Mutex::new(Some(tx)),
         });
         let mut map = self.by_key.lock();
@@ -150,8 +156,12 @@ impl Registry {
                 // The map lock is held across serving so a timing-out waiter cannot cancel
                 // between its element being popped and its reply being sent.
                 let mut map = self.by_key.lock();
+                // Waiters passed over (they could not be served and let later ones try).
+                let mut skipped = 0;
                 loop {
-                    let Some(w) = map.get(&(db, key.clone())).and_then(|q| q.front().cloned())
+                    let Some(w) = map
+                        .get(&(db, key.clone()))
+                        .and_then(|q| q.get(skipped).cloned())
                     else {
                         break;
                     };
@@ -159,7 +169,13 @@ impl Registry {
                         let mut h = guards.db(db);
                         (w.serve)(&mut h, &w, &key)
                     };
-                    let Some((reply, cmds)) = served else { break };
+                    let Some((reply, cmds)) = served else {
+                        if w.serve_each {
+                            skipped += 1;
+                            continue;
+                        }
+                        break;
+                    };
                     Self::unlink(&mut map, &w);
                     if let Some(tx) = w.take() {
                         guards.ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);

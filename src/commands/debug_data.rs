@@ -147,6 +147,7 @@ fn type_number(v: &Value) -> u32 {
         Value::Set(_) => 2,
         Value::ZSet(_) => 3,
         Value::Hash(_) => 4,
+        Value::Stream(_) => 6,
     }
 }
 
@@ -183,6 +184,16 @@ fn mix_entry(d: &mut Digest, entry: &Entry) {
                 mix_in(&mut element, value);
                 xor_in(d, &element);
             }
+        }
+        Value::Stream(s) => {
+            use crate::types::stream::StreamId;
+            s.for_each(StreamId::MIN, StreamId::MAX, false, |e| {
+                mix_in(d, format!("{}.{}", e.id.ms, e.id.seq).as_bytes());
+                for item in e.items() {
+                    mix_in(d, item);
+                }
+                true
+            });
         }
     }
     if entry.has_expire() {

@@ -105,6 +105,7 @@ pub fn value_heap_bytes(v: &Value) -> usize {
         Value::Hash(h) => h.heap_bytes(),
         Value::Set(s) => s.heap_bytes(),
         Value::List(l) => l.heap_bytes(),
+        Value::Stream(s) => s.heap_bytes(),
     }
 }
 
@@ -488,6 +489,7 @@ pub fn encoding_name(v: &Value) -> &'static str {
         Value::Hash(h) => h.encoding_name(),
         Value::Set(s) => s.encoding_name(),
         Value::List(l) => l.encoding_name(),
+        Value::Stream(_) => "stream",
     }
 }
 

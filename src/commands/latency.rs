@@ -202,6 +202,18 @@ const CONTAINERS: &[(&str, &[&str])] = &[
     ),
     ("slowlog", &["get", "len", "reset", "help"]),
     (
+        "xgroup",
+        &[
+            "create",
+            "setid",
+            "destroy",
+            "createconsumer",
+            "delconsumer",
+            "help",
+        ],
+    ),
+    ("xinfo", &["consumers", "groups", "stream", "help"]),
+    (
         "latency",
         &[
             "latest",

@@ -598,6 +598,8 @@ fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
         timeout_ms: timeout,
         serve: serve_pop,
         on_timeout: Reply::NullArray,
+        args: None,
+        serve_each: false,
     });
     Reply::NoReply
 }
@@ -663,6 +665,8 @@ fn bmove(
         serve: serve_move,
         // Redis answers a timed-out BLMOVE/BRPOPLPUSH with a null array (RESP2 `*-1`).
         on_timeout: Reply::NullArray,
+        args: None,
+        serve_each: false,
     });
     Reply::NoReply
 }
@@ -805,6 +809,8 @@ fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 timeout_ms: timeout,
                 serve: serve_pop,
                 on_timeout: Reply::NullArray,
+                args: None,
+                serve_each: false,
             });
             Reply::NoReply
         }

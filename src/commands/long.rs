@@ -64,6 +64,7 @@ fn elements(v: &Value) -> usize {
         Value::Hash(h) => h.len(),
         Value::Set(s) => s.len(),
         Value::ZSet(z) => z.len(),
+        Value::Stream(s) => s.length as usize,
     }
 }
 

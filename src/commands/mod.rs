@@ -42,6 +42,7 @@ pub mod server;
 pub mod set;
 pub mod slowlog;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod tx;
 pub mod zset;
@@ -169,6 +170,12 @@ pub struct BlockRequest {
     pub serve: ServeFn,
     /// What the client gets when it times out.
     pub on_timeout: Reply,
+    /// What the serve function gets as the waiter's arguments, if not the command's own
+    /// (XREAD keeps the IDs it waits after, `$` resolved).
+    pub args: Option<Vec<Bytes>>,
+    /// The waiters of a key are tried one by one even when an earlier one cannot be served
+    /// (stream readers wait for different IDs), instead of stopping at the first.
+    pub serve_each: bool,
 }
 
 /// What a handler works with.
@@ -298,6 +305,7 @@ static FAMILIES: &[&[Spec]] = &[
     hash::COMMANDS,
     set::COMMANDS,
     list::COMMANDS,
+    stream::COMMANDS,
     tx::COMMANDS,
     pubsub::COMMANDS,
     slowlog::COMMANDS,
@@ -837,9 +845,15 @@ pub fn run_locked<'a>(
         crate::notify::publish_all(srv, &mut g.events);
     }
     let blocked = block.map(|b| {
-        let blocked = srv
-            .blocking
-            .block(g, client.id, client.db, b.keys, args.to_vec(), b.serve);
+        let blocked = srv.blocking.block(
+            g,
+            client.id,
+            client.db,
+            b.keys,
+            b.args.unwrap_or_else(|| args.to_vec()),
+            b.serve,
+            b.serve_each,
+        );
         client.block_timeout_ms = b.timeout_ms;
         client.block_timeout_reply = Some(b.on_timeout);
         blocked

@@ -52,6 +52,11 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
         }
         removed += sh.clear();
     });
+    // Clients blocked on the database's keys learn about it (an XREADGROUP waiter is told
+    // its stream is gone, as Redis's signalFlushedDb does).
+    for k in ctx.srv.blocking.keys_in_db(db) {
+        ctx.db_at(db).modified(&k);
+    }
     removed
 }
 

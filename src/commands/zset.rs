@@ -1572,6 +1572,8 @@ fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
         timeout_ms: timeout,
         serve: serve_bzpop,
         on_timeout: Reply::NullArray,
+        args: None,
+        serve_each: false,
     });
     Reply::NoReply
 }
@@ -1601,6 +1603,8 @@ fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         timeout_ms: timeout,
         serve: serve_bzmpop,
         on_timeout: Reply::NullArray,
+        args: None,
+        serve_each: false,
     });
     Reply::NoReply
 }

@@ -281,18 +281,18 @@ pub static EXTRA: &[Param] = &[
         "3000",
         "largest sparse HyperLogLog string, in bytes, before it is converted to dense",
     ),
-    // Features Podium does not have.
+    // Stream node sizes (crate::types::stream); then features Podium does not have.
     row(
         "stream-node-max-bytes",
         Kind::Memory,
         "4096",
-        "accepted, no effect: stream commands are not supported",
+        "streams: a new node (listpack) starts past this many bytes (0 = no limit)",
     ),
     row(
         "stream-node-max-entries",
         UINT,
         "100",
-        "accepted, no effect: stream commands are not supported",
+        "streams: a new node (listpack) starts past this many entries (0 = no limit)",
     ),
     fixed_row(
         "socket-mark-id",

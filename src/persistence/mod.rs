@@ -27,6 +27,7 @@
 pub mod load;
 pub mod manifest;
 pub mod rdb;
+pub(crate) mod rdb_stream;
 pub mod rewrite;
 pub mod snapshot;
 

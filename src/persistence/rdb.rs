@@ -105,6 +105,7 @@ pub(crate) fn object_type(value: &Value) -> u8 {
         Value::Set(_) => TYPE_SET,
         Value::Hash(_) => TYPE_HASH,
         Value::ZSet(_) => TYPE_ZSET_2,
+        Value::Stream(_) => super::rdb_stream::TYPE_STREAM_LISTPACKS_2,
     }
 }
 
@@ -146,6 +147,7 @@ pub(crate) fn put_object(out: &mut Vec<u8>, value: &Value, lzf: bool) {
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
+        Value::Stream(s) => super::rdb_stream::put_stream(out, s, lzf),
     }
 }
 
@@ -371,6 +373,11 @@ impl<'a> Reader<'a> {
         (n.checked_mul(min_bytes)? <= self.remaining()).then_some(n)
     }
 
+    /// [`count`](Self::count) for other modules' decoders.
+    pub(crate) fn count_items(&mut self, min_bytes: usize) -> Option<usize> {
+        self.count(min_bytes)
+    }
+
     /// An RDB string in any of its encodings.
     pub(crate) fn string(&mut self) -> Option<Vec<u8>> {
         match self.len_or_enc()? {
@@ -463,13 +470,13 @@ fn lzf_decompress(src: &[u8], len: usize) -> Option<Vec<u8>> {
 }
 
 /// One element of a ziplist or listpack: text or an integer.
-enum Elem<'a> {
+pub(crate) enum Elem<'a> {
     Str(&'a [u8]),
     Int(i64),
 }
 
 impl Elem<'_> {
-    fn to_vec(&self) -> Vec<u8> {
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
         match self {
             Elem::Str(s) => s.to_vec(),
             Elem::Int(v) => v.to_string().into_bytes(),
@@ -498,7 +505,7 @@ fn sign_extend(v: u64, bits: u32) -> i64 {
 
 /// The elements of a listpack (Redis 7.0's compact encoding), validated as Redis's deep
 /// sanitization does: header size and count, every entry's back-length, the terminator.
-fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
+pub(crate) fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
     if lp.len() < 7 {
         return None;
     }
@@ -779,7 +786,13 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                 .collect();
             build_hash(pairs, limits)?
         }
-        // Streams, modules, zipmaps and anything unknown.
+        super::rdb_stream::TYPE_STREAM_LISTPACKS | super::rdb_stream::TYPE_STREAM_LISTPACKS_2 => {
+            // An empty stream is a value of its own (XGROUP CREATE MKSTREAM, XADD + XDEL).
+            return Some(Value::Stream(Box::new(super::rdb_stream::read_stream(
+                r, t,
+            )?)));
+        }
+        // Modules, zipmaps and anything unknown.
         _ => return None,
     };
     let empty = match &value {
@@ -788,6 +801,7 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         Value::Set(s) => s.is_empty(),
         Value::Hash(h) => h.is_empty(),
         Value::ZSet(z) => z.is_empty(),
+        Value::Stream(_) => false,
     };
     (!empty).then_some(value)
 }

@@ -536,6 +536,13 @@ pub(crate) fn serialize_shard(
                 buf,
                 w,
             )?,
+            Value::Stream(s) => {
+                for cmd in super::rdb_stream::rewrite_commands(key, s) {
+                    let argv: Vec<&[u8]> = cmd.iter().map(|a| &a[..]).collect();
+                    encode_command(buf, &argv);
+                    spill(buf, w)?;
+                }
+            }
         }
         if e.has_expire() {
             let at = e.expire_at.to_string();

@@ -325,8 +325,6 @@ fn type_name(t: u8) -> &'static str {
         6 => "module (pre-GA module value)",
         7 => "module",
         9 => "hash (zipmap encoding)",
-        15 => "stream",
-        19 => "stream (listpacks v2)",
         20 => "set (listpack, Redis 7.2)",
         21 => "stream (listpacks v3, Redis 7.2)",
         _ => "unknown type",
@@ -334,7 +332,7 @@ fn type_name(t: u8) -> &'static str {
 }
 
 fn type_supported(t: u8) -> bool {
-    matches!(t, 0..=5 | 10..=14 | 16..=18)
+    matches!(t, 0..=5 | 10..=19)
 }
 
 /// Parse an RDB image at the start of `data`. `skip_expired_at`: drop keys whose expiry is
@@ -1417,9 +1415,9 @@ mod tests {
     }
 
     #[test]
-    fn streams_and_old_style_functions_are_refused_by_name() {
+    fn redis_7_2_streams_and_functions_are_refused_by_name() {
         let mut img = b"REDIS0010".to_vec();
-        img.push(15);
+        img.push(21);
         rdb::put_string(&mut img, b"mystream");
         img.push(0);
         let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");

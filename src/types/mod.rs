@@ -8,6 +8,7 @@ pub mod list;
 pub mod located;
 pub mod set;
 pub mod skiplist;
+pub mod stream;
 pub mod zset;
 
 /// A key's value.
@@ -20,6 +21,8 @@ pub enum Value {
     Hash(Box<hash::Hash>),
     Set(Box<set::Set>),
     ZSet(zset::ZSet),
+    // Boxed: a stream's header (IDs, counters, maps) is larger than a keyspace slot should be.
+    Stream(Box<stream::Stream>),
 }
 
 impl Value {
@@ -31,6 +34,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 }

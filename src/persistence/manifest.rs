@@ -6,23 +6,10 @@
 //! manifest is replaced atomically (written to a temporary file, fsynced, renamed, then the
 //! directory fsynced), so a crash leaves either the old or the new list.
 
+pub use crate::state::aof::{Manifest, Part};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// One file listed in the manifest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Part {
-    pub name: String,
-    pub seq: u64,
-}
-
-/// The parsed manifest.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Manifest {
-    pub base: Option<Part>,
-    pub incrs: Vec<Part>,
-}
 
 impl Manifest {
     /// Parse the manifest text. Err names the line that is wrong.

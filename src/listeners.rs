@@ -8,15 +8,8 @@
 //! affected.
 
 use crate::state::Server;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The running accept loops.
-#[derive(Default)]
-pub(crate) struct Listeners {
-    accepting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-}
 
 /// Bind `bind` on `port` with the configured backlog (std sockets, before any accept loop).
 pub(crate) fn bind(

@@ -11,44 +11,9 @@
 //! insist" does.
 
 use crate::state::Server;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
-
-/// The state a signal-initiated shutdown shares with SHUTDOWN ABORT and DEBUG PAUSE-CRON.
-#[derive(Default)]
-pub(crate) struct SignalShutdown {
-    /// A signal asked for a shutdown that has not started yet.
-    scheduled: AtomicBool,
-    /// DEBUG PAUSE-CRON 1: the cron does nothing (a scheduled shutdown waits).
-    cron_paused: AtomicBool,
-    /// Wakes the waiting shutdown when one of the above changes.
-    changed: tokio::sync::Notify,
-}
-
-impl SignalShutdown {
-    /// SHUTDOWN ABORT: cancel a scheduled shutdown; false when none is scheduled.
-    pub(crate) fn abort(&self) -> bool {
-        if self.scheduled.swap(false, Ordering::SeqCst) {
-            tracing::warn!("Shutdown manually aborted.");
-            self.changed.notify_one();
-            true
-        } else {
-            false
-        }
-    }
-
-    /// DEBUG PAUSE-CRON.
-    pub(crate) fn pause_cron(&self, paused: bool) {
-        self.cron_paused.store(paused, Ordering::SeqCst);
-        self.changed.notify_one();
-    }
-
-    /// Whether the cron is held by DEBUG PAUSE-CRON.
-    pub(crate) fn cron_paused(&self) -> bool {
-        self.cron_paused.load(Ordering::Relaxed)
-    }
-}
 
 /// Serve signals until the server must exit: returns once SHUTDOWN has run, or a signal's
 /// shutdown has made its final save (the caller then flushes the AOF and exits).
@@ -118,22 +83,4 @@ fn insist() -> ! {
     tracing::warn!("You insist... exiting now.");
     let _ = std::fs::remove_file(format!("temp-{}.rdb", std::process::id()));
     std::process::exit(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn abort_cancels_only_a_scheduled_shutdown() {
-        let s = SignalShutdown::default();
-        assert!(!s.abort(), "nothing to abort");
-        s.scheduled.store(true, Ordering::SeqCst);
-        assert!(s.abort());
-        assert!(!s.scheduled.load(Ordering::SeqCst));
-        s.pause_cron(true);
-        assert!(s.cron_paused());
-        s.pause_cron(false);
-        assert!(!s.cron_paused());
-    }
 }

@@ -3,14 +3,22 @@
 //! tracking tables, scripts, the AOF and the introspection logs; [`Stats`] the counters INFO
 //! reports. What runs it (the listener, the cron, shutdown) is [`crate::server`], above.
 
+pub(crate) mod aof;
 pub mod introspect;
+pub(crate) mod latency;
+pub(crate) mod listeners;
+pub(crate) mod pause;
+pub(crate) mod scripts;
+pub(crate) mod shutdown;
+pub(crate) mod slowlog;
+pub(crate) mod tracking;
 
 use crate::blocking::Registry;
 use crate::client::ClientInfo;
 use crate::clock::unix_ms;
 use crate::config::Config;
 use crate::keyspace::Keyspace;
-use crate::persistence::Aof;
+use aof::Aof;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -46,7 +54,7 @@ pub struct Server {
     /// Pub/Sub channels, patterns and shard channels with their subscribers.
     pub(crate) pubsub: crate::pubsub::PubSub,
     /// Client-side caching: tracked keys, BCAST prefixes, tracking clients.
-    pub(crate) tracking: crate::tracking::Tracking,
+    pub(crate) tracking: tracking::Tracking,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     next_client_id: AtomicU64,
     pub started: Instant,
@@ -54,7 +62,7 @@ pub struct Server {
     pub port: AtomicI64,
     pub aof: Aof,
     /// Lua scripts cached for EVALSHA, and the running script's state.
-    pub scripts: crate::commands::script::Scripts,
+    pub scripts: scripts::Scripts,
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
@@ -62,17 +70,17 @@ pub struct Server {
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
     pub expire_cursor: std::sync::atomic::AtomicUsize,
     /// SLOWLOG entries.
-    pub slowlog: crate::commands::slowlog::SlowLog,
+    pub slowlog: slowlog::SlowLog,
     /// LATENCY monitor events.
-    pub latency: crate::commands::latency::Monitor,
+    pub latency: latency::Monitor,
     /// INFO errorstats: error replies by their first word.
     pub errorstats: crate::state::introspect::ErrorStats,
     /// CLIENT PAUSE state.
-    pub(crate) pause: crate::pause::Pause,
+    pub(crate) pause: pause::Pause,
     /// The TCP accept loops (CONFIG SET port / bind replace them).
-    pub(crate) listeners: crate::listeners::Listeners,
+    pub(crate) listeners: listeners::Listeners,
     /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
-    pub(crate) signal_shutdown: crate::shutdown::SignalShutdown,
+    pub(crate) signal_shutdown: shutdown::SignalShutdown,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -132,11 +140,11 @@ impl Server {
     /// Log a change to the AOF (if enabled).
     pub fn propagate(&self, db: usize, argv: Vec<Bytes>) {
         // A script's redis.set_repl can keep its commands out of the AOF.
-        if crate::scripting::aof_suppressed() {
+        if scripts::aof_suppressed() {
             return;
         }
         // A running script collects its commands and feeds them in one piece.
-        if let Some(argv) = crate::scripting::collect_for_script(db, argv) {
+        if let Some(argv) = scripts::collect_for_script(db, argv) {
             self.aof.feed(db, argv);
         }
     }

@@ -18,54 +18,12 @@ use crate::client::ClientInfo;
 /// handler); kept here for code written against the old path until the branches are merged.
 #[allow(unused_imports)]
 pub(crate) use crate::commands::client::client_subcommand;
+use crate::state::tracking::State;
+pub(crate) use crate::state::tracking::{Options, Tracking};
 use crate::state::Server;
 use bytes::Bytes;
-use hashbrown::{HashMap, HashSet};
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// One client's CLIENT TRACKING options.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct Options {
-    pub redirect: u64,
-    pub bcast: bool,
-    pub optin: bool,
-    pub optout: bool,
-    pub noloop: bool,
-    pub prefixes: Vec<Bytes>,
-    /// The redirect target was found gone (CLIENT TRACKINGINFO flag `broken_redirect`).
-    pub broken: bool,
-}
-
-#[derive(Default)]
-struct Prefix {
-    clients: HashSet<u64>,
-    /// Keys changed under this prefix since the last broadcast, with who changed them (0:
-    /// the server itself), for NOLOOP.
-    pending: Vec<(Bytes, u64)>,
-}
-
-#[derive(Default)]
-struct State {
-    keys: HashMap<Bytes, HashSet<u64>>,
-    items: usize,
-    prefixes: BTreeMap<Bytes, Prefix>,
-    clients: HashMap<u64, Options>,
-}
-
-/// The server-wide tracking state.
-#[derive(Default)]
-pub(crate) struct Tracking {
-    state: Mutex<State>,
-    /// Some client has tracking on (checked before anything else is done).
-    active: AtomicBool,
-    /// `tracking-table-max-keys` was just lowered: the next command (of any client) applies it
-    /// before it runs, as Redis does at the top of processCommand, so a client in MULTI gets
-    /// its invalidations before its QUEUED.
-    limit_lowered: AtomicBool,
-}
 
 /// Where one invalidation goes, decided under the lock and sent after it.
 struct Delivery {

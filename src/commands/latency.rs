@@ -10,9 +10,10 @@
 use super::flags::*;
 use super::{table, Ctx, Keys, Spec};
 use crate::protocol::Reply;
+pub use crate::state::latency::Monitor;
+use crate::state::latency::Series;
 use crate::state::Server;
 use bytes::Bytes;
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,52 +25,6 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     latency,
     "server",
 )];
-
-/// Samples kept per event.
-const SAMPLES: usize = 160;
-
-#[derive(Default, Clone)]
-struct Series {
-    /// Ring of (unix second, ms); a zero second is an empty slot.
-    samples: Vec<(i64, u64)>,
-    next: usize,
-    max: u64,
-}
-
-impl Series {
-    fn add(&mut self, now: i64, ms: u64) {
-        if self.samples.is_empty() {
-            self.samples = vec![(0, 0); SAMPLES];
-        }
-        self.max = self.max.max(ms);
-        let prev = (self.next + SAMPLES - 1) % SAMPLES;
-        if self.samples[prev].0 == now {
-            self.samples[prev].1 = self.samples[prev].1.max(ms);
-            return;
-        }
-        self.samples[self.next] = (now, ms);
-        self.next = (self.next + 1) % SAMPLES;
-    }
-
-    /// Samples oldest first.
-    fn history(&self) -> Vec<(i64, u64)> {
-        (0..self.samples.len())
-            .map(|i| self.samples[(self.next + i) % self.samples.len()])
-            .filter(|s| s.0 != 0)
-            .collect()
-    }
-
-    fn latest(&self) -> (i64, u64) {
-        let prev = (self.next + SAMPLES - 1) % SAMPLES;
-        self.samples.get(prev).copied().unwrap_or((0, 0))
-    }
-}
-
-/// The latency monitor's events.
-#[derive(Default)]
-pub struct Monitor {
-    events: Mutex<BTreeMap<&'static str, Series>>,
-}
 
 impl Monitor {
     /// Record `ms` for `event` if the monitor is on and it reaches the threshold.
@@ -602,6 +557,7 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::latency::SAMPLES;
 
     #[test]
     fn series_keeps_one_sample_per_second_and_the_max() {

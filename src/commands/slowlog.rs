@@ -11,11 +11,11 @@ use super::flags::*;
 use super::{Ctx, Keys, Spec};
 use crate::client::Client;
 use crate::protocol::Reply;
+use crate::state::slowlog::Entry;
+pub use crate::state::slowlog::SlowLog;
 use crate::state::Server;
 use bytes::Bytes;
-use parking_lot::Mutex;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "slowlog",
@@ -29,22 +29,6 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
 /// Arguments kept per entry, and bytes kept per argument (Redis's limits).
 const MAX_ARGC: usize = 32;
 const MAX_ARG_BYTES: usize = 128;
-
-struct Entry {
-    id: u64,
-    time: i64,
-    duration_us: u64,
-    args: Vec<Bytes>,
-    addr: String,
-    name: Bytes,
-}
-
-/// The log itself.
-#[derive(Default)]
-pub struct SlowLog {
-    entries: Mutex<VecDeque<Entry>>,
-    next_id: AtomicU64,
-}
 
 /// What an entry keeps of a command's arguments: Redis's trimming and redaction.
 fn logged_args(args: &[Bytes]) -> Vec<Bytes> {

@@ -16,28 +16,13 @@
 //! The manifest is replaced atomically (written to a temporary file, fsynced, renamed, then the
 //! directory fsynced), so a crash leaves either the old or the new list.
 
+pub use crate::state::aof::{Manifest, Part};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Longest manifest line Redis reads (MANIFEST_MAX_LINE).
 const MAX_LINE: usize = 1024;
-
-/// One file listed in the manifest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Part {
-    pub name: String,
-    pub seq: i64,
-}
-
-/// The parsed manifest.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Manifest {
-    pub base: Option<Part>,
-    /// Files a finished rewrite replaced, to delete (type `h`).
-    pub history: Vec<Part>,
-    pub incrs: Vec<Part>,
-}
 
 /// Why a manifest was refused: Redis's reason, and the line it was found on (when the line had
 /// been read in full).

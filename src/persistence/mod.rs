@@ -32,147 +32,21 @@ pub mod rewrite;
 pub mod snapshot;
 
 use crate::protocol::Reply;
+pub use crate::state::aof::{Aof, FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO};
+pub(crate) use crate::state::aof::{Inner, Out, State};
 use crate::state::Server;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
-use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-
-pub const FSYNC_ALWAYS: u8 = 0;
-pub const FSYNC_EVERYSEC: u8 = 1;
-pub const FSYNC_NO: u8 = 2;
 
 fn fsync_mode(s: Option<String>) -> u8 {
     match s.as_deref() {
         Some("always") => FSYNC_ALWAYS,
         Some("no") => FSYNC_NO,
         _ => FSYNC_EVERYSEC,
-    }
-}
-
-/// Commands fed but not yet written.
-#[derive(Default)]
-pub(crate) struct Feed {
-    pub buf: Vec<u8>,
-    /// Sequence number of the last command appended to `buf`.
-    pub seq: u64,
-    /// Database the log is positioned on (None: emit SELECT before the next command).
-    pub db: Option<usize>,
-    /// Unix second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
-    pub ts: i64,
-}
-
-/// The incremental file being appended to.
-pub(crate) struct Out {
-    pub file: Arc<File>,
-    pub size: u64,
-}
-
-/// Manifest state and rewrite statistics.
-#[derive(Default)]
-pub(crate) struct State {
-    pub dir: PathBuf,
-    pub filename: String,
-    pub manifest: manifest::Manifest,
-    pub base_size: u64,
-    /// Sizes of the incremental files other than the one being appended to.
-    pub other_incr_size: u64,
-    /// Size of the AOF after the last rewrite (for auto-aof-rewrite-percentage).
-    pub rewrite_base_size: u64,
-    pub rewrites: u64,
-    pub consecutive_failures: u64,
-    pub last_rewrite_ok: bool,
-    pub last_rewrite_secs: i64,
-    pub rewrite_started: Option<Instant>,
-    pub scheduled: bool,
-}
-
-pub(crate) struct Inner {
-    /// Logging is on (feed buffers commands).
-    pub enabled: AtomicBool,
-    pub feed: Mutex<Feed>,
-    /// Wakes the writer thread (waits with the `feed` mutex).
-    pub wake: Condvar,
-    /// Sequence of the last command fed.
-    pub fed: AtomicU64,
-    /// Sequence up to which the log was handed to the kernel.
-    pub written: AtomicU64,
-    /// Sequence up to which the log is fsynced.
-    pub synced: AtomicU64,
-    pub durable: tokio::sync::Notify,
-    /// The writer's one wake-up per fsync for the runtime: a single task (`relay_durable`)
-    /// waits on it and wakes the connections waiting in `durable` from inside the runtime.
-    /// Waking each of them from the writer thread would cost an eventfd write(2) apiece.
-    pub synced_signal: tokio::sync::Notify,
-    pub mode: AtomicU8,
-    /// Lock order: `out` before `feed`; neither is held while taking a shard lock.
-    pub out: Mutex<Option<Out>>,
-    pub state: Mutex<State>,
-    pub rewriting: AtomicBool,
-    pub loading: AtomicBool,
-    pub last_write_ok: AtomicBool,
-    /// errno of the last failed write or fsync (meaningful while `last_write_ok` is false).
-    pub last_write_errno: std::sync::atomic::AtomicI32,
-    /// `aof-max-size` (0: none), refreshed by the writer thread from the config.
-    pub max_size: AtomicU64,
-    pub fsync_in_progress: AtomicBool,
-    /// `dirty` counter value at the last save/load (rdb_changes_since_last_save).
-    pub dirty_base: AtomicU64,
-    pub writer_started: AtomicBool,
-    pub last_fsync_ms: AtomicI64,
-    /// `always`: the executor went idle with commands not yet fsynced (see
-    /// [`Aof::executor_idle`]); the writer starts the next group commit.
-    pub kick: AtomicBool,
-    /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line precedes the first command of each
-    /// second, as Redis writes it (see [`Aof::config_changed`]).
-    pub timestamps: AtomicBool,
-    /// Set when `appendonly` is turned off during a rewrite: the rewrite stops (Redis kills
-    /// its rewrite child).
-    pub rewrite_cancel: AtomicBool,
-    /// DEBUG AOF-FLUSH-SLEEP: microseconds each write of buffered commands waits first, so
-    /// tests can see that no reply goes out before its command is in the file.
-    pub flush_sleep_us: AtomicU64,
-    /// RDB snapshots (SAVE, BGSAVE, save points).
-    pub snap: snapshot::SnapState,
-}
-
-impl Default for Inner {
-    fn default() -> Self {
-        Inner {
-            enabled: AtomicBool::new(false),
-            feed: Mutex::new(Feed::default()),
-            wake: Condvar::new(),
-            fed: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            synced: AtomicU64::new(0),
-            durable: tokio::sync::Notify::new(),
-            synced_signal: tokio::sync::Notify::new(),
-            mode: AtomicU8::new(FSYNC_EVERYSEC),
-            out: Mutex::new(None),
-            state: Mutex::new(State {
-                last_rewrite_ok: true,
-                last_rewrite_secs: -1,
-                ..State::default()
-            }),
-            rewriting: AtomicBool::new(false),
-            loading: AtomicBool::new(false),
-            last_write_ok: AtomicBool::new(true),
-            last_write_errno: std::sync::atomic::AtomicI32::new(0),
-            max_size: AtomicU64::new(0),
-            fsync_in_progress: AtomicBool::new(false),
-            dirty_base: AtomicU64::new(0),
-            writer_started: AtomicBool::new(false),
-            last_fsync_ms: AtomicI64::new(0),
-            kick: AtomicBool::new(false),
-            timestamps: AtomicBool::new(false),
-            rewrite_cancel: AtomicBool::new(false),
-            flush_sleep_us: AtomicU64::new(0),
-            snap: snapshot::SnapState::default(),
-        }
     }
 }
 
@@ -196,12 +70,6 @@ pub async fn relay_durable(aof: Aof) {
         aof.inner.synced_signal.notified().await;
         aof.inner.durable.notify_waiters();
     }
-}
-
-/// The AOF as the rest of the server sees it.
-#[derive(Default, Clone)]
-pub struct Aof {
-    pub(crate) inner: Arc<Inner>,
 }
 
 /// Append the RESP encoding of `argv` to `out`.

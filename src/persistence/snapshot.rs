@@ -27,10 +27,9 @@ use super::rdb::{self, Limits, Reader};
 use crate::keyspace::Shard;
 use crate::state::Server;
 use crate::types::Value;
-use parking_lot::Mutex;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 const OP_FUNCTION2: u8 = 0xF5;
@@ -726,77 +725,6 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
 
 // ---------------------------------------------------------------------------------------------
 // SAVE / BGSAVE
-
-/// Snapshot state (Redis's rdb_* server fields).
-pub(crate) struct SnapState {
-    /// The BGSAVE child's pid, 0 when none runs.
-    pub child: AtomicI32,
-    pub child_started: Mutex<Option<Instant>>,
-    pub last_bgsave_ok: AtomicBool,
-    pub last_bgsave_secs: AtomicI64,
-    /// Unix seconds of the last BGSAVE attempt (retry delay after a failure).
-    pub last_bgsave_try: AtomicI64,
-    pub saves: AtomicU64,
-    pub last_cow: AtomicU64,
-    /// The running child's reports (INFO current_*): keys written of the total, its
-    /// copy-on-write bytes, the peak of those, and when they were measured.
-    pub keys_total: AtomicU64,
-    pub keys_processed: AtomicU64,
-    pub cow: AtomicU64,
-    pub cow_peak: AtomicU64,
-    pub cow_at: Mutex<Option<Instant>>,
-    /// The `dirty` counter when the running BGSAVE forked.
-    pub dirty_at_fork: AtomicU64,
-    /// BGSAVE SCHEDULE waiting for an AOF rewrite to end.
-    pub scheduled: AtomicBool,
-    pub last_load_loaded: AtomicU64,
-    pub last_load_expired: AtomicU64,
-    /// BGREWRITEAOF asked for while a BGSAVE ran: started by the cron once it ends.
-    pub rewrite_scheduled: AtomicBool,
-    /// SHUTDOWN already saved (or was told NOSAVE): the exit path must not save again.
-    pub shutdown_handled: AtomicBool,
-    /// The load in progress (INFO loading_*): Unix seconds it started, the bytes of its
-    /// file(s), and how many of those are loaded.
-    pub load_started: AtomicI64,
-    pub load_total_bytes: AtomicU64,
-    pub load_done_bytes: AtomicU64,
-    pub load_rdb_used_mem: AtomicU64,
-    /// How long the last fork(2) took, and how many there were (INFO latest_fork_usec,
-    /// total_forks).
-    pub latest_fork_usec: AtomicU64,
-    pub total_forks: AtomicU64,
-}
-
-impl Default for SnapState {
-    fn default() -> Self {
-        SnapState {
-            child: AtomicI32::new(0),
-            child_started: Mutex::new(None),
-            last_bgsave_ok: AtomicBool::new(true),
-            last_bgsave_secs: AtomicI64::new(-1),
-            last_bgsave_try: AtomicI64::new(0),
-            saves: AtomicU64::new(0),
-            last_cow: AtomicU64::new(0),
-            keys_total: AtomicU64::new(0),
-            keys_processed: AtomicU64::new(0),
-            cow: AtomicU64::new(0),
-            cow_peak: AtomicU64::new(0),
-            cow_at: Mutex::new(None),
-            dirty_at_fork: AtomicU64::new(0),
-            scheduled: AtomicBool::new(false),
-            last_load_loaded: AtomicU64::new(0),
-            last_load_expired: AtomicU64::new(0),
-            rewrite_scheduled: AtomicBool::new(false),
-            shutdown_handled: AtomicBool::new(false),
-            load_started: AtomicI64::new(0),
-            load_total_bytes: AtomicU64::new(0),
-            load_done_bytes: AtomicU64::new(0),
-            load_rdb_used_mem: AtomicU64::new(0),
-            latest_fork_usec: AtomicU64::new(0),
-            total_forks: AtomicU64::new(0),
-        }
-    }
-}
 
 /// `dir/dbfilename`.
 pub(crate) fn rdb_path(srv: &Server) -> PathBuf {

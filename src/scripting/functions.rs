@@ -17,9 +17,9 @@ use super::{shebang_flag, ScriptFlags};
 use crate::commands::args::eq;
 use crate::commands::Ctx;
 use crate::protocol::Reply;
+pub(crate) use crate::state::scripts::{FunctionInfo, Library, Registry};
 use bytes::Bytes;
 use mlua::{Function, Lua, MultiValue, Value as LuaValue};
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -32,36 +32,6 @@ pub(crate) struct Registered {
 }
 
 /// A function as the registry keeps it (the callback lives in each Lua state).
-#[derive(Clone)]
-pub(crate) struct FunctionInfo {
-    pub(crate) name: String,
-    pub(crate) description: Option<Bytes>,
-    pub(crate) flags: u8,
-}
-
-/// A loaded library.
-pub(crate) struct Library {
-    pub(crate) name: String,
-    /// The whole payload, shebang line included (FUNCTION LIST WITHCODE, the AOF).
-    pub(crate) code: Bytes,
-    /// Where the code after the shebang line starts.
-    pub(crate) code_start: usize,
-    pub(crate) functions: Vec<FunctionInfo>,
-    /// Unique per load: a Lua state holding an older load of the same name reloads it.
-    pub(crate) load_id: u64,
-    /// The library's text shows its functions cannot leave the caller's database.
-    pub(crate) one_db: bool,
-}
-
-/// The server's libraries.
-#[derive(Default)]
-pub(crate) struct Registry {
-    libraries: BTreeMap<String, Arc<Library>>,
-    /// Function name, lowercased (Redis matches function names without regard to ASCII
-    /// case) -> library name.
-    functions: HashMap<String, String>,
-}
-
 impl Registry {
     /// Bytes of the libraries' code and of the library and function names.
     pub(crate) fn memory_bytes(&self) -> usize {

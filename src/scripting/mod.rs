@@ -49,10 +49,11 @@ use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
 use crate::commands::{Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
+pub(crate) use crate::state::scripts::without_aof_if;
+pub use crate::state::scripts::{aof_suppressed, Scripts};
+use crate::state::scripts::{RunningScript, Script, ScriptFlags};
 use bytes::Bytes;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[
     Spec::new(
@@ -114,22 +115,6 @@ pub static COMMANDS: &[Spec] = &[
     ),
 ];
 
-/// A cached script: its body and the flags its shebang line declares.
-#[derive(Clone)]
-struct Script {
-    body: Bytes,
-    flags: ScriptFlags,
-    /// The script can only reach the caller's database (see [`stays_in_one_db`]): it locks
-    /// that database's shards instead of every database's.
-    one_db: bool,
-    /// Every key the script's commands take is one of its KEYS (see [`scope`]): the shards
-    /// of its KEYS, locked by the dispatcher, are all it needs.
-    declared_keys_only: bool,
-    /// Where the code starts: after the shebang line (its newline kept, so line numbers stay
-    /// the user's).
-    code_start: usize,
-}
-
 impl Script {
     /// Read a script's shebang line; Redis's error when it is not valid.
     fn parse(body: &Bytes) -> Result<Script, String> {
@@ -147,11 +132,6 @@ impl Script {
         &self.body[self.code_start..]
     }
 }
-
-/// The flags a script declares in its shebang line (`#!lua flags=...`); `None` for a script
-/// without one (Redis's EVAL compatibility mode).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub(crate) struct ScriptFlags(Option<u8>);
 
 /// A shebang / register_function flag by name.
 pub(crate) fn shebang_flag(name: &str) -> Option<u8> {
@@ -298,43 +278,6 @@ pub(crate) fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
     Ok((ScriptFlags(Some(flags)), end))
 }
 
-/// The server's scripting state.
-#[derive(Default)]
-pub struct Scripts {
-    /// Scripts by lowercase hex SHA1.
-    cache: Mutex<HashMap<String, Script>>,
-    /// Bumped by SCRIPT FLUSH: a thread's Lua state built for an older generation is dropped.
-    generation: AtomicU64,
-    /// The scripts running now, oldest first: several at once when they lock disjoint
-    /// databases (see [`stays_in_one_db`]).
-    running: Mutex<Vec<RunningScript>>,
-    /// How many scripts run (what the dispatcher's -BUSY check reads, without the lock).
-    running_count: AtomicUsize,
-    /// The id the next script run gets.
-    next_run_id: AtomicU64,
-    /// FUNCTION libraries.
-    functions: Mutex<functions::Registry>,
-}
-
-/// One script run in progress: what -BUSY, SCRIPT KILL / FUNCTION KILL and FUNCTION STATS
-/// look at.
-struct RunningScript {
-    id: u64,
-    started: std::time::Instant,
-    /// The FCALL'd function's name; empty for EVAL.
-    function: String,
-    /// The FCALL command as sent (FUNCTION STATS shows it); empty for EVAL.
-    command: Vec<Bytes>,
-    /// SCRIPT KILL / FUNCTION KILL asked it to stop (its instruction hook looks).
-    kill: bool,
-    /// It has written (it can no longer be killed).
-    wrote: bool,
-    /// Redis's name for it in the slow-script warning (`f_<sha>` for EVAL), and whether that
-    /// warning was logged.
-    log_name: String,
-    slow_logged: bool,
-}
-
 /// What other clients get while a script has run past `busy-reply-threshold`.
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -474,51 +417,6 @@ impl Scripts {
             generation: self.generation.load(Ordering::Acquire),
         }
     }
-}
-
-thread_local! {
-    /// Set while a script command runs under `redis.set_repl` without REPL_AOF.
-    static AOF_SUPPRESSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Run `f` with what it would log kept out of the AOF when `suppress` is set (a script's
-/// `redis.set_repl(redis.REPL_NONE)` or `REPL_REPLICA`; Podium has no replicas).
-pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
-    if !suppress {
-        return f();
-    }
-    AOF_SUPPRESSED.with(|s| s.set(true));
-    let r = f();
-    AOF_SUPPRESSED.with(|s| s.set(false));
-    r
-}
-
-/// A command logged for the AOF: its database and its arguments.
-type LoggedCommand = (usize, Vec<Bytes>);
-
-thread_local! {
-    /// The commands the script running on this thread has logged so far (None when no
-    /// script runs): fed to the AOF together when it ends, so that scripts running at the
-    /// same time on other threads cannot interleave their MULTI ... EXEC blocks.
-    static SCRIPT_FEED: std::cell::RefCell<Option<Vec<LoggedCommand>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Keep `argv` (logged for database `db`) for the script running on this thread; gives it
-/// back when no script runs.
-pub(crate) fn collect_for_script(db: usize, argv: Vec<Bytes>) -> Option<Vec<Bytes>> {
-    SCRIPT_FEED.with(|f| match f.borrow_mut().as_mut() {
-        Some(cmds) => {
-            cmds.push((db, argv));
-            None
-        }
-        None => Some(argv),
-    })
-}
-
-/// True while the running command's effects must not reach the AOF (see [`without_aof_if`]).
-pub fn aof_suppressed() -> bool {
-    AOF_SUPPRESSED.with(|s| s.get())
 }
 
 /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run commands flagged `noscript` (Redis's
@@ -765,16 +663,14 @@ fn run_atomically(
     // the worker's other tasks to another thread from its instruction hook (see
     // engine::hand_off_worker), so the server keeps answering: -BUSY after
     // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
-    SCRIPT_FEED.with(|f| *f.borrow_mut() = Some(Vec::new()));
+    crate::state::scripts::start_script_feed();
     let reply = run(&mut inv);
     let multi_logged = inv.multi_logged;
     if multi_logged {
         ctx.srv
             .propagate(ctx.client.db, vec![Bytes::from_static(b"EXEC")]);
     }
-    let logged = SCRIPT_FEED
-        .with(|f| f.borrow_mut().take())
-        .unwrap_or_default();
+    let logged = crate::state::scripts::take_script_feed();
     ctx.srv.aof.feed_all(logged);
     if ctx.client.db != saved_db {
         ctx.client.select(saved_db);

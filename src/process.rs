@@ -74,31 +74,13 @@ pub fn oom_score_for_child(mode: &str, values: [i32; 3]) -> Option<i32> {
 
 /// In a forked child: set its score with plain system calls (no allocation).
 pub fn set_child_oom_score(score: i32) {
+    // Formatted into a stack buffer through io::Write on a slice: no allocation.
     let mut buf = [0u8; 16];
-    let mut n = 0;
-    let mut v = i64::from(score);
-    if v < 0 {
-        buf[n] = b'-';
-        n += 1;
-        v = -v;
+    let mut cur = io::Cursor::new(&mut buf[..]);
+    if io::Write::write_fmt(&mut cur, format_args!("{score}\n")).is_err() {
+        return;
     }
-    let mut digits = [0u8; 8];
-    let mut d = 0;
-    loop {
-        digits[d] = b'0' + (v % 10) as u8;
-        d += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    while d > 0 {
-        d -= 1;
-        buf[n] = digits[d];
-        n += 1;
-    }
-    buf[n] = b'\n';
-    n += 1;
+    let n = cur.position() as usize;
     // SAFETY: open/write/close on a NUL-terminated constant path and a stack buffer of `n`
     // initialised bytes; no memory is shared with other code.
     unsafe {

@@ -255,7 +255,7 @@ fn parse_trim_args(ctx: &Ctx, a: &[Bytes], xadd: bool) -> Result<TrimArgs, Reply
         let opt = &a[i];
         if xadd && &opt[..] == b"*" {
             break;
-        } else if eq(opt, "maxlen") && more > 0 {
+        } else if (eq(opt, "maxlen") || eq(opt, "minid")) && more > 0 {
             if t.trim.is_some() {
                 return Err(Reply::error("ERR syntax error, MAXLEN and MINID options at the same time are not compatible"));
             }
@@ -267,28 +267,16 @@ fn parse_trim_args(ctx: &Ctx, a: &[Bytes], xadd: bool) -> Result<TrimArgs, Reply
             } else if more >= 2 && &next[..] == b"=" {
                 i += 1;
             }
-            let n = int(&a[i + 1])?;
-            if n < 0 {
-                return Err(Reply::error("ERR The MAXLEN argument must be >= 0."));
-            }
+            t.trim = Some(if eq(opt, "maxlen") {
+                let n = int(&a[i + 1])?;
+                if n < 0 {
+                    return Err(Reply::error("ERR The MAXLEN argument must be >= 0."));
+                }
+                Trim::MaxLen(n as u64)
+            } else {
+                Trim::MinId(parse_strict_id(&a[i + 1])?)
+            });
             i += 1;
-            t.trim = Some(Trim::MaxLen(n as u64));
-            t.trim_arg = i;
-        } else if eq(opt, "minid") && more > 0 {
-            if t.trim.is_some() {
-                return Err(Reply::error("ERR syntax error, MAXLEN and MINID options at the same time are not compatible"));
-            }
-            t.approx = false;
-            let next = &a[i + 1];
-            if more >= 2 && &next[..] == b"~" {
-                t.approx = true;
-                i += 1;
-            } else if more >= 2 && &next[..] == b"=" {
-                i += 1;
-            }
-            let id = parse_strict_id(&a[i + 1])?;
-            i += 1;
-            t.trim = Some(Trim::MinId(id));
             t.trim_arg = i;
         } else if eq(opt, "limit") && more > 0 {
             let n = int(&a[i + 1])?;

@@ -174,46 +174,35 @@ pub(crate) fn geohash_text(score: f64) -> [u8; 11] {
     out
 }
 
-fn move_x(c: &mut Cell, d: i8) {
-    if d == 0 {
-        return;
-    }
-    let shift = 64 - u32::from(c.step) * 2;
-    let mut x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    if d > 0 {
-        x = x.wrapping_add(zz + 1);
-    } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
-    }
-    x &= 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    c.bits = x | y;
-}
+/// Bits of the interleaved hash that hold the longitude (x) and the latitude (y).
+const X_BITS: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+const Y_BITS: u64 = 0x5555_5555_5555_5555;
 
-fn move_y(c: &mut Cell, d: i8) {
+/// Move the cell one step (`d` = -1, 0, 1) along the coordinate whose bits are `own` (the
+/// other coordinate's bits, `other`, are kept): add or subtract one in that coordinate alone,
+/// by filling the other coordinate's positions with ones so the carry runs through them.
+fn move_along(c: &mut Cell, d: i8, own: u64, other: u64) {
     if d == 0 {
         return;
     }
     let shift = 64 - u32::from(c.step) * 2;
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let mut y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
+    let mut moved = c.bits & own;
+    let kept = c.bits & other;
+    let zz = other >> shift;
     if d > 0 {
-        y = y.wrapping_add(zz + 1);
+        moved = moved.wrapping_add(zz + 1);
     } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
+        moved |= zz;
+        moved = moved.wrapping_sub(zz + 1);
     }
-    y &= 0x5555_5555_5555_5555u64 >> shift;
-    c.bits = x | y;
+    moved &= own >> shift;
+    c.bits = moved | kept;
 }
 
 fn moved(c: Cell, dx: i8, dy: i8) -> Cell {
     let mut n = c;
-    move_x(&mut n, dx);
-    move_y(&mut n, dy);
+    move_along(&mut n, dx, X_BITS, Y_BITS);
+    move_along(&mut n, dy, Y_BITS, X_BITS);
     n
 }
 

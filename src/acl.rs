@@ -464,6 +464,9 @@ pub(crate) struct KeyRef {
     pub pos: usize,
     pub read: bool,
     pub write: bool,
+    /// The key spec's flags as COMMAND GETKEYSANDFLAGS names them (for SET and BITFIELD, whose
+    /// spec says `variable_flags`, the ones these arguments give).
+    pub flags: &'static [&'static str],
 }
 
 /// Channels a command publishes or subscribes to: (argument position, is a pattern).
@@ -488,15 +491,26 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
             continue;
         }
         let (mut read, mut write) = (spec.read, spec.write);
+        let mut flags = spec.flags;
         // SET and BITFIELD declare variable flags: SET reads only with GET, BITFIELD writes
         // only with SET/INCRBY.
         if cmd.name == "set" {
             read = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+            flags = if read {
+                &["RW", "access", "update"]
+            } else {
+                &["OW", "update"]
+            };
         } else if cmd.name == "bitfield" {
             write = args
                 .iter()
                 .skip(2)
                 .any(|a| a.eq_ignore_ascii_case(b"set") || a.eq_ignore_ascii_case(b"incrby"));
+            flags = if write {
+                &["RW", "access", "update"]
+            } else {
+                &["RO", "access"]
+            };
         }
         let first = match spec.begin {
             Begin::Index(i) => i64::from(i),
@@ -516,7 +530,12 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
             Begin::Unknown => {
                 for pos in fallback() {
                     if !out.iter().any(|k| k.pos == pos) {
-                        out.push(KeyRef { pos, read, write });
+                        out.push(KeyRef {
+                            pos,
+                            read,
+                            write,
+                            flags,
+                        });
                     }
                 }
                 continue;
@@ -555,7 +574,12 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
             Find::Unknown => {
                 for pos in fallback() {
                     if !out.iter().any(|k| k.pos == pos) {
-                        out.push(KeyRef { pos, read, write });
+                        out.push(KeyRef {
+                            pos,
+                            read,
+                            write,
+                            flags,
+                        });
                     }
                 }
                 continue;
@@ -567,6 +591,7 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
                 pos: i as usize,
                 read,
                 write,
+                flags,
             });
             i += step;
         }
@@ -1255,6 +1280,45 @@ pub(crate) mod view {
     }
 
     /// The categories of a command (COMMAND INFO / DOCS).
+    /// Redis's table row of a command or `container|sub` subcommand.
+    pub(crate) fn command_row(name: &str) -> Option<&'static crate::cmdspec::AclCommand> {
+        command_id(name).map(|id| &COMMANDS[id])
+    }
+
+    /// The rows of a container's subcommands.
+    pub(crate) fn subcommand_rows(name: &str) -> &'static [crate::cmdspec::AclCommand] {
+        match command_id(name) {
+            Some(id) => &COMMANDS[id + 1..=id + COMMANDS[id].subcommands],
+            None => &[],
+        }
+    }
+
+    /// The key-spec flags of the keys at `positions` of `args` (a whole command, container
+    /// and subcommand included), for COMMAND GETKEYSANDFLAGS. `name` is the row's name.
+    pub(crate) fn key_flags(
+        name: &str,
+        args: &[Bytes],
+        positions: &[usize],
+    ) -> Vec<&'static [&'static str]> {
+        let Some(id) = command_id(name) else {
+            return vec![&[]; positions.len()];
+        };
+        // Keys the concrete specs place; a key only Podium's own finder gives belongs to the
+        // last spec Redis cannot evaluate (SORT's STORE), or else the first.
+        let found = keys_of(id, args, &Vec::new);
+        let specs = COMMANDS[id].keys;
+        let rest: &'static [&'static str] = specs
+            .iter()
+            .rev()
+            .find(|k| matches!(k.begin, Begin::Unknown) && !k.not_key)
+            .or_else(|| specs.iter().find(|k| !k.not_key))
+            .map_or(&[], |k| k.flags);
+        positions
+            .iter()
+            .map(|p| found.iter().find(|k| k.pos == *p).map_or(rest, |k| k.flags))
+            .collect()
+    }
+
     pub(crate) fn categories_of(name: &str) -> Vec<&'static str> {
         command_id(name)
             .map(|id| {

@@ -224,6 +224,9 @@ pub struct Client {
     pub(crate) push_reply: bool,
     /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
     pub(crate) in_script: bool,
+    /// The reply about to be sent is a script's error that the command it called already
+    /// counted in errorstats (see `state::scripts::take_error_already_counted`).
+    pub(crate) error_reply_counted: bool,
     /// CLIENT CACHING was given for the next command (tracking OPTIN/OPTOUT).
     pub(crate) tracking_caching: bool,
     /// The keys the running script declared: what a read inside it makes a tracking client
@@ -257,6 +260,7 @@ impl Client {
             subs: Default::default(),
             push_reply: false,
             in_script: false,
+            error_reply_counted: false,
             tracking_caching: false,
             script_keys: Vec::new(),
             after_reply: Vec::new(),

@@ -19,13 +19,20 @@ pub(crate) struct AclCommand {
     pub no_auth: bool,
     /// Redis's arity (for subcommands: counting the container's name).
     pub arity: i32,
+    /// Redis's command flags as COMMAND INFO names them (`write`, `noscript`, `movablekeys`...).
+    pub flags: &'static [&'static str],
+    /// Redis's command tips (`nondeterministic_output`, `request_policy:all_shards`...).
+    pub tips: &'static [&'static str],
+    /// COMMAND INFO's legacy (first key, last key, step).
+    pub legacy_range: (i32, i32, i32),
     pub keys: &'static [KeySpec],
 }
 
 /// Where a key spec's keys start (Redis's begin_search).
 pub(crate) enum Begin {
     Index(i32),
-    /// The argument after this keyword, searched from the given index (negative: from the end).
+    /// The argument after this keyword (matched without regard to case, shown as written),
+    /// searched from the given index (negative: from the end).
     Keyword(&'static [u8], i32),
     Unknown,
 }
@@ -48,6 +55,9 @@ pub(crate) struct KeySpec {
     pub write: bool,
     /// Not a key name (e.g. a pattern): not checked.
     pub not_key: bool,
+    /// Every flag of the spec, by Redis's names in its reply order (`RW`, `access`...).
+    pub flags: &'static [&'static str],
+    pub notes: Option<&'static str>,
 }
 
 pub fn wrong_arity(name: &str) -> Reply {

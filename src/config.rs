@@ -201,15 +201,16 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "maxmemory-policy",
+        // Redis's order, which its error text lists.
         Kind::Enum(&[
-            "noeviction",
             "volatile-lru",
-            "allkeys-lru",
             "volatile-lfu",
-            "allkeys-lfu",
             "volatile-random",
-            "allkeys-random",
             "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
         ]),
         "noeviction",
         "what a write does over maxmemory: evict keys by this policy, or fail with -OOM (noeviction)",
@@ -615,6 +616,10 @@ pub static PARAMS: &[Param] = &[
 /// 7.0's PROTECTED_CONFIG set): they choose where files are written.
 pub(crate) const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
+/// Directives CONFIG SET refuses with `-LOADING` while the data set loads (Redis's
+/// DENY_LOADING_CONFIG): changing them then would pull the files out from under the load.
+pub(crate) const DENY_LOADING: &[&str] = &["appendonly", "dir", "repl-diskless-load"];
+
 /// Whether a `no | yes | local` directive (enable-protected-configs, enable-debug-command)
 /// allows a client, `local` meaning one connected from 127.0.0.1 or ::1 (Redis's
 /// allowProtectedAction).
@@ -974,24 +979,27 @@ impl Config {
     /// CONFIG SET of several parameters, all or nothing, from the server itself (no
     /// protected-config check). Err is the full error text.
     pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
-        self.set_runtime_for(pairs, None)
+        self.set_runtime_for(pairs, None, false)
     }
 
     /// CONFIG SET from a client: as [`Config::set_runtime`], but the protected directives
     /// ([`PROTECTED`]) are refused unless `enable-protected-configs` allows this client
-    /// (`local_client`: connected from 127.0.0.1 or ::1).
+    /// (`local_client`: connected from 127.0.0.1 or ::1), and while the server is `loading`
+    /// its data the directives Redis refuses then ([`DENY_LOADING`]) get `-LOADING`.
     pub fn set_runtime_checked(
         &self,
         pairs: &[(String, String)],
         local_client: bool,
+        loading: bool,
     ) -> Result<Vec<&'static str>, String> {
-        self.set_runtime_for(pairs, Some(local_client))
+        self.set_runtime_for(pairs, Some(local_client), loading)
     }
 
     fn set_runtime_for(
         &self,
         pairs: &[(String, String)],
         client_local: Option<bool>,
+        loading: bool,
     ) -> Result<Vec<&'static str>, String> {
         let protected_allowed = match client_local {
             None => true,
@@ -1000,12 +1008,16 @@ impl Config {
                 local,
             ),
         };
-        let mut staged = Vec::new();
+        // First every name, as Redis looks at them all before any value: the reply prefers a
+        // loading refusal, then the first unknown name, then the last other refusal.
+        let mut deny_loading = false;
+        let mut unknown: Option<&str> = None;
+        let mut refusal: Option<String> = None;
+        let mut chosen: Vec<usize> = Vec::new();
         for (name, value) in pairs {
             let Some(idx) = find(name) else {
-                return Err(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                ));
+                unknown.get_or_insert(name.as_str());
+                continue;
             };
             let prm = params()[idx];
             // Podium's own start-up-only directives take CONFIG SET of the value they already
@@ -1014,18 +1026,43 @@ impl Config {
             let unchanged_podium_setting = matches!(prm.name, "shards-per-db" | "threads")
                 && self.get(prm.name).as_deref() == Some(value.trim());
             if !prm.mutable && !unchanged_podium_setting {
-                return Err(format!(
+                refusal = Some(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
                 ));
+                continue;
             }
             if !protected_allowed && PROTECTED.contains(&prm.name) {
-                return Err(format!(
+                refusal = Some(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
                 ));
+                continue;
             }
-            if staged.iter().any(|(i, _)| *i == idx) {
-                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+            if loading && DENY_LOADING.contains(&prm.name) {
+                deny_loading = true;
+                continue;
             }
+            if chosen.contains(&idx) {
+                refusal = Some(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+                continue;
+            }
+            chosen.push(idx);
+        }
+        if deny_loading {
+            return Err("LOADING Redis is loading the dataset in memory".into());
+        }
+        if let Some(name) = unknown {
+            return Err(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ));
+        }
+        if let Some(e) = refusal {
+            return Err(e);
+        }
+        // Then the values, in order: the first invalid one fails the whole command.
+        let mut staged = Vec::new();
+        for ((_, value), idx) in pairs.iter().zip(chosen) {
+            let prm = params()[idx];
+            let name = prm.name;
             let words: Vec<String> = match prm.kind {
                 Kind::Words => split_args(value.as_bytes())
                     .unwrap_or_default()
@@ -1384,13 +1421,13 @@ mod tests {
     fn protected_configs_and_actions() {
         let c = Config::new();
         let dir = vec![("dir".to_string(), "/".to_string())];
-        let err = c.set_runtime_checked(&dir, true).unwrap_err();
+        let err = c.set_runtime_checked(&dir, true, false).unwrap_err();
         assert!(err.ends_with("- can't set protected config"), "{err}");
         let c = Config::from_args(&["--enable-protected-configs".into(), "local".into()]).unwrap();
         let missing = vec![("dir".to_string(), "/no/such/dir/x".to_string())];
-        let err = c.set_runtime_checked(&missing, true).unwrap_err();
+        let err = c.set_runtime_checked(&missing, true, false).unwrap_err();
         assert!(err.ends_with("'dir') - No such file or directory"), "{err}");
-        let err = c.set_runtime_checked(&missing, false).unwrap_err();
+        let err = c.set_runtime_checked(&missing, false, false).unwrap_err();
         assert!(err.ends_with("can't set protected config"), "{err}");
         assert!(protected_action_allowed("yes", false));
         assert!(protected_action_allowed("local", true));

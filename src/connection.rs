@@ -389,7 +389,9 @@ async fn serve_client(
 }
 
 fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
-    srv.errorstats.count_reply(reply);
+    if !std::mem::take(&mut client.error_reply_counted) {
+        srv.errorstats.count_reply(reply);
+    }
     // Pushes (subscribe confirmations) are written even when replies are silenced.
     let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {

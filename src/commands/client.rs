@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ping", -1, FAST | STALE, Keys::None, ping, "connection"),
-    Spec::new("echo", 2, FAST, Keys::None, echo, "connection"),
+    Spec::new("ping", -1, FAST, Keys::None, ping, "connection"),
+    Spec::new("echo", 2, LOADING | STALE | FAST, Keys::None, echo, "connection"),
     Spec::new("hello", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, hello, "connection"),
     Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, quit, "connection"),
     Spec::new("select", 2, FAST | LOADING | STALE, Keys::None, select, "connection"),

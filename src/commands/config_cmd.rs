@@ -48,7 +48,11 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             );
             let before = crate::listeners::values_before(ctx.srv, &pairs);
             let local = crate::net::is_local_peer(&ctx.client.info.addr);
-            match ctx.srv.config.set_runtime_checked(&pairs, local) {
+            match ctx
+                .srv
+                .config
+                .set_runtime_checked(&pairs, local, ctx.srv.aof.loading())
+            {
                 Ok(names) => {
                     if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &names, &before) {
                         return Reply::Error(e);
@@ -123,10 +127,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 h.reset();
             }
             for c in table().values() {
-                c.calls.store(0, Ordering::Relaxed);
-                c.usec.store(0, Ordering::Relaxed);
-                c.rejected.store(0, Ordering::Relaxed);
-                c.failed.store(0, Ordering::Relaxed);
+                c.own.reset();
+                for (_, s) in c.subs.iter() {
+                    s.reset();
+                }
             }
             Reply::Ok
         }

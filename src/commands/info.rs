@@ -276,18 +276,26 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("used_cpu_user_children", "0.000000".into());
             }
             "commandstats" => {
-                let mut cmds: Vec<_> = table()
-                    .values()
-                    .filter(|c| {
-                        c.calls.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed) > 0
-                    })
-                    .collect();
-                cmds.sort_by_key(|c| c.name);
-                for c in cmds {
+                // Each command, and each subcommand of a container as `name|sub`.
+                let mut cmds: Vec<(String, &crate::commands::CmdStats)> = Vec::new();
+                for c in table().values() {
+                    cmds.push((c.name.to_string(), &c.own));
+                    for (sub, s) in c.subs.iter() {
+                        cmds.push((format!("{}|{sub}", c.name), s));
+                    }
+                }
+                cmds.retain(|(_, c)| {
+                    c.calls.load(Ordering::Relaxed)
+                        + c.rejected.load(Ordering::Relaxed)
+                        + c.failed.load(Ordering::Relaxed)
+                        > 0
+                });
+                cmds.sort_by(|a, b| a.0.cmp(&b.0));
+                for (name, c) in cmds {
                     let calls = c.calls.load(Ordering::Relaxed);
                     let usec = c.usec.load(Ordering::Relaxed);
                     kv(
-                        &format!("cmdstat_{}", c.name),
+                        &format!("cmdstat_{name}"),
                         format!(
                             "calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={},failed_calls={}",
                             if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },

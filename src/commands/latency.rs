@@ -113,6 +113,7 @@ impl Histogram {
 
 /// Commands with subcommands: Redis keeps their figures per subcommand (`config|set`).
 const CONTAINERS: &[(&str, &[&str])] = &[
+    ("cluster", super::cluster::SUBCOMMANDS),
     ("config", &["get", "set", "resetstat", "rewrite", "help"]),
     (
         "client",
@@ -206,6 +207,14 @@ const CONTAINERS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// The subcommands Podium runs of container `name` (none for another command).
+pub(crate) fn subcommands_of(name: &str) -> &'static [&'static str] {
+    CONTAINERS
+        .iter()
+        .find(|(c, _)| *c == name)
+        .map_or(&[], |(_, subs)| subs)
+}
 
 /// Whether `name` is a command with subcommands (its keys, if any, belong to those).
 pub(crate) fn is_container(name: &str) -> bool {

@@ -1,4 +1,4 @@
-//! MIGRATE, RESTORE-ASKING and ASKING: moving keys to another server.
+//! MIGRATE and RESTORE-ASKING: moving keys to another server.
 //!
 //! MIGRATE is DUMP here and RESTORE there, then DEL here for each key the target acknowledged
 //! (unless COPY). It speaks to the target as any client would: an optional AUTH, a SELECT
@@ -14,8 +14,7 @@
 //! each read and write. A socket error before the first reply retries once on a fresh
 //! connection (a cached one may have been closed by the target), except after a timeout.
 //!
-//! Podium has no cluster mode: ASKING is refused as Redis refuses it without cluster support,
-//! and RESTORE-ASKING is RESTORE.
+//! Podium has no cluster mode (see `cluster.rs`): RESTORE-ASKING is RESTORE.
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
@@ -29,17 +28,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-pub static COMMANDS: &[Spec] = &[
-    Spec::new(
-        "migrate",
-        -6,
-        WRITE,
-        Keys::Custom(migrate_keys),
-        migrate,
-        "generic",
-    ),
-    Spec::new("asking", 1, FAST, Keys::None, asking, "cluster"),
-];
+pub static COMMANDS: &[Spec] = &[Spec::new(
+    "migrate",
+    -6,
+    WRITE,
+    Keys::Custom(migrate_keys),
+    migrate,
+    "generic",
+)];
 
 /// Cached connections at most (Redis's MIGRATE_SOCKET_CACHE_ITEMS).
 const CACHE_ITEMS: usize = 64;
@@ -71,17 +67,27 @@ pub(crate) fn close_idle() {
 
 /// Key positions: argument 3, or everything after KEYS when argument 3 is empty (Redis's
 /// migrateGetKeys, which takes the first KEYS from argument 6 on).
+/// MIGRATE's keys: the key argument, or those after KEYS (found past the options, skipping
+/// AUTH's and AUTH2's values, which could read "keys"). KEYS with a non-empty key argument is
+/// a syntax error the command reports: no keys then.
 fn migrate_keys(a: &[Bytes]) -> Vec<usize> {
-    if a.len() > 6 && a[3].is_empty() {
-        if let Some(i) = (6..a.len()).find(|&i| eq(&a[i], "keys")) {
-            return (i + 1..a.len()).collect();
+    let mut i = 6;
+    while i < a.len() {
+        if eq(&a[i], "keys") {
+            return if a[3].is_empty() {
+                (i + 1..a.len()).collect()
+            } else {
+                Vec::new()
+            };
         }
+        if eq(&a[i], "auth") {
+            i += 1;
+        } else if eq(&a[i], "auth2") {
+            i += 2;
+        }
+        i += 1;
     }
     vec![3]
-}
-
-fn asking(_ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
-    Reply::error("ERR This instance has cluster support disabled")
 }
 
 struct Options<'a> {
@@ -502,10 +508,17 @@ mod tests {
             ])),
             vec![8, 9]
         );
-        // KEYS with a non-empty key argument is an error later; the key is argument 3.
+        // KEYS with a non-empty key argument is an error the command reports: no keys.
+        assert!(
+            migrate_keys(&args(&["migrate", "h", "1", "k", "0", "10", "KEYS", "a"])).is_empty()
+        );
+        // AUTH's password may read "keys": it is skipped, as AUTH2's user and password are.
         assert_eq!(
-            migrate_keys(&args(&["migrate", "h", "1", "k", "0", "10", "KEYS", "a"])),
-            vec![3]
+            migrate_keys(&args(&[
+                "migrate", "h", "1", "", "0", "10", "AUTH", "keys", "AUTH2", "keys", "keys",
+                "KEYS", "a"
+            ])),
+            vec![12]
         );
     }
 

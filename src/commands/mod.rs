@@ -14,6 +14,7 @@ pub mod acl;
 pub mod argv;
 pub mod bitmap;
 pub mod client;
+pub(crate) mod cluster;
 pub mod command;
 pub(crate) mod command_docs;
 pub mod config_cmd;
@@ -226,10 +227,52 @@ impl<'c, 'a> Ctx<'c, 'a> {
 /// A registered command: its spec and its INFO commandstats counters.
 pub struct Cmd {
     pub spec: &'static Spec,
+    /// The command's INFO commandstats counters (a container's, for calls that name no
+    /// subcommand).
+    pub own: CmdStats,
+    /// A container's subcommands, each with its counters: Redis keeps commandstats per
+    /// subcommand (`cmdstat_config|get`).
+    pub subs: Box<[(&'static str, CmdStats)]>,
+}
+
+/// One command's (or subcommand's) INFO commandstats counters.
+#[derive(Default)]
+pub struct CmdStats {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
+}
+
+impl CmdStats {
+    pub fn reset(&self) {
+        for c in [&self.calls, &self.usec, &self.rejected, &self.failed] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where the calls of an unknown subcommand go: Redis refuses them before any command's
+/// statistics (only errorstats count them); never shown.
+static UNCOUNTED: CmdStats = CmdStats {
+    calls: AtomicU64::new(0),
+    usec: AtomicU64::new(0),
+    rejected: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
+
+impl Cmd {
+    /// The counters a call with `args` goes to: its subcommand's, for a container.
+    pub fn stats(&self, args: &[Bytes]) -> &CmdStats {
+        match args.get(1) {
+            Some(sub) if !self.subs.is_empty() => self
+                .subs
+                .iter()
+                .find(|(n, _)| sub.eq_ignore_ascii_case(n.as_bytes()))
+                .map_or(&UNCOUNTED, |(_, s)| s),
+            _ => &self.own,
+        }
+    }
 }
 
 impl std::ops::Deref for Cmd {
@@ -294,6 +337,7 @@ static FAMILIES: &[&[Spec]] = &[
     acl::COMMANDS,
     keys::COMMANDS,
     migrate::COMMANDS,
+    cluster::COMMANDS,
     sort::COMMANDS,
     script::COMMANDS,
     expire::COMMANDS,
@@ -333,10 +377,11 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
                 };
                 let cmd: &'static Cmd = Box::leak(Box::new(Cmd {
                     spec,
-                    calls: AtomicU64::new(0),
-                    usec: AtomicU64::new(0),
-                    rejected: AtomicU64::new(0),
-                    failed: AtomicU64::new(0),
+                    own: CmdStats::default(),
+                    subs: latency::subcommands_of(spec.name)
+                        .iter()
+                        .map(|s| (*s, CmdStats::default()))
+                        .collect(),
                 }));
                 m.insert(name, cmd);
             }
@@ -440,15 +485,24 @@ pub fn dispatch_with<'a>(
         return done(unknown_command(&args));
     };
     if !arity_ok(spec.arity, args.len()) {
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;
         }
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(wrong_arity(spec.name));
     }
+    // A subcommand's arity is checked here too, as Redis checks it for every subcommand.
+    if let Some(full) = subcommand_arity_error(spec, &args) {
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(wrong_arity(&full));
+    }
     if let Some(refusal) = protected_command_refusal(srv, spec.name, &client.info.addr) {
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;
         }
@@ -459,7 +513,7 @@ pub fn dispatch_with<'a>(
         if client.multi.is_some() {
             client.multi_abort = true;
         }
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error("NOAUTH Authentication required."));
     }
@@ -470,7 +524,7 @@ pub fn dispatch_with<'a>(
             "toplevel"
         };
         crate::commands::acl::log_denial(srv, client, denied, pos, id, &args, context);
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
             client.multi_abort = true;
         }
@@ -480,7 +534,7 @@ pub fn dispatch_with<'a>(
     // A RESP2 client with subscriptions may only run what Redis allows in subscriber mode.
     if client.resp == crate::protocol::Resp::V2 && client.subs.total() > 0 {
         if let Some(e) = crate::pubsub::subscriber_mode_refusal(spec.name) {
-            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             if client.multi.is_some() {
                 client.multi_abort = true;
             }
@@ -545,13 +599,13 @@ pub fn dispatch_with<'a>(
     {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
-            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
         if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
             client.multi_abort = true;
-            spec.rejected.fetch_add(1, Ordering::Relaxed);
+            spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(err);
         }
@@ -561,7 +615,7 @@ pub fn dispatch_with<'a>(
         return done(Reply::Status("QUEUED"));
     }
     if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
@@ -606,6 +660,19 @@ pub fn dispatch_with<'a>(
     }
 }
 
+/// `name|sub` when `args` call a subcommand Podium runs with the wrong number of arguments
+/// for it (Redis's table row gives the arity).
+pub(crate) fn subcommand_arity_error(spec: &Cmd, args: &[Bytes]) -> Option<String> {
+    let sub = args.get(1)?;
+    let (name, _) = spec
+        .subs
+        .iter()
+        .find(|(n, _)| sub.eq_ignore_ascii_case(n.as_bytes()))?;
+    let full = format!("{}|{name}", spec.spec.name);
+    let row = crate::acl::view::command_row(&full)?;
+    (!arity_ok(row.arity, args.len())).then_some(full)
+}
+
 /// The statistics of EXEC, MULTI, DISCARD, WATCH and UNWATCH, which run outside
 /// [`run_locked`]: calls and time in INFO commandstats, `failed_calls` and
 /// `total_error_replies` when their own reply is an error (EXECABORT, EXEC without MULTI;
@@ -621,11 +688,13 @@ fn count_transaction_command(
 ) {
     let duration_us = started.elapsed().as_micros() as u64;
     client.last_duration_us = duration_us;
-    spec.calls.fetch_add(1, Ordering::Relaxed);
-    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
+    spec.stats(args).calls.fetch_add(1, Ordering::Relaxed);
+    spec.stats(args)
+        .usec
+        .fetch_add(duration_us, Ordering::Relaxed);
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
     if reply.is_error() {
-        spec.failed.fetch_add(1, Ordering::Relaxed);
+        spec.stats(args).failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     slowlog::record(srv, client, spec, args, duration_us);
@@ -641,7 +710,7 @@ pub(crate) fn after_unblocked(
     reply: &Reply,
 ) {
     if reply.is_error() {
-        spec.failed.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&args).failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     slowlog::record(srv, client, spec, &args, client.last_duration_us);
@@ -786,8 +855,10 @@ pub fn run_locked<'a>(
     let reply = long::run_maybe_off_io(long, || (spec.handler)(&mut ctx, args));
     let duration_us = started.elapsed().as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
-    spec.usec.fetch_add(duration_us, Ordering::Relaxed);
-    spec.calls.fetch_add(1, Ordering::Relaxed);
+    spec.stats(args)
+        .usec
+        .fetch_add(duration_us, Ordering::Relaxed);
+    spec.stats(args).calls.fetch_add(1, Ordering::Relaxed);
     let Ctx {
         dirty,
         propagate,
@@ -799,8 +870,15 @@ pub fn run_locked<'a>(
         feed_monitors(srv, client, client.db, args);
     }
     if reply.is_error() {
-        spec.failed.fetch_add(1, Ordering::Relaxed);
-        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        spec.stats(args).failed.fetch_add(1, Ordering::Relaxed);
+        // A script's error that a command it called counted already is not counted twice.
+        if crate::state::scripts::take_error_already_counted() {
+            if !in_exec {
+                client.error_reply_counted = true;
+            }
+        } else {
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        }
     }
     // Lazily expired keys are logged as DEL before the command itself.
     let expired = std::mem::take(&mut g.expired);

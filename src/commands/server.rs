@@ -16,14 +16,9 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("swapdb", 3, WRITE | FAST, Keys::All, swapdb, "server"),
     Spec::new("time", 1, FAST | LOADING | STALE, Keys::None, time, "server"),
     Spec::new("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, Keys::None, shutdown, "server"),
-    Spec::new("readonly", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
-    Spec::new("readwrite", 1, FAST | LOADING | STALE, Keys::None, ok, "cluster"),
     Spec::new("memory", -2, READONLY, super::memory::MEMORY_KEYS, super::memory::memory, "server"),
 ];
 
-fn ok(_: &mut Ctx, _: &[Bytes]) -> Reply {
-    Reply::Ok
-}
 fn dbsize(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     Reply::Int(ctx.db().len() as i64)
 }

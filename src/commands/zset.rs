@@ -363,17 +363,24 @@ fn numkeys_positions(args: &[Bytes], numkeys_idx: usize, first: usize) -> Vec<us
         .get(numkeys_idx)
         .and_then(|a| parse_i64(a))
         .unwrap_or(0);
-    if n <= 0 {
+    // A count the command will refuse (none, or more keys than arguments) names no keys, as
+    // Redis's genericGetKeys.
+    if n <= 0 || n as u64 > args.len().saturating_sub(first) as u64 {
         return Vec::new();
     }
-    let n = (n as u64).min(args.len() as u64) as usize;
-    (first..first + n).filter(|&i| i < args.len()).collect()
+    (first..first + n as usize).collect()
 }
 
 /// ZUNIONSTORE dst numkeys key... : the destination and every input.
 fn keys_store(args: &[Bytes]) -> Vec<usize> {
+    // No input keys (a numkeys the command will refuse): no keys at all, as Redis's
+    // zunionInterDiffStoreGetKeys, so COMMAND GETKEYS agrees.
+    let inputs = numkeys_positions(args, 2, 3);
+    if inputs.is_empty() {
+        return inputs;
+    }
     let mut v = vec![1];
-    v.extend(numkeys_positions(args, 2, 3));
+    v.extend(inputs);
     v
 }
 

@@ -300,12 +300,32 @@ fn script_refusal(
     spec: &'static crate::commands::Cmd,
     argv: &[Bytes],
 ) -> Option<Reply> {
-    if !arity_ok(spec.arity, argv.len()) {
+    if !arity_ok(spec.arity, argv.len())
+        || crate::commands::subcommand_arity_error(spec, argv).is_some()
+    {
         return Some(Reply::error(
             "ERR Wrong number of args calling Redis command from script",
         ));
     }
-    if spec.flags & NOSCRIPT != 0 && super::deny_script_commands() {
+    // A container's subcommands carry their own flag (CLUSTER RESET may not run from a script,
+    // CLUSTER INFO may); Podium's container row holds the flag for all of them.
+    let noscript = match argv
+        .get(1)
+        .filter(|_| crate::commands::latency::is_container(spec.name))
+    {
+        Some(sub) => {
+            let full = format!(
+                "{}|{}",
+                spec.name,
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
+            crate::acl::view::command_row(&full).map_or(spec.flags & NOSCRIPT != 0, |r| {
+                r.flags.contains(&"noscript")
+            })
+        }
+        None => spec.flags & NOSCRIPT != 0,
+    };
+    if noscript && super::deny_script_commands() {
         return Some(Reply::error(
             "ERR This Redis command is not allowed from script",
         ));
@@ -368,7 +388,10 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     // A command refused before it ran counts in its rejected_calls, as Redis's scriptCall
     // counts it.
     if let Some(refusal) = script_refusal(inv, spec, &argv) {
-        spec.rejected.fetch_add(1, Ordering::Relaxed);
+        spec.stats(&argv).rejected.fetch_add(1, Ordering::Relaxed);
+        let srv = inv.ctx.srv;
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        srv.errorstats.count_reply(&refusal);
         return refusal;
     }
     let srv = inv.ctx.srv;
@@ -394,5 +417,11 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     });
     ctx.client.in_script = false;
     srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    // A failed command counts in errorstats now, as in Redis (run_locked counted it in
+    // total_error_replies): the script may catch it with pcall, and if it ends the script the
+    // script's reply does not count it again.
+    if reply.is_error() {
+        srv.errorstats.count_reply(&reply);
+    }
     reply
 }

@@ -73,7 +73,12 @@ fn wire_to_lua(lua: &Lua, wire: &[u8], pos: &mut usize, depth: usize) -> mlua::R
     };
     Ok(match kind {
         b'+' => single("ok", LuaValue::String(lua.create_string(line)?))?,
-        b'-' => single("err", LuaValue::String(lua.create_string(line)?))?,
+        b'-' => {
+            let t = lua.create_table()?;
+            t.raw_set("err", lua.create_string(line)?)?;
+            t.raw_set(crate::state::scripts::ERROR_COUNTED_FIELD, true)?;
+            LuaValue::Table(t)
+        }
         b':' => LuaValue::Number(number(line)? as f64),
         b'$' => {
             let n = number(line)?;
@@ -179,6 +184,12 @@ pub(super) fn lua_to_reply(
             }
             let field = |name: &str| t.raw_get::<LuaValue>(name).unwrap_or(LuaValue::Nil);
             if let LuaValue::String(e) = field("err") {
+                if depth == 0 {
+                    crate::state::scripts::set_error_already_counted(matches!(
+                        field(crate::state::scripts::ERROR_COUNTED_FIELD),
+                        LuaValue::Boolean(true)
+                    ));
+                }
                 let text = one_line(&e);
                 return Reply::Error(text.strip_prefix('-').unwrap_or(&text).to_string());
             }

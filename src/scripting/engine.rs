@@ -636,6 +636,8 @@ impl Engine {
             lua.gc_restart();
             lua.gc_inc(LUA_GC_PAUSE, LUA_GC_STEPMUL, 0);
         }
+        // The reply built below says whether its error was already counted.
+        crate::state::scripts::set_error_already_counted(false);
         let (ok, value) = match result {
             Ok(v) => v,
             Err(e) => return Reply::Error(format!("ERR Error running script {}", lua_message(&e))),
@@ -652,6 +654,10 @@ impl Engine {
 fn error_reply(lua: &Lua, sha: &str, value: &LuaValue) -> Reply {
     match value {
         LuaValue::Table(t) => {
+            crate::state::scripts::set_error_already_counted(
+                t.raw_get::<bool>(crate::state::scripts::ERROR_COUNTED_FIELD)
+                    .unwrap_or(false),
+            );
             let msg: Option<mlua::String> = t.raw_get("err").ok();
             let msg = msg
                 .map(|m| String::from_utf8_lossy(&m.as_bytes()).into_owned())
@@ -753,6 +759,7 @@ fn unwrap_error(lua: &Lua, (v, as_table): (LuaValue, bool)) -> mlua::Result<LuaV
             Some(msg) if as_table => {
                 let t = lua.create_table()?;
                 t.raw_set("err", msg)?;
+                t.raw_set(crate::state::scripts::ERROR_COUNTED_FIELD, true)?;
                 Ok(LuaValue::Table(t))
             }
             Some(msg) => Ok(LuaValue::String(lua.create_string(msg)?)),
@@ -779,6 +786,7 @@ fn error_handler(lua: &Lua) -> mlua::Result<Function> {
                     if let Some(msg) = command_error(e) {
                         let t = lua.create_table()?;
                         t.raw_set("err", msg)?;
+                        t.raw_set(crate::state::scripts::ERROR_COUNTED_FIELD, true)?;
                         return with_position(lua, t);
                     }
                 }

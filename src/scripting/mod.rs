@@ -59,7 +59,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "eval",
         -3,
-        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -67,7 +67,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "evalsha",
         -3,
-        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -75,7 +75,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "eval_ro",
         -3,
-        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -83,7 +83,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "evalsha_ro",
         -3,
-        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -92,7 +92,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "fcall",
         -3,
-        NOSCRIPT | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         fcall,
         "scripting",
@@ -100,7 +100,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "fcall_ro",
         -3,
-        NOSCRIPT | READONLY | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
         Keys::Custom(eval_key_positions),
         fcall,
         "scripting",

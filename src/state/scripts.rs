@@ -119,6 +119,26 @@ pub fn aof_suppressed() -> bool {
     AOF_SUPPRESSED.with(|s| s.get())
 }
 
+thread_local! {
+    /// Set when the script that just ended on this thread replied with an error a command it
+    /// called already counted (in errorstats and total_error_replies, when that command
+    /// failed): its own reply must not count it again, as Redis's
+    /// ERR_REPLY_FLAG_NO_STATS_UPDATE. Read (and cleared) by the dispatcher.
+    static ERROR_ALREADY_COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The key a Lua error table carries when a command's error put it there (Redis's field of
+/// the same meaning).
+pub const ERROR_COUNTED_FIELD: &str = "ignore_error_stats_update";
+
+pub fn set_error_already_counted(counted: bool) {
+    ERROR_ALREADY_COUNTED.with(|c| c.set(counted));
+}
+
+pub fn take_error_already_counted() -> bool {
+    ERROR_ALREADY_COUNTED.with(|c| c.replace(false))
+}
+
 /// A command logged for the AOF: its database and its arguments.
 pub(crate) type LoggedCommand = (usize, Vec<Bytes>);
 

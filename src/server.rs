@@ -126,6 +126,10 @@ pub fn run(config: Config) -> Result<(), String> {
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(threads);
+        // Connections woken together are served in the order they were woken (their
+        // requests' arrival order), not the last one first: see .cargo/config.toml.
+        #[cfg(tokio_unstable)]
+        b.disable_lifo_slot();
         b
     };
     if config.get_bool("disable-thp") {

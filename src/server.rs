@@ -284,6 +284,15 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             tokio::time::sleep(pause).await;
             resync_wall_clock();
             crate::alloc::sample_peak();
+            let st = &cron_srv.stats;
+            cron_srv.instant.sample(
+                Instant::now(),
+                [
+                    st.commands.load(Ordering::Relaxed),
+                    st.net_input_bytes.load(Ordering::Relaxed),
+                    st.net_output_bytes.load(Ordering::Relaxed),
+                ],
+            );
             crate::crash::set_enabled(cron_srv.config.get_bool("crash-log-enabled"));
             if cron_srv.signal_shutdown.cron_paused() {
                 continue;

@@ -75,6 +75,8 @@ pub struct Server {
     pub latency: latency::Monitor,
     /// INFO errorstats: error replies by their first word.
     pub errorstats: crate::state::introspect::ErrorStats,
+    /// INFO's instantaneous rates, sampled by the cron.
+    pub instant: crate::state::introspect::InstantMetrics,
     /// CLIENT PAUSE state.
     pub(crate) pause: pause::Pause,
     /// The TCP accept loops (CONFIG SET port / bind replace them).
@@ -114,6 +116,7 @@ impl Server {
             slowlog: Default::default(),
             latency: Default::default(),
             errorstats: Default::default(),
+            instant: Default::default(),
             pause: Default::default(),
             listeners: Default::default(),
             signal_shutdown: Default::default(),

@@ -14,11 +14,13 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("info", -1, LOADING | STALE, Keys::None, info, "server"),
 ];
 
-fn cpu_times() -> (f64, f64) {
+/// (system, user) CPU seconds of this process (`who` RUSAGE_SELF) or of its children that
+/// have ended and been waited for (RUSAGE_CHILDREN: the BGSAVE and BGREWRITEAOF children).
+fn cpu_times(who: libc::c_int) -> (f64, f64) {
     // SAFETY: getrusage only writes into the zeroed struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a rusage struct.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    unsafe { libc::getrusage(who, &mut ru) };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     (t(ru.ru_stime), t(ru.ru_utime))
 }
@@ -176,7 +178,8 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "total_commands_processed",
                     st.commands.load(Ordering::Relaxed).to_string(),
                 );
-                kv("instantaneous_ops_per_sec", "0".into());
+                let (ops, input, output) = srv.instant.rates();
+                kv("instantaneous_ops_per_sec", ops.to_string());
                 kv(
                     "total_net_input_bytes",
                     st.net_input_bytes.load(Ordering::Relaxed).to_string(),
@@ -184,6 +187,14 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv(
                     "total_net_output_bytes",
                     st.net_output_bytes.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "instantaneous_input_kbps",
+                    format!("{:.2}", input as f64 / 1024.0),
+                );
+                kv(
+                    "instantaneous_output_kbps",
+                    format!("{:.2}", output as f64 / 1024.0),
                 );
                 kv(
                     "rejected_connections",
@@ -269,11 +280,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("repl_backlog_active", "0".into());
             }
             "cpu" => {
-                let (sys, user) = cpu_times();
+                let (sys, user) = cpu_times(libc::RUSAGE_SELF);
                 kv("used_cpu_sys", format!("{sys:.6}"));
                 kv("used_cpu_user", format!("{user:.6}"));
-                kv("used_cpu_sys_children", "0.000000".into());
-                kv("used_cpu_user_children", "0.000000".into());
+                let (sys, user) = cpu_times(libc::RUSAGE_CHILDREN);
+                kv("used_cpu_sys_children", format!("{sys:.6}"));
+                kv("used_cpu_user_children", format!("{user:.6}"));
             }
             "commandstats" => {
                 // Each command, and each subcommand of a container as `name|sub`.

@@ -460,6 +460,7 @@ const ERR_BAD_HASH: &str = "The password hash must be exactly 64 characters and 
 const ERR_FIRSTARG_OF_SUB: &str = "Allowing first-arg of a subcommand is not supported";
 
 /// A key a command names: its argument position and the access its key spec declares.
+#[derive(Clone, Copy)]
 pub(crate) struct KeyRef {
     pub pos: usize,
     pub read: bool,
@@ -483,7 +484,38 @@ fn channels_of(name: &str, args: &[Bytes]) -> Vec<(usize, bool)> {
 /// Redis cannot evaluate from the arguments alone ("unknown") takes `fallback`'s positions
 /// (Podium's own key finder) not already covered.
 pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usize>) -> Vec<KeyRef> {
+    let by_specs = keys_by_specs(id, args, fallback);
+    // A spec marked incomplete (MIGRATE's KEYS) means the specs alone may name arguments that
+    // are not keys (MIGRATE's empty key before KEYS): Redis then asks the command's own key
+    // finder, each key keeping its spec's access.
+    if !COMMANDS[id]
+        .keys
+        .iter()
+        .any(|k| k.flags.contains(&"incomplete"))
+    {
+        return by_specs;
+    }
+    let positions = fallback();
+    if positions.is_empty() {
+        return by_specs;
+    }
+    positions
+        .into_iter()
+        .filter_map(|pos| {
+            let found = by_specs.iter().find(|k| k.pos == pos);
+            found
+                .or_else(|| by_specs.first())
+                .map(|k| KeyRef { pos, ..*k })
+        })
+        .collect()
+}
+
+/// The keys of a command as its key specs alone place them (see [`keys_of`]).
+fn keys_by_specs(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usize>) -> Vec<KeyRef> {
     let cmd = &COMMANDS[id];
+    // The access of the last spec Redis cannot evaluate from the arguments ("unknown"): the
+    // keys only Podium's own finder gives (SORT's STORE key) are that spec's.
+    let mut unknown: Option<(bool, bool, &'static [&'static str])> = None;
     let argc = args.len() as i64;
     let mut out: Vec<KeyRef> = Vec::new();
     for spec in cmd.keys {
@@ -528,16 +560,7 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
                 }
             }
             Begin::Unknown => {
-                for pos in fallback() {
-                    if !out.iter().any(|k| k.pos == pos) {
-                        out.push(KeyRef {
-                            pos,
-                            read,
-                            write,
-                            flags,
-                        });
-                    }
-                }
+                unknown = Some((read, write, flags));
                 continue;
             }
         };
@@ -569,19 +592,15 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
                 }
                 let start = first + i64::from(firstkey);
                 let step = i64::from(step.max(1));
-                (start, start + (n - 1) * step, step)
+                let last = start.saturating_add((n - 1).saturating_mul(step));
+                // More keys than arguments: a syntax error the command reports, no keys.
+                if last >= argc {
+                    continue;
+                }
+                (start, last, step)
             }
             Find::Unknown => {
-                for pos in fallback() {
-                    if !out.iter().any(|k| k.pos == pos) {
-                        out.push(KeyRef {
-                            pos,
-                            read,
-                            write,
-                            flags,
-                        });
-                    }
-                }
+                unknown = Some((read, write, flags));
                 continue;
             }
         };
@@ -594,6 +613,18 @@ pub(crate) fn keys_of(id: usize, args: &[Bytes], fallback: &dyn Fn() -> Vec<usiz
                 flags,
             });
             i += step;
+        }
+    }
+    if let Some((read, write, flags)) = unknown {
+        for pos in fallback() {
+            if !out.iter().any(|k| k.pos == pos) {
+                out.push(KeyRef {
+                    pos,
+                    read,
+                    write,
+                    flags,
+                });
+            }
         }
     }
     out
@@ -1303,19 +1334,20 @@ pub(crate) mod view {
         let Some(id) = command_id(name) else {
             return vec![&[]; positions.len()];
         };
-        // Keys the concrete specs place; a key only Podium's own finder gives belongs to the
-        // last spec Redis cannot evaluate (SORT's STORE), or else the first.
-        let found = keys_of(id, args, &Vec::new);
-        let specs = COMMANDS[id].keys;
-        let rest: &'static [&'static str] = specs
+        let found = keys_of(id, args, &|| positions.to_vec());
+        let first: &'static [&'static str] = COMMANDS[id]
+            .keys
             .iter()
-            .rev()
-            .find(|k| matches!(k.begin, Begin::Unknown) && !k.not_key)
-            .or_else(|| specs.iter().find(|k| !k.not_key))
+            .find(|k| !k.not_key)
             .map_or(&[], |k| k.flags);
         positions
             .iter()
-            .map(|p| found.iter().find(|k| k.pos == *p).map_or(rest, |k| k.flags))
+            .map(|p| {
+                found
+                    .iter()
+                    .find(|k| k.pos == *p)
+                    .map_or(first, |k| k.flags)
+            })
             .collect()
     }
 

@@ -27,7 +27,6 @@ pub mod log;
 pub mod net;
 pub mod notify;
 pub(crate) mod obuf;
-pub(crate) mod pause;
 pub mod persistence;
 pub mod process;
 pub mod protocol;

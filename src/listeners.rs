@@ -32,16 +32,16 @@ pub(crate) fn start(srv: &Arc<Server>, sockets: Vec<std::net::TcpListener>) -> R
         .map(tokio::net::TcpListener::from_std)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("can't listen: {e}"))?;
+    let Some(&serve) = srv.listeners.serve.get() else {
+        return Err("can't listen: no connection handler registered".into());
+    };
     let mut accepting = srv.listeners.accepting.lock();
     for l in listeners {
         let srv = srv.clone();
         accepting.push(tokio::spawn(async move {
             loop {
                 match l.accept().await {
-                    Ok((sock, peer)) => {
-                        let srv = srv.clone();
-                        tokio::spawn(crate::connection::handle(srv, sock, peer));
-                    }
+                    Ok((sock, peer)) => serve(srv.clone(), sock, peer),
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(10)).await;

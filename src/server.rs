@@ -219,6 +219,9 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.get_i64("port") as u16;
     let bind = srv.config.get("bind").unwrap_or_default();
+    let _ = srv.listeners.serve.set(|srv, sock, peer| {
+        tokio::spawn(crate::connection::handle(srv, sock, peer));
+    });
     let listeners = crate::listeners::bind(&srv, &bind, port).inspect_err(|_| {
         // Redis's words: its test harness looks for "Failed listening on port" to retry on
         // another port.

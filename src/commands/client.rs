@@ -308,8 +308,8 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             )
         }
         "tracking" | "caching" | "getredir" | "trackinginfo" => client_subcommand(ctx, &sub, a),
-        "pause" => crate::pause::client_pause(ctx, a),
-        "unpause" => crate::pause::client_unpause(ctx, a),
+        "pause" => crate::commands::pause::client_pause(ctx, a),
+        "unpause" => crate::commands::pause::client_unpause(ctx, a),
         "help" => Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -36,6 +36,7 @@ pub mod list;
 mod long;
 pub(crate) mod memory;
 pub mod migrate;
+pub(crate) mod pause;
 pub mod persist;
 pub mod pubsub;
 pub mod script;
@@ -564,7 +565,7 @@ pub fn dispatch_with<'a>(
         return done(Reply::error(srv.scripts.busy_reply()));
     }
     // Under CLIENT PAUSE the request waits (checked where Redis checks: before queueing).
-    if crate::pause::holds_back(srv, client, spec, &args) {
+    if crate::commands::pause::holds_back(srv, client, spec, &args) {
         return Outcome {
             reply: Reply::NoReply,
             block: None,

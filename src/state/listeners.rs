@@ -2,9 +2,17 @@
 //! starting and replacing them is [`crate::listeners`], above.
 
 use parking_lot::Mutex;
+use std::sync::OnceLock;
+
+/// What an accept loop does with a new connection: start serving it (the connection layer's
+/// entry point, registered by the server at startup, so that the listeners, which CONFIG SET
+/// rebinds from the command layer, do not depend on the connection layer above it).
+pub(crate) type ServeConnection =
+    fn(std::sync::Arc<crate::state::Server>, tokio::net::TcpStream, std::net::SocketAddr);
 
 /// The running accept loops.
 #[derive(Default)]
 pub(crate) struct Listeners {
     pub(crate) accepting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) serve: OnceLock<ServeConnection>,
 }

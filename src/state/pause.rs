@@ -1,6 +1,6 @@
 //! The CLIENT PAUSE state: the kind in force (none, WRITE or ALL) and when it ends, with the
 //! rules for merging pauses and for waiting on a change. The commands and the dispatcher's
-//! check that act on it are [`crate::pause`], above.
+//! check that act on it are [`crate::commands::pause`], above.
 
 use crate::clock::unix_ms;
 use std::sync::atomic::{AtomicU8, Ordering};

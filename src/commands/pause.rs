@@ -14,9 +14,9 @@
 //! dataset is static: lazy expiry treats expired keys as absent without deleting them, and
 //! the active expiry cycle and eviction do not run.
 
+use super::{flags, Ctx};
 use crate::client::Client;
 use crate::clock::unix_ms;
-use crate::commands::{flags, Ctx};
 use crate::protocol::Reply;
 use crate::state::pause::{ALL, OFF, WRITE};
 use crate::state::Server;

@@ -74,6 +74,12 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             None => Reply::error(super::args::NOT_INT),
         },
+        ("set-skip-checksum-validation", 3) => {
+            // Redis reads the flag with atoi: anything else counts as 0.
+            let on = crate::util::numtext::parse_i64(&a[2]).unwrap_or(0) != 0;
+            crate::persistence::rdb::SKIP_CHECKSUM.store(on, Ordering::Relaxed);
+            Reply::Ok
+        }
         ("set-disable-deny-scripts", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 crate::scripting::set_deny_script_disabled(n != 0);
@@ -116,6 +122,8 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Turn the active expiry of keys off or on.",
                 "SET-DISABLE-DENY-SCRIPTS <0|1>",
                 "    Let scripts run commands normally refused to them (testing only).",
+                "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+                "    Skip the CRC-64 check of RESTORE payloads (they are still validated in full).",
                 "RELOAD",
                 "    Save the dataset and load it again.",
                 "CONFIG-REWRITE-FORCE-ALL",

@@ -353,7 +353,7 @@ pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8) -> Option<Stream> {
             let cname = Bytes::from(r.string()?);
             let seen_time = i64::from_le_bytes(r.array()?);
             if !g.create_consumer(&cname, seen_time) {
-                return None;
+                return super::rdb::fail("Duplicate stream consumer detected.");
             }
             let n = r.count_items(16)?;
             for _ in 0..n {

@@ -632,6 +632,9 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
             // not see an empty dataset answered as if it were loaded meanwhile.
             if let Err(e) = snapshot::load_file(srv, &path) {
                 tracing::warn!("Fatal error loading the DB: {e}. Exiting.");
+                if e.contains(snapshot::CORRUPT_OBJECT) {
+                    tracing::warn!("Terminating server after rdb file reading failure.");
+                }
                 return Err(Fatal {
                     msg: e,
                     logged: true,

@@ -319,12 +319,14 @@ pub fn restore(payload: &[u8], limits: &Limits) -> Result<Value, PayloadError> {
         read_object(&mut r, t?, limits)
     })();
     value.ok_or_else(|| {
-        // As Redis in a RESTORE: the reason goes to the log at verbose level, the client gets
-        // "Bad data format".
-        tracing::debug!(
-            "Internal error in RDB reading offset 0, function at rdb.c:0 -> {}",
-            failure_reason(t)
-        );
+        // As Redis in a RESTORE: the reason goes to the log at verbose level (an empty
+        // collection is refused without one), the client gets "Bad data format".
+        let reason = failure_reason(t);
+        if reason != EMPTY_KEY {
+            tracing::debug!(
+                "Internal error in RDB reading offset 0, function at rdb.c:0 -> {reason}"
+            );
+        }
         PayloadError::BadFormat
     })
 }
@@ -339,13 +341,17 @@ thread_local! {
     static FAILURE_REASON: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
 }
 
+/// The reason given for a collection with no elements: RESTORE refuses it, loading a file
+/// skips the key (as Redis 7.0 does for files written by versions that could hold them).
+pub(crate) const EMPTY_KEY: &str = "empty key";
+
 /// Refuse the object being decoded, naming why (for the log line Redis writes).
 pub(crate) fn fail<T>(reason: &'static str) -> Option<T> {
     FAILURE_REASON.with(|r| r.set(Some(reason)));
     None
 }
 
-fn take_failure_reason() -> Option<&'static str> {
+pub(crate) fn take_failure_reason() -> Option<&'static str> {
     FAILURE_REASON.with(|r| r.take())
 }
 
@@ -779,9 +785,9 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                         } else {
                             listpack(&blob)?
                         };
-                        // Redis refuses an empty node as corrupt.
+                        // Redis skips an empty node (the list is refused if none is left).
                         if elems.is_empty() {
-                            return None;
+                            continue;
                         }
                         l.items.extend(elems.iter().map(|e| e.to_vec()));
                     }
@@ -865,12 +871,17 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         Value::ZSet(z) => z.is_empty(),
         Value::Stream(_) => false,
     };
-    (!empty).then_some(value)
+    if empty {
+        return fail(EMPTY_KEY);
+    }
+    Some(value)
 }
 
 /// A set from its members; None on a repeated member.
 fn build_set<'m>(mut members: impl Iterator<Item = &'m [u8]>, limits: &Limits) -> Option<Value> {
-    let first = members.next()?;
+    let Some(first) = members.next() else {
+        return fail(EMPTY_KEY);
+    };
     let mut s = Set::for_member(first);
     s.add(first, limits.set_max_intset);
     for m in members {
@@ -883,7 +894,9 @@ fn build_set<'m>(mut members: impl Iterator<Item = &'m [u8]>, limits: &Limits) -
 
 /// A sorted set from its pairs; None on a repeated member or a NaN score.
 fn build_zset(pairs: Vec<(Vec<u8>, f64)>, limits: &Limits) -> Option<Value> {
-    let first_len = pairs.first()?.0.len();
+    let Some(first_len) = pairs.first().map(|p| p.0.len()) else {
+        return fail(EMPTY_KEY);
+    };
     let mut z = ZSet::new_for(first_len, pairs.len(), &limits.zset);
     for (m, score) in pairs {
         if score.is_nan() {

@@ -317,7 +317,13 @@ pub(crate) struct Parsed {
     pub used_mem: u64,
     /// The FUNCTION libraries' codes, in file order.
     pub functions: Vec<bytes::Bytes>,
+    /// Keys holding an empty collection, skipped.
+    pub empty_keys_skipped: u64,
 }
+
+/// How a load error names an object that failed to decode (the startup path then ends the
+/// process with Redis's "Terminating server after rdb file reading failure.").
+pub(crate) const CORRUPT_OBJECT: &str = "does not decode";
 
 fn type_name(t: u8) -> &'static str {
     match t {
@@ -367,6 +373,7 @@ pub(crate) fn parse(
         aof_base: false,
         used_mem: 0,
         functions: Vec::new(),
+        empty_keys_skipped: 0,
     };
     let mut db = 0usize;
     let mut expire_at = crate::keyspace::NO_EXPIRE;
@@ -455,9 +462,28 @@ pub(crate) fn parse(
                         ),
                     ));
                 }
-                let value = rdb::read_object(&mut r, t, limits).ok_or_else(|| {
-                    bad(at, &format!("key '{shown}' (RDB type {t}) does not decode"))
-                })?;
+                rdb::take_failure_reason();
+                let Some(value) = rdb::read_object(&mut r, t, limits) else {
+                    let reason = rdb::failure_reason(Some(t));
+                    // A collection with no elements (older versions could write them) is
+                    // skipped, as Redis 7.0 skips it.
+                    if reason == rdb::EMPTY_KEY {
+                        tracing::warn!("rdbLoadObject skipping empty key: {shown}");
+                        out.empty_keys_skipped += 1;
+                        expire_at = crate::keyspace::NO_EXPIRE;
+                        continue;
+                    }
+                    tracing::warn!(
+                        "Internal error in RDB reading offset 0, function at rdb.c:0 -> {reason}"
+                    );
+                    return Err(bad(
+                        at,
+                        &format!(
+                            "key '{shown}' (RDB type {t}) {CORRUPT_OBJECT}: {}",
+                            reason.trim_end_matches('.')
+                        ),
+                    ));
+                };
                 let exp = std::mem::replace(&mut expire_at, crate::keyspace::NO_EXPIRE);
                 if exp != crate::keyspace::NO_EXPIRE
                     && skip_expired_at.is_some_and(|now| exp <= now)
@@ -654,7 +680,7 @@ pub(crate) fn info_loading(srv: &Server) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn record_load(srv: &Server, loaded: u64, expired: u64) {
+fn record_load(srv: &Server, loaded: u64, expired: u64, empty_skipped: u64) {
     let st = &srv.aof.inner.snap;
     st.last_load_loaded.store(loaded, Ordering::Relaxed);
     st.last_load_expired.store(expired, Ordering::Relaxed);
@@ -662,7 +688,11 @@ fn record_load(srv: &Server, loaded: u64, expired: u64) {
         .inner
         .dirty_base
         .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
-    tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
+    if empty_skipped > 0 {
+        tracing::warn!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}, empty keys skipped: {empty_skipped}.");
+    } else {
+        tracing::info!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}.");
+    }
 }
 
 /// Empty every database and the FUNCTION libraries (DEBUG LOADAOF before its replay, as
@@ -684,7 +714,7 @@ pub(crate) fn empty_all(srv: &Server) {
 pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), String> {
     let path = rdb_path(srv);
     let mut parsed = read_checked(srv, &path)?;
-    let expired = parsed.expired;
+    let (expired, empty_skipped) = (parsed.expired, parsed.empty_keys_skipped);
     // Libraries first, as they come first in the file: FLUSH empties them with the data,
     // NOFLUSH MERGE replaces same-named ones, plain NOFLUSH refuses a name already loaded.
     let policy = if flush {
@@ -705,7 +735,7 @@ pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), Strin
     }
     let loaded = apply_locked(srv, &mut guards, parsed, &path.display().to_string(), merge)?;
     drop(guards);
-    record_load(srv, loaded, expired);
+    record_load(srv, loaded, expired, empty_skipped);
     Ok(())
 }
 
@@ -713,9 +743,9 @@ pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), Strin
 pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
     let started = Instant::now();
     let parsed = read_checked(srv, path)?;
-    let expired = parsed.expired;
+    let (expired, empty_skipped) = (parsed.expired, parsed.empty_keys_skipped);
     let loaded = apply(srv, parsed, &path.display().to_string())?;
-    record_load(srv, loaded, expired);
+    record_load(srv, loaded, expired, empty_skipped);
     tracing::info!(
         "DB loaded from disk: {:.3} seconds",
         started.elapsed().as_secs_f64()

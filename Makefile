@@ -18,7 +18,7 @@ RATCHETS = unit/pubsub:28 unit/type/stream-cgroups:46
 # Suites in the suites' native mode (they start Podium themselves): NATIVE_FULL pass in full,
 # NATIVE_SUITES are suite:min-passed.
 NATIVE_FULL = unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2
-NATIVE_SUITES = unit/oom-score-adj:4 unit/auth:9 unit/pubsubshard:9 unit/maxmemory:18 unit/other:24 unit/pubsub:29 unit/limits:1 unit/querybuf:2 unit/networking:4 integration/logging:2 unit/shutdown:7 unit/obuf-limits:8 unit/pause:13 unit/introspection:41 integration/redis-cli:28 integration/redis-benchmark:8 unit/functions:92 unit/scripting:186 integration/aof:40 integration/aof-multi-part:28 unit/bitfield:18 unit/type/stream-cgroups:52
+NATIVE_SUITES = unit/oom-score-adj:4 unit/auth:9 unit/pubsubshard:9 unit/maxmemory:18 unit/other:24 unit/pubsub:29 unit/limits:1 unit/querybuf:2 unit/networking:4 integration/logging:2 unit/shutdown:7 unit/obuf-limits:8 unit/pause:13 unit/introspection:41 integration/redis-cli:28 integration/redis-benchmark:8 unit/functions:92 unit/scripting:186 integration/aof:40 integration/aof-multi-part:28 unit/bitfield:18 unit/type/stream-cgroups:52 integration/corrupt-dump:58
 
 .PHONY: build run test unit-test suites bench clean
 

@@ -51,6 +51,44 @@ pub struct ClientInfo {
     /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
     /// clients to disconnect by it.
     pub(crate) user: Mutex<Option<crate::acl::UserRef>>,
+    /// A replica of this server ([`ROLE_REPLICA`]) or the link to our master
+    /// ([`ROLE_MASTER`]): CLIENT LIST flags S / M, CLIENT KILL TYPE.
+    pub(crate) repl_role: AtomicU8,
+}
+
+/// [`ClientInfo::repl_role`] values.
+pub(crate) const ROLE_NONE: u8 = 0;
+pub(crate) const ROLE_REPLICA: u8 = 1;
+pub(crate) const ROLE_MASTER: u8 = 2;
+
+/// Work a replication command leaves for the connection (it needs the socket or must wait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReplAction {
+    /// Send this replica the RDB image, then its stream (SYNC / PSYNC without +CONTINUE).
+    FullSync,
+    /// WAIT: until `replicas` replicas acknowledged `offset`, or `deadline_ms` (0: none).
+    Wait {
+        replicas: i64,
+        offset: u64,
+        deadline_ms: i64,
+    },
+}
+
+/// A connection's replication state.
+#[derive(Default)]
+pub(crate) struct ReplClient {
+    /// REPLCONF listening-port / ip-address / capa, sent before SYNC.
+    pub(crate) listening_port: u16,
+    pub(crate) announced_ip: Option<String>,
+    pub(crate) capa_eof: bool,
+    pub(crate) capa_psync2: bool,
+    /// The client is a replica (after SYNC / PSYNC): it gets no replies.
+    pub(crate) is_replica: bool,
+    /// The client is our master's link: it may write on a read-only replica.
+    pub(crate) is_master: bool,
+    /// The replication offset right after this client's last logged write (WAIT).
+    pub(crate) woff: u64,
+    pub(crate) action: Option<ReplAction>,
 }
 
 impl ClientInfo {
@@ -79,6 +117,25 @@ impl ClientInfo {
             out_pending: AtomicUsize::new(0),
             out_held: AtomicUsize::new(0),
             user: Mutex::new(None),
+            repl_role: AtomicU8::new(ROLE_NONE),
+        }
+    }
+
+    /// The client's class as CLIENT LIST / KILL TYPE name it: master (our master's link),
+    /// replica, pubsub (with subscriptions) or normal.
+    pub(crate) fn client_type(&self) -> &'static str {
+        match self.repl_role.load(Ordering::Relaxed) {
+            ROLE_MASTER => "master",
+            ROLE_REPLICA => "replica",
+            _ if self
+                .push
+                .counts
+                .iter()
+                .any(|n| n.load(Ordering::Relaxed) > 0) =>
+            {
+                "pubsub"
+            }
+            _ => "normal",
         }
     }
 
@@ -125,6 +182,11 @@ impl ClientInfo {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         let mut flags = String::new();
+        match self.repl_role.load(Ordering::Relaxed) {
+            ROLE_REPLICA => flags.push('S'),
+            ROLE_MASTER => flags.push('M'),
+            _ => {}
+        }
         if self.multi.load(Ordering::Relaxed) {
             flags.push('x');
         }
@@ -239,6 +301,8 @@ pub struct Client {
     pub user: Option<crate::acl::UserRef>,
     /// How long the last command this client ran took, in microseconds (SLOWLOG, LATENCY).
     pub last_duration_us: u64,
+    /// Replication: REPLCONF settings, replica / master roles, WAIT's offset.
+    pub(crate) repl: ReplClient,
 }
 
 impl Client {
@@ -266,6 +330,7 @@ impl Client {
             after_reply: Vec::new(),
             user: None,
             last_duration_us: 0,
+            repl: Default::default(),
         }
     }
 

@@ -471,7 +471,7 @@ pub static PARAMS: &[Param] = &[
             "min-replicas-to-write",
             INT,
             "0",
-            "writes need this many good replicas (0 = none); Podium has no replicas, so any other value refuses every write with -NOREPLICAS",
+            "as Redis: writes need this many online replicas that acknowledged within min-replicas-max-lag (0 = none), else -NOREPLICAS",
         ),
         &["min-slaves-to-write"],
     ),
@@ -489,7 +489,7 @@ pub static PARAMS: &[Param] = &[
             "replica-serve-stale-data",
             Kind::Bool,
             "yes",
-            "accepted, no effect: replication is not supported, so a Podium server is never a replica",
+            "as Redis: while the link to its master is down, a replica answers only the commands flagged stale unless set",
         ),
         &["slave-serve-stale-data"],
     ),
@@ -498,7 +498,7 @@ pub static PARAMS: &[Param] = &[
             "replica-read-only",
             Kind::Bool,
             "yes",
-            "accepted, no effect: replication is not supported, so a Podium server is never a replica",
+            "as Redis: a replica refuses writes from its clients (-READONLY) while set",
         ),
         &["slave-read-only"],
     ),
@@ -536,7 +536,7 @@ pub static PARAMS: &[Param] = &[
         "rdb-del-sync-files",
         Kind::Bool,
         "no",
-        "delete RDB files used only for replication sync; Podium has no replication, so it never writes one",
+        "as Redis: without save points or AOF, the RDB file written only to synchronize a replica is deleted once sent",
     ),
     p(
         "always-show-logo",
@@ -560,7 +560,7 @@ pub static PARAMS: &[Param] = &[
         "client-output-buffer-limit",
         Kind::Words,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-        "per class (normal, replica, pubsub): hard limit, soft limit and seconds over the soft limit before a client with that much reply data pending is disconnected (normal and pubsub enforced; replica: no replication)",
+        "per class (normal, replica, pubsub): hard limit, soft limit and seconds over the soft limit before a client with that much reply data pending is disconnected (all three enforced)",
     ),
     fixed(
         "enable-debug-command",
@@ -602,7 +602,7 @@ pub static PARAMS: &[Param] = &[
         "repl-diskless-sync-delay",
         INT,
         "5",
-        "replication tuning, no effect until replication exists (README)",
+        "accepted, no effect: a Podium master sends its image from disk, where Redis starts at once too"
     ),
     p(
         "propagation-error-behavior",
@@ -1287,6 +1287,7 @@ pub(crate) struct ObufLimits {
 }
 
 pub(crate) const OBUF_NORMAL: usize = 0;
+pub(crate) const OBUF_REPLICA: usize = 1;
 pub(crate) const OBUF_PUBSUB: usize = 2;
 
 impl ObufLimits {

@@ -97,6 +97,12 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
+    if client.repl.is_replica {
+        if let Some(r) = srv.repl.find(id) {
+            tracing::info!("Connection with replica {} lost.", r.describe());
+        }
+        srv.repl.remove_replica(id);
+    }
     crate::commands::tx::unwatch_all(&srv, &mut client);
     srv.pubsub.unsubscribe_all(&info, &mut client.subs);
     srv.pubsub.remove_monitor(&info);
@@ -326,6 +332,34 @@ async fn serve_client(
                 continue;
             }
             let served_after_block = block.is_some();
+            // Replication work that needs the socket or a wait (SYNC / PSYNC, WAIT).
+            let reply = match client.repl.action.take() {
+                None => reply,
+                Some(crate::client::ReplAction::FullSync) => {
+                    flush(srv, sock, &info, &mut out, &mut sent).await?;
+                    if !crate::replication::full_sync(srv, sock, client).await {
+                        return Ok(());
+                    }
+                    // The stream queued since the image's instant follows from the mailbox.
+                    reply
+                }
+                Some(crate::client::ReplAction::Wait {
+                    replicas,
+                    offset,
+                    deadline_ms,
+                }) => {
+                    flush(srv, sock, &info, &mut out, &mut sent).await?;
+                    info.blocked.store(true, Ordering::Relaxed);
+                    let r =
+                        crate::replication::wait_acks(srv, client, replicas, offset, deadline_ms)
+                            .await;
+                    info.blocked.store(false, Ordering::Relaxed);
+                    match r {
+                        Some(r) => r,
+                        None => return Ok(()),
+                    }
+                }
+            };
             let reply = match block {
                 Some(b) => {
                     // Send what the pipeline produced so far, then wait.
@@ -389,6 +423,10 @@ async fn serve_client(
 }
 
 fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+    // A replica reads the stream, not replies (Redis never answers a replica's commands).
+    if client.repl.is_replica {
+        return;
+    }
     if !std::mem::take(&mut client.error_reply_counted) {
         srv.errorstats.count_reply(reply);
     }
@@ -423,7 +461,9 @@ const MAX_BATCH: usize = 256;
 /// The `client-output-buffer-limit` class of the client: pubsub once it has subscriptions,
 /// normal otherwise.
 fn obuf_limit(srv: &Server, client: &Client) -> crate::config::ObufLimit {
-    let class = if client.subs.total() > 0 {
+    let class = if client.repl.is_replica {
+        crate::config::OBUF_REPLICA
+    } else if client.subs.total() > 0 {
         crate::config::OBUF_PUBSUB
     } else {
         crate::config::OBUF_NORMAL

@@ -32,6 +32,7 @@ pub mod process;
 pub mod protocol;
 pub mod pubsub;
 pub(crate) mod querybuf;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub(crate) mod shutdown;

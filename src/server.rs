@@ -51,6 +51,7 @@ impl Server {
                 if sh.volatile_len() == 0
                     || !crate::commands::debug::active_expire_enabled()
                     || self.pause.is_active()
+                    || self.repl.is_following()
                 {
                     break;
                 }
@@ -269,6 +270,16 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     }
     crate::client_evict::configure(&srv);
     tracing::info!("Ready to accept connections");
+    crate::replication::replica::install(&srv);
+    start_replication_cron(&srv);
+    // `replicaof host port` in the configuration: follow it from the start.
+    if let Some(target) = srv.config.get("replicaof").filter(|t| !t.trim().is_empty()) {
+        let mut w = target.split_whitespace();
+        if let (Some(host), Some(Ok(port))) = (w.next(), w.next().map(|p| p.parse::<u16>())) {
+            srv.repl.start_following();
+            srv.master_link.follow(host.to_string(), port);
+        }
+    }
     let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
     crate::process::notify_ready(supervisor);
     let cron_srv = srv.clone();
@@ -337,6 +348,32 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
 }
 
 use rand::SeedableRng;
+
+/// Replication's once-a-second work (Redis's replicationCron): PINGs to the replicas, the
+/// backlog's time to live, replicas that stopped acknowledging.
+fn start_replication_cron(srv: &Arc<Server>) {
+    let weak = Arc::downgrade(srv);
+    tokio::spawn(async move {
+        let mut tick: u64 = 0;
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(srv) = weak.upgrade() else {
+                return;
+            };
+            if srv.shutting_down.load(Ordering::Relaxed) {
+                return;
+            }
+            tick += 1;
+            let period = srv.config.get_i64("repl-ping-replica-period").max(1) as u64;
+            let ttl = srv.config.get_i64("repl-backlog-ttl");
+            srv.repl.cron(tick, period, ttl, srv.replica_obuf_limit());
+            let timeout_ms = srv.config.get_i64("repl-timeout").max(1) * 1000;
+            srv.repl.drop_silent_replicas(timeout_ms);
+        }
+    });
+}
 
 /// The cron's check of the pubsub class's soft limit: close the subscribers that have been
 /// over it for longer than its seconds.

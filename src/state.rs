@@ -8,6 +8,8 @@ pub mod introspect;
 pub(crate) mod latency;
 pub(crate) mod listeners;
 pub(crate) mod pause;
+pub(crate) mod repl;
+pub(crate) mod replica_link;
 pub(crate) mod scripts;
 pub(crate) mod shutdown;
 pub(crate) mod slowlog;
@@ -61,6 +63,10 @@ pub struct Server {
     pub run_id: String,
     pub port: AtomicI64,
     pub aof: Aof,
+    /// The replication stream, backlog and replicas (this server as a master).
+    pub(crate) repl: repl::Replication,
+    /// The link to our master when this server is a replica.
+    pub master_link: replica_link::MasterLink,
     /// Lua scripts cached for EVALSHA, and the running script's state.
     pub scripts: scripts::Scripts,
     pub shutdown: Notify,
@@ -108,6 +114,8 @@ impl Server {
             started: Instant::now(),
             run_id,
             aof: Aof::default(),
+            repl: Default::default(),
+            master_link: Default::default(),
             scripts: Default::default(),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
@@ -140,15 +148,67 @@ impl Server {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Log a change to the AOF (if enabled).
+    /// True while writes are logged anywhere (the AOF or the replication stream): callers
+    /// skip building log entries otherwise.
+    #[inline]
+    pub fn logging(&self) -> bool {
+        self.aof.is_enabled() || self.repl.is_active()
+    }
+
+    /// The replica class of `client-output-buffer-limit`.
+    pub(crate) fn replica_obuf_limit(&self) -> crate::config::ObufLimit {
+        self.config.hot.obuf.classes[crate::config::OBUF_REPLICA].get()
+    }
+
+    /// Log a change to the AOF and the replication stream (those enabled).
     pub fn propagate(&self, db: usize, argv: Vec<Bytes>) {
-        // A script's redis.set_repl can keep its commands out of the AOF.
-        if scripts::aof_suppressed() {
+        // A script's redis.set_repl can keep its commands out of either.
+        let targets = repl::TO_ALL & !scripts::suppressed_targets();
+        let to_aof = targets & repl::TO_AOF != 0 && self.aof.is_enabled();
+        let to_replicas = targets & repl::TO_REPLICAS != 0 && self.repl.is_active();
+        if !to_aof && !to_replicas {
             return;
         }
         // A running script collects its commands and feeds them in one piece.
-        if let Some(argv) = scripts::collect_for_script(db, argv) {
-            self.aof.feed(db, argv);
+        if let Some(argv) = scripts::collect_for_script(db, argv, targets) {
+            if to_replicas {
+                self.repl.feed(Some(db), &argv, self.replica_obuf_limit());
+            }
+            if to_aof {
+                self.aof.feed(db, argv);
+            }
+        }
+    }
+
+    /// Log what a script collected (see [`Server::propagate`]) as one unbroken run in each
+    /// target.
+    pub(crate) fn propagate_script(&self, mut cmds: Vec<scripts::LoggedCommand>, wrap: bool) {
+        if cmds.is_empty() {
+            return;
+        }
+        if wrap && cmds.len() > 1 {
+            // MULTI takes the first command's database (its SELECT goes first), EXEC the
+            // last one's, so that no SELECT comes between the last command and EXEC.
+            let first = cmds[0].0;
+            let last = cmds[cmds.len() - 1].0;
+            cmds.insert(0, (first, vec![Bytes::from_static(b"MULTI")], repl::TO_ALL));
+            cmds.push((last, vec![Bytes::from_static(b"EXEC")], repl::TO_ALL));
+        }
+        if self.repl.is_active() {
+            let for_replicas: Vec<(usize, &[Bytes])> = cmds
+                .iter()
+                .filter(|c| c.2 & repl::TO_REPLICAS != 0)
+                .map(|c| (c.0, &c.1[..]))
+                .collect();
+            self.repl.feed_all(&for_replicas, self.replica_obuf_limit());
+        }
+        if self.aof.is_enabled() {
+            self.aof.feed_all(
+                cmds.into_iter()
+                    .filter(|c| c.2 & repl::TO_AOF != 0)
+                    .map(|c| (c.0, c.1))
+                    .collect(),
+            );
         }
     }
 

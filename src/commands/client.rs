@@ -217,6 +217,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "list" => {
             let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
             let mut ids: Option<Vec<u64>> = None;
+            let mut type_filter: Option<String> = None;
             let mut i = 2;
             while i < argc {
                 if eq(&a[i], "type") && i + 1 < argc {
@@ -227,9 +228,12 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     ) {
                         return Reply::error(format!("ERR Unknown client type '{t}'"));
                     }
-                    if t != "normal" {
-                        ids = Some(Vec::new());
-                    }
+                    let t = if t == "slave" {
+                        "replica".to_string()
+                    } else {
+                        t
+                    };
+                    type_filter = Some(t);
                     i += 2;
                 } else if eq(&a[i], "id") && i + 1 < argc {
                     let mut v = Vec::new();
@@ -248,6 +252,9 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let mut s = String::new();
             for c in clients {
                 if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+                    continue;
+                }
+                if type_filter.as_ref().is_some_and(|t| c.client_type() != t) {
                     continue;
                 }
                 s.push_str(&c.describe());
@@ -406,14 +413,14 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             "addr" => &c.addr == v,
             "laddr" => &c.laddr == v,
             "user" => c.user_name() == *v,
-            // No client is a master or a replica; a client with subscriptions is pubsub.
             "type" => {
-                let pubsub = c.push.counts.iter().any(|n| n.load(Ordering::Relaxed) > 0);
-                match v.to_ascii_lowercase().as_str() {
-                    "normal" => !pubsub,
-                    "pubsub" => pubsub,
-                    _ => false,
-                }
+                let want = v.to_ascii_lowercase();
+                let want = if want == "slave" {
+                    "replica"
+                } else {
+                    want.as_str()
+                };
+                c.client_type() == want
             }
             "maxage" => v
                 .parse::<i64>()

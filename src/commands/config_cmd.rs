@@ -84,6 +84,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"maxmemory") {
                         crate::evict::after_maxmemory_set(ctx.srv);
                     }
+                    if names.contains(&"repl-backlog-size") {
+                        let size = ctx.srv.config.get_i64("repl-backlog-size").max(1) as usize;
+                        ctx.srv.repl.resize_backlog(size);
+                    }
                     if names.contains(&"aof-timestamp-enabled") {
                         ctx.srv.aof.config_changed(&ctx.srv.config);
                     }

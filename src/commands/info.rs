@@ -200,6 +200,16 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "rejected_connections",
                     st.rejected_connections.load(Ordering::Relaxed).to_string(),
                 );
+                let r = &srv.repl;
+                kv("sync_full", r.sync_full.load(Ordering::Relaxed).to_string());
+                kv(
+                    "sync_partial_ok",
+                    r.sync_partial_ok.load(Ordering::Relaxed).to_string(),
+                );
+                kv(
+                    "sync_partial_err",
+                    r.sync_partial_err.load(Ordering::Relaxed).to_string(),
+                );
                 kv(
                     "expired_keys",
                     st.expired_keys.load(Ordering::Relaxed).to_string(),
@@ -267,17 +277,17 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 );
             }
             "replication" => {
-                kv("role", "master".into());
-                kv("connected_slaves", "0".into());
-                kv("master_failover_state", "no-failover".into());
-                kv("master_replid", srv.run_id.clone());
-                kv(
-                    "master_replid2",
-                    "0000000000000000000000000000000000000000".into(),
-                );
-                kv("master_repl_offset", "0".into());
-                kv("second_repl_offset", "-1".into());
-                kv("repl_backlog_active", "0".into());
+                let mut fields = Vec::new();
+                if crate::state::replica_link::is_replica(srv) {
+                    kv("role", "slave".into());
+                    crate::state::replica_link::info_replica(srv, &mut fields);
+                } else {
+                    kv("role", "master".into());
+                }
+                srv.repl.info_master(&mut fields);
+                for (k, v) in fields {
+                    kv(&k, v);
+                }
             }
             "cpu" => {
                 let (sys, user) = cpu_times(libc::RUSAGE_SELF);

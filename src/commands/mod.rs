@@ -39,6 +39,7 @@ pub mod migrate;
 pub(crate) mod pause;
 pub mod persist;
 pub mod pubsub;
+pub(crate) mod repl;
 pub mod script;
 pub mod server;
 pub mod set;
@@ -335,6 +336,7 @@ static FAMILIES: &[&[Spec]] = &[
     config_cmd::COMMANDS,
     server::COMMANDS,
     persist::COMMANDS,
+    repl::COMMANDS,
     acl::COMMANDS,
     keys::COMMANDS,
     migrate::COMMANDS,
@@ -604,7 +606,7 @@ pub fn dispatch_with<'a>(
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
-        if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
+        if let Some(err) = write_refusal_oom(srv, spec, out_of_memory, client.repl.is_master) {
             client.multi_abort = true;
             spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -615,10 +617,33 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::Status("QUEUED"));
     }
-    if let Some(err) = write_refusal_oom(srv, spec, out_of_memory) {
+    if let Some(err) = write_refusal_oom(srv, spec, out_of_memory, client.repl.is_master) {
         spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
+    }
+    // EXEC is checked again with what it queued, as the server's state may have changed
+    // since (Redis's cmd_flags / cmd_inv_flags of the transaction).
+    if spec.name == "exec" && !client.repl.is_master {
+        if let Some(queue) = client.multi.as_ref() {
+            let (mut any, mut all_stale, mut ping) = (0u32, true, false);
+            for a in queue {
+                if let Some(c) = lookup(&a[0]) {
+                    any |= c.flags;
+                    all_stale &= c.flags & flags::STALE != 0;
+                    ping |= c.name == "ping";
+                }
+            }
+            let fl =
+                (any & (flags::WRITE | flags::DENYOOM)) | if all_stale { flags::STALE } else { 0 };
+            if let Some(Reply::Error(e)) = refusal_by_flags(srv, fl, ping, out_of_memory, false) {
+                tx::discard_for(srv, client);
+                srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+                return done(Reply::Error(format!(
+                    "EXECABORT Transaction discarded because of: {e}"
+                )));
+            }
+        }
     }
     match spec.name {
         "exec" => {
@@ -744,6 +769,7 @@ pub(crate) fn write_refusal(srv: &Server, spec: &Spec) -> Option<Reply> {
         srv,
         spec,
         max > 0 && crate::evict::counted_memory(srv) > max,
+        false,
     )
 }
 
@@ -755,13 +781,42 @@ fn evict_before_command(srv: &Server) -> bool {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     max > 0
         && !srv.aof.loading()
+        && !(srv.repl.is_following() && srv.config.get_bool("replica-ignore-maxmemory"))
         && crate::evict::counted_memory(srv) > max
         && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
 }
 
 /// [`write_refusal`] given whether memory is over `maxmemory` with nothing left to evict.
-fn write_refusal_oom(srv: &Server, spec: &Spec, out_of_memory: bool) -> Option<Reply> {
-    if spec.flags & flags::WRITE != 0 || spec.name == "ping" {
+/// Nothing is refused to our master's link (`from_master`): a replica applies what its
+/// master did, as Redis's obey-client rule.
+fn write_refusal_oom(
+    srv: &Server,
+    spec: &Spec,
+    out_of_memory: bool,
+    from_master: bool,
+) -> Option<Reply> {
+    refusal_by_flags(
+        srv,
+        spec.flags,
+        spec.name == "ping",
+        out_of_memory,
+        from_master,
+    )
+}
+
+/// [`write_refusal_oom`] for a command of `cmd_flags` (`is_ping`: PING, which MISCONF
+/// refuses too). EXEC passes the flags of what it queued.
+fn refusal_by_flags(
+    srv: &Server,
+    cmd_flags: u32,
+    is_ping: bool,
+    out_of_memory: bool,
+    from_master: bool,
+) -> Option<Reply> {
+    if from_master {
+        return None;
+    }
+    if cmd_flags & flags::WRITE != 0 || is_ping {
         if let Some(e) = crate::persistence::snapshot::write_refusal(srv) {
             return Some(Reply::error(e));
         }
@@ -771,24 +826,39 @@ fn write_refusal_oom(srv: &Server, spec: &Spec, out_of_memory: bool) -> Option<R
             )));
         }
     }
-    if out_of_memory && spec.flags & flags::DENYOOM != 0 {
+    if out_of_memory && cmd_flags & flags::DENYOOM != 0 {
         return Some(Reply::error(
             "OOM command not allowed when used memory > 'maxmemory'.",
         ));
     }
-    if spec.flags & flags::WRITE != 0 {
-        return no_good_replicas(srv);
+    if cmd_flags & flags::WRITE != 0 {
+        if let Some(e) = no_good_replicas(srv) {
+            return Some(e);
+        }
     }
-    None
+    crate::state::replica_link::refusal(
+        srv,
+        cmd_flags & flags::WRITE != 0,
+        cmd_flags & flags::STALE != 0,
+        false,
+    )
 }
 
-/// Redis's -NOREPLICAS: `min-replicas-to-write` asks for good replicas before a write, and
-/// Podium has none (no replication), so with it set every write is refused.
+/// Redis's -NOREPLICAS: with `min-replicas-to-write` and `min-replicas-max-lag` set, a write
+/// needs that many online replicas that acknowledged within the lag.
 pub(crate) fn no_good_replicas(srv: &Server) -> Option<Reply> {
-    srv.config
+    if !srv
+        .config
         .hot
         .good_replicas_required
         .load(Ordering::Relaxed)
+        || crate::state::replica_link::is_replica(srv)
+    {
+        return None;
+    }
+    let need = srv.config.get_i64("min-replicas-to-write").max(0) as usize;
+    let lag = srv.config.get_i64("min-replicas-max-lag");
+    (srv.repl.good_replicas(lag) < need)
         .then(|| Reply::error("NOREPLICAS Not enough good replicas to write."))
 }
 
@@ -894,7 +964,7 @@ pub fn run_locked<'a>(
     if dirty > 0 {
         srv.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
     }
-    if dirty > 0 && srv.aof.is_enabled() {
+    if dirty > 0 && srv.logging() {
         match propagate {
             Some(cmds) => {
                 for c in cmds {
@@ -902,6 +972,10 @@ pub fn run_locked<'a>(
                 }
             }
             None => srv.propagate(db_before, args.to_vec()),
+        }
+        // WAIT waits for the replicas to reach this client's last write.
+        if !in_exec && srv.repl.is_active() {
+            client.repl.woff = srv.repl.offset();
         }
     }
     srv.stats

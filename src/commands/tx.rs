@@ -190,13 +190,10 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         return Reply::NullArray;
     }
     let mut replies = Vec::with_capacity(queue.len());
-    let any_write = queue
-        .iter()
-        .any(|a| lookup(&a[0]).is_some_and(|c| c.is_write()));
-    let start_db = client.db;
-    if any_write {
-        srv.propagate(start_db, vec![Bytes::from_static(b"MULTI")]);
-    }
+    // What the transaction logs is collected and goes out in one piece at the end, wrapped
+    // in MULTI/EXEC when it is more than one command (as Redis 7.0: a transaction with one
+    // write is logged as that write, one that changed nothing is not logged).
+    let collecting = crate::state::scripts::start_script_feed();
     for args in queue {
         let Some(spec) = lookup(&args[0]) else {
             replies.push(super::unknown_command(&args));
@@ -219,11 +216,15 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         super::slowlog::record(srv, client, spec, &args, client.last_duration_us);
         replies.push(reply);
     }
-    if any_write {
-        srv.propagate(client.db, vec![Bytes::from_static(b"EXEC")]);
+    if collecting {
+        let logged = crate::state::scripts::take_script_feed();
+        srv.propagate_script(logged, true);
     }
     for (db, cmd) in srv.blocking.serve_ready(&mut g) {
         srv.propagate(db, cmd);
+    }
+    if srv.repl.is_active() {
+        client.repl.woff = srv.repl.offset();
     }
     drop(g);
     unwatch_all(srv, client);

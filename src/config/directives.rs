@@ -24,7 +24,7 @@ const UINT: Kind = Kind::Int {
 const PORT: Kind = Kind::Int { min: 0, max: 65535 };
 const YES_NO: Kind = Kind::Bool;
 
-const NO_REPL: &str = "accepted, no effect: replication is not supported, so a Podium server never has replicas nor is one";
+const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
 const NO_CLUSTER: &str =
     "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
 const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
@@ -309,38 +309,28 @@ pub static EXTRA: &[Param] = &[
             "replicaof",
             Kind::Words,
             "",
-            "replication is not supported yet: only the empty default is accepted",
+            "the master to follow from startup (REPLICAOF changes it at run time)",
         ),
         &["slaveof"],
     ),
-    row(
-        "masterauth",
-        Kind::Str,
-        "",
-        "replication is not supported yet: only the empty default is accepted",
-    ),
-    row(
-        "masteruser",
-        Kind::Str,
-        "",
-        "replication is not supported yet: only the empty default is accepted",
-    ),
-    row("repl-diskless-sync", YES_NO, "yes", NO_REPL),
-    row("repl-diskless-sync-max-replicas", UINT, "0", NO_REPL),
+    row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
+    row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
+    row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
+    row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
     row(
         "repl-diskless-load",
         Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
-        NO_REPL,
+        "accepted, no effect: a Podium replica writes the master's image to disk and loads it from there (Redis's 'disabled')",
     ),
-    row("repl-disable-tcp-nodelay", YES_NO, "no", NO_REPL),
+    row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
     row(
         "repl-backlog-size",
         Kind::Memory,
         "1048576",
-        NO_REPL,
+        "as Redis: the bytes of stream kept for replicas that reconnect (PSYNC)",
     ),
-    row("repl-backlog-ttl", UINT, "3600", NO_REPL),
+    row("repl-backlog-ttl", UINT, "3600", "as Redis: seconds without replicas before the backlog is freed"),
     row(
         "repl-timeout",
         Kind::Int {
@@ -348,7 +338,7 @@ pub static EXTRA: &[Param] = &[
             max: i32::MAX as i64,
         },
         "60",
-        NO_REPL,
+        "as Redis: a silent master, or a replica that stops acknowledging, is disconnected after it",
     ),
     aka(
         row(
@@ -358,33 +348,33 @@ pub static EXTRA: &[Param] = &[
                 max: i32::MAX as i64,
             },
             "10",
-            NO_REPL,
+            "as Redis: seconds between the master's PINGs in the stream",
         ),
         &["repl-ping-slave-period"],
     ),
     aka(
-        row("replica-priority", UINT, "100", NO_REPL),
+        row("replica-priority", UINT, "100", "as Redis: shown in INFO (slave_priority) for Sentinel"),
         &["slave-priority"],
     ),
     aka(
-        row("replica-lazy-flush", YES_NO, "no", NO_REPL),
+        row("replica-lazy-flush", YES_NO, "no", "accepted, no effect: a replica empties its data set before loading the master's image in one step either way"),
         &["slave-lazy-flush"],
     ),
     aka(
-        row("replica-ignore-maxmemory", YES_NO, "yes", NO_REPL),
+        row("replica-ignore-maxmemory", YES_NO, "yes", "as Redis: a replica evicts nothing while set (the master's deletions arrive in the stream)"),
         &["slave-ignore-maxmemory"],
     ),
-    row("replica-announced", YES_NO, "yes", NO_REPL),
+    row("replica-announced", YES_NO, "yes", "as Redis: shown in INFO (replica_announced) for Sentinel"),
     aka(
-        row("replica-announce-ip", Kind::Str, "", NO_REPL),
+        row("replica-announce-ip", Kind::Str, "", "as Redis: the address a replica gives its master (REPLCONF ip-address)"),
         &["slave-announce-ip"],
     ),
     aka(
-        row("replica-announce-port", PORT, "0", NO_REPL),
+        row("replica-announce-port", PORT, "0", "as Redis: the port a replica gives its master (REPLCONF listening-port)"),
         &["slave-announce-port"],
     ),
-    row("replica-ignore-disk-write-errors", YES_NO, "no", NO_REPL),
-    row("bind-source-addr", Kind::Str, "", NO_REPL),
+    row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
+    row("bind-source-addr", Kind::Str, "", "binding the replication link's source address is not supported: only the empty default is accepted"),
     // Cluster.
     fixed_row(
         "cluster-enabled",
@@ -456,9 +446,7 @@ pub static EXTRA: &[Param] = &[
 /// Directives whose every value but the default needs a feature Podium lacks: the reason.
 fn unsupported_unless_default(name: &str) -> Option<&'static str> {
     Some(match name {
-        "replicaof" | "masterauth" | "masteruser" => {
-            "replication is not supported yet (Podium runs as a primary only)"
-        }
+        "bind-source-addr" => "binding the replication link's source address is not supported",
         "cluster-enabled" => "cluster mode is not supported",
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
         "watchdog-period" => "the software watchdog is not supported",
@@ -835,7 +823,8 @@ mod tests {
 
     #[test]
     fn refusals_name_the_missing_feature() {
-        assert!(refusal("replicaof", "127.0.0.1 6379", "")
+        assert!(refusal("replicaof", "127.0.0.1 6379", "").is_none());
+        assert!(refusal("bind-source-addr", "127.0.0.1", "")
             .unwrap()
             .contains("replication"));
         assert!(refusal("cluster-enabled", "no", "no").is_none());

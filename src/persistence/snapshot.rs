@@ -891,6 +891,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     st.last_bgsave_try
         .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
     let guards = lock_all(srv);
+    // Replicas waiting for an image start their stream here: no command runs while every
+    // shard is locked, so the image and the stream meet at this instant.
+    srv.repl.attach_waiting();
     let dirty = srv.stats.dirty.load(Ordering::Relaxed);
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
     st.keys_total.store(total as u64, Ordering::Relaxed);
@@ -957,6 +960,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
         }
     }
     drop(guards);
+    if pid < 0 {
+        srv.repl.bgsave_done(false);
+    }
     // SAFETY: closing our copy of the child's end of the pipe.
     unsafe {
         libc::close(write_fd);
@@ -1071,6 +1077,8 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
         }
     }
     st.child.store(0, Ordering::SeqCst);
+    // Replicas attached to this BGSAVE get its file now (or are told it failed).
+    srv.repl.bgsave_done(exited_ok);
 }
 
 const REPORT_PROGRESS: u64 = 1;
@@ -1115,6 +1123,15 @@ pub(crate) fn cron(srv: &Server) {
         return;
     }
     if srv.aof.loading() {
+        return;
+    }
+    // Replicas waiting for an image (a BGSAVE was running when they asked).
+    if srv.repl.waiting_for_bgsave() {
+        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        if let Err(e) = bgsave_start(srv) {
+            tracing::warn!("BGSAVE for replication failed: {e}");
+            srv.repl.bgsave_failed_to_start();
+        }
         return;
     }
     let now = crate::clock::unix_ms() / 1000;

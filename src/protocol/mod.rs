@@ -379,6 +379,42 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
+/// Append the RESP encoding of `argv` to `out` (a request as clients send it: what the AOF and
+/// the replication stream hold).
+pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, argv: &[A]) {
+    out.push(b'*');
+    push_num(out, argv.len());
+    for a in argv {
+        let a = a.as_ref();
+        out.push(b'$');
+        push_num(out, a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn push_num(out: &mut Vec<u8>, n: usize) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `SELECT db` as a request.
+pub fn encode_select(out: &mut Vec<u8>, db: usize) {
+    let d = db.to_string();
+    encode_command(out, &[&b"SELECT"[..], d.as_bytes()]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

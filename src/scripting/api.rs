@@ -400,19 +400,14 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
             srv.scripts.mark_wrote(inv.run_id);
         }
         inv.wrote = true;
-        // The effects go to the AOF wrapped in MULTI/EXEC (inside EXEC the transaction's own
-        // MULTI/EXEC already wraps them).
-        if !inv.multi_logged && !inv.ctx.in_exec && inv.repl & REPL_AOF != 0 && srv.aof.is_enabled()
-        {
-            srv.propagate(inv.ctx.client.db, vec![Bytes::from_static(b"MULTI")]);
-            inv.multi_logged = true;
-        }
     }
     let started = std::time::Instant::now();
     let ctx = &mut *inv.ctx;
-    let suppress = inv.repl & REPL_AOF == 0;
+    // redis.set_repl keeps the command's effects away from the targets it leaves out (the
+    // flags share the values of the log targets).
+    let suppressed = crate::state::repl::TO_ALL & !inv.repl;
     ctx.client.in_script = true;
-    let (reply, _block, _close) = super::without_aof_if(suppress, || {
+    let (reply, _block, _close) = crate::state::scripts::without_targets(suppressed, || {
         crate::commands::run_locked(srv, ctx.client, spec, &argv, ctx.g, true, started)
     });
     ctx.client.in_script = false;

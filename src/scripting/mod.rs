@@ -50,7 +50,7 @@ use crate::commands::flags::*;
 use crate::commands::{Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
 pub(crate) use crate::state::scripts::without_aof_if;
-pub use crate::state::scripts::{aof_suppressed, Scripts};
+pub use crate::state::scripts::Scripts;
 use crate::state::scripts::{RunningScript, Script, ScriptFlags};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -456,7 +456,6 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
     /// The script has run a write command (Redis's SCRIPT_WRITE_DIRTY).
     wrote: bool,
     /// MULTI was written to the AOF for this script's effects (EXEC follows at the end).
-    multi_logged: bool,
     /// `redis.setresp(3)` was called: replies reach the script as RESP3.
     resp3: bool,
     /// `redis.set_repl` flags (REPL_AOF | REPL_REPLICA by default).
@@ -590,7 +589,6 @@ fn run_atomically(
         read_only: read_only_command || flags.has(ScriptFlags::NO_WRITES),
         allow_oom: flags.has(ScriptFlags::ALLOW_OOM),
         wrote: false,
-        multi_logged: false,
         resp3: false,
         repl: api::REPL_ALL,
         one_db,
@@ -663,15 +661,18 @@ fn run_atomically(
     // the worker's other tasks to another thread from its instruction hook (see
     // engine::hand_off_worker), so the server keeps answering: -BUSY after
     // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
-    crate::state::scripts::start_script_feed();
+    let collecting = crate::state::scripts::start_script_feed();
     let reply = run(&mut inv);
-    let multi_logged = inv.multi_logged;
-    if multi_logged {
-        ctx.srv
-            .propagate(ctx.client.db, vec![Bytes::from_static(b"EXEC")]);
+    // What the script logged goes out in one piece, wrapped in MULTI/EXEC when it is more
+    // than one command (as Redis 7.0's propagatePendingCommands; inside EXEC the
+    // transaction collects it with its own commands).
+    if collecting {
+        let logged = crate::state::scripts::take_script_feed();
+        ctx.srv.propagate_script(logged, true);
+        if ctx.srv.repl.is_active() {
+            ctx.client.repl.woff = ctx.srv.repl.offset();
+        }
     }
-    let logged = crate::state::scripts::take_script_feed();
-    ctx.srv.aof.feed_all(logged);
     if ctx.client.db != saved_db {
         ctx.client.select(saved_db);
     }

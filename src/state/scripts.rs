@@ -3,6 +3,7 @@
 //! Only data lives here, below [`crate::state::Server`]; the Lua engine, the `redis` API and
 //! the commands that fill it are [`crate::scripting`], above.
 
+use super::repl::TO_ALL;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -98,25 +99,31 @@ pub(crate) struct Registry {
 }
 
 thread_local! {
-    /// Set while a script command runs under `redis.set_repl` without REPL_AOF.
-    static AOF_SUPPRESSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The log targets (`TO_AOF`, `TO_REPLICAS`) the command running on this thread must not
+    /// reach: a script's `redis.set_repl`, or everything while the AOF is replayed.
+    static SUPPRESSED: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
 }
 
-/// Run `f` with what it would log kept out of the AOF when `suppress` is set (a script's
-/// `redis.set_repl(redis.REPL_NONE)` or `REPL_REPLICA`; Podium has no replicas).
-pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
-    if !suppress {
+/// Run `f` with what it logs kept away from the targets in `mask` (besides those already
+/// kept away).
+pub(crate) fn without_targets<R>(mask: u8, f: impl FnOnce() -> R) -> R {
+    if mask == 0 {
         return f();
     }
-    AOF_SUPPRESSED.with(|s| s.set(true));
+    let before = SUPPRESSED.with(|s| s.replace(s.get() | mask));
     let r = f();
-    AOF_SUPPRESSED.with(|s| s.set(false));
+    SUPPRESSED.with(|s| s.set(before));
     r
 }
 
-/// True while the running command's effects must not reach the AOF (see [`without_aof_if`]).
-pub fn aof_suppressed() -> bool {
-    AOF_SUPPRESSED.with(|s| s.get())
+/// Run `f` with nothing it does logged anywhere when `suppress` is set (AOF replay).
+pub(crate) fn without_aof_if<R>(suppress: bool, f: impl FnOnce() -> R) -> R {
+    without_targets(if suppress { TO_ALL } else { 0 }, f)
+}
+
+/// The targets the running command's effects must not reach (see [`without_targets`]).
+pub fn suppressed_targets() -> u8 {
+    SUPPRESSED.with(|s| s.get())
 }
 
 thread_local! {
@@ -139,8 +146,9 @@ pub fn take_error_already_counted() -> bool {
     ERROR_ALREADY_COUNTED.with(|c| c.replace(false))
 }
 
-/// A command logged for the AOF: its database and its arguments.
-pub(crate) type LoggedCommand = (usize, Vec<Bytes>);
+/// A command logged by a script: its database, its arguments and its targets (`TO_AOF`,
+/// `TO_REPLICAS`).
+pub(crate) type LoggedCommand = (usize, Vec<Bytes>, u8);
 
 thread_local! {
     /// The commands the script running on this thread has logged so far (None when no
@@ -150,21 +158,30 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Keep `argv` (logged for database `db`) for the script running on this thread; gives it
+/// Keep `argv` (logged for database `db`, to `targets`) for the script running on this thread; gives it
 /// back when no script runs.
-pub(crate) fn collect_for_script(db: usize, argv: Vec<Bytes>) -> Option<Vec<Bytes>> {
+pub(crate) fn collect_for_script(db: usize, argv: Vec<Bytes>, targets: u8) -> Option<Vec<Bytes>> {
     SCRIPT_FEED.with(|f| match f.borrow_mut().as_mut() {
         Some(cmds) => {
-            cmds.push((db, argv));
+            cmds.push((db, argv, targets));
             None
         }
         None => Some(argv),
     })
 }
 
-/// A script starts on this thread: what it logs is kept until [`take_script_feed`].
-pub(crate) fn start_script_feed() {
-    SCRIPT_FEED.with(|f| *f.borrow_mut() = Some(Vec::new()));
+/// A script (or EXEC) starts on this thread: what it logs is kept until [`take_script_feed`].
+/// False when a collection is already running on this thread (a script inside EXEC): the
+/// inner one adds to it, and only the outer one takes and feeds what was collected.
+pub(crate) fn start_script_feed() -> bool {
+    SCRIPT_FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        if f.is_some() {
+            return false;
+        }
+        *f = Some(Vec::new());
+        true
+    })
 }
 
 /// The script on this thread ended: what it logged, to feed to the AOF in one piece.

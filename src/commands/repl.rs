@@ -1,0 +1,233 @@
+//! Replication commands: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF / SLAVEOF.
+//!
+//! These only check arguments and change state: the stream and the replica registry are
+//! [`crate::state::repl`]; the work that needs the client's socket (sending the RDB image,
+//! waiting for acknowledgements) is done by the connection through [`crate::replication`],
+//! which the handlers ask for with [`crate::client::ReplAction`]; the link to a master (this
+//! server as a replica) is started through a hook the server registers.
+
+use super::args::{eq, SYNTAX};
+use super::flags::*;
+use super::{Ctx, Keys, Spec};
+use crate::client::ReplAction;
+use crate::protocol::Reply;
+use crate::state::repl::{Replica, Resync, ONLINE, WAIT_BGSAVE_START};
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, sync, "server"),
+    Spec::new("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, sync, "server"),
+    Spec::new("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, Keys::None, replconf, "server"),
+    Spec::new("wait", 3, NOSCRIPT, Keys::None, wait, "generic"),
+    Spec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, Keys::None, role, "server"),
+    Spec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
+    Spec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
+];
+
+/// The replica's address as INFO and ROLE show it: what it announced, else its peer address.
+fn peer_ip(ctx: &Ctx) -> String {
+    if let Some(ip) = &ctx.client.repl.announced_ip {
+        return ip.clone();
+    }
+    let addr = &ctx.client.info.addr;
+    match addr.rsplit_once(':') {
+        Some((ip, _)) => ip.trim_start_matches('[').trim_end_matches(']').to_string(),
+        None => addr.clone(),
+    }
+}
+
+/// SYNC and PSYNC replid offset.
+fn sync(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if ctx.client.repl.is_replica {
+        // A replica asking again is ignored, as Redis ignores it.
+        return Reply::NoReply;
+    }
+    if let Some(refusal) = crate::state::replica_link::sync_refusal(ctx.srv) {
+        return Reply::Error(refusal.into());
+    }
+    if ctx.client.info.out_pending.load(Ordering::Relaxed) > 0 {
+        return Reply::error("ERR SYNC and PSYNC are invalid with pending output");
+    }
+    let srv = ctx.srv;
+    let psync = eq(&a[0], "psync");
+    let ip = peer_ip(ctx);
+    let replica = Arc::new(Replica {
+        client_id: ctx.client.id,
+        info: ctx.client.info.clone(),
+        state: AtomicU8::new(WAIT_BGSAVE_START),
+        ready: AtomicBool::new(false),
+        initial_offset: AtomicU64::new(0),
+        ack_offset: AtomicU64::new(0),
+        ack_ms: AtomicI64::new(crate::clock::unix_ms()),
+        listening_port: ctx.client.repl.listening_port,
+        ip,
+        pre_psync: !psync,
+        bgsave_outcome: Default::default(),
+        changed: Default::default(),
+    });
+    tracing::info!("Replica {} asks for synchronization", replica.describe());
+    ctx.client.repl.is_replica = true;
+    ctx.client
+        .info
+        .repl_role
+        .store(crate::client::ROLE_REPLICA, Ordering::Relaxed);
+    if psync {
+        let replid = String::from_utf8_lossy(&a[1]).into_owned();
+        let offset = crate::util::numtext::parse_i64(&a[2]).unwrap_or(-1);
+        match srv
+            .repl
+            .try_partial(&replica, &replid, offset, ctx.client.repl.capa_psync2)
+        {
+            Resync::Continue { sent, .. } => {
+                srv.repl.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "Partial resynchronization request from {} accepted. Sending {sent} bytes of backlog starting from offset {offset}.",
+                    replica.describe()
+                );
+                return Reply::NoReply;
+            }
+            Resync::Full(why) => {
+                if let Some(why) = why {
+                    tracing::info!("{why}");
+                }
+                if replid != "?" {
+                    srv.repl.sync_partial_err.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    srv.repl.sync_full.fetch_add(1, Ordering::Relaxed);
+    let backlog = srv.config.get_i64("repl-backlog-size").max(1) as usize;
+    srv.repl.add_replica(replica, backlog);
+    ctx.client.repl.action = Some(ReplAction::FullSync);
+    Reply::NoReply
+}
+
+/// REPLCONF option value [option value ...].
+fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if a.len() % 2 == 0 {
+        return Reply::error(SYNTAX);
+    }
+    for pair in a[1..].chunks(2) {
+        let (opt, val) = (&pair[0], &pair[1]);
+        if eq(opt, "listening-port") {
+            match crate::util::numtext::parse_i64(val) {
+                Some(p) => ctx.client.repl.listening_port = p as u16,
+                None => return Reply::error("ERR value is not an integer or out of range"),
+            }
+        } else if eq(opt, "ip-address") {
+            if val.len() >= 46 {
+                return Reply::Error(format!(
+                    "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    val.len()
+                ));
+            }
+            ctx.client.repl.announced_ip = Some(String::from_utf8_lossy(val).into_owned());
+        } else if eq(opt, "capa") {
+            if eq(val, "eof") {
+                ctx.client.repl.capa_eof = true;
+            } else if eq(val, "psync2") {
+                ctx.client.repl.capa_psync2 = true;
+            }
+        } else if eq(opt, "ack") {
+            // From a replica only, and never answered.
+            if !ctx.client.repl.is_replica {
+                return Reply::NoReply;
+            }
+            let Some(off) = crate::util::numtext::parse_i64(val) else {
+                return Reply::NoReply;
+            };
+            if let Some(r) = ctx.srv.repl.find(ctx.client.id) {
+                r.ack_offset.fetch_max(off.max(0) as u64, Ordering::AcqRel);
+                r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+                ctx.srv.repl.acked.notify_waiters();
+            }
+            return Reply::NoReply;
+        } else if eq(opt, "getack") {
+            // Only the master asks this of us, on the replication link.
+            crate::state::replica_link::ack_requested(ctx.srv);
+            return Reply::NoReply;
+        } else if eq(opt, "rdb-only") {
+            match crate::util::numtext::parse_i64(val) {
+                Some(0) | Some(1) => {}
+                _ => return Reply::error("ERR value is not an integer or out of range"),
+            }
+        } else {
+            return Reply::Error(format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(opt)
+            ));
+        }
+    }
+    Reply::Ok
+}
+
+/// WAIT numreplicas timeout.
+fn wait(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if crate::state::replica_link::is_replica(ctx.srv) {
+        return Reply::error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+    }
+    let Some(num) = crate::util::numtext::parse_i64(&a[1]) else {
+        return Reply::error("ERR value is not an integer or out of range");
+    };
+    let Some(timeout) = crate::util::numtext::parse_i64(&a[2]) else {
+        return Reply::error("ERR timeout is not an integer or out of range");
+    };
+    if timeout < 0 {
+        return Reply::error("ERR timeout is negative");
+    }
+    let target = ctx.client.repl.woff;
+    let acked = ctx.srv.repl.acked_at_least(target) as i64;
+    // Inside MULTI (EXEC) a client cannot block: the count as it is now.
+    if acked >= num || ctx.in_exec {
+        return Reply::Int(acked);
+    }
+    let deadline_ms = if timeout > 0 {
+        crate::clock::unix_ms().saturating_add(timeout)
+    } else {
+        0
+    };
+    ctx.srv.repl.getack_wanted.store(true, Ordering::Release);
+    ctx.client.repl.action = Some(ReplAction::Wait {
+        replicas: num,
+        offset: target,
+        deadline_ms,
+    });
+    Reply::NoReply
+}
+
+/// ROLE.
+fn role(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+    if let Some(r) = crate::state::replica_link::role_reply(ctx.srv) {
+        return r;
+    }
+    let srv = ctx.srv;
+    let replicas = srv
+        .repl
+        .replicas()
+        .into_iter()
+        .filter(|r| r.state() == ONLINE)
+        .map(|r| {
+            Reply::Array(vec![
+                Reply::Bulk(Bytes::from(r.ip.clone())),
+                Reply::Bulk(Bytes::from(r.listening_port.to_string())),
+                Reply::Bulk(Bytes::from(
+                    r.ack_offset.load(Ordering::Relaxed).to_string(),
+                )),
+            ])
+        })
+        .collect();
+    Reply::Array(vec![
+        Reply::bulk_slice(b"master"),
+        Reply::Int(srv.repl.offset() as i64),
+        Reply::Array(replicas),
+    ])
+}
+
+/// REPLICAOF host port | NO ONE.
+fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    crate::state::replica_link::replicaof(ctx.srv, ctx.client.id, &a[1], &a[2])
+}

@@ -1,0 +1,199 @@
+//! Replication, the parts that own a socket: sending a replica its RDB image
+//! ([`full_sync`]), waiting for acknowledgements (WAIT, [`wait_acks`]), and, when this server
+//! is a replica, the link to its master ([`replica`]).
+//!
+//! The protocol is Redis's (replication.c), so Redis replicas follow a Podium master and a
+//! Podium replica follows a Redis master:
+//! - the replica sends `PING`, `AUTH` (masterauth / masteruser), `REPLCONF listening-port`,
+//!   `REPLCONF capa eof capa psync2`, then `PSYNC <replid> <offset>` (`? -1` the first time);
+//! - the master answers `+CONTINUE [<replid>]` and the missing bytes of its backlog, or
+//!   `+FULLRESYNC <replid> <offset>`, then the image as a bulk (`$<len>\r\n` and the RDB file
+//!   its BGSAVE wrote; newlines keep the connection alive while the BGSAVE runs), then the
+//!   stream: every write as the request that makes it, with `SELECT` when the database
+//!   changes, `PING` every `repl-ping-replica-period` seconds, `REPLCONF GETACK *` when a
+//!   WAIT needs the replicas' offsets;
+//! - the replica applies the stream as a client whose replies nobody reads, relays it byte
+//!   for byte to its own replicas, and sends `REPLCONF ACK <offset>` every second and when
+//!   asked.
+//!
+//! A master sends the image from disk (Redis's `repl-diskless-sync no`): the replica's stream
+//! must start at the instant the image shows, which the BGSAVE's fork gives (see
+//! `state::repl`). A replica reads either form (`$<len>` or the diskless `$EOF:<mark>`).
+
+pub mod replica;
+
+use crate::client::Client;
+use crate::net::ClientSocket;
+use crate::protocol::Reply;
+use crate::state::repl::{ONLINE, SEND_BULK, WAIT_BGSAVE_START};
+use crate::state::Server;
+use bytes::Bytes;
+use std::io::Read;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Send the replica its image, then hand it back to the connection loop, which writes its
+/// stream from the mailbox the stream was queued into since the image's instant. False when
+/// the connection must close (the BGSAVE failed, the replica went away or was killed).
+pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Client) -> bool {
+    let Some(r) = srv.repl.find(client.id) else {
+        return false;
+    };
+    let info = client.info.clone();
+    r.ready.store(true, Ordering::Release);
+    if crate::persistence::snapshot::bgsave_running(srv) {
+        tracing::info!(
+            "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+        );
+    } else {
+        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        if let Err(e) = crate::persistence::snapshot::bgsave_start(srv) {
+            tracing::warn!("BGSAVE for replication failed: {e}");
+            let _ = sock
+                .write_all(b"-ERR BGSAVE failed, maybe there is no disk space?\r\n")
+                .await;
+            return false;
+        }
+    }
+    // Until the image is ready: a newline a second keeps the replica from timing out.
+    let mut header_sent = false;
+    loop {
+        let changed = r.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some(ok) = *r.bgsave_outcome.lock() {
+            if !ok {
+                tracing::warn!("SYNC failed. BGSAVE child returned an error");
+                return false;
+            }
+            if r.state() != WAIT_BGSAVE_START {
+                break;
+            }
+        }
+        if r.state() != WAIT_BGSAVE_START && !header_sent {
+            header_sent = true;
+            if !r.pre_psync {
+                let line = format!(
+                    "+FULLRESYNC {} {}\r\n",
+                    srv.repl.replid(),
+                    r.initial_offset.load(Ordering::Acquire)
+                );
+                tracing::info!("Full resync requested by replica {}", r.describe());
+                if sock.write_all(line.as_bytes()).await.is_err() {
+                    return false;
+                }
+            }
+            continue;
+        }
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                if sock.write_all(b"\n").await.is_err() {
+                    return false;
+                }
+            }
+            _ = info.kill.notified() => return false,
+        }
+        if info.killed.load(Ordering::Relaxed) {
+            return false;
+        }
+    }
+    r.state.store(SEND_BULK, Ordering::Release);
+    let path = crate::persistence::snapshot::rdb_path(srv);
+    let mut file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("SYNC failed. Can't open/stat DB after BGSAVE: {e}");
+            return false;
+        }
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if sock
+        .write_all(format!("${len}\r\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let want = chunk.len().min(left as usize);
+        let n = match file.read(&mut chunk[..want]) {
+            Ok(0) | Err(_) => {
+                tracing::warn!("Read error sending DB to replica");
+                return false;
+            }
+            Ok(n) => n,
+        };
+        if sock.write_all(&chunk[..n]).await.is_err() {
+            return false;
+        }
+        srv.stats
+            .net_output_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
+        left -= n as u64;
+    }
+    r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+    r.state.store(ONLINE, Ordering::Release);
+    tracing::info!("Synchronization with replica {} succeeded", r.describe());
+    delete_sync_file(srv, &path);
+    true
+}
+
+/// `rdb-del-sync-files yes`: without persistence, the file written only for replicas goes.
+fn delete_sync_file(srv: &Server, path: &std::path::Path) {
+    if !srv.config.get_bool("rdb-del-sync-files")
+        || srv.aof.is_enabled()
+        || !crate::persistence::snapshot::save_points(srv).is_empty()
+        || srv.repl.replicas().iter().any(|r| r.state() != ONLINE)
+    {
+        return;
+    }
+    tracing::info!("Removing the RDB file used only for SYNC purposes");
+    let _ = std::fs::remove_file(path);
+}
+
+/// WAIT: until `replicas` replicas acknowledged `offset` or the deadline (Unix ms, 0: none)
+/// passes; the number that did. None if the client was killed meanwhile.
+pub(crate) async fn wait_acks(
+    srv: &Server,
+    client: &Client,
+    replicas: i64,
+    offset: u64,
+    deadline_ms: i64,
+) -> Option<Reply> {
+    // Ask the replicas where they are now rather than wait for their next ACK.
+    srv.repl.feed(
+        None,
+        &[
+            Bytes::from_static(b"REPLCONF"),
+            Bytes::from_static(b"GETACK"),
+            Bytes::from_static(b"*"),
+        ],
+        srv.replica_obuf_limit(),
+    );
+    let info = &client.info;
+    loop {
+        let acked = srv.repl.acked.notified();
+        tokio::pin!(acked);
+        acked.as_mut().enable();
+        let n = srv.repl.acked_at_least(offset) as i64;
+        if n >= replicas {
+            return Some(Reply::Int(n));
+        }
+        let sleep = async {
+            if deadline_ms > 0 {
+                let left = (deadline_ms - crate::clock::unix_ms()).max(0) as u64;
+                tokio::time::sleep(Duration::from_millis(left)).await
+            } else {
+                std::future::pending::<()>().await
+            }
+        };
+        tokio::select! {
+            _ = &mut acked => {}
+            _ = sleep => return Some(Reply::Int(srv.repl.acked_at_least(offset) as i64)),
+            _ = info.kill.notified() => return None,
+        }
+    }
+}

@@ -1,0 +1,573 @@
+//! This server as a replica: the task that connects to the master, performs the handshake,
+//! loads the master's image and applies its stream (Redis's replication.c, replica half).
+//!
+//! One task runs per REPLICAOF (its generation, see `state::replica_link`); it reconnects
+//! every second after a failure, first trying to continue the history it has (`PSYNC
+//! <replid> <offset+1>`). The stream's commands run through the dispatcher as the master's
+//! client (allowed to write on a read-only replica, its replies dropped); each command's
+//! bytes are then relayed unchanged to our own replicas, so offsets agree along a chain.
+
+use crate::client::{Client, ClientInfo, ROLE_MASTER};
+use crate::state::replica_link::LinkState;
+use crate::state::Server;
+use bytes::{Bytes, BytesMut};
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Register the task starter with the server (at startup).
+pub fn install(srv: &Arc<Server>) {
+    let weak = Arc::downgrade(srv);
+    srv.master_link.set_starter(Box::new(move |generation| {
+        if let Some(srv) = weak.upgrade() {
+            tokio::spawn(run(srv, generation));
+        }
+    }));
+}
+
+async fn run(srv: Arc<Server>, generation: u64) {
+    srv.repl.start_following();
+    while srv.master_link.current(generation) {
+        let target = srv
+            .master_link
+            .info
+            .lock()
+            .as_ref()
+            .map(|l| (l.host.clone(), l.port));
+        let Some((host, port)) = target else {
+            return;
+        };
+        if let Err(e) = link_once(&srv, generation, &host, port).await {
+            if srv.master_link.current(generation) {
+                tracing::warn!("{e}");
+            }
+        }
+        srv.master_link.set_state(generation, LinkState::Connect);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The connection to the master with what has been read and not yet used.
+struct Link {
+    sock: TcpStream,
+    buf: BytesMut,
+    timeout: Duration,
+}
+
+impl Link {
+    async fn fill(&mut self) -> Result<(), String> {
+        match tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)).await {
+            Err(_) => Err("Timeout connecting to the MASTER...".into()),
+            Ok(Ok(0)) => Err("Master closed the connection".into()),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
+        }
+    }
+
+    /// One line (without CRLF); empty lines (the master's keepalives) are skipped when
+    /// `skip_empty`.
+    async fn line(&mut self, skip_empty: bool) -> Result<String, String> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let raw = self.buf.split_to(i + 1);
+                let text = String::from_utf8_lossy(&raw[..i])
+                    .trim_end_matches('\r')
+                    .to_string();
+                if text.is_empty() && skip_empty {
+                    continue;
+                }
+                return Ok(text);
+            }
+            self.fill().await?;
+        }
+    }
+
+    async fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        crate::protocol::encode_command(&mut out, argv);
+        self.sock
+            .write_all(&out)
+            .await
+            .map_err(|e| format!("Error writing to MASTER: {e}"))
+    }
+
+    async fn command(&mut self, argv: &[&[u8]]) -> Result<String, String> {
+        self.send(argv).await?;
+        self.line(true).await
+    }
+}
+
+async fn link_once(
+    srv: &Arc<Server>,
+    generation: u64,
+    host: &str,
+    port: u16,
+) -> Result<(), String> {
+    let link = &srv.master_link;
+    link.set_state(generation, LinkState::Connecting);
+    tracing::info!("Connecting to MASTER {host}:{port}");
+    let timeout = Duration::from_secs(srv.config.get_i64("repl-timeout").max(1) as u64);
+    let sock = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {e}")),
+        Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+    };
+    let _ = sock.set_nodelay(!srv.config.get_bool("repl-disable-tcp-nodelay"));
+    tracing::info!("MASTER <-> REPLICA sync started");
+    link.set_state(generation, LinkState::Handshake);
+    let mut m = Link {
+        sock,
+        buf: BytesMut::with_capacity(16 * 1024),
+        timeout,
+    };
+    let pong = m.command(&[b"PING"]).await?;
+    if pong.starts_with('-')
+        && !pong.starts_with("-NOAUTH")
+        && !pong.starts_with("-NOPERM")
+        && !pong.starts_with("-ERR operation not permitted")
+    {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    tracing::info!("Master replied to PING, replication can continue...");
+    let auth = srv.config.get("masterauth").unwrap_or_default();
+    if !auth.is_empty() {
+        let user = srv.config.get("masteruser").unwrap_or_default();
+        let reply = if user.is_empty() {
+            m.command(&[b"AUTH", auth.as_bytes()]).await?
+        } else {
+            m.command(&[b"AUTH", user.as_bytes(), auth.as_bytes()])
+                .await?
+        };
+        if reply.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {reply}"));
+        }
+    }
+    let announce_port = match srv.config.get_i64("replica-announce-port") {
+        0 => srv.port.load(Ordering::Relaxed),
+        p => p,
+    };
+    let reply = m
+        .command(&[
+            b"REPLCONF",
+            b"listening-port",
+            announce_port.to_string().as_bytes(),
+        ])
+        .await?;
+    if reply.starts_with('-') {
+        tracing::info!(
+            "(Non critical) Master does not understand REPLCONF listening-port: {reply}"
+        );
+    }
+    let ip = srv.config.get("replica-announce-ip").unwrap_or_default();
+    if !ip.is_empty() {
+        let reply = m
+            .command(&[b"REPLCONF", b"ip-address", ip.as_bytes()])
+            .await?;
+        if reply.starts_with('-') {
+            tracing::info!(
+                "(Non critical) Master does not understand REPLCONF ip-address: {reply}"
+            );
+        }
+    }
+    let reply = m
+        .command(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])
+        .await?;
+    if reply.starts_with('-') {
+        tracing::info!("(Non critical) Master does not understand REPLCONF capa: {reply}");
+    }
+    // PSYNC: continue our history if we have one.
+    let (replid, next) = match srv.repl.history() {
+        Some((id, off)) => {
+            tracing::info!(
+                "Trying a partial resynchronization (request {id}:{}).",
+                off + 1
+            );
+            (id, (off + 1).to_string())
+        }
+        None => {
+            tracing::info!("Partial resynchronization not possible (no cached master)");
+            ("?".to_string(), "-1".to_string())
+        }
+    };
+    let reply = m
+        .command(&[b"PSYNC", replid.as_bytes(), next.as_bytes()])
+        .await?;
+    if let Some(rest) = reply.strip_prefix("+FULLRESYNC") {
+        let mut words = rest.split_whitespace();
+        let (Some(id), Some(off)) = (
+            words.next(),
+            words.next().and_then(|o| o.parse::<u64>().ok()),
+        ) else {
+            return Err(format!(
+                "Master replied with wrong +FULLRESYNC syntax: {reply}"
+            ));
+        };
+        tracing::info!("Full resync from master: {id}:{off}");
+        receive_image(srv, generation, &mut m).await?;
+        let backlog = srv.config.get_i64("repl-backlog-size").max(1) as usize;
+        srv.repl.adopt_history(id, off, backlog);
+        link.processed.store(off as i64, Ordering::Relaxed);
+        tracing::info!("MASTER <-> REPLICA sync: Finished with success");
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        tracing::info!("Successful partial resynchronization with master.");
+        if let Some(id) = rest.split_whitespace().next() {
+            if id != replid {
+                tracing::info!("Master replication ID changed to {id}");
+                srv.repl.switch_id(id);
+            }
+        }
+        if let Some((_, off)) = srv.repl.history() {
+            link.processed.store(off as i64, Ordering::Relaxed);
+        }
+        tracing::info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+    } else if reply.starts_with("-NOMASTERLINK") || reply.starts_with("-LOADING") {
+        return Err(format!(
+            "Master is currently unable to PSYNC but should be in the future: {reply}"
+        ));
+    } else {
+        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+    }
+    if !link.current(generation) {
+        return Ok(());
+    }
+    stream(srv, generation, m).await
+}
+
+/// Receive the image (`$<len>` or `$EOF:<mark>`) into a file, then load it.
+async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Result<(), String> {
+    let link = &srv.master_link;
+    link.set_state(generation, LinkState::Transfer);
+    let header = m.line(true).await?;
+    if header.starts_with('-') {
+        return Err(format!(
+            "MASTER aborted replication with an error: {header}"
+        ));
+    }
+    let Some(spec) = header.strip_prefix('$') else {
+        return Err(format!(
+            "Bad protocol from MASTER, the first byte is not '$' (we received '{header}'), are you sure the host and port are right?"
+        ));
+    };
+    let eof_mark: Option<Vec<u8>> = spec
+        .strip_prefix("EOF:")
+        .map(|mark| mark.as_bytes().to_vec());
+    let size: i64 = match &eof_mark {
+        Some(_) => {
+            tracing::info!(
+                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+            );
+            -1
+        }
+        None => {
+            let n = spec
+                .parse::<i64>()
+                .map_err(|_| format!("Bad bulk length from MASTER: '{header}'"))?;
+            tracing::info!("MASTER <-> REPLICA sync: receiving {n} bytes from master to disk");
+            n
+        }
+    };
+    let now = crate::clock::unix_ms();
+    if let Some(i) = link.info.lock().as_mut() {
+        i.transfer_size = size;
+        i.transfer_read = 0;
+        i.transfer_start_ms = now;
+        i.last_io_ms = now;
+    }
+    let target = crate::persistence::snapshot::rdb_path(srv);
+    let tmp = target.with_file_name(format!("temp-{}.{}.rdb", now / 1000, std::process::id()));
+    // Read back too: the diskless form's end is found by reading the file's last bytes.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| {
+            format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
+        })?;
+    let result = async {
+        let mut read: u64 = 0;
+        loop {
+            if !link.current(generation) {
+                return Err("replication was stopped".to_string());
+            }
+            if m.buf.is_empty() {
+                m.fill().await?;
+            }
+            let take = match size {
+                n if n >= 0 => m.buf.len().min((n as u64 - read) as usize),
+                _ => m.buf.len(),
+            };
+            let chunk = m.buf.split_to(take);
+            file.write_all(&chunk)
+                .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
+            read += take as u64;
+            if let Some(i) = link.info.lock().as_mut() {
+                i.transfer_read = read;
+                i.last_io_ms = crate::clock::unix_ms();
+            }
+            match (&eof_mark, size) {
+                (None, n) if read == n as u64 => return Ok(()),
+                (Some(mark), _) if read >= mark.len() as u64 => {
+                    // The mark ends the payload: check the file's last bytes.
+                    if ends_with_mark(&mut file, mark)? {
+                        let len = read - mark.len() as u64;
+                        file.set_len(len)
+                            .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let _ = file.sync_all();
+    drop(file);
+    std::fs::rename(&tmp, &target).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!(
+            "Failed trying to rename the temp DB into {}: {e}",
+            target.display()
+        )
+    })?;
+    tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let loaded = {
+        let srv2 = srv.clone();
+        tokio::task::spawn_blocking(move || {
+            let inner = &srv2.aof.inner;
+            inner.loading.store(true, Ordering::SeqCst);
+            let r = crate::persistence::snapshot::reload(&srv2, true, false);
+            inner.loading.store(false, Ordering::SeqCst);
+            r
+        })
+        .await
+        .map_err(|e| format!("loading the image failed: {e}"))?
+    };
+    if let Err(e) = loaded {
+        return Err(format!(
+            "Failed trying to load the MASTER synchronization DB from disk: {e}"
+        ));
+    }
+    // The AOF must hold the new data set: rewrite it from what was just loaded.
+    if srv.aof.is_enabled() {
+        let _ = crate::persistence::bgrewriteaof(srv);
+    }
+    Ok(())
+}
+
+/// The file ends with `mark` (the diskless EOF mark).
+fn ends_with_mark(file: &mut std::fs::File, mark: &[u8]) -> Result<bool, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let end = file
+        .seek(SeekFrom::End(0))
+        .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
+    if end < mark.len() as u64 {
+        return Ok(false);
+    }
+    let mut tail = vec![0u8; mark.len()];
+    file.seek(SeekFrom::Start(end - mark.len() as u64))
+        .and_then(|_| file.read_exact(&mut tail))
+        .and_then(|_| file.seek(SeekFrom::End(0)).map(|_| ()))
+        .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
+    Ok(tail == mark)
+}
+
+/// One complete request at the front of `buf`: its arguments and its length in bytes.
+/// None when more bytes are needed.
+fn next_request(buf: &[u8]) -> Result<Option<(Vec<std::ops::Range<usize>>, usize)>, String> {
+    fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+        buf[from..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map(|p| from + p)
+    }
+    fn number(b: &[u8]) -> Result<i64, String> {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| "Protocol error: invalid length".to_string())
+    }
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    if buf[0] != b'*' {
+        // An inline request (a keepalive newline): one line.
+        return Ok(line_end(buf, 0).map(|e| {
+            let args = if e == 0 { Vec::new() } else { vec![0..e] };
+            (args, e + 2)
+        }));
+    }
+    let Some(e) = line_end(buf, 1) else {
+        return Ok(None);
+    };
+    let count = number(&buf[1..e])?;
+    let mut p = e + 2;
+    let mut args = Vec::with_capacity(count.max(0) as usize);
+    for _ in 0..count.max(0) {
+        if p >= buf.len() {
+            return Ok(None);
+        }
+        if buf[p] != b'$' {
+            return Err("Protocol error: expected '$'".into());
+        }
+        let Some(e) = line_end(buf, p + 1) else {
+            return Ok(None);
+        };
+        let len = number(&buf[p + 1..e])?;
+        if len < 0 {
+            return Err("Protocol error: invalid bulk length".into());
+        }
+        let start = e + 2;
+        let end = start + len as usize;
+        if end + 2 > buf.len() {
+            return Ok(None);
+        }
+        args.push(start..end);
+        p = end + 2;
+    }
+    Ok(Some((args, p)))
+}
+
+/// Apply the master's stream until the link breaks or REPLICAOF changes.
+async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), String> {
+    let link = &srv.master_link;
+    let id = srv.next_client_id();
+    let peer = m
+        .sock
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let laddr = m
+        .sock
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let info = Arc::new(ClientInfo::new(id, peer, laddr, crate::clock::unix_ms()));
+    info.repl_role.store(ROLE_MASTER, Ordering::Relaxed);
+    srv.clients.lock().insert(id, info.clone());
+    let mut client = Client::new(id, info.clone());
+    client.authenticated = true;
+    client.repl.is_master = true;
+    if let Some(i) = link.info.lock().as_mut() {
+        i.client_id = Some(id);
+        i.last_io_ms = crate::clock::unix_ms();
+    }
+    link.set_state(generation, LinkState::Connected);
+    let result = apply_stream(srv, generation, &mut m, &mut client).await;
+    if let Some(i) = link.info.lock().as_mut() {
+        i.client_id = None;
+    }
+    srv.clients.lock().remove(&id);
+    if link.current(generation) {
+        tracing::info!("Connection with master lost.");
+    }
+    result
+}
+
+async fn apply_stream(
+    srv: &Arc<Server>,
+    generation: u64,
+    m: &mut Link,
+    client: &mut Client,
+) -> Result<(), String> {
+    let link = &srv.master_link;
+    let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
+    ack_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_io = tokio::time::Instant::now();
+    loop {
+        // Everything complete in the buffer, in order.
+        loop {
+            let (ranges, len) = match next_request(&m.buf)? {
+                Some(r) => r,
+                None => break,
+            };
+            let raw = m.buf.split_to(len).freeze();
+            if !ranges.is_empty() {
+                let args: Vec<Bytes> = ranges.into_iter().map(|r| raw.slice(r)).collect();
+                let outcome = crate::commands::dispatch(srv, client, args);
+                if let Some(b) = outcome.block {
+                    srv.blocking.cancel(&srv.keyspace, &b.waiter);
+                }
+            }
+            // The offset moves past the request once it ran (an ACK it asked for reports
+            // the offset before it, as Redis's).
+            srv.repl.feed_raw(&raw, srv.replica_obuf_limit());
+            link.processed
+                .fetch_add(raw.len() as i64, Ordering::Relaxed);
+            if link.ack_now.swap(false, Ordering::AcqRel) {
+                send_ack(srv, m).await?;
+            }
+            if client.info.killed.load(Ordering::Relaxed) {
+                return Err("Master's client was killed".into());
+            }
+        }
+        if !link.current(generation) {
+            return Ok(());
+        }
+        let wake = link.ack_wake.notified();
+        tokio::select! {
+            r = m.sock.read_buf(&mut m.buf) => {
+                match r {
+                    Ok(0) => return Err("Master closed the connection".into()),
+                    Ok(n) => {
+                        srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        last_io = tokio::time::Instant::now();
+                        if let Some(i) = link.info.lock().as_mut() {
+                            i.last_io_ms = crate::clock::unix_ms();
+                        }
+                    }
+                    Err(e) => return Err(format!("Error reading from MASTER: {e}")),
+                }
+            }
+            _ = ack_tick.tick() => {
+                if last_io.elapsed() > m.timeout {
+                    return Err("MASTER timeout: no data nor PING received...".into());
+                }
+                send_ack(srv, m).await?;
+            }
+            _ = wake => {
+                if link.ack_now.swap(false, Ordering::AcqRel) {
+                    send_ack(srv, m).await?;
+                }
+            }
+            _ = client.info.kill.notified() => return Err("Master's client was killed".into()),
+        }
+    }
+}
+
+async fn send_ack(srv: &Server, m: &mut Link) -> Result<(), String> {
+    let off = srv.master_link.processed.load(Ordering::Relaxed).max(0);
+    m.send(&[b"REPLCONF", b"ACK", off.to_string().as_bytes()])
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_request;
+
+    #[test]
+    fn requests_are_cut_at_their_exact_length() {
+        let s = b"*1\r\n$4\r\nPING\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n";
+        let (args, n) = next_request(s).unwrap().unwrap();
+        assert_eq!(n, 14);
+        assert_eq!(&s[args[0].clone()], b"PING");
+        let (args, n) = next_request(&s[14..]).unwrap().unwrap();
+        assert_eq!(n, s.len() - 14);
+        assert_eq!(args.len(), 2);
+        // Every strict prefix asks for more.
+        for cut in 0..14 {
+            assert!(next_request(&s[..cut]).unwrap().is_none(), "{cut}");
+        }
+        assert!(next_request(b"*1\r\n+PING\r\n").is_err());
+        assert_eq!(next_request(b"\r\n").unwrap().unwrap(), (vec![], 2));
+    }
+}

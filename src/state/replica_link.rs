@@ -1,0 +1,314 @@
+//! This server as a replica: which master it follows (REPLICAOF / `replicaof`), the state of
+//! the link to it as INFO replication and ROLE report it, and what the link has processed.
+//!
+//! The link itself (connecting, the handshake, loading the master's image, applying its
+//! stream) is a task of [`crate::replication`], above; REPLICAOF starts one through the hook
+//! the server registers at startup ([`MasterLink::set_starter`]). Every REPLICAOF bumps a
+//! generation number: a task of an older generation sees it and ends, so at most one link
+//! acts at a time.
+
+use crate::protocol::Reply;
+use crate::state::Server;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use tokio::sync::Notify;
+
+/// The link's state (Redis's REPL_STATE_*), as INFO's master_link_status and ROLE name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    /// Must connect (ROLE: connect).
+    Connect,
+    /// TCP connection under way (ROLE: connecting).
+    Connecting,
+    /// PING / AUTH / REPLCONF / PSYNC exchange (ROLE: handshake).
+    Handshake,
+    /// Receiving the image (ROLE: sync).
+    Transfer,
+    /// Applying the stream (ROLE: connected).
+    Connected,
+}
+
+#[derive(Default)]
+pub(crate) struct LinkInfo {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) state: Option<LinkState>,
+    /// Unix ms since when the link is down (INFO master_link_down_since_seconds).
+    pub(crate) down_since_ms: i64,
+    /// Unix ms of the last bytes read from the master (INFO master_last_io_seconds_ago).
+    pub(crate) last_io_ms: i64,
+    /// The transfer in progress: total size (-1 when unknown: diskless) and bytes read.
+    pub(crate) transfer_size: i64,
+    pub(crate) transfer_read: u64,
+    pub(crate) transfer_start_ms: i64,
+    /// The client id the link runs its commands as (CLIENT LIST flag M).
+    pub(crate) client_id: Option<u64>,
+}
+
+/// The server's link to its master (none while it is a master itself).
+#[derive(Default)]
+pub struct MasterLink {
+    pub(crate) info: Mutex<Option<LinkInfo>>,
+    /// Bumped by every REPLICAOF: a link task of an older generation ends.
+    pub(crate) generation: AtomicU64,
+    /// Set by REPLCONF GETACK from the master: the link acknowledges at once.
+    pub(crate) ack_now: AtomicBool,
+    pub(crate) ack_wake: Notify,
+    /// Starts the link task for a generation (registered by the server).
+    starter: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Offset of the master's stream processed so far (INFO slave_repl_offset); -1 unknown.
+    pub(crate) processed: std::sync::atomic::AtomicI64,
+}
+
+impl MasterLink {
+    /// Register what starts a link task (`crate::replication::start_link`).
+    pub fn set_starter(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.starter.set(f);
+    }
+
+    /// The generation a link task runs for is still current.
+    pub(crate) fn current(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::Acquire) == generation
+    }
+
+    /// Follow `host:port` from now on (config `replicaof` at startup, REPLICAOF).
+    pub(crate) fn follow(&self, host: String, port: u16) {
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        *self.info.lock() = Some(LinkInfo {
+            host,
+            port,
+            state: Some(LinkState::Connect),
+            down_since_ms: crate::clock::unix_ms(),
+            transfer_size: -1,
+            ..Default::default()
+        });
+        if let Some(start) = self.starter.get() {
+            start(generation);
+        }
+    }
+
+    /// Stop following (REPLICAOF NO ONE): the link task of the old generation ends.
+    pub(crate) fn unfollow(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        *self.info.lock() = None;
+        self.ack_wake.notify_waiters();
+    }
+
+    pub(crate) fn set_state(&self, generation: u64, state: LinkState) {
+        if !self.current(generation) {
+            return;
+        }
+        if let Some(i) = self.info.lock().as_mut() {
+            if state != LinkState::Connected && i.state == Some(LinkState::Connected) {
+                i.down_since_ms = crate::clock::unix_ms();
+            }
+            i.state = Some(state);
+        }
+    }
+}
+
+/// True while this server follows a master.
+pub(crate) fn is_replica(srv: &Server) -> bool {
+    srv.master_link.info.lock().is_some()
+}
+
+/// Why a SYNC / PSYNC is refused: a replica not connected to its master has nothing to give.
+pub(crate) fn sync_refusal(srv: &Server) -> Option<&'static str> {
+    let i = srv.master_link.info.lock();
+    match i.as_ref() {
+        Some(l) if l.state != Some(LinkState::Connected) => {
+            Some("NOMASTERLINK Can't SYNC while not connected with my master")
+        }
+        _ => None,
+    }
+}
+
+/// REPLCONF GETACK on the link: acknowledge at once.
+pub(crate) fn ack_requested(srv: &Server) {
+    if is_replica(srv) {
+        srv.master_link.ack_now.store(true, Ordering::Release);
+        srv.master_link.ack_wake.notify_waiters();
+    }
+}
+
+/// ROLE of a replica: slave, host, port, state, processed offset.
+pub(crate) fn role_reply(srv: &Server) -> Option<Reply> {
+    let i = srv.master_link.info.lock();
+    let l = i.as_ref()?;
+    let state = match l.state.unwrap_or(LinkState::Connect) {
+        LinkState::Connect => "connect",
+        LinkState::Connecting => "connecting",
+        LinkState::Handshake => "handshake",
+        LinkState::Transfer => "sync",
+        LinkState::Connected => "connected",
+    };
+    Some(Reply::Array(vec![
+        Reply::bulk_slice(b"slave"),
+        Reply::Bulk(Bytes::from(l.host.clone())),
+        Reply::Int(l.port as i64),
+        Reply::Bulk(Bytes::from_static(state.as_bytes())),
+        Reply::Int(srv.master_link.processed.load(Ordering::Relaxed)),
+    ]))
+}
+
+/// The -READONLY / -MASTERDOWN refusals of a replica, in Redis's order. `from_master` is
+/// the link's own client, which may write.
+pub(crate) fn refusal(
+    srv: &Server,
+    is_write: bool,
+    stale_ok: bool,
+    from_master: bool,
+) -> Option<Reply> {
+    if from_master {
+        return None;
+    }
+    let i = srv.master_link.info.lock();
+    let l = i.as_ref()?;
+    if is_write && srv.config.get_bool("replica-read-only") {
+        return Some(Reply::error(
+            "READONLY You can't write against a read only replica.",
+        ));
+    }
+    if l.state != Some(LinkState::Connected)
+        && !stale_ok
+        && !srv.config.get_bool("replica-serve-stale-data")
+    {
+        return Some(Reply::error(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        ));
+    }
+    None
+}
+
+/// REPLICAOF host port | NO ONE, for client `client_id`.
+pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) -> Reply {
+    let who = client_id;
+    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        if is_replica(srv) {
+            srv.master_link.unfollow();
+            srv.repl.become_master();
+            tracing::info!("MASTER MODE enabled (user request from 'id={who}')");
+        }
+        return Reply::Ok;
+    }
+    let port = match crate::util::numtext::parse_i64(port) {
+        Some(p) if (0..=65535).contains(&p) => p as u16,
+        Some(_) => return Reply::error("ERR Invalid master port"),
+        None => return Reply::error("ERR value is not an integer or out of range"),
+    };
+    let host = String::from_utf8_lossy(host).into_owned();
+    {
+        let i = srv.master_link.info.lock();
+        if let Some(l) = i.as_ref() {
+            if l.host.eq_ignore_ascii_case(&host) && l.port == port {
+                tracing::info!("REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.");
+                return Reply::Status("OK Already connected to specified master");
+            }
+        }
+    }
+    // Our replicas must resynchronize with the new history.
+    srv.repl.disconnect_replicas();
+    srv.repl.start_following();
+    srv.master_link.follow(host.clone(), port);
+    tracing::info!("REPLICAOF {host}:{port} enabled (user request from 'id={who}')");
+    Reply::Ok
+}
+
+/// INFO replication's lines for a replica (after `role:slave`).
+pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
+    let i = srv.master_link.info.lock();
+    let Some(l) = i.as_ref() else {
+        return;
+    };
+    let now = crate::clock::unix_ms();
+    let up = l.state == Some(LinkState::Connected);
+    out.push(("master_host".into(), l.host.clone()));
+    out.push(("master_port".into(), l.port.to_string()));
+    out.push((
+        "master_link_status".into(),
+        if up { "up" } else { "down" }.into(),
+    ));
+    let io = if l.last_io_ms > 0 {
+        ((now - l.last_io_ms) / 1000).to_string()
+    } else {
+        "-1".into()
+    };
+    out.push(("master_last_io_seconds_ago".into(), io));
+    let syncing = l.state == Some(LinkState::Transfer);
+    out.push((
+        "master_sync_in_progress".into(),
+        if syncing { "1" } else { "0" }.into(),
+    ));
+    out.push((
+        "slave_read_repl_offset".into(),
+        srv.master_link
+            .processed
+            .load(Ordering::Relaxed)
+            .to_string(),
+    ));
+    out.push((
+        "slave_repl_offset".into(),
+        srv.master_link
+            .processed
+            .load(Ordering::Relaxed)
+            .to_string(),
+    ));
+    if syncing {
+        out.push((
+            "master_sync_total_bytes".into(),
+            l.transfer_size.to_string(),
+        ));
+        out.push(("master_sync_read_bytes".into(), l.transfer_read.to_string()));
+        let left = if l.transfer_size >= 0 {
+            l.transfer_size - l.transfer_read as i64
+        } else {
+            0
+        };
+        out.push(("master_sync_left_bytes".into(), left.to_string()));
+        out.push((
+            "master_sync_perc".into(),
+            if l.transfer_size > 0 {
+                format!(
+                    "{:.2}",
+                    l.transfer_read as f64 * 100.0 / l.transfer_size as f64
+                )
+            } else {
+                "0.00".into()
+            },
+        ));
+        out.push((
+            "master_sync_last_io_seconds_ago".into(),
+            ((now - l.last_io_ms.max(l.transfer_start_ms)) / 1000).to_string(),
+        ));
+    }
+    if !up {
+        out.push((
+            "master_link_down_since_seconds".into(),
+            ((now - l.down_since_ms) / 1000).to_string(),
+        ));
+    }
+    out.push((
+        "slave_priority".into(),
+        srv.config.get_i64("replica-priority").to_string(),
+    ));
+    out.push((
+        "slave_read_only".into(),
+        if srv.config.get_bool("replica-read-only") {
+            "1"
+        } else {
+            "0"
+        }
+        .into(),
+    ));
+    out.push((
+        "replica_announced".into(),
+        if srv.config.get_bool("replica-announced") {
+            "1"
+        } else {
+            "0"
+        }
+        .into(),
+    ));
+}

@@ -1,0 +1,246 @@
+//! Replication end to end: a Podium replica of a Podium master, and, where redis-server is
+//! installed, a Redis 7 replica of a Podium master and a Podium replica of a Redis 7 master
+//! (the protocol and the RDB image are shared, so each side is checked against the real
+//! other side). Covers the full synchronization (image, then the stream from the fork's
+//! instant), writes while the image is made, SELECT in the stream, WAIT, ROLE and INFO
+//! replication, read-only replicas, partial resynchronization after a dropped link, and
+//! REPLICAOF NO ONE.
+
+mod common;
+
+use common::{have, Launch, Podium};
+use redis::Connection;
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn info_field(c: &mut Connection, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("replication").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn link_up(c: &mut Connection) -> bool {
+    info_field(c, "master_link_status") == "up"
+}
+
+/// Writes in several databases and types, some while the replica synchronizes.
+fn write_some(c: &mut Connection, from: usize, to: usize) {
+    for i in from..to {
+        let _: () = redis::cmd("ZADD")
+            .arg("board")
+            .arg(i as f64)
+            .arg(format!("player:{i}"))
+            .query(c)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(c)
+            .unwrap();
+    }
+}
+
+fn same_data(master: &mut Connection, replica: &mut Connection) -> bool {
+    let a: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("board")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(master)
+        .unwrap();
+    let b: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("board")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(replica)
+        .unwrap();
+    let ka: i64 = redis::cmd("DBSIZE").query(master).unwrap();
+    let kb: i64 = redis::cmd("DBSIZE").query(replica).unwrap();
+    a == b && ka == kb
+}
+
+fn check_pair(master: &Podium, replica: &Podium, replica_is_podium: bool) {
+    let mut m = master.con();
+    let mut r = replica.con();
+    write_some(&mut m, 0, 500);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut r)
+        .unwrap();
+    // Writes while the replica synchronizes land either in the image or in the stream.
+    write_some(&mut m, 500, 1000);
+    wait_until("the link to come up", || link_up(&mut r));
+    write_some(&mut m, 1000, 1200);
+    // Another database: the stream selects it.
+    let mut m3 = master.con_db(3);
+    let _: () = redis::cmd("SET")
+        .arg("in3")
+        .arg("x")
+        .query(&mut m3)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut m).unwrap();
+    assert_eq!(acked, 1, "WAIT 1 counts the replica");
+    wait_until("the replica to catch up", || same_data(&mut m, &mut r));
+    let mut r3 = replica.con_db(3);
+    let v: String = redis::cmd("GET").arg("in3").query(&mut r3).unwrap();
+    assert_eq!(v, "x");
+    // Offsets agree once caught up.
+    wait_until("offsets to agree", || {
+        info_field(&mut m, "master_repl_offset") == info_field(&mut r, "master_repl_offset")
+    });
+    // A read-only replica refuses its clients' writes.
+    let e = redis::cmd("SET")
+        .arg("x")
+        .arg(1)
+        .query::<()>(&mut r)
+        .unwrap_err();
+    assert!(e.to_string().contains("read only replica"), "{e}");
+    // ROLE on both sides.
+    let role: redis::Value = redis::cmd("ROLE").query(&mut m).unwrap();
+    let text = format!("{role:?}");
+    assert!(text.contains("master"), "{text}");
+    let role: redis::Value = redis::cmd("ROLE").query(&mut r).unwrap();
+    let text = format!("{role:?}");
+    assert!(
+        text.contains("slave") && text.contains("connected"),
+        "{text}"
+    );
+    if replica_is_podium {
+        // A dropped link continues with PSYNC (no new full synchronization).
+        let full_before = info_stat(&mut m, "sync_full");
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut m)
+            .unwrap();
+        write_some(&mut m, 1200, 1300);
+        wait_until("the link to come back", || link_up(&mut r));
+        wait_until("the replica to catch up again", || {
+            same_data(&mut m, &mut r)
+        });
+        assert_eq!(info_stat(&mut m, "sync_full"), full_before);
+        assert!(info_stat(&mut m, "sync_partial_ok") >= 1);
+    }
+    // Promotion: the replica becomes a master and takes writes.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("after").arg(1).query(&mut r).unwrap();
+    assert_eq!(info_field(&mut r, "role"), "master");
+}
+
+fn info_stat(c: &mut Connection, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+}
+
+#[test]
+fn podium_replica_of_podium_master() {
+    let master = Podium::start(&[]);
+    let replica = Podium::start(&[]);
+    check_pair(&master, &replica, true);
+}
+
+#[test]
+fn redis_replica_of_podium_master() {
+    if !have("redis-server") {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    }
+    let master = Podium::start(&[]);
+    let replica = Launch::prog("redis-server").args(&["--save", ""]).start();
+    check_pair(&master, &replica, false);
+}
+
+#[test]
+fn podium_replica_of_redis_master() {
+    if !have("redis-server") {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    }
+    // Redis sends its image diskless (the `$EOF:<mark>` form) by default; no delay here.
+    let master = Launch::prog("redis-server")
+        .args(&["--save", "", "--repl-diskless-sync-delay", "0"])
+        .start();
+    let replica = Podium::start(&[]);
+    check_pair(&master, &replica, true);
+}
+
+/// The stream as a SYNC client sees it: the image as one bulk, then the writes since, with
+/// SELECT before the first one; a transaction of one write is that write alone, one of
+/// several is wrapped in MULTI/EXEC.
+#[test]
+fn sync_client_reads_image_then_stream() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let server = Podium::start(&[]);
+    let mut c = server.con();
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let mut s = server.raw();
+    s.write_all(b"SYNC\r\n").unwrap();
+    let mut rd = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        rd.read_line(&mut line).unwrap();
+        if !line.trim().is_empty() {
+            break;
+        }
+    }
+    let len: usize = line.trim().trim_start_matches('$').parse().unwrap();
+    let mut image = vec![0u8; len];
+    rd.read_exact(&mut image).unwrap();
+    assert!(image.starts_with(b"REDIS0010"));
+    let _: () = redis::cmd("SET").arg("after").arg(2).query(&mut c).unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("INCR")
+        .arg("n")
+        .query(&mut c)
+        .unwrap();
+    let mut want = Vec::new();
+    for cmd in [
+        &["SELECT", "0"][..],
+        &["SET", "after", "2"],
+        &["MULTI"],
+        &["INCR", "n"],
+        &["INCR", "n"],
+        &["EXEC"],
+    ] {
+        want.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
+        for a in cmd {
+            want.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    let mut got = vec![0u8; want.len()];
+    rd.read_exact(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+}

@@ -150,7 +150,8 @@ async fn serve_client(
         // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
         let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
         let idle = async {
-            if idle_limit > 0 && client.multi.is_none() {
+            // Replicas are not idle clients: they read the stream (Redis exempts them too).
+            if idle_limit > 0 && client.multi.is_none() && !client.repl.is_replica {
                 tokio::time::sleep(Duration::from_secs(idle_limit as u64)).await
             } else {
                 std::future::pending::<()>().await

@@ -111,12 +111,16 @@ fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> bool {
 /// The memory `maxmemory` is compared with: all allocated bytes but the AOF buffer (as Redis
 /// leaves out its AOF and replication buffers, so that writing them out never evicts keys).
 pub fn counted_memory(srv: &Server) -> i64 {
-    crate::alloc::used_memory().saturating_sub(srv.aof.buffer_bytes()) as i64
+    crate::alloc::used_memory()
+        .saturating_sub(srv.aof.buffer_bytes())
+        .saturating_sub(srv.repl.replica_buffers_bytes()) as i64
 }
 
 /// CONFIG SET maxmemory: a limit below the memory in use evicts at once (Redis starts its
 /// eviction timer), rather than at the next write.
-pub fn after_maxmemory_set(srv: &Server) {
+/// `evict_now` is false inside EXEC, which holds every shard lock: the eviction then happens
+/// before the next command, and the transaction runs as queued (as Redis's tests expect).
+pub fn after_maxmemory_set(srv: &Server, evict_now: bool) {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     let used = counted_memory(srv);
     if max <= 0 || used <= max {
@@ -125,7 +129,9 @@ pub fn after_maxmemory_set(srv: &Server) {
     tracing::warn!(
         "WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy."
     );
-    while free_memory(srv) == Outcome::Running {}
+    if evict_now {
+        while free_memory(srv) == Outcome::Running {}
+    }
 }
 
 /// Databases holding keys the policy may evict.

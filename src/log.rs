@@ -49,6 +49,14 @@ pub fn set_logfile(path: &str) {
     *LOGFILE.write() = path.to_string();
 }
 
+/// Set while this server follows a master: its lines carry the role `S`, as a Redis replica's.
+static AS_REPLICA: AtomicBool = AtomicBool::new(false);
+
+/// This server follows a master (or no longer does), for the role character of its lines.
+pub fn set_replica(on: bool) {
+    AS_REPLICA.store(on, Ordering::Relaxed);
+}
+
 /// Mark this process as a forked child, for the role character of its lines.
 pub fn mark_child() {
     IN_CHILD.store(true, Ordering::Relaxed);
@@ -128,6 +136,8 @@ fn timestamp() -> String {
 fn format_line(level: u8, msg: &str) -> String {
     let role = if IN_CHILD.load(Ordering::Relaxed) {
         'C'
+    } else if AS_REPLICA.load(Ordering::Relaxed) {
+        'S'
     } else {
         'M'
     };

@@ -32,9 +32,10 @@ fn read_oom_score() -> io::Result<i32> {
     Ok(text.trim().parse().unwrap_or(0))
 }
 
-/// Apply `oom-score-adj` / `oom-score-adj-values` to this process (at startup and after
-/// CONFIG SET of either). Err carries the OS error, for the log.
-pub fn apply_oom_score_adj(mode: &str, values: [i32; 3]) -> Result<(), String> {
+/// Apply `oom-score-adj` / `oom-score-adj-values` to this process (at startup, after CONFIG
+/// SET of either, and when it becomes or stops being a replica): `class` 0 for a master, 1 for
+/// a replica. Err carries the OS error, for the log.
+pub fn apply_oom_score_adj(mode: &str, values: [i32; 3], class: usize) -> Result<(), String> {
     let mut base = OOM_BASE.lock();
     let target = if mode == "no" {
         // Off: restore the score from before our first change, if we made one.
@@ -56,7 +57,7 @@ pub fn apply_oom_score_adj(mode: &str, values: [i32; 3]) -> Result<(), String> {
                 b
             }
         };
-        oom_target(mode, values, 0, b).unwrap_or(b)
+        oom_target(mode, values, class, b).unwrap_or(b)
     };
     std::fs::write(OOM_SCORE_FILE, format!("{target}\n")).map_err(|e| {
         format!(

@@ -278,6 +278,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         if let (Some(host), Some(Ok(port))) = (w.next(), w.next().map(|p| p.parse::<u16>())) {
             srv.repl.start_following();
             srv.master_link.follow(host.to_string(), port);
+            let _ = crate::commands::config_cmd::apply_oom_score_adj(&srv);
         }
     }
     let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());

@@ -82,7 +82,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         crate::client_evict::configure(ctx.srv);
                     }
                     if names.contains(&"maxmemory") {
-                        crate::evict::after_maxmemory_set(ctx.srv);
+                        crate::evict::after_maxmemory_set(ctx.srv, !ctx.in_exec);
                     }
                     if names.contains(&"repl-backlog-size") {
                         let size = ctx.srv.config.get_i64("repl-backlog-size").max(1) as usize;
@@ -163,11 +163,12 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
-/// Apply the configured `oom-score-adj` to the process.
+/// Apply the configured `oom-score-adj` to the process (the replica class while it is one).
 pub(crate) fn apply_oom_score_adj(srv: &crate::state::Server) -> Result<(), String> {
     let mode = srv.config.get("oom-score-adj").unwrap_or_default();
     let values = crate::config::directives::oom_score_adj_values(
         &srv.config.get("oom-score-adj-values").unwrap_or_default(),
     )?;
-    crate::process::apply_oom_score_adj(&mode, values)
+    let class = usize::from(crate::state::replica_link::is_replica(srv));
+    crate::process::apply_oom_score_adj(&mode, values, class)
 }

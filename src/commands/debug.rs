@@ -67,6 +67,12 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.srv.aof.set_flush_sleep(usec);
             Reply::Ok
         }
+        ("change-repl-id", 2) => {
+            // A new replication ID and no secondary one: replicas must resynchronize in full.
+            ctx.srv.repl.change_id();
+            tracing::info!("Changing replication IDs after receiving DEBUG change-repl-id");
+            Reply::Ok
+        }
         ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);

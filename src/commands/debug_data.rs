@@ -90,7 +90,7 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
         .get("list-max-listpack-size")
         .unwrap_or_default();
     let mut db = ctx.db();
-    let Some(e) = db.peek(key) else {
+    let Some(e) = db.peek_stored(key) else {
         return Reply::error("ERR no such key");
     };
     let mut serialized = Vec::new();

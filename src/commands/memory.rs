@@ -8,10 +8,10 @@
 //! use at startup, every client's buffers (query buffer with its free room, arguments, pending
 //! output), the AOF buffer, the EVAL script cache and the FUNCTION libraries (their text), and
 //! each database's own tables (the key table, whose slots also hold keys and values of up to
-//! 23 bytes, the SCAN slot table and the TTL list). Figures that are zero because Podium has
-//! no such thing are reported as the zero they are: `replication.backlog` and
-//! `clients.slaves` (no replication), `cluster.links` and `overhead.hashtable.slot-to-keys`
-//! (no cluster mode). Left out, since Podium cannot measure them: the Lua VMs' own heaps
+//! 23 bytes, the SCAN slot table and the TTL list), the replication backlog and the replicas'
+//! output (`clients.slaves`, left out of what `maxmemory` compares, as in Redis). Figures that
+//! are zero because Podium has no such thing are reported as the zero they are:
+//! `cluster.links` and `overhead.hashtable.slot-to-keys` (no cluster mode). Left out, since Podium cannot measure them: the Lua VMs' own heaps
 //! (each worker thread has one; INFO's `used_memory_lua`/`used_memory_vm_*`) and the
 //! fixed-size client structures Redis adds per connection.
 //!
@@ -41,6 +41,9 @@ pub(crate) struct Overhead {
     pub(crate) total_allocated: usize,
     pub(crate) startup_allocated: usize,
     pub(crate) clients_normal: usize,
+    /// Replicas' output (mem_clients_slaves).
+    pub(crate) clients_slaves: usize,
+    pub(crate) repl_backlog: usize,
     pub(crate) clients: usize,
     pub(crate) aof_buffer: usize,
     pub(crate) lua_caches: usize,
@@ -71,19 +74,33 @@ impl Overhead {
         let total = crate::alloc::used_memory();
         let peak = crate::alloc::sample_peak().max(total);
         let startup = crate::alloc::startup_memory();
-        let (clients, clients_normal) = {
+        let (clients, clients_normal, clients_slaves) = {
             let list = srv.clients.lock();
-            (
-                list.len(),
-                list.values().map(|c| c.memory_bytes()).sum::<usize>(),
-            )
+            let (mut normal, mut replicas) = (0, 0);
+            for c in list.values() {
+                if c.repl_role.load(std::sync::atomic::Ordering::Relaxed)
+                    == crate::client::ROLE_REPLICA
+                {
+                    replicas += c.memory_bytes();
+                } else {
+                    normal += c.memory_bytes();
+                }
+            }
+            (list.len(), normal, replicas)
         };
+        let repl_backlog = srv.repl.backlog_bytes();
         let aof_buffer = srv.aof.buffer_bytes();
         let (cached_scripts, lua_caches) = srv.scripts.cache_usage();
         let functions_caches = srv.scripts.functions_bytes();
         let tables: usize = dbs.iter().map(|d| d.main + d.expires).sum();
-        let overhead_total =
-            startup + clients_normal + aof_buffer + lua_caches + functions_caches + tables;
+        let overhead_total = startup
+            + clients_normal
+            + clients_slaves
+            + repl_backlog
+            + aof_buffer
+            + lua_caches
+            + functions_caches
+            + tables;
         let total_keys = dbs.iter().map(|d| d.keys).sum();
         let net = if total > startup { total - startup } else { 1 };
         let dataset = total.saturating_sub(overhead_total);
@@ -92,6 +109,8 @@ impl Overhead {
             total_allocated: total,
             startup_allocated: startup,
             clients_normal,
+            clients_slaves,
+            repl_backlog,
             clients,
             aof_buffer,
             lua_caches,
@@ -227,9 +246,12 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
         ("rss_overhead_bytes", reb.to_string()),
         ("mem_fragmentation_ratio", format!("{tf:.2}")),
         ("mem_fragmentation_bytes", tfb.to_string()),
-        ("mem_not_counted_for_evict", m.aof_buffer.to_string()),
-        ("mem_replication_backlog", "0".into()),
-        ("mem_clients_slaves", "0".into()),
+        (
+            "mem_not_counted_for_evict",
+            (m.aof_buffer + m.clients_slaves).to_string(),
+        ),
+        ("mem_replication_backlog", m.repl_backlog.to_string()),
+        ("mem_clients_slaves", m.clients_slaves.to_string()),
         ("mem_clients_normal", m.clients_normal.to_string()),
         ("mem_aof_buffer", m.aof_buffer.to_string()),
         ("mem_allocator", crate::alloc::allocator_name()),
@@ -334,8 +356,8 @@ fn stats(m: &Overhead) -> Reply {
         (name("peak.allocated"), int(m.peak_allocated)),
         (name("total.allocated"), int(m.total_allocated)),
         (name("startup.allocated"), int(m.startup_allocated)),
-        (name("replication.backlog"), int(0)),
-        (name("clients.slaves"), int(0)),
+        (name("replication.backlog"), int(m.repl_backlog)),
+        (name("clients.slaves"), int(m.clients_slaves)),
         (name("clients.normal"), int(m.clients_normal)),
         (name("cluster.links"), int(0)),
         (name("aof.buffer"), int(m.aof_buffer)),

@@ -164,7 +164,19 @@ fn monitor(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     }
 }
 
+/// PUBLISH and SPUBLISH reach the replicas (their subscribers get the message too), not the
+/// AOF, as Redis forces their propagation to replicas only.
+fn replicate_publish(ctx: &mut Ctx, a: &[Bytes]) {
+    if ctx.srv.repl.is_active() {
+        let db = ctx.client.db;
+        crate::state::scripts::without_targets(crate::state::repl::TO_AOF, || {
+            ctx.srv.propagate(db, a.to_vec())
+        });
+    }
+}
+
 fn publish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    replicate_publish(ctx, a);
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv
@@ -174,6 +186,7 @@ fn publish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn spublish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    replicate_publish(ctx, a);
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv

@@ -229,5 +229,11 @@ fn role(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
 
 /// REPLICAOF host port | NO ONE.
 fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    crate::state::replica_link::replicaof(ctx.srv, ctx.client.id, &a[1], &a[2])
+    if ctx.client.repl.is_replica {
+        return Reply::error("ERR Command is not valid when client is a replica.");
+    }
+    let reply = crate::state::replica_link::replicaof(ctx.srv, ctx.client.id, &a[1], &a[2]);
+    // The process's OOM score follows its role (oom-score-adj-values' replica class).
+    let _ = super::config_cmd::apply_oom_score_adj(ctx.srv);
+    reply
 }

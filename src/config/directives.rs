@@ -374,7 +374,7 @@ pub static EXTRA: &[Param] = &[
         &["slave-announce-port"],
     ),
     row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
-    row("bind-source-addr", Kind::Str, "", "binding the replication link's source address is not supported: only the empty default is accepted"),
+    row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
     // Cluster.
     fixed_row(
         "cluster-enabled",
@@ -446,7 +446,6 @@ pub static EXTRA: &[Param] = &[
 /// Directives whose every value but the default needs a feature Podium lacks: the reason.
 fn unsupported_unless_default(name: &str) -> Option<&'static str> {
     Some(match name {
-        "bind-source-addr" => "binding the replication link's source address is not supported",
         "cluster-enabled" => "cluster mode is not supported",
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
         "watchdog-period" => "the software watchdog is not supported",
@@ -824,9 +823,7 @@ mod tests {
     #[test]
     fn refusals_name_the_missing_feature() {
         assert!(refusal("replicaof", "127.0.0.1 6379", "").is_none());
-        assert!(refusal("bind-source-addr", "127.0.0.1", "")
-            .unwrap()
-            .contains("replication"));
+        assert!(refusal("bind-source-addr", "127.0.0.1", "").is_none());
         assert!(refusal("cluster-enabled", "no", "no").is_none());
         assert!(refusal("cluster-enabled", "yes", "no")
             .unwrap()

@@ -316,6 +316,13 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     }
 
     /// The live entry for `key` without counting as an access (OBJECT, eviction figures).
+    /// The entry for `key` as stored, expired or not, without expiring it (DEBUG OBJECT,
+    /// which looks at the dictionary itself in Redis).
+    pub fn peek_stored(&mut self, key: &[u8]) -> Option<&Entry> {
+        let sid = self.g.ks.shard_of(key);
+        self.g.shard_mut(self.db, sid).raw_get(key)
+    }
+
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
         if self.g.expire_paused && self.g.expire_enabled && self.is_expired_entry(key) {
             return None;

@@ -110,7 +110,8 @@ async fn link_once(
     link.set_state(generation, LinkState::Connecting);
     tracing::info!("Connecting to MASTER {host}:{port}");
     let timeout = Duration::from_secs(srv.config.get_i64("repl-timeout").max(1) as u64);
-    let sock = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+    let source = srv.config.get("bind-source-addr").unwrap_or_default();
+    let sock = match tokio::time::timeout(timeout, connect(host, port, &source)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {e}")),
         Err(_) => return Err("Timeout connecting to the MASTER...".into()),
@@ -234,6 +235,33 @@ async fn link_once(
         return Ok(());
     }
     stream(srv, generation, m).await
+}
+
+/// Connect to the master, from `source` (`bind-source-addr`) when it is set.
+async fn connect(host: &str, port: u16, source: &str) -> std::io::Result<TcpStream> {
+    if source.is_empty() {
+        return TcpStream::connect((host, port)).await;
+    }
+    let mut last = std::io::Error::other("no address for the master");
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let local: std::net::IpAddr = source
+            .parse()
+            .map_err(|_| std::io::Error::other(format!("bad bind-source-addr '{source}'")))?;
+        let sock = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        if local.is_ipv4() != addr.is_ipv4() {
+            continue;
+        }
+        sock.bind(std::net::SocketAddr::new(local, 0))?;
+        match sock.connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Receive the image (`$<len>` or `$EOF:<mark>`) into a file, then load it.

@@ -187,6 +187,29 @@ impl Replication {
             .count()
     }
 
+    /// Bytes waiting in the replicas' output (INFO mem_clients_slaves): not counted against
+    /// `maxmemory`, as Redis leaves replica buffers out so that they cannot cause evictions.
+    pub(crate) fn replica_buffers_bytes(&self) -> usize {
+        if !self.active.load(Ordering::Relaxed) {
+            return 0;
+        }
+        self.stream
+            .lock()
+            .replicas
+            .iter()
+            .map(|r| r.info.memory_bytes())
+            .sum()
+    }
+
+    /// Bytes the backlog holds (INFO mem_replication_backlog).
+    pub(crate) fn backlog_bytes(&self) -> usize {
+        self.stream
+            .lock()
+            .backlog
+            .as_ref()
+            .map_or(0, |b| b.buf.capacity())
+    }
+
     /// Close every replica's connection (this server starts following another history).
     pub(crate) fn disconnect_replicas(&self) {
         let s = self.stream.lock();
@@ -223,6 +246,7 @@ impl Replication {
     /// This server follows a master from now on: nothing of its own reaches its replicas.
     pub(crate) fn start_following(&self) {
         self.following.store(true, Ordering::Release);
+        crate::log::set_replica(true);
     }
 
     /// A full synchronization from the master gave us its history `replid` up to `offset`:
@@ -257,6 +281,14 @@ impl Replication {
         s.backlog.as_ref().map(|_| (s.replid.clone(), s.offset))
     }
 
+    /// DEBUG CHANGE-REPL-ID: a new ID, the secondary one cleared.
+    pub(crate) fn change_id(&self) {
+        let mut s = self.stream.lock();
+        s.replid = random_id();
+        s.replid2 = ZERO_ID.to_string();
+        s.second_offset = -1;
+    }
+
     /// REPLICAOF NO ONE: keep serving the old history to replicas that followed the same
     /// master (they may PSYNC with the old ID up to here), under a new ID from now on.
     pub(crate) fn become_master(&self) {
@@ -265,6 +297,7 @@ impl Replication {
         s.second_offset = s.offset as i64 + 1;
         s.seldb = None;
         self.following.store(false, Ordering::Release);
+        crate::log::set_replica(false);
         tracing::info!(
             "Setting secondary replication ID to {}, valid up to offset: {}. New replication ID is {}",
             s.replid2,

@@ -273,9 +273,9 @@ pub struct Client {
     /// Keys under WATCH and the flag their modification sets.
     pub watched: Vec<(usize, Bytes)>,
     pub watch_flag: WatchFlag,
-    /// A WATCHed key had already expired when watched (it then counts as changed only if it
-    /// comes back), or was volatile: (db, key, expire_at at WATCH time).
-    pub watched_expiry: Vec<(usize, Bytes, i64)>,
+    /// Each WATCHed key with its `stale` marker, shared with the shard's registration
+    /// (`keyspace::Watcher`): a key live when watched that has expired since fails EXEC.
+    pub watched_expiry: Vec<(usize, Bytes, Arc<AtomicBool>)>,
     pub reply_mode: ReplyMode,
     pub block_timeout_ms: u64,
     pub block_timeout_reply: Option<Reply>,

@@ -606,7 +606,8 @@ pub fn dispatch_with<'a>(
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
-        if let Some(err) = write_refusal_oom(srv, spec, out_of_memory, client.repl.is_master) {
+        if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.repl.is_master)
+        {
             client.multi_abort = true;
             spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -617,7 +618,7 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::Status("QUEUED"));
     }
-    if let Some(err) = write_refusal_oom(srv, spec, out_of_memory, client.repl.is_master) {
+    if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.repl.is_master) {
         spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
@@ -786,6 +787,49 @@ fn evict_before_command(srv: &Server) -> bool {
         && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
 }
 
+/// The dispatcher's refusals of `args` (see [`refusal_by_flags`]) with the flags Redis uses
+/// for it: a container's subcommand adds its own (FUNCTION LOAD writes and may grow memory),
+/// and a script that declares flags without `no-writes` counts as a write on a read-only
+/// replica (Redis derives EVAL's and FCALL's flags from the script's).
+fn dispatch_refusal(
+    srv: &Server,
+    spec: &Spec,
+    args: &[Bytes],
+    out_of_memory: bool,
+    from_master: bool,
+) -> Option<Reply> {
+    let mut fl = spec.flags;
+    if args.len() > 1 && latency::is_container(spec.name) {
+        let full = format!(
+            "{}|{}",
+            spec.name,
+            String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+        );
+        if let Some(row) = crate::acl::view::command_row(&full) {
+            if row.flags.contains(&"write") {
+                fl |= flags::WRITE;
+            }
+            if row.flags.contains(&"denyoom") {
+                fl |= flags::DENYOOM;
+            }
+        }
+    }
+    if let Some(e) = refusal_by_flags(srv, fl, spec.name == "ping", out_of_memory, from_master) {
+        return Some(e);
+    }
+    if !from_master
+        && spec.flags & flags::WRITE == 0
+        && matches!(spec.name, "eval" | "evalsha" | "fcall")
+        && crate::state::replica_link::read_only(srv)
+        && crate::scripting::declared_writes(srv, spec.name, args) == Some(true)
+    {
+        return Some(Reply::error(
+            "READONLY You can't write against a read only replica.",
+        ));
+    }
+    None
+}
+
 /// [`write_refusal`] given whether memory is over `maxmemory` with nothing left to evict.
 /// Nothing is refused to our master's link (`from_master`): a replica applies what its
 /// master did, as Redis's obey-client rule.
@@ -888,8 +932,11 @@ pub fn run_locked<'a>(
     }
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis
     // freezes time for expiry during a transaction).
-    g.expire_enabled = !srv.aof.loading();
-    g.expire_paused = srv.pause.is_active();
+    // A replica deletes no expired key itself (its master's DELs do): its master's commands
+    // see every key, other clients see expired keys as absent without deleting them.
+    let following = srv.repl.is_following();
+    g.expire_enabled = !(srv.aof.loading() || following && client.repl.is_master);
+    g.expire_paused = srv.pause.is_active() || following;
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     g.tracking = srv.tracking.is_active();
     let db_before = client.db;

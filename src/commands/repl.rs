@@ -108,7 +108,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// REPLCONF option value [option value ...].
 fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return Reply::error(SYNTAX);
     }
     for pair in a[1..].chunks(2) {

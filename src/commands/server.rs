@@ -36,15 +36,7 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
     let mut removed = 0;
     let mut h = ctx.db_at(db);
     h.for_each_shard(|_, sh| {
-        let keys: Vec<Bytes> = sh
-            .watched
-            .keys()
-            .filter(|k| sh.raw_get(k).is_some())
-            .cloned()
-            .collect();
-        for k in keys {
-            sh.touch_watched(&k);
-        }
+        sh.touch_all_watched();
         removed += sh.clear();
     });
     // Clients blocked on the database's keys learn about it (an XREADGROUP waiter is told
@@ -104,12 +96,20 @@ fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.db_at(x).shard_at(sid).swap_data(&mut tmp);
             ctx.db_at(y).shard_at(sid).swap_data(&mut tmp);
             ctx.db_at(x).shard_at(sid).swap_data(&mut tmp);
-            for db in [x, y] {
-                let mut h = ctx.db_at(db);
-                let sh = h.shard_at(sid);
-                let keys: Vec<Bytes> = sh.watched.keys().cloned().collect();
+            // What each database held before the swap is now in the other one.
+            for (db, other) in [(x, y), (y, x)] {
+                let keys: Vec<Bytes> = ctx
+                    .db_at(db)
+                    .shard_at(sid)
+                    .watched
+                    .keys()
+                    .cloned()
+                    .collect();
                 for k in keys {
-                    sh.touch_watched(&k);
+                    let existed = ctx.db_at(other).shard_at(sid).raw_get(&k).is_some();
+                    ctx.db_at(db)
+                        .shard_at(sid)
+                        .touch_watched_swapped(&k, existed);
                 }
             }
         }

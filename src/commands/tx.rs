@@ -128,16 +128,19 @@ fn watch(srv: &Server, client: &mut Client, keys: &[Bytes]) {
         let sid = srv.keyspace.shard_of(key);
         let now = g.now_ms;
         let shard = g.shard_mut(client.db, sid);
-        let stale = shard.is_expired(key, now);
+        let stale = Arc::new(std::sync::atomic::AtomicBool::new(
+            shard.is_expired(key, now),
+        ));
         shard
             .watched
             .entry(key.clone())
             .or_default()
-            .push(client.watch_flag.clone());
+            .push(crate::keyspace::Watcher {
+                flag: client.watch_flag.clone(),
+                stale: stale.clone(),
+            });
         client.watched.push((client.db, key.clone()));
-        client
-            .watched_expiry
-            .push((client.db, key.clone(), if stale { 1 } else { 0 }));
+        client.watched_expiry.push((client.db, key.clone(), stale));
     }
 }
 
@@ -152,7 +155,7 @@ pub fn unwatch_all(srv: &Server, client: &mut Client) {
     for (db, key) in watched {
         let mut shard = srv.keyspace.dbs[db].shards[srv.keyspace.shard_of(&key)].lock();
         if let Some(v) = shard.watched.get_mut(&key) {
-            v.retain(|f| !Arc::ptr_eq(f, &client.watch_flag));
+            v.retain(|w| !Arc::ptr_eq(&w.flag, &client.watch_flag));
             if v.is_empty() {
                 shard.watched.remove(&key);
             }
@@ -175,12 +178,15 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
     let mut g = Guards::new(&srv.keyspace);
     g.lock_all();
     g.now_ms = crate::clock::unix_ms();
-    g.expire_enabled = !srv.aof.loading();
-    g.expire_paused = srv.pause.is_active();
+    // A replica deletes no expired key itself (its master's DELs do): its master's commands
+    // see every key, other clients see expired keys as absent without deleting them.
+    let following = srv.repl.is_following();
+    g.expire_enabled = !(srv.aof.loading() || following && client.repl.is_master);
+    g.expire_paused = srv.pause.is_active() || following;
     // A watched key that expired after WATCH counts as modified.
     let mut dirty = client.watch_flag.load(Ordering::Acquire);
     for (db, key, stale) in &client.watched_expiry {
-        if *stale == 0 && g.db(*db).is_expired_entry(key) {
+        if !stale.load(Ordering::Acquire) && g.db(*db).is_expired_entry(key) {
             dirty = true;
         }
     }

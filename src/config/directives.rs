@@ -481,6 +481,19 @@ pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
 /// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
 /// from 0 to 100, as Redis requires.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == "replicaof" && !value.trim().is_empty() {
+        // `replicaof <host> <port>` or `replicaof no one`, as Redis checks it.
+        let w: Vec<&str> = value.split_whitespace().collect();
+        if w.len() != 2 {
+            return Err("wrong number of arguments".into());
+        }
+        if w[0].eq_ignore_ascii_case("no") && w[1].eq_ignore_ascii_case("one") {
+            return Ok(());
+        }
+        if !w[1].parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
+            return Err("Invalid master port".into());
+        }
+    }
     if name == "maxmemory-clients" {
         return memory_or_percent(value).map(|_| ());
     }

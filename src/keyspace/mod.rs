@@ -56,8 +56,16 @@ impl Entry {
     }
 }
 
-/// A WATCH registration: set to true when the watched key is modified.
+/// A client's WATCH flag: set to true when a watched key is modified.
 pub type WatchFlag = Arc<AtomicBool>;
+
+/// One client's WATCH of one key. `stale` is Redis's `watchedKey.expired`: the key had
+/// expired (but was still stored) when watched, or became such a key through SWAPDB; its
+/// deletion is then no logical change and does not fail the transaction.
+pub struct Watcher {
+    pub flag: WatchFlag,
+    pub stale: Arc<AtomicBool>,
+}
 
 /// One shard of one database.
 #[derive(Default)]
@@ -71,7 +79,7 @@ pub struct Shard {
     /// Keys that carry a TTL, for random sampling by the reaper.
     volatile: Vec<Key>,
     /// WATCH registrations by key.
-    pub watched: HashMap<Bytes, Vec<WatchFlag>>,
+    pub watched: HashMap<Bytes, Vec<Watcher>>,
     /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
     pub expired_total: u64,
 }
@@ -214,21 +222,75 @@ impl Shard {
         n
     }
 
-    /// Mark WATCH registrations on `key` as dirty.
+    /// `key` was changed or deleted (called after the change): its watchers' transactions
+    /// fail, except where the key was stale when watched and is now gone or still expired.
     pub fn touch_watched(&mut self, key: &[u8]) {
-        if let Some(flags) = self.watched.get(key) {
-            for f in flags {
-                f.store(true, Ordering::Release);
+        let Some(watchers) = self.watched.get(key) else {
+            return;
+        };
+        let now = crate::clock::unix_ms();
+        let present = self.map.contains_key(key);
+        let expired = self.is_expired(key, now);
+        for w in watchers {
+            if w.stale.load(Ordering::Acquire) {
+                if !present {
+                    // An already-expired key was deleted: no logical change.
+                    w.stale.store(false, Ordering::Release);
+                    continue;
+                }
+                if expired {
+                    continue;
+                }
+            }
+            w.flag.store(true, Ordering::Release);
+        }
+    }
+
+    /// The shard is about to be emptied (FLUSHDB, FLUSHALL, loading): watchers of keys that
+    /// exist fail, except those that watched them already expired.
+    pub fn touch_all_watched(&mut self) {
+        for (key, watchers) in &self.watched {
+            if !self.map.contains_key(&key[..]) {
+                continue;
+            }
+            for w in watchers {
+                if w.stale.swap(false, Ordering::AcqRel) {
+                    continue;
+                }
+                w.flag.store(true, Ordering::Release);
             }
         }
     }
 
-    /// Mark every WATCH registration in this shard dirty (FLUSHDB, SWAPDB).
-    pub fn touch_all_watched(&mut self) {
-        for flags in self.watched.values() {
-            for f in flags {
-                f.store(true, Ordering::Release);
+    /// SWAPDB gave this shard another database's data: `existed_before` says whether `key`
+    /// was stored here before (even expired). As Redis's touchAllWatchedKeysInDb.
+    pub fn touch_watched_swapped(&mut self, key: &[u8], existed_before: bool) {
+        let Some(watchers) = self.watched.get(key) else {
+            return;
+        };
+        let now = crate::clock::unix_ms();
+        let present = self.map.contains_key(key);
+        if !existed_before && !present {
+            return;
+        }
+        let expired = self.is_expired(key, now);
+        for w in watchers {
+            if existed_before {
+                if w.stale.load(Ordering::Acquire) {
+                    if !present {
+                        w.stale.store(false, Ordering::Release);
+                        continue;
+                    }
+                    if expired {
+                        continue;
+                    }
+                }
+            } else if expired {
+                // A missing key replaced by an expired one.
+                w.stale.store(true, Ordering::Release);
+                continue;
             }
+            w.flag.store(true, Ordering::Release);
         }
     }
 

@@ -339,14 +339,14 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
             }
             match (&eof_mark, size) {
                 (None, n) if read == n as u64 => return Ok(()),
-                (Some(mark), _) if read >= mark.len() as u64 => {
-                    // The mark ends the payload: check the file's last bytes.
-                    if ends_with_mark(&mut file, mark)? {
-                        let len = read - mark.len() as u64;
-                        file.set_len(len)
-                            .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
-                        return Ok(());
-                    }
+                // The mark ends the payload: check the file's last bytes.
+                (Some(mark), _)
+                    if read >= mark.len() as u64 && ends_with_mark(&mut file, mark)? =>
+                {
+                    let len = read - mark.len() as u64;
+                    file.set_len(len)
+                        .map_err(|e| format!("Write error saving the DB to disk: {e}"))?;
+                    return Ok(());
                 }
                 _ => {}
             }
@@ -409,9 +409,11 @@ fn ends_with_mark(file: &mut std::fs::File, mark: &[u8]) -> Result<bool, String>
     Ok(tail == mark)
 }
 
-/// One complete request at the front of `buf`: its arguments and its length in bytes.
-/// None when more bytes are needed.
-fn next_request(buf: &[u8]) -> Result<Option<(Vec<std::ops::Range<usize>>, usize)>, String> {
+/// A request cut from the stream: where its arguments are, and its length in bytes.
+type Cut = (Vec<std::ops::Range<usize>>, usize);
+
+/// One complete request at the front of `buf`. None when more bytes are needed.
+fn next_request(buf: &[u8]) -> Result<Option<Cut>, String> {
     fn line_end(buf: &[u8], from: usize) -> Option<usize> {
         buf[from..]
             .windows(2)
@@ -430,7 +432,10 @@ fn next_request(buf: &[u8]) -> Result<Option<(Vec<std::ops::Range<usize>>, usize
     if buf[0] != b'*' {
         // An inline request (a keepalive newline): one line.
         return Ok(line_end(buf, 0).map(|e| {
-            let args = if e == 0 { Vec::new() } else { vec![0..e] };
+            let mut args = Vec::new();
+            if e > 0 {
+                args.push(0..e);
+            }
             (args, e + 2)
         }));
     }
@@ -513,11 +518,7 @@ async fn apply_stream(
     let mut last_io = tokio::time::Instant::now();
     loop {
         // Everything complete in the buffer, in order.
-        loop {
-            let (ranges, len) = match next_request(&m.buf)? {
-                Some(r) => r,
-                None => break,
-            };
+        while let Some((ranges, len)) = next_request(&m.buf)? {
             let raw = m.buf.split_to(len).freeze();
             if !ranges.is_empty() {
                 let args: Vec<Bytes> = ranges.into_iter().map(|r| raw.slice(r)).collect();

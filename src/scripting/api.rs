@@ -369,6 +369,13 @@ fn script_refusal(
         ));
     }
     let srv = inv.ctx.srv;
+    if spec.flags & crate::commands::flags::STALE == 0
+        && crate::state::replica_link::running_stale(srv)
+    {
+        return Some(Reply::error(
+            "ERR Can not execute the command on a stale replica",
+        ));
+    }
     if spec.is_write() && !inv.wrote {
         // Refused only before the script's first write: it cannot stop half way.
         if let Some(e) = crate::commands::write_refusal(srv, spec) {

@@ -779,7 +779,17 @@ pub(crate) fn declared_writes(
 /// Why a script with `flags` may not start now (Redis's scriptPrepareForRun), if it may not.
 fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
     flags.0?;
+    if !flags.has(ScriptFlags::ALLOW_STALE) && crate::state::replica_link::running_stale(ctx.srv) {
+        return Some(Reply::error(
+            "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.",
+        ));
+    }
     if !flags.has(ScriptFlags::NO_WRITES) {
+        if crate::state::replica_link::read_only(ctx.srv) && !ctx.client.repl.is_master {
+            return Some(Reply::error(
+                "READONLY Can not run script with write flag on readonly replica",
+            ));
+        }
         if crate::persistence::snapshot::write_refusal(ctx.srv).is_some() {
             return Some(Reply::error(
                 "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts.",

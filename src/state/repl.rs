@@ -552,7 +552,7 @@ impl Replication {
             .replicas
             .iter()
             .any(|r| r.state() == ONLINE);
-        if has_online && ping_period > 0 && tick % ping_period == 0 {
+        if has_online && ping_period > 0 && tick.is_multiple_of(ping_period) {
             self.feed(None, &[Bytes::from_static(b"PING")], limit);
         }
         let mut s = self.stream.lock();

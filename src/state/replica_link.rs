@@ -182,6 +182,19 @@ pub(crate) fn refusal(
     None
 }
 
+/// A replica whose link is down with `replica-serve-stale-data no`: it serves only the
+/// commands flagged stale (and scripts that allow it).
+pub(crate) fn running_stale(srv: &Server) -> bool {
+    let i = srv.master_link.info.lock();
+    matches!(i.as_ref(), Some(l) if l.state != Some(LinkState::Connected))
+        && !srv.config.get_bool("replica-serve-stale-data")
+}
+
+/// A read-only replica (its clients may not write).
+pub(crate) fn read_only(srv: &Server) -> bool {
+    is_replica(srv) && srv.config.get_bool("replica-read-only")
+}
+
 /// REPLICAOF host port | NO ONE, for client `client_id`.
 pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) -> Reply {
     let who = client_id;

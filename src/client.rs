@@ -82,6 +82,10 @@ pub(crate) struct ReplClient {
     pub(crate) announced_ip: Option<String>,
     pub(crate) capa_eof: bool,
     pub(crate) capa_psync2: bool,
+    /// REPLCONF rdb-only 1: the image alone, no stream (redis-cli --rdb).
+    pub(crate) rdb_only: bool,
+    /// REPLCONF rdb-filter-only functions: an image of the FUNCTION libraries only.
+    pub(crate) rdb_functions_only: bool,
     /// The client is a replica (after SYNC / PSYNC): it gets no replies.
     pub(crate) is_replica: bool,
     /// The client is our master's link: it may write on a read-only replica.

@@ -244,3 +244,42 @@ fn sync_client_reads_image_then_stream() {
         String::from_utf8_lossy(&want)
     );
 }
+
+/// `REPLCONF rdb-only 1` and `rdb-filter-only functions` (what redis-cli --functions-rdb
+/// sends): an image with the libraries and no key, then the connection closes.
+#[test]
+fn rdb_only_functions_image_then_close() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let server = Podium::start(&[]);
+    let mut c = server.con();
+    let _: () = redis::cmd("SET").arg("key").arg("v").query(&mut c).unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=lib1\nredis.register_function('f', function() return 1 end)")
+        .query(&mut c)
+        .unwrap();
+    let mut s = server.raw();
+    s.write_all(b"REPLCONF rdb-only 1\r\nREPLCONF rdb-filter-only functions\r\nPSYNC ? -1\r\n")
+        .unwrap();
+    let mut rd = BufReader::new(s.try_clone().unwrap());
+    let mut lines = Vec::new();
+    while lines.len() < 4 {
+        let mut line = String::new();
+        rd.read_line(&mut line).unwrap();
+        if !line.trim().is_empty() {
+            lines.push(line.trim().to_string());
+        }
+    }
+    assert_eq!(&lines[..2], &["+OK", "+OK"]);
+    assert!(lines[2].starts_with("+FULLRESYNC "), "{lines:?}");
+    let len: usize = lines[3].trim_start_matches('$').parse().unwrap();
+    let mut image = vec![0u8; len];
+    rd.read_exact(&mut image).unwrap();
+    assert!(image.starts_with(b"REDIS0010"));
+    let text = String::from_utf8_lossy(&image);
+    assert!(text.contains("lib1"), "the library is in the image");
+    assert!(!text.contains("key"), "no data in a functions-only image");
+    let mut rest = Vec::new();
+    rd.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "the connection closes after the image");
+}

@@ -152,9 +152,19 @@ fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Reply::NoReply;
         } else if eq(opt, "rdb-only") {
             match crate::util::numtext::parse_i64(val) {
-                Some(0) | Some(1) => {}
-                _ => return Reply::error("ERR value is not an integer or out of range"),
+                Some(v @ (0 | 1)) => ctx.client.repl.rdb_only = v == 1,
+                Some(_) => return Reply::error("ERR value is out of range, must be positive"),
+                None => return Reply::error("ERR value is not an integer or out of range"),
             }
+        } else if eq(opt, "rdb-filter-only") {
+            // The only include filter Redis 7.0 knows; none at all leaves the data out too.
+            let text = String::from_utf8_lossy(val);
+            for f in text.split_whitespace() {
+                if !f.eq_ignore_ascii_case("functions") {
+                    return Reply::Error(format!("ERR Unsupported rdb-filter-only option: {f}"));
+                }
+            }
+            ctx.client.repl.rdb_functions_only = true;
         } else {
             return Reply::Error(format!(
                 "ERR Unrecognized REPLCONF option: {}",

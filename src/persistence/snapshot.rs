@@ -223,6 +223,14 @@ pub(crate) fn write_image<W: Write>(
     write_image_reporting(w, dbs, opts, used_mem, None)
 }
 
+/// An image holding the FUNCTION libraries and no data (a replica's `REPLCONF
+/// rdb-filter-only functions`, as redis-cli --functions-rdb asks for).
+pub(crate) fn functions_image(srv: &Server) -> std::io::Result<Vec<u8>> {
+    let opts = SaveOpts::from_config(srv, false);
+    let (buf, _) = write_image_reporting(Vec::new(), &[], opts, crate::alloc::used_memory(), None)?;
+    Ok(buf)
+}
+
 fn write_image_reporting<W: Write>(
     w: W,
     dbs: &[Vec<&Shard>],

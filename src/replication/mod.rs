@@ -40,6 +40,9 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
         return false;
     };
     let info = client.info.clone();
+    if client.repl.rdb_functions_only {
+        return send_functions_image(srv, sock, client, &r).await;
+    }
     r.ready.store(true, Ordering::Release);
     if crate::persistence::snapshot::bgsave_running(srv) {
         tracing::info!(
@@ -138,6 +141,43 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
     r.state.store(ONLINE, Ordering::Release);
     tracing::info!("Synchronization with replica {} succeeded", r.describe());
     delete_sync_file(srv, &path);
+    // `REPLCONF rdb-only 1` (redis-cli --rdb): the image was all it asked for.
+    !client.repl.rdb_only
+}
+
+/// `REPLCONF rdb-filter-only functions`: an image of the libraries alone, made in place (it
+/// holds no data, so no snapshot of the keyspace is needed); with `rdb-only` the connection
+/// then closes, else the stream follows from now.
+async fn send_functions_image(
+    srv: &Server,
+    sock: &ClientSocket,
+    client: &Client,
+    r: &std::sync::Arc<crate::state::repl::Replica>,
+) -> bool {
+    let image = match crate::persistence::snapshot::functions_image(srv) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!("SYNC failed. Can't build the functions image: {e}");
+            return false;
+        }
+    };
+    let mut out = Vec::with_capacity(image.len() + 80);
+    if !r.pre_psync {
+        out.extend_from_slice(
+            format!("+FULLRESYNC {} {}\r\n", srv.repl.replid(), srv.repl.offset()).as_bytes(),
+        );
+    }
+    out.extend_from_slice(format!("${}\r\n", image.len()).as_bytes());
+    out.extend_from_slice(&image);
+    if sock.write_all(&out).await.is_err() {
+        return false;
+    }
+    tracing::info!("Synchronization with replica {} succeeded", r.describe());
+    if client.repl.rdb_only {
+        return false;
+    }
+    // From here on the stream (nothing before this instant is in the image but libraries).
+    srv.repl.attach_now(r);
     true
 }
 

@@ -447,6 +447,16 @@ impl Replication {
         n
     }
 
+    /// Put a waiting replica online at once, its stream starting now (an image that holds no
+    /// data needs no snapshot instant).
+    pub(crate) fn attach_now(&self, r: &Arc<Replica>) {
+        let mut s = self.stream.lock();
+        r.initial_offset.store(s.offset, Ordering::Release);
+        r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+        r.state.store(ONLINE, Ordering::Release);
+        s.seldb = None;
+    }
+
     /// The BGSAVE the waiting replicas were attached to ended.
     pub(crate) fn bgsave_done(&self, ok: bool) {
         let s = self.stream.lock();

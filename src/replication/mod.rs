@@ -164,7 +164,12 @@ async fn send_functions_image(
     let mut out = Vec::with_capacity(image.len() + 80);
     if !r.pre_psync {
         out.extend_from_slice(
-            format!("+FULLRESYNC {} {}\r\n", srv.repl.replid(), srv.repl.offset()).as_bytes(),
+            format!(
+                "+FULLRESYNC {} {}\r\n",
+                srv.repl.replid(),
+                srv.repl.offset()
+            )
+            .as_bytes(),
         );
     }
     out.extend_from_slice(format!("${}\r\n", image.len()).as_bytes());

@@ -3,7 +3,7 @@
 //! This module owns the signal-initiated shutdown. A signal schedules the shutdown (Redis's
 //! `shutdown_asap`), which the cron then carries out: the final save as `shutdown-on-sigterm`
 //! / `shutdown-on-sigint` say (`default`: save when save points exist; `save`, `nosave`;
-//! `force`: exit even if the save fails; `now` has nothing to skip, as there are no replicas).
+//! `force`: exit even if the save fails; `now` has nothing to skip, as SHUTDOWN does not wait for replicas).
 //! Until then SHUTDOWN ABORT cancels it ("Shutdown manually aborted"); DEBUG PAUSE-CRON holds
 //! the cron, and with it a scheduled shutdown. When the save fails without `force`, the server
 //! logs "Error trying to save the DB, can't exit" and keeps running. A second SIGINT while the

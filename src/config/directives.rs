@@ -203,7 +203,7 @@ pub static EXTRA: &[Param] = &[
         "shutdown-timeout",
         UINT,
         "10",
-        "accepted, no effect: it bounds the wait for replicas at shutdown, and there are none",
+        "accepted, no effect: SHUTDOWN does not wait for replicas to catch up (a known gap, README)",
     ),
     row(
         "shutdown-on-sigint",
@@ -580,7 +580,7 @@ pub struct ShutdownFlags {
     pub save: bool,
     /// Do not save.
     pub nosave: bool,
-    /// Do not wait for replicas (there are none: nothing to skip).
+    /// Do not wait for replicas (SHUTDOWN never waits for them: nothing to skip).
     pub now: bool,
     /// Exit even if the save fails.
     pub force: bool,

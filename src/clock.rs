@@ -22,16 +22,29 @@ fn clock_origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
-/// Unix milliseconds at `clock_origin()`, as last measured by [`resync_wall_clock`].
-static WALL_AT_ORIGIN_MS: AtomicI64 = AtomicI64::new(i64::MIN);
+/// Unix nanoseconds at `clock_origin()`, as last measured by [`resync_wall_clock`]. Kept in
+/// nanoseconds: two truncations (the wall reading's and the monotonic offset's) put the derived
+/// time one unit behind the wall clock near each boundary, which in milliseconds made a key set
+/// to expire at a client's `now + 10000` show a PTTL of 10001 (unit/type/string, GETEX PXAT);
+/// in microseconds it still happened once per millisecond for a microsecond.
+static WALL_AT_ORIGIN_NS: AtomicI64 = AtomicI64::new(i64::MIN);
+
+fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
 
 /// Measure the wall clock against the monotonic one again, so [`unix_ms_at`] follows a wall
 /// clock that was stepped. Called by the cron on every tick.
 pub fn resync_wall_clock() {
     let origin = clock_origin();
-    let wall = unix_ms();
-    let since = Instant::now().saturating_duration_since(origin).as_millis() as i64;
-    WALL_AT_ORIGIN_MS.store(wall - since, Ordering::Relaxed);
+    // The monotonic clock first: the wall reading after it puts the base ahead by the time
+    // between the two reads, never behind.
+    let since = Instant::now().saturating_duration_since(origin).as_nanos() as i64;
+    let wall = unix_ns();
+    WALL_AT_ORIGIN_NS.store(wall - since, Ordering::Relaxed);
 }
 
 /// Unix milliseconds at the monotonic instant `at`, without reading the wall clock: the
@@ -40,10 +53,31 @@ pub fn resync_wall_clock() {
 /// command, ~3% of a pipelined GET. Between cron ticks the two clocks advance together; a
 /// stepped wall clock is picked up at the next tick.
 pub fn unix_ms_at(at: Instant) -> i64 {
-    let base = WALL_AT_ORIGIN_MS.load(Ordering::Relaxed);
+    let base = WALL_AT_ORIGIN_NS.load(Ordering::Relaxed);
     if base == i64::MIN {
         resync_wall_clock();
         return unix_ms();
     }
-    base + at.saturating_duration_since(clock_origin()).as_millis() as i64
+    (base + at.saturating_duration_since(clock_origin()).as_nanos() as i64) / 1_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived time is never behind the wall clock read just before it (a PTTL computed
+    /// from it would exceed the TTL a client just set).
+    #[test]
+    fn derived_time_is_not_behind_the_wall_clock() {
+        resync_wall_clock();
+        for _ in 0..20_000 {
+            let before = unix_ms();
+            let derived = unix_ms_at(Instant::now());
+            let after = unix_ms();
+            assert!(
+                derived >= before && derived <= after + 1,
+                "{before} {derived} {after}"
+            );
+        }
+    }
 }

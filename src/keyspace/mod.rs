@@ -67,6 +67,23 @@ pub struct Watcher {
     pub stale: Arc<AtomicBool>,
 }
 
+impl Watcher {
+    /// The watched key changed; `present` / `expired` say what is stored now. A key that
+    /// was stale when watched and is now gone (or still expired) is no logical change.
+    fn touch(&self, present: bool, expired: bool) {
+        if self.stale.load(Ordering::Acquire) {
+            if !present {
+                self.stale.store(false, Ordering::Release);
+                return;
+            }
+            if expired {
+                return;
+            }
+        }
+        self.flag.store(true, Ordering::Release);
+    }
+}
+
 /// One shard of one database.
 #[derive(Default)]
 pub struct Shard {
@@ -232,17 +249,7 @@ impl Shard {
         let present = self.map.contains_key(key);
         let expired = self.is_expired(key, now);
         for w in watchers {
-            if w.stale.load(Ordering::Acquire) {
-                if !present {
-                    // An already-expired key was deleted: no logical change.
-                    w.stale.store(false, Ordering::Release);
-                    continue;
-                }
-                if expired {
-                    continue;
-                }
-            }
-            w.flag.store(true, Ordering::Release);
+            w.touch(present, expired);
         }
     }
 
@@ -276,21 +283,13 @@ impl Shard {
         let expired = self.is_expired(key, now);
         for w in watchers {
             if existed_before {
-                if w.stale.load(Ordering::Acquire) {
-                    if !present {
-                        w.stale.store(false, Ordering::Release);
-                        continue;
-                    }
-                    if expired {
-                        continue;
-                    }
-                }
+                w.touch(present, expired);
             } else if expired {
                 // A missing key replaced by an expired one.
                 w.stale.store(true, Ordering::Release);
-                continue;
+            } else {
+                w.flag.store(true, Ordering::Release);
             }
-            w.flag.store(true, Ordering::Release);
         }
     }
 

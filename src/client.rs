@@ -307,9 +307,23 @@ pub struct Client {
     pub last_duration_us: u64,
     /// Replication: REPLCONF settings, replica / master roles, WAIT's offset.
     pub(crate) repl: ReplClient,
+    /// SCRIPT DEBUG YES / SYNC: the next EVAL runs under the Lua debugger.
+    pub lua_debug: Option<crate::scripting::DebugMode>,
+    /// The socket and unread input the connection hands a debugging EVAL.
+    pub debug_io: Option<crate::scripting::DebugIo>,
+    /// Replies of earlier commands of this batch are not written yet (SCRIPT DEBUG must not
+    /// be pipelined).
+    pub output_pending: bool,
 }
 
 impl Client {
+    /// The client applies what was already decided elsewhere: our master's link, or the AOF
+    /// loader (id u64::MAX, Redis's CLIENT_ID_AOF). Nothing is refused to it for the server's
+    /// state (Redis's mustObeyClient).
+    pub fn obeys(&self) -> bool {
+        self.repl.is_master || self.id == u64::MAX
+    }
+
     pub fn new(id: u64, info: Arc<ClientInfo>) -> Client {
         Client {
             id,
@@ -328,6 +342,9 @@ impl Client {
             subs: Default::default(),
             push_reply: false,
             in_script: false,
+            lua_debug: None,
+            debug_io: None,
+            output_pending: false,
             error_reply_counted: false,
             tracking_caching: false,
             script_keys: Vec::new(),

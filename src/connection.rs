@@ -312,6 +312,23 @@ async fn serve_client(
             }
             info.argv_mem
                 .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
+            client.output_pending = sent < out.len();
+            if client.lua_debug.is_some() && crate::scripting::may_start_debugging(&args[0]) {
+                // A debugging EVAL talks to the socket itself: what this connection owes the
+                // client goes out first, and what it has read but not run becomes the
+                // debugger's input (the connection closes after the session).
+                flush(srv, sock, &info, &mut out, &mut sent).await?;
+                let mut input = Vec::new();
+                for request in pending.drain(..) {
+                    crate::protocol::encode_command(&mut input, &request);
+                }
+                input.extend_from_slice(&buf);
+                buf.clear();
+                client.debug_io = Some(crate::scripting::DebugIo {
+                    fd: sock.raw_fd(),
+                    input,
+                });
+            }
             let Outcome {
                 reply,
                 block,

@@ -193,6 +193,11 @@ impl ClientSocket {
         Self::register(Stream::Unix(std))
     }
 
+    /// The socket's descriptor (the Lua debugger talks to its client directly).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.get_ref().as_raw_fd()
+    }
+
     fn register(stream: Stream) -> io::Result<ClientSocket> {
         // SAFETY: the AsyncFd owns the std stream, whose descriptor stays open and the same
         // for as long as the stream lives, i.e. the AsyncFd's whole lifetime.

@@ -339,6 +339,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     });
     crate::shutdown::wait_for_exit(&srv).await?;
     srv.shutting_down.store(true, Ordering::SeqCst);
+    crate::scripting::kill_forked_sessions();
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
     if let Some(path) = srv.config.get("unixsocket").filter(|p| !p.is_empty()) {

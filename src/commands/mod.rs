@@ -606,8 +606,7 @@ pub fn dispatch_with<'a>(
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(Reply::error("ERR Command not allowed inside a transaction"));
         }
-        if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.repl.is_master)
-        {
+        if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.obeys()) {
             client.multi_abort = true;
             spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -618,20 +617,21 @@ pub fn dispatch_with<'a>(
         }
         return done(Reply::Status("QUEUED"));
     }
-    if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.repl.is_master) {
+    if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.obeys()) {
         spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(err);
     }
     // EXEC is checked again with what it queued, as the server's state may have changed
     // since (Redis's cmd_flags / cmd_inv_flags of the transaction).
-    if spec.name == "exec" && !client.repl.is_master {
+    if spec.name == "exec" && !client.obeys() {
         if let Some(queue) = client.multi.as_ref() {
             let (mut any, mut all_stale, mut ping) = (0u32, true, false);
             for a in queue {
                 if let Some(c) = lookup(&a[0]) {
-                    any |= c.flags;
-                    all_stale &= c.flags & flags::STALE != 0;
+                    let f = crate::scripting::effective_command_flags(srv, c.name, a, c.flags);
+                    any |= f;
+                    all_stale &= f & flags::STALE != 0;
                     ping |= c.name == "ping";
                 }
             }
@@ -789,8 +789,8 @@ fn evict_before_command(srv: &Server) -> bool {
 
 /// The dispatcher's refusals of `args` (see [`refusal_by_flags`]) with the flags Redis uses
 /// for it: a container's subcommand adds its own (FUNCTION LOAD writes and may grow memory),
-/// and a script that declares flags without `no-writes` counts as a write on a read-only
-/// replica (Redis derives EVAL's and FCALL's flags from the script's).
+/// and EVAL's and FCALL's are those the script declares, when it declares any (Redis's
+/// getCommandFlags).
 fn dispatch_refusal(
     srv: &Server,
     spec: &Spec,
@@ -812,22 +812,31 @@ fn dispatch_refusal(
             if row.flags.contains(&"denyoom") {
                 fl |= flags::DENYOOM;
             }
+            // Whether a subcommand runs on a stale replica is its own (SCRIPT LOAD does,
+            // SCRIPT EXISTS does not).
+            if row.flags.contains(&"stale") {
+                fl |= flags::STALE;
+            } else {
+                fl &= !flags::STALE;
+            }
         }
     }
-    if let Some(e) = refusal_by_flags(srv, fl, spec.name == "ping", out_of_memory, from_master) {
-        return Some(e);
-    }
-    if !from_master
-        && spec.flags & flags::WRITE == 0
-        && matches!(spec.name, "eval" | "evalsha" | "fcall")
-        && crate::state::replica_link::read_only(srv)
-        && crate::scripting::declared_writes(srv, spec.name, args) == Some(true)
+    if spec.flags & flags::MOVABLE_KEYS != 0
+        && spec.group == "scripting"
+        && refusal_by_flags(
+            srv,
+            (fl | flags::WRITE | flags::DENYOOM) & !flags::STALE,
+            false,
+            out_of_memory,
+            from_master,
+        )
+        .is_some()
     {
-        return Some(Reply::error(
-            "READONLY You can't write against a read only replica.",
-        ));
+        // Only when the server refuses something does what a script declares matter (this
+        // reads the script's flags, which for EVAL means hashing its text).
+        fl = crate::scripting::effective_command_flags(srv, spec.name, args, fl);
     }
-    None
+    refusal_by_flags(srv, fl, spec.name == "ping", out_of_memory, from_master)
 }
 
 /// [`write_refusal`] given whether memory is over `maxmemory` with nothing left to evict.

@@ -1,7 +1,7 @@
 //! The `redis` table scripts see: `call` / `pcall` (commands through the dispatcher, with the
 //! checks Redis 7.0 makes for scripts), `sha1hex`, `error_reply` / `status_reply`, `log`,
-//! `setresp`, `set_repl`, `replicate_commands`, `breakpoint` / `debug` (the debugger is not
-//! provided, so these do what Redis's do without one: nothing, `breakpoint` answering false),
+//! `setresp`, `set_repl`, `replicate_commands`, `breakpoint` / `debug` (for the debugger,
+//! [`super::debugger`]; outside a session they do nothing, `breakpoint` answering false),
 //! `acl_check_cmd`, and the constants (`LOG_*`, `REPL_*`, `REDIS_VERSION[_NUM]`).
 //!
 //! Errors raised by these functions are Redis's `{err=...}` errors: they travel as a
@@ -177,13 +177,18 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
         "replicate_commands",
         lua.create_function(|_, _: MultiValue| Ok(true))?,
     )?;
-    // Without the Lua debugger (SCRIPT DEBUG is not provided) Redis's breakpoint answers
-    // false and debug does nothing.
+    // Outside a debugging session breakpoint answers false and debug does nothing.
     redis.raw_set(
         "breakpoint",
-        lua.create_function(|_, _: MultiValue| Ok(false))?,
+        lua.create_function(|_, _: MultiValue| Ok(super::debugger::breakpoint()))?,
     )?;
-    redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.raw_set(
+        "debug",
+        lua.create_function(|_, args: MultiValue| {
+            super::debugger::debug_values(&args);
+            Ok(())
+        })?,
+    )?;
     let acl_current = current.clone();
     redis.raw_set(
         "acl_check_cmd",
@@ -389,12 +394,19 @@ fn script_refusal(
 }
 
 fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
+    // A debugging session logs the command, then what came of it.
+    super::debugger::log_call(&argv);
     let Some(spec) = lookup(&argv[0]) else {
-        return Reply::error("ERR Unknown Redis command called from script");
+        let e = "ERR Unknown Redis command called from script";
+        super::debugger::log_refusal(e);
+        return Reply::error(e);
     };
     // A command refused before it ran counts in its rejected_calls, as Redis's scriptCall
     // counts it.
     if let Some(refusal) = script_refusal(inv, spec, &argv) {
+        if let Reply::Error(e) = &refusal {
+            super::debugger::log_refusal(e);
+        }
         spec.stats(&argv).rejected.fetch_add(1, Ordering::Relaxed);
         let srv = inv.ctx.srv;
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -425,5 +437,11 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     if reply.is_error() {
         srv.errorstats.count_reply(&reply);
     }
+    let resp = if inv.resp3 {
+        crate::protocol::Resp::V3
+    } else {
+        crate::protocol::Resp::V2
+    };
+    super::debugger::log_reply(&reply, resp);
     reply
 }

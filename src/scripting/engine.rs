@@ -291,8 +291,9 @@ impl RunClock {
 /// is served. When the new thread did not take over in time, the worker stays here and a
 /// later attempt repeats it; on a thread that already gave its role away this only waits.
 fn hand_off_worker() {
-    let on_workers = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let on_workers = !super::debugger::in_forked_child()
+        && tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if on_workers {
         tokio::task::block_in_place(|| std::thread::sleep(HANDOFF_WAIT));
     }
@@ -314,6 +315,57 @@ impl Drop for Engine {
         // only owner of the state: dropping it closes the state.
         unsafe { ManuallyDrop::drop(&mut self.handles) };
     }
+}
+
+/// The hook every script runs under: every [`HOOK_EVERY`] instructions it gives up its
+/// worker once the script runs long (see [`hand_off_worker`]), enforces FUNCTION LOAD's
+/// timeout, and stops a script SCRIPT KILL asked to stop.
+fn install_standard_hook(
+    lua: &Lua,
+    current: &Current,
+    load_started: &Rc<Cell<Option<std::time::Instant>>>,
+    run_started: &Rc<RunClock>,
+) {
+    let hook_current = current.clone();
+    let hook_load_started = load_started.clone();
+    let hook_run_started = run_started.clone();
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        move |_, _| {
+            // FUNCTION LOAD gives a library's code 500 ms to register its functions.
+            if let Some(t) = hook_load_started.get() {
+                if t.elapsed() > LOAD_TIMEOUT {
+                    return Err(mlua::Error::external(CommandError(
+                        "ERR FUNCTION LOAD timeout".into(),
+                    )));
+                }
+            }
+            let inv = hook_current.get();
+            if inv.is_null() {
+                return Ok(mlua::VmState::Continue);
+            }
+            if let Some(t) = hook_run_started.started.get() {
+                let ran = t.elapsed();
+                if ran >= hook_run_started.next_handoff.get() {
+                    hook_run_started.next_handoff.set(ran * 4);
+                    hand_off_worker();
+                }
+            }
+            // SAFETY: non-null only while a script runs, pointing at its Invocation
+            // (see Engine::run); the hook runs on this thread inside that call.
+            let killed = unsafe { (*inv).killed() };
+            #[cfg(fuzzing)]
+            // SAFETY: as above.
+            let killed = killed || over_fuzz_budget(unsafe { (*inv).started() });
+            if killed {
+                Err(mlua::Error::external(CommandError(
+                    "ERR Script killed by user with SCRIPT KILL...".into(),
+                )))
+            } else {
+                Ok(mlua::VmState::Continue)
+            }
+        },
+    );
 }
 
 impl Engine {
@@ -393,47 +445,7 @@ impl Engine {
         let g = lua.globals();
         super::api::register(lua, &g, current)?;
         let libs = super::libs::register(lua, &g)?;
-        // SCRIPT KILL: looked at every HOOK_EVERY instructions.
-        let hook_current = current.clone();
-        let hook_load_started = load_started.clone();
-        let hook_run_started = run_started.clone();
-        lua.set_hook(
-            mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| {
-                // FUNCTION LOAD gives a library's code 500 ms to register its functions.
-                if let Some(t) = hook_load_started.get() {
-                    if t.elapsed() > LOAD_TIMEOUT {
-                        return Err(mlua::Error::external(CommandError(
-                            "ERR FUNCTION LOAD timeout".into(),
-                        )));
-                    }
-                }
-                let inv = hook_current.get();
-                if inv.is_null() {
-                    return Ok(mlua::VmState::Continue);
-                }
-                if let Some(t) = hook_run_started.started.get() {
-                    let ran = t.elapsed();
-                    if ran >= hook_run_started.next_handoff.get() {
-                        hook_run_started.next_handoff.set(ran * 4);
-                        hand_off_worker();
-                    }
-                }
-                // SAFETY: non-null only while a script runs, pointing at its Invocation
-                // (see Engine::run); the hook runs on this thread inside that call.
-                let killed = unsafe { (*inv).killed() };
-                #[cfg(fuzzing)]
-                // SAFETY: as above.
-                let killed = killed || over_fuzz_budget(unsafe { (*inv).started() });
-                if killed {
-                    Err(mlua::Error::external(CommandError(
-                        "ERR Script killed by user with SCRIPT KILL...".into(),
-                    )))
-                } else {
-                    Ok(mlua::VmState::Continue)
-                }
-            },
-        );
+        install_standard_hook(lua, current, load_started, run_started);
         let xpcall: Function = g.raw_get("xpcall")?;
         let handler = error_handler(lua)?;
         g.raw_set("__redis__err__handler", handler.clone())?;
@@ -458,6 +470,42 @@ impl Engine {
             library_api,
             gc_touched,
         })
+    }
+
+    /// Run the next script under the Lua debugger's line hook (`on`), or back under the
+    /// standard one. While debugging, SCRIPT KILL does not apply (as in Redis: the debugger's
+    /// own timeout stops an endless loop).
+    pub(super) fn debugging(&self, on: bool) {
+        let lua = &self.handles.lua;
+        if !on {
+            install_standard_hook(lua, &self.current, &self.load_started, &self.run_started);
+            return;
+        }
+        let current = self.current.clone();
+        lua.set_hook(
+            mlua::HookTriggers::new()
+                .every_line()
+                .every_nth_instruction(super::debugger::timeout_check_every()),
+            move |lua, debug| {
+                let inv = current.get();
+                if inv.is_null() {
+                    return Ok(mlua::VmState::Continue);
+                }
+                // SAFETY: as in the standard hook: the running script's Invocation, read
+                // only here (no redis.call is running while a hook runs).
+                let timeout_ms = unsafe {
+                    (*inv)
+                        .ctx
+                        .srv
+                        .config
+                        .hot
+                        .busy_reply_threshold
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                };
+                super::debugger::hook(lua, &debug, timeout_ms)?;
+                Ok(mlua::VmState::Continue)
+            },
+        );
     }
 
     /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state

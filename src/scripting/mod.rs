@@ -38,11 +38,13 @@
 
 mod api;
 mod convert;
+mod debugger;
 mod engine;
 mod functions;
 mod libs;
 mod scope;
 
+pub use debugger::{kill_forked_sessions, DebugIo, DebugMode};
 pub(crate) use functions::{library_codes, restore_libraries, Policy as LibraryPolicy};
 
 use crate::commands::args::{eq, int};
@@ -270,7 +272,9 @@ pub(crate) fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
         let Some(list) = part.strip_prefix("flags=") else {
             return Err(format!("ERR Unknown lua shebang option: {part}"));
         };
-        for name in list.split(',') {
+        // `flags=` with nothing after it declares no flags (Redis splits an empty list into
+        // none); an empty name between commas is still an unknown flag.
+        for name in list.split(',').filter(|_| !list.is_empty()) {
             flags |= shebang_flag(name)
                 .ok_or_else(|| format!("ERR Unexpected flag in script shebang: {name}"))?;
         }
@@ -316,10 +320,12 @@ impl Scripts {
         if self.running_count.load(Ordering::Acquire) == 0 {
             return false;
         }
+        // A debugging session waits for its client, not a busy script: others wait for its
+        // locks, as Redis's clients wait while its debugger holds the server.
         self.running
             .lock()
             .first()
-            .is_some_and(|r| r.started.elapsed().as_millis() as i64 >= threshold_ms)
+            .is_some_and(|r| !r.debugging && r.started.elapsed().as_millis() as i64 >= threshold_ms)
     }
 
     /// The running function's name and how long it has run (FUNCTION STATS).
@@ -338,8 +344,8 @@ impl Scripts {
     }
 
     /// Record a script run starting (`function`: the FCALL'd name and the command as sent;
-    /// None for EVAL); its id.
-    fn start_run(&self, function: Option<(&str, &[Bytes])>) -> u64 {
+    /// None for EVAL; `debugging`: under the Lua debugger); its id.
+    fn start_run(&self, function: Option<(&str, &[Bytes])>, debugging: bool) -> u64 {
         let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
         self.running.lock().push(RunningScript {
             id,
@@ -350,6 +356,7 @@ impl Scripts {
             wrote: false,
             log_name: String::new(),
             slow_logged: false,
+            debugging,
         });
         self.running_count.fetch_add(1, Ordering::AcqRel);
         id
@@ -484,7 +491,14 @@ impl Invocation<'_, '_, '_> {
     /// When the running script started (fuzz builds hold scripts to a time budget).
     #[cfg(fuzzing)]
     fn started(&self) -> Option<std::time::Instant> {
-        *self.ctx.srv.scripts.started.lock()
+        self.ctx
+            .srv
+            .scripts
+            .running
+            .lock()
+            .iter()
+            .find(|r| r.id == self.run_id)
+            .map(|r| r.started)
     }
 }
 
@@ -504,6 +518,17 @@ fn parse_numkeys(a: &[Bytes]) -> Result<usize, Reply> {
 
 fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let by_sha = eq(&a[0], "evalsha") || eq(&a[0], "evalsha_ro");
+    if let Some(mode) = ctx.client.lua_debug {
+        if !debugger::active() {
+            if by_sha {
+                if a[1].len() != 40 {
+                    return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+                }
+                return Reply::error("ERR Please use EVAL instead of EVALSHA for debugging");
+            }
+            return eval_debugging(ctx, a, mode);
+        }
+    }
     let read_only_command = eq(&a[0], "eval_ro") || eq(&a[0], "evalsha_ro");
     let numkeys = match parse_numkeys(a) {
         Ok(n) => n,
@@ -537,6 +562,73 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run_atomically(ctx, target, read_only_command, keys, argv)
 }
 
+/// Commands that may start a debugging session for a client that asked for SCRIPT DEBUG
+/// (EXEC: an EVAL queued in the transaction).
+pub fn may_start_debugging(name: &[u8]) -> bool {
+    ["eval", "eval_ro", "exec"].iter().any(|n| eq(name, n))
+}
+
+/// EVAL for a client that asked for SCRIPT DEBUG: the script runs in a debugging session
+/// (see [`debugger`]): here (SYNC) or in a forked child (YES). Either way the connection
+/// closes once the session ends, as in Redis.
+fn eval_debugging(ctx: &mut Ctx, a: &[Bytes], mode: DebugMode) -> Reply {
+    let Some(io) = ctx.client.debug_io.take() else {
+        // Only the connection loop can hand a session its socket (not, say, the AOF loader).
+        return Reply::error("ERR SCRIPT DEBUG needs a client connection");
+    };
+    // Every shard, before anything else: the debugger's `redis` command may reach any key,
+    // and a forked child must own every lock it will need.
+    ctx.g.lock_all();
+    if mode == DebugMode::Forked {
+        // SAFETY: fork(2) with every shard locked by this thread: the child (this thread
+        // only) owns every lock a script's commands take on the keyspace; it talks to the
+        // client with plain system calls and ends with _exit without running destructors.
+        // Covered by tests/script_debug.rs (a forked session, then the server's data
+        // unchanged).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            ctx.client.lua_debug = None;
+            return Reply::Error(format!(
+                "ERR Fork() failed: can't run EVAL in debugging mode: {}",
+                crate::util::strerror(&std::io::Error::last_os_error())
+            ));
+        }
+        if pid > 0 {
+            // The child serves the session on the same socket: this side lets go of the
+            // client without a reply (Redis's freeClientAsync).
+            debugger::watch_child(pid);
+            ctx.client.lua_debug = None;
+            ctx.client.info.kill();
+            return Reply::Ok;
+        }
+        crate::log::mark_child();
+        debugger::mark_forked_child();
+        // SAFETY: signal(2) setting SIGTERM and SIGINT to be ignored in this process.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+        }
+        crate::log::line(crate::log::WARNING, "Redis forked for debugging eval");
+    } else {
+        tracing::warn!("Redis synchronous debugging eval session started");
+    }
+    debugger::start(io, &a[1]);
+    let reply = eval(ctx, a);
+    let fd = debugger::end();
+    if mode == DebugMode::Forked {
+        if let Some(fd) = fd {
+            debugger::write_reply(fd, &reply, ctx.client.resp);
+        }
+        crate::log::line(crate::log::WARNING, "Lua debugging session child exiting");
+        // SAFETY: _exit(2) ends the child without destructors (its memory, locks included,
+        // is only its copy).
+        unsafe { libc::_exit(0) };
+    }
+    tracing::warn!("Redis synchronous debugging eval session ended");
+    ctx.close_after_reply = true;
+    reply
+}
+
 /// What a call runs: an EVAL script or a FUNCTION.
 enum Target<'t> {
     Eval {
@@ -563,12 +655,18 @@ fn run_atomically(
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> Reply {
-    let (flags, one_db, declared_keys_only) = match &target {
+    let (flags, mut one_db, mut declared_keys_only) = match &target {
         Target::Eval { script, .. } => (script.flags, script.one_db, script.declared_keys_only),
         Target::Function { library, info, .. } => {
             (ScriptFlags(Some(info.flags)), library.one_db, false)
         }
     };
+    // A debugging session holds every database (its `redis` command may reach any key).
+    let debugging = debugger::active() && matches!(target, Target::Eval { .. });
+    if debugging {
+        one_db = false;
+        declared_keys_only = false;
+    }
     if let Some(refusal) = refuse_to_start(ctx, flags, read_only_command) {
         return refusal;
     }
@@ -620,7 +718,7 @@ fn run_atomically(
                 Target::Function { command, .. } => Some((name.as_str(), *command)),
                 Target::Eval { .. } => None,
             };
-            inv.run_id = scripts.start_run(function);
+            inv.run_id = scripts.start_run(function, debugging);
             scripts.name_run(
                 inv.run_id,
                 match &target {
@@ -628,7 +726,13 @@ fn run_atomically(
                     Target::Function { .. } => name.clone(),
                 },
             );
+            if debugging {
+                engine.debugging(true);
+            }
             let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
+            if debugging {
+                engine.debugging(false);
+            }
             inv.ctx.srv.scripts.end_run(inv.run_id);
             (reply, true)
         });
@@ -749,6 +853,45 @@ pub(crate) fn declared_writes(
     name: &str,
     args: &[Bytes],
 ) -> Option<bool> {
+    let flags = declared_flags(srv, name, args)?;
+    Some(!flags.has(ScriptFlags::NO_WRITES))
+}
+
+/// The command flags an EVAL / FCALL request runs under (Redis's getCommandFlags): a script
+/// or function that declares flags replaces the command's write, deny-oom and stale flags
+/// with what it declared (`no-writes` implies `allow-oom`); one that declares nothing keeps
+/// the command's own. EXEC judges what it queued by these.
+pub(crate) fn effective_command_flags(
+    srv: &crate::state::Server,
+    name: &str,
+    args: &[Bytes],
+    command_flags: u32,
+) -> u32 {
+    if !matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    ) {
+        return command_flags;
+    }
+    let Some(declared) = declared_flags(srv, name, args) else {
+        return command_flags;
+    };
+    let mut fl = command_flags & !(STALE | DENYOOM | WRITE | MAY_REPLICATE);
+    if !declared.has(ScriptFlags::ALLOW_OOM) && !declared.has(ScriptFlags::NO_WRITES) {
+        fl |= DENYOOM;
+    }
+    if !declared.has(ScriptFlags::NO_WRITES) {
+        fl |= WRITE;
+    }
+    if declared.has(ScriptFlags::ALLOW_STALE) {
+        fl |= STALE;
+    }
+    fl
+}
+
+/// The flags an EVAL / FCALL request's script or function declares; None when it declares
+/// none (no shebang) or is not known.
+fn declared_flags(srv: &crate::state::Server, name: &str, args: &[Bytes]) -> Option<ScriptFlags> {
     let body = args.get(1)?;
     let flags = match name {
         "fcall" | "fcall_ro" => ScriptFlags(Some(functions::flags_of(srv, body)?)),
@@ -773,12 +916,21 @@ pub(crate) fn declared_writes(
         }
     };
     flags.0?;
-    Some(!flags.has(ScriptFlags::NO_WRITES))
+    Some(flags)
 }
 
 /// Why a script with `flags` may not start now (Redis's scriptPrepareForRun), if it may not.
 fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Option<Reply> {
-    flags.0?;
+    if flags.0.is_none() {
+        // A script without a shebang (the old EVAL) is only held back by a stale link, with
+        // the error other commands get then (Redis's scriptPrepareForRun).
+        if crate::state::replica_link::running_stale(ctx.srv) {
+            return Some(Reply::error(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ));
+        }
+        return None;
+    }
     if !flags.has(ScriptFlags::ALLOW_STALE) && crate::state::replica_link::running_stale(ctx.srv) {
         return Some(Reply::error(
             "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.",
@@ -867,13 +1019,35 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Reply::Ok
         }
         "kill" if a.len() == 2 => kill_running(scripts, true),
+        "debug" if a.len() == 3 => {
+            if ctx.client.output_pending {
+                return Reply::error("ERR SCRIPT DEBUG must be called outside a pipeline");
+            }
+            let mode = if eq(&a[2], "no") {
+                None
+            } else if eq(&a[2], "yes") {
+                Some(DebugMode::Forked)
+            } else if eq(&a[2], "sync") {
+                Some(DebugMode::Sync)
+            } else {
+                return Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO");
+            };
+            ctx.client.lua_debug = mode;
+            Reply::Ok
+        }
         "help" if a.len() == 2 => Reply::Array(
             [
                 "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DEBUG (YES|SYNC|NO)",
+                "    Set the debug mode for subsequent scripts executed.",
                 "EXISTS <sha1> [<sha1> ...]",
                 "    Return information about the existence of the scripts in the script cache.",
                 "FLUSH [ASYNC|SYNC]",
                 "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                "    When called without the optional mode argument, the behavior is determined by the",
+                "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                "    * ASYNC: Asynchronously flush the scripts cache.",
+                "    * SYNC: Synchronously flush the scripts cache.",
                 "KILL",
                 "    Kill the currently executing Lua script.",
                 "LOAD <script>",
@@ -885,7 +1059,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
         ),
-        "load" | "exists" | "flush" | "kill" | "help" => {
+        "load" | "exists" | "flush" | "kill" | "help" | "debug" => {
             crate::cmdspec::wrong_arity(&format!("script|{sub}"))
         }
         _ => Reply::error(format!(

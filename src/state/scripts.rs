@@ -66,6 +66,8 @@ pub(crate) struct RunningScript {
     /// warning was logged.
     pub(crate) log_name: String,
     pub(crate) slow_logged: bool,
+    /// Runs under the Lua debugger (SCRIPT DEBUG): never -BUSY for others.
+    pub(crate) debugging: bool,
 }
 
 #[derive(Clone)]

@@ -308,9 +308,9 @@ pub struct Client {
     /// Replication: REPLCONF settings, replica / master roles, WAIT's offset.
     pub(crate) repl: ReplClient,
     /// SCRIPT DEBUG YES / SYNC: the next EVAL runs under the Lua debugger.
-    pub lua_debug: Option<crate::scripting::DebugMode>,
+    pub lua_debug: Option<DebugMode>,
     /// The socket and unread input the connection hands a debugging EVAL.
-    pub debug_io: Option<crate::scripting::DebugIo>,
+    pub debug_io: Option<DebugIo>,
     /// Replies of earlier commands of this batch are not written yet (SCRIPT DEBUG must not
     /// be pipelined).
     pub output_pending: bool,
@@ -527,4 +527,19 @@ impl Mailbox {
     pub(crate) fn used(&self) -> usize {
         self.queue.lock().bytes + self.in_flight.load(Ordering::Relaxed)
     }
+}
+
+/// How a client asked to debug its scripts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DebugMode {
+    /// SCRIPT DEBUG YES: each session runs in a forked child; the data set is not changed.
+    Forked,
+    /// SCRIPT DEBUG SYNC: the session runs in the server and keeps its changes.
+    Sync,
+}
+
+/// What the connection gives a session: the socket and the input it had not run yet.
+pub struct DebugIo {
+    pub fd: std::os::fd::RawFd,
+    pub input: Vec<u8>,
 }

@@ -43,20 +43,7 @@ const TIMEOUT_CHECK_EVERY: u32 = 100_000;
 /// How deep `print` and `eval` results go into nested tables (LUA_MINSTACK / 2).
 const MAX_VALUE_DEPTH: usize = 10;
 
-/// How a client asked to debug its scripts.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum DebugMode {
-    /// SCRIPT DEBUG YES: each session runs in a forked child; the data set is not changed.
-    Forked,
-    /// SCRIPT DEBUG SYNC: the session runs in the server and keeps its changes.
-    Sync,
-}
-
-/// What the connection gives a session: the socket and the input it had not run yet.
-pub struct DebugIo {
-    pub fd: RawFd,
-    pub input: Vec<u8>,
-}
+pub use crate::client::{DebugIo, DebugMode};
 
 /// One debugging session.
 struct Session {

@@ -25,7 +25,14 @@ const G: &str = "hyperloglog";
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
     Spec::new("pfadd", -2, WRITE | DENYOOM | FAST, Keys::Range(1, 1, 1), pfadd, G),
-    Spec::new("pfcount", -2, READONLY, Keys::Range(1, -1, 1), pfcount, G),
+    Spec::new(
+        "pfcount",
+        -2,
+        READONLY | MAY_REPLICATE,
+        Keys::Range(1, -1, 1),
+        pfcount,
+        G,
+    ),
     Spec::new("pfmerge", -2, WRITE | DENYOOM, Keys::Range(1, -1, 1), pfmerge, G),
     Spec::new("pfdebug", 3, WRITE | DENYOOM | ADMIN, Keys::Range(2, 2, 1), pfdebug, G),
     Spec::new("pfselftest", 1, ADMIN, Keys::None, pfselftest, G),

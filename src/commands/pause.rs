@@ -29,8 +29,9 @@ pub(crate) fn holds_back(
     spec: &crate::commands::Spec,
     args: &[Bytes],
 ) -> bool {
-    // Internal clients (AOF loading) and commands run by scripts are never paused.
-    if client.user.is_none() || client.in_script {
+    // Internal clients (AOF loading) and commands run by scripts are never paused; our
+    // master's link is (its writes wait under a WRITE pause, as in Redis).
+    if (client.user.is_none() && !client.repl.is_master) || client.in_script {
         return false;
     }
     match srv.pause.current() {

@@ -512,17 +512,45 @@ async fn apply_stream(
     m: &mut Link,
     client: &mut Client,
 ) -> Result<(), String> {
+    let r = apply_stream_until_done(srv, generation, m, client).await;
+    srv.master_link.unapplied.store(0, Ordering::Relaxed);
+    r
+}
+
+async fn apply_stream_until_done(
+    srv: &Arc<Server>,
+    generation: u64,
+    m: &mut Link,
+    client: &mut Client,
+) -> Result<(), String> {
     let link = &srv.master_link;
+    link.unapplied.store(m.buf.len() as i64, Ordering::Relaxed);
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
     ack_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_io = tokio::time::Instant::now();
+    // A request CLIENT PAUSE holds back (the master's writes wait under a WRITE pause, as in
+    // Redis): the stream stops at it, while what follows is still read (read offset).
+    let mut held: Option<(Bytes, Vec<Bytes>)> = None;
     loop {
-        // Everything complete in the buffer, in order.
-        while let Some((ranges, len)) = next_request(&m.buf)? {
-            let raw = m.buf.split_to(len).freeze();
-            if !ranges.is_empty() {
-                let args: Vec<Bytes> = ranges.into_iter().map(|r| raw.slice(r)).collect();
+        // Everything complete in the buffer, in order, unless a request is held back.
+        loop {
+            let (raw, args) = match held.take() {
+                Some(h) => h,
+                None => match next_request(&m.buf)? {
+                    Some((ranges, len)) => {
+                        let raw = m.buf.split_to(len).freeze();
+                        let args: Vec<Bytes> = ranges.into_iter().map(|r| raw.slice(r)).collect();
+                        (raw, args)
+                    }
+                    None => break,
+                },
+            };
+            if !args.is_empty() {
                 let outcome = crate::commands::dispatch(srv, client, args);
+                if let Some(args) = outcome.postponed {
+                    held = Some((raw, args));
+                    break;
+                }
                 if let Some(b) = outcome.block {
                     srv.blocking.cancel(&srv.keyspace, &b.waiter);
                 }
@@ -539,15 +567,24 @@ async fn apply_stream(
                 return Err("Master's client was killed".into());
             }
         }
+        let pending = held.as_ref().map_or(0, |(raw, _)| raw.len()) + m.buf.len();
+        link.unapplied.store(pending as i64, Ordering::Relaxed);
         if !link.current(generation) {
             return Ok(());
         }
         let wake = link.ack_wake.notified();
+        let paused = held.is_some();
         tokio::select! {
+            woken = srv.pause.wait_change(&client.info.kill), if paused => {
+                if !woken {
+                    return Err("Master's client was killed".into());
+                }
+            }
             r = m.sock.read_buf(&mut m.buf) => {
                 match r {
                     Ok(0) => return Err("Master closed the connection".into()),
                     Ok(n) => {
+                        link.unapplied.fetch_add(n as i64, Ordering::Relaxed);
                         srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                         last_io = tokio::time::Instant::now();
                         if let Some(i) = link.info.lock().as_mut() {

@@ -60,6 +60,9 @@ pub struct MasterLink {
     starter: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
     /// Offset of the master's stream processed so far (INFO slave_repl_offset); -1 unknown.
     pub(crate) processed: std::sync::atomic::AtomicI64,
+    /// Bytes of the stream read but not applied yet (a request CLIENT PAUSE holds back and
+    /// what follows it): INFO slave_read_repl_offset is `processed` plus these.
+    pub(crate) unapplied: std::sync::atomic::AtomicI64,
 }
 
 impl MasterLink {
@@ -256,10 +259,9 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
     ));
     out.push((
         "slave_read_repl_offset".into(),
-        srv.master_link
-            .processed
-            .load(Ordering::Relaxed)
-            .to_string(),
+        (srv.master_link.processed.load(Ordering::Relaxed)
+            + srv.master_link.unapplied.load(Ordering::Relaxed))
+        .to_string(),
     ));
     out.push((
         "slave_repl_offset".into(),

@@ -493,6 +493,33 @@ pub fn encoding_name(v: &Value) -> &'static str {
     }
 }
 
+/// OBJECT REFCOUNT. Podium keeps no reference counts (a value belongs to one key); it answers
+/// what Redis 7.0 would for the same value under the same settings, which tools and tests
+/// read to learn whether small integers are shared: Redis shares the integers 0 to 9999
+/// (refcount INT_MAX) unless maxmemory is set with an LRU or LFU policy, which needs a
+/// per-object access clock; every other value has one reference.
+fn refcount(srv: &crate::state::Server, v: &Value) -> i64 {
+    const SHARED_INTEGERS: i64 = 10_000;
+    const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+    let Value::Str(s) = v else {
+        return 1;
+    };
+    let small = s.len() <= 20 && parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n));
+    let policy = srv.config.get("maxmemory-policy").unwrap_or_default();
+    let per_object_clock = srv
+        .config
+        .hot
+        .maxmemory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 0
+        && (policy.contains("lru") || policy.contains("lfu"));
+    if small && !per_object_clock {
+        SHARED_REFCOUNT
+    } else {
+        1
+    }
+}
+
 fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if sub == "help" {
@@ -519,6 +546,7 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if a.len() != 3 {
         return crate::cmdspec::wrong_arity(&format!("object|{sub}"));
     }
+    let srv = ctx.srv;
     let mut db = ctx.db();
     // OBJECT looks without touching: the idle time it reports is not reset by asking.
     let Some(e) = db.peek(&a[2]) else {
@@ -526,7 +554,7 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     match sub.as_str() {
         "encoding" => Reply::bulk_slice(encoding_name(&e.value).as_bytes()),
-        "refcount" => Reply::Int(1),
+        "refcount" => Reply::Int(refcount(srv, &e.value)),
         "idletime" if crate::evict::lfu_mode() => Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "idletime" => Reply::Int((crate::evict::idle_ms(e) / 1000) as i64),
         _ if crate::evict::lfu_mode() => Reply::Int(i64::from(crate::evict::frequency(e))),

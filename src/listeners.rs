@@ -38,7 +38,8 @@ pub(crate) fn start(srv: &Arc<Server>, sockets: Vec<std::net::TcpListener>) -> R
     let mut accepting = srv.listeners.accepting.lock();
     for l in listeners {
         let srv = srv.clone();
-        accepting.push(tokio::spawn(async move {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+        let task = tokio::spawn(async move {
             loop {
                 match l.accept().await {
                     Ok((sock, peer)) => serve(srv.clone(), sock, peer),
@@ -48,24 +49,40 @@ pub(crate) fn start(srv: &Arc<Server>, sockets: Vec<std::net::TcpListener>) -> R
                     }
                 }
             }
-        }));
+        });
+        accepting.push((task, fd));
     }
     Ok(())
 }
 
 /// Stop every accept loop and wait until their sockets are closed (the addresses are then
 /// free to bind again, and new connections are refused: SHUTDOWN stops accepting before it
-/// returns, as redis-server exits inside it). Runs on a runtime worker, which it lends to
-/// the wait.
+/// returns, as redis-server exits inside it). On the multi-threaded runtime it lends its
+/// worker to the wait. The single-threaded runtime (one core) cannot wait for its own tasks
+/// from inside one: there each socket stops listening at once (shutdown(2) of a listening
+/// socket refuses new connections), and the aborted loop closes it when the runtime next
+/// gets to it.
 pub(crate) fn stop_all(srv: &Server) {
     let tasks = std::mem::take(&mut *srv.listeners.accepting.lock());
-    for t in &tasks {
+    for (t, _) in &tasks {
         t.abort();
+    }
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        for (_, fd) in &tasks {
+            // SAFETY: shutdown(2) of a descriptor its aborted accept loop still owns (it is
+            // closed only when that task is dropped, after this).
+            unsafe {
+                libc::shutdown(*fd, libc::SHUT_RDWR);
+            }
+        }
+        return;
     }
     let handle = tokio::runtime::Handle::current();
     tokio::task::block_in_place(|| {
         handle.block_on(async {
-            for t in tasks {
+            for (t, _) in tasks {
                 let _ = t.await;
             }
         })

@@ -426,7 +426,18 @@ fn transactions_and_watch() {
 
 #[test]
 fn shutdown_stops_the_server() {
-    let mut srv = Podium::start(&[]);
+    shutdown_stops(&[]);
+}
+
+/// One core (the single-threaded runtime): SHUTDOWN used to panic there, in the wait for the
+/// accept loops, and the process hung instead of exiting.
+#[test]
+fn shutdown_stops_a_single_threaded_server() {
+    shutdown_stops(&["--threads", "1"]);
+}
+
+fn shutdown_stops(args: &[&str]) {
+    let mut srv = Podium::start(args);
     let mut s = srv.raw();
     s.write_all(b"SHUTDOWN NOSAVE\r\n").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -36,24 +36,47 @@ const G: &str = "sorted-set";
 /// the old and new positions of each member (`SkipList::warm`; not needed for ZSCORE). Only
 /// reads; the requests then run in order as usual. Looks at the key of the first such
 /// request; others are left alone.
+///
+/// EVAL / EVALSHA requests whose first key is that sorted set count too, with their first
+/// few arguments taken as the members the script will look up (the leaderboard script's
+/// shape: `KEYS[1]` the board, `ARGV` the player): an argument that is no member costs one
+/// index probe, one that is gets its search warmed at its current score.
 pub fn warm_batch(srv: &crate::state::Server, db: usize, batch: &[Vec<Bytes>]) {
     const ZADD: u8 = 1;
     const ZINCRBY: u8 = 2;
     const RANK: u8 = 3;
     const SCORE: u8 = 4;
+    const SCRIPT: u8 = 5;
+    /// Arguments of a script taken as candidate members.
+    const SCRIPT_ARGS: usize = 4;
     let kind = |a: &[Bytes]| -> u8 {
         match a.len() {
             4 if eq(&a[0], "zadd") => ZADD,
             4 if eq(&a[0], "zincrby") => ZINCRBY,
             3 | 4 if eq(&a[0], "zrevrank") || eq(&a[0], "zrank") => RANK,
             3 if eq(&a[0], "zscore") => SCORE,
+            n if n >= 5
+                && (eq(&a[0], "evalsha") || eq(&a[0], "eval"))
+                && a[2].first().is_some_and(|d| (b'1'..=b'9').contains(d)) =>
+            {
+                SCRIPT
+            }
             _ => 0,
         }
     };
-    let Some(first) = batch.iter().find(|a| kind(a) != 0) else {
+    // The sorted set a request names: a script's first key.
+    let key_of = |k: u8| -> usize {
+        if k == SCRIPT {
+            3
+        } else {
+            1
+        }
+    };
+    let Some((first_kind, first)) = batch.iter().map(|a| (kind(a), a)).find(|(k, _)| *k != 0)
+    else {
         return;
     };
-    let key = &first[1][..];
+    let key = &first[key_of(first_kind)][..];
     let mut g = crate::keyspace::Guards::new(&srv.keyspace);
     g.lock_one(db, key);
     let shard = srv.keyspace.shard_of(key);
@@ -63,43 +86,57 @@ pub fn warm_batch(srv: &crate::state::Server, db: usize, batch: &[Vec<Bytes>]) {
     if z.len() < ZSet::WARM_MIN_LEN {
         return;
     }
-    let requests: Vec<(u8, &Vec<Bytes>, &[u8])> = batch
+    // (kind, request, the members it names)
+    let requests: Vec<(u8, &Vec<Bytes>, &[Bytes])> = batch
         .iter()
         .filter_map(|a| {
             let k = kind(a);
-            if k == 0 || &a[1][..] != key {
+            if k == 0 || &a[key_of(k)][..] != key {
                 return None;
             }
-            let member = if k == RANK || k == SCORE {
-                &a[2]
-            } else {
-                &a[3]
+            let members: &[Bytes] = match k {
+                RANK | SCORE => &a[2..3],
+                SCRIPT => {
+                    let numkeys = parse_i64(&a[2])
+                        .filter(|&n| n >= 1 && (n as usize) <= a.len() - 3)?
+                        as usize;
+                    let args = &a[3 + numkeys..];
+                    &args[..args.len().min(SCRIPT_ARGS)]
+                }
+                _ => &a[3..4],
             };
-            Some((k, a, &member[..]))
+            Some((k, a, members))
         })
         .collect();
     if requests.len() < 2 {
         return;
     }
-    let members: Vec<&[u8]> = requests.iter().map(|r| r.2).collect();
+    let members: Vec<&[u8]> = requests
+        .iter()
+        .flat_map(|r| r.2.iter().map(|m| &m[..]))
+        .collect();
     z.warm_lookups(&members);
     let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<f64>().ok();
     let mut scores = Vec::with_capacity(requests.len() * 2);
-    for &(k, a, member) in &requests {
-        if k == SCORE {
-            continue;
-        }
-        let old = z.score(member);
-        if let Some(o) = old {
-            scores.push(o);
-        }
-        let new = match k {
-            ZADD => num(&a[2]),
-            ZINCRBY => num(&a[2]).map(|d| old.unwrap_or(0.0) + d),
-            _ => None,
-        };
-        if let Some(n) = new.filter(|n| !n.is_nan()) {
-            scores.push(n);
+    for &(k, a, named) in &requests {
+        match k {
+            SCORE => {}
+            SCRIPT => scores.extend(named.iter().filter_map(|m| z.score(m))),
+            _ => {
+                let member = &named[0][..];
+                let old = z.score(member);
+                if let Some(o) = old {
+                    scores.push(o);
+                }
+                let new = match k {
+                    ZADD => num(&a[2]),
+                    ZINCRBY => num(&a[2]).map(|d| old.unwrap_or(0.0) + d),
+                    _ => None,
+                };
+                if let Some(n) = new.filter(|n| !n.is_nan()) {
+                    scores.push(n);
+                }
+            }
         }
     }
     if scores.len() > 1 {

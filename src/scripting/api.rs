@@ -7,15 +7,17 @@
 //! Errors raised by these functions are Redis's `{err=...}` errors: they travel as a
 //! [`CommandError`] and reach Lua code (pcall, xpcall handlers) and the client as Redis's do.
 
-use super::engine::{reply_for_lua, CommandError};
+use super::engine::CommandError;
 use super::{error_reply_text, redis_version_num, sha1_hex, Invocation};
 use crate::cmdspec::arity_ok;
 use crate::commands::flags::{MAY_REPLICATE, NOSCRIPT};
 use crate::commands::lookup;
 use crate::protocol::Reply;
+use crate::protocol::Resp;
 use bytes::Bytes;
-use mlua::{Lua, MultiValue, Table, Value as LuaValue};
+use mlua::{ffi, Lua, MultiValue, Table, Value as LuaValue};
 use std::cell::Cell;
+use std::ffi::c_int;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
@@ -55,22 +57,10 @@ fn with_invocation<R>(
 
 pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<()> {
     let redis = lua.create_table()?;
-    for (name, raise) in [("call", true), ("pcall", false)] {
-        let current = current.clone();
-        redis.raw_set(
-            name,
-            lua.create_function(move |lua, args: MultiValue| {
-                let argv = command_args(lua, args)?;
-                with_invocation(
-                    &current,
-                    "redis.call/pcall can only be called inside a script invocation",
-                    |inv| match call_command(inv, argv) {
-                        Reply::Error(e) if raise => Err(mlua::Error::external(CommandError(e))),
-                        r => reply_for_lua(lua, &r, inv.resp3),
-                    },
-                )
-            })?,
-        )?;
+    // SAFETY: the two functions keep to the Lua C API's contract (see call_from_lua).
+    unsafe {
+        redis.raw_set("call", lua.create_c_function(redis_call)?)?;
+        redis.raw_set("pcall", lua.create_c_function(redis_pcall)?)?;
     }
     redis.raw_set(
         "sha1hex",
@@ -222,6 +212,428 @@ pub(super) fn register(lua: &Lua, g: &Table, current: &Current) -> mlua::Result<
     redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
     g.raw_set("redis", redis)?;
     Ok(())
+}
+
+thread_local! {
+    /// The running script's invocation, for `redis.call` / `redis.pcall` (set by Engine::run
+    /// for the length of a run, null otherwise).
+    pub(super) static RUNNING: Cell<*mut Invocation<'static, 'static, 'static>> =
+        const { Cell::new(std::ptr::null_mut()) };
+    /// What a call's Rust part hands its Lua part: the reply to convert, or the error to raise.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+#[derive(Default)]
+struct Scratch {
+    reply: Option<Reply>,
+    /// The reply as RESP (kept between calls for its capacity).
+    wire: Vec<u8>,
+    error: String,
+    resp3: bool,
+}
+
+/// What `redis.call` does once its Rust part is done.
+#[derive(Clone, Copy)]
+enum Next {
+    Push,
+    Raise,
+}
+
+/// `redis.call`: a failed command raises its error.
+unsafe extern "C-unwind" fn redis_call(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: called by Lua with a valid state (see call_from_lua).
+    unsafe { call_from_lua(state, true) }
+}
+
+/// `redis.pcall`: a failed command's error is returned as `{err=...}`.
+unsafe extern "C-unwind" fn redis_pcall(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: as redis_call.
+    unsafe { call_from_lua(state, false) }
+}
+
+/// `redis.call` / `redis.pcall` as a plain Lua C function. Going through mlua's callbacks
+/// cost a protected call with two fresh C closures for every value crossing over (Lua 5.1
+/// allocates a closure per pushed C function), so a script calling one command produced
+/// garbage enough for the collector to take a tenth of the time.
+///
+/// Two parts, because a Lua error (memory, or the raised command error) leaves the function by
+/// `longjmp`, which must not cross a frame owning anything with a destructor: [`prepare`] does
+/// all the Rust work (arguments, the command, the reply) and leaves its result in the thread's
+/// [`SCRATCH`], returning only a `Copy` value; the pushes below then read the scratch through a
+/// raw pointer, so the frames a `longjmp` may skip hold references only.
+///
+/// # Safety
+/// Called by Lua as a C function, with its arguments on `state`'s stack.
+unsafe fn call_from_lua(state: *mut ffi::lua_State, raise: bool) -> c_int {
+    // SAFETY: prepare reads the arguments on the stack of the calling Lua function.
+    let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+        prepare(state, raise)
+    }))
+    .unwrap_or_else(|_| {
+        SCRATCH.with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                s.error = "ERR internal error while running the command".into();
+            }
+        });
+        Next::Raise
+    });
+    let scratch: *mut Scratch = SCRATCH.with(|s| s.as_ptr());
+    // SAFETY: the scratch is this thread's and no borrow of it is alive (prepare ended);
+    // nothing below re-enters prepare. The pushes may raise a Lua memory error (longjmp),
+    // which skips only frames without destructors (references into the scratch).
+    unsafe {
+        let scratch = &mut *scratch;
+        // The arguments were copied: dropping them leaves room on this C call's stack, which
+        // Lua limits to 8,000 slots (a script may pass that many through unpack).
+        ffi::lua_settop(state, 0);
+        match next {
+            Next::Raise => {
+                push_error_table(state, scratch.error.as_bytes());
+                ffi::lua_error(state)
+            }
+            Next::Push => {
+                ffi::luaL_checkstack(state, 4, c"redis.call reply".as_ptr());
+                let resp3 = scratch.resp3;
+                match scratch.reply.as_ref() {
+                    Some(Reply::Int(i)) => ffi::lua_pushnumber(state, *i as f64),
+                    Some(Reply::Bulk(b)) => {
+                        ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+                    }
+                    Some(Reply::Ok) => push_field_table(state, b"ok", |s| {
+                        ffi::lua_pushlstring(s, c"OK".as_ptr(), 2);
+                    }),
+                    Some(r) => {
+                        scratch.wire.clear();
+                        r.encode(if resp3 { Resp::V3 } else { Resp::V2 }, &mut scratch.wire);
+                        let mut pos = 0;
+                        if !push_wire(state, &scratch.wire, &mut pos, 0) {
+                            ffi::lua_pushnil(state);
+                        }
+                    }
+                    None => ffi::lua_pushnil(state),
+                }
+                scratch.reply = None;
+                if scratch.wire.capacity() > 64 * 1024 {
+                    scratch.wire = Vec::new();
+                }
+                1
+            }
+        }
+    }
+}
+
+/// The Rust part of a call: read the arguments (strings, and numbers as Redis writes them),
+/// run the command for the running script, and leave the reply (or the error to raise) in
+/// the scratch.
+///
+/// # Safety
+/// `state` is the calling Lua function's state; only its arguments are read.
+unsafe fn prepare(state: *mut ffi::lua_State, raise: bool) -> Next {
+    let fail = |text: String| {
+        SCRATCH.with(|s| s.borrow_mut().error = text);
+        Next::Raise
+    };
+    // SAFETY: reading this C function's own arguments (1..=argc).
+    let argv = match unsafe { read_args(state) } {
+        Ok(a) => a,
+        Err(text) => return fail(text),
+    };
+    let inv = RUNNING.get();
+    if inv.is_null() {
+        return fail("ERR redis.call/pcall can only be called inside a script invocation".into());
+    }
+    // SAFETY: non-null only while Engine::run executes the script on this thread, pointing at
+    // that run's Invocation; commands run here cannot call back into Lua (EVAL and FCALL are
+    // NOSCRIPT), so this is the only reference to it while it lives.
+    let inv = unsafe { &mut *inv };
+    let reply = call_command(inv, argv);
+    match reply {
+        Reply::Error(e) if raise => fail(e),
+        r => {
+            SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                s.reply = Some(r);
+                s.resp3 = inv.resp3;
+            });
+            Next::Push
+        }
+    }
+}
+
+/// The arguments of redis.call as a command: strings, and numbers written as Redis writes
+/// them (`%.17g`, integers plainly); anything else refused with Redis's error.
+///
+/// # Safety
+/// `state` is a C function's state; its arguments are read, nothing is pushed.
+unsafe fn read_args(state: *mut ffi::lua_State) -> Result<Vec<Bytes>, String> {
+    // SAFETY: indexes 1..=argc are this call's arguments.
+    unsafe {
+        let argc = ffi::lua_gettop(state);
+        if argc == 0 {
+            return Err("ERR Please specify at least one argument for this redis lib call".into());
+        }
+        let mut argv = Vec::with_capacity(argc as usize);
+        for i in 1..=argc {
+            match ffi::lua_type(state, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(state, i, &mut len);
+                    argv.push(Bytes::copy_from_slice(std::slice::from_raw_parts(
+                        p.cast::<u8>(),
+                        len,
+                    )));
+                }
+                ffi::LUA_TNUMBER => {
+                    let n = ffi::lua_tonumber(state, i);
+                    // Not Lua's own %.14g: Redis writes numbers with %.17g so none loses
+                    // precision (an integral value prints as an integer either way).
+                    let text = if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 {
+                        (n as i64).to_string()
+                    } else {
+                        super::convert::format_g(n, 17)
+                    };
+                    argv.push(Bytes::from(text));
+                }
+                _ => {
+                    return Err(
+                        "ERR Lua redis lib command arguments must be strings or integers".into(),
+                    )
+                }
+            }
+        }
+        Ok(argv)
+    }
+}
+
+/// Push `{err=<text>, <counted>=true}`: a failed command's error as Redis hands it to Lua (the
+/// command already counted it in errorstats).
+///
+/// # Safety
+/// Pushes one value on `state` (may raise a memory error).
+unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
+    // SAFETY: plain pushes onto a state with room (checked).
+    unsafe {
+        ffi::luaL_checkstack(state, 3, c"redis.call error".as_ptr());
+        ffi::lua_createtable(state, 0, 2);
+        ffi::lua_pushlstring(state, c"err".as_ptr(), 3);
+        ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+        ffi::lua_rawset(state, -3);
+        let counted = crate::state::scripts::ERROR_COUNTED_FIELD;
+        ffi::lua_pushlstring(state, counted.as_ptr().cast(), counted.len());
+        ffi::lua_pushboolean(state, 1);
+        ffi::lua_rawset(state, -3);
+    }
+}
+
+/// Push `{<field>=<value pushed by push_value>}`.
+///
+/// # Safety
+/// `push_value` pushes exactly one value.
+unsafe fn push_field_table(
+    state: *mut ffi::lua_State,
+    field: &[u8],
+    push_value: impl FnOnce(*mut ffi::lua_State),
+) {
+    // SAFETY: plain pushes onto a state with room (checked by the callers).
+    unsafe {
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_pushlstring(state, field.as_ptr().cast(), field.len());
+        push_value(state);
+        ffi::lua_rawset(state, -3);
+    }
+}
+
+/// Push the RESP2 / RESP3 value at `pos` of `wire` as Redis converts replies for Lua (see
+/// `convert::wire_to_lua`, the same rules through mlua); false when it is malformed (nothing
+/// is then left pushed for it).
+///
+/// # Safety
+/// Pushes onto `state` (may raise a memory error); holds no owned values.
+unsafe fn push_wire(
+    state: *mut ffi::lua_State,
+    wire: &[u8],
+    pos: &mut usize,
+    depth: usize,
+) -> bool {
+    if depth > super::convert::MAX_DEPTH {
+        return false;
+    }
+    let Some(line_end) = wire
+        .get(*pos..)
+        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+        .map(|i| i + *pos)
+    else {
+        return false;
+    };
+    let kind = wire[*pos];
+    let line = &wire[*pos + 1..line_end];
+    *pos = line_end + 2;
+    let number = |l: &[u8]| -> Option<i64> { std::str::from_utf8(l).ok()?.parse().ok() };
+    let push_str = |s: &[u8]| {
+        // SAFETY: a plain push.
+        unsafe {
+            ffi::lua_pushlstring(state, s.as_ptr().cast(), s.len());
+        }
+    };
+    // SAFETY: every push below follows a checkstack of this level; nested values go through
+    // this function again.
+    unsafe {
+        ffi::luaL_checkstack(state, 6, c"redis.call reply".as_ptr());
+        let base = ffi::lua_gettop(state);
+        let ok = match kind {
+            b'+' => {
+                push_field_table(state, b"ok", |_| push_str(line));
+                true
+            }
+            b'-' => {
+                push_error_table(state, line);
+                true
+            }
+            b':' => match number(line) {
+                Some(n) => {
+                    ffi::lua_pushnumber(state, n as f64);
+                    true
+                }
+                None => false,
+            },
+            b'$' => match number(line) {
+                Some(n) if n < 0 => {
+                    ffi::lua_pushboolean(state, 0);
+                    true
+                }
+                Some(n) => match wire.get(*pos..*pos + n as usize) {
+                    Some(s) => {
+                        push_str(s);
+                        *pos += n as usize + 2;
+                        true
+                    }
+                    None => false,
+                },
+                None => false,
+            },
+            b'*' | b'>' => match number(line) {
+                Some(n) if n < 0 => {
+                    ffi::lua_pushboolean(state, 0);
+                    true
+                }
+                Some(n) => {
+                    ffi::lua_createtable(state, n.min(1024) as c_int, 0);
+                    let mut all = true;
+                    for i in 0..n {
+                        if !push_wire(state, wire, pos, depth + 1) {
+                            all = false;
+                            break;
+                        }
+                        ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                    }
+                    all
+                }
+                None => false,
+            },
+            b'%' | b'~' => match number(line) {
+                Some(n) => {
+                    ffi::lua_createtable(state, 0, 1);
+                    ffi::lua_pushlstring(
+                        state,
+                        if kind == b'%' { c"map" } else { c"set" }.as_ptr(),
+                        3,
+                    );
+                    ffi::lua_createtable(state, 0, n.clamp(0, 1024) as c_int);
+                    let mut all = true;
+                    for _ in 0..n {
+                        if !push_wire(state, wire, pos, depth + 1) {
+                            all = false;
+                            break;
+                        }
+                        if kind == b'%' {
+                            if !push_wire(state, wire, pos, depth + 1) {
+                                all = false;
+                                break;
+                            }
+                        } else {
+                            ffi::lua_pushboolean(state, 1);
+                        }
+                        ffi::lua_rawset(state, -3);
+                    }
+                    if all {
+                        ffi::lua_rawset(state, -3);
+                    }
+                    all
+                }
+                None => false,
+            },
+            b'_' => {
+                ffi::lua_pushnil(state);
+                true
+            }
+            b'#' => {
+                ffi::lua_pushboolean(state, c_int::from(line == b"t"));
+                true
+            }
+            b',' => {
+                let d = match std::str::from_utf8(line) {
+                    Ok("inf") => Some(f64::INFINITY),
+                    Ok("-inf") => Some(f64::NEG_INFINITY),
+                    Ok("nan") => Some(f64::NAN),
+                    Ok(t) => t.parse().ok(),
+                    Err(_) => None,
+                };
+                match d {
+                    Some(d) => {
+                        push_field_table(state, b"double", |s| ffi::lua_pushnumber(s, d));
+                        true
+                    }
+                    None => false,
+                }
+            }
+            b'(' => {
+                push_field_table(state, b"big_number", |_| push_str(line));
+                true
+            }
+            b'=' => match number(line).and_then(|n| wire.get(*pos..*pos + n.max(0) as usize)) {
+                Some(s) => {
+                    *pos += s.len() + 2;
+                    let (format, text) = if s.len() >= 4 {
+                        (&s[..3], &s[4..])
+                    } else {
+                        (&s[..0], s)
+                    };
+                    ffi::lua_createtable(state, 0, 1);
+                    ffi::lua_pushlstring(state, c"verbatim_string".as_ptr(), 15);
+                    ffi::lua_createtable(state, 0, 2);
+                    ffi::lua_pushlstring(state, c"format".as_ptr(), 6);
+                    push_str(format);
+                    ffi::lua_rawset(state, -3);
+                    ffi::lua_pushlstring(state, c"string".as_ptr(), 6);
+                    push_str(text);
+                    ffi::lua_rawset(state, -3);
+                    ffi::lua_rawset(state, -3);
+                    true
+                }
+                None => false,
+            },
+            b'|' => match number(line) {
+                // An attribute map precedes the value it describes; scripts get the value only.
+                Some(n) => {
+                    let mut all = true;
+                    for _ in 0..2 * n {
+                        if !push_wire(state, wire, pos, depth + 1) {
+                            all = false;
+                            break;
+                        }
+                        ffi::lua_settop(state, base);
+                    }
+                    all && push_wire(state, wire, pos, depth + 1)
+                }
+                None => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            ffi::lua_settop(state, base);
+        }
+        ok
+    }
 }
 
 /// A Lua value as `lua_tonumber` reads it (0 when it is not a number).

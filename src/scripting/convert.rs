@@ -1,8 +1,9 @@
 //! Values crossing between Redis replies and Lua, by Redis 7.0's rules (script_lua.c).
 //!
 //! Command replies reach a script as the script's protocol would carry them (RESP2 unless it
-//! called `redis.setresp(3)`): the reply is encoded and the wire form parsed into Lua values,
-//! so every reply shape converts the way a client would see it. RESP2: integers as numbers,
+//! called `redis.setresp(3)`): the reply is encoded and the wire form pushed as Lua values
+//! (`api::push_wire`, on the Lua stack directly), so every reply shape converts the way a
+//! client would see it. RESP2: integers as numbers,
 //! bulk strings as strings, nil as false, arrays as tables, status as `{ok=}`, errors as
 //! `{err=}`. RESP3 adds maps (`{map={...}}`), sets (`{set={member=true}}`), null as nil,
 //! booleans, doubles (`{double=n}`), big numbers and verbatim strings.
@@ -11,151 +12,12 @@
 //! integers, strings as bulk strings, tables as arrays up to the first nil, unless they are
 //! `{err=}`, `{ok=}`, `{double=}`, `{big_number=}`, `{verbatim_string=}`, `{map=}` or `{set=}`.
 
-use crate::protocol::{Reply, Resp};
+use crate::protocol::Reply;
 use bytes::Bytes;
-use mlua::{Lua, Value as LuaValue};
+use mlua::Value as LuaValue;
 
 /// Deepest reply nesting converted (Redis stops at the Lua stack limit).
-const MAX_DEPTH: usize = 1000;
-
-/// A command's reply as the script sees it (`resp3`: after `redis.setresp(3)`).
-pub(super) fn reply_to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<LuaValue> {
-    // The common scalar replies skip the wire round trip.
-    match r {
-        Reply::Int(i) => return Ok(LuaValue::Number(*i as f64)),
-        Reply::Bulk(b) => return Ok(LuaValue::String(lua.create_string(&b[..])?)),
-        Reply::Ok => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", "OK")?;
-            return Ok(LuaValue::Table(t));
-        }
-        _ => {}
-    }
-    let mut wire = Vec::new();
-    r.encode(if resp3 { Resp::V3 } else { Resp::V2 }, &mut wire);
-    let mut pos = 0;
-    wire_to_lua(lua, &wire, &mut pos, 0)
-}
-
-fn bad() -> mlua::Error {
-    mlua::Error::runtime("ERR reply could not be converted for the script")
-}
-
-/// Parse one RESP2/RESP3 value from `wire` at `pos` into a Lua value.
-fn wire_to_lua(lua: &Lua, wire: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<LuaValue> {
-    if depth > MAX_DEPTH {
-        return Err(bad());
-    }
-    let line_end = wire
-        .get(*pos..)
-        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
-        .ok_or_else(bad)?
-        + *pos;
-    let kind = wire[*pos];
-    let line = &wire[*pos + 1..line_end];
-    *pos = line_end + 2;
-    let number = |l: &[u8]| -> mlua::Result<i64> {
-        std::str::from_utf8(l)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(bad)
-    };
-    let single = |field: &str, v: LuaValue| -> mlua::Result<LuaValue> {
-        let t = lua.create_table()?;
-        t.raw_set(field, v)?;
-        Ok(LuaValue::Table(t))
-    };
-    let mut blob = |n: i64| -> mlua::Result<&[u8]> {
-        let n = usize::try_from(n).map_err(|_| bad())?;
-        let s = wire.get(*pos..*pos + n).ok_or_else(bad)?;
-        *pos += n + 2;
-        Ok(s)
-    };
-    Ok(match kind {
-        b'+' => single("ok", LuaValue::String(lua.create_string(line)?))?,
-        b'-' => {
-            let t = lua.create_table()?;
-            t.raw_set("err", lua.create_string(line)?)?;
-            t.raw_set(crate::state::scripts::ERROR_COUNTED_FIELD, true)?;
-            LuaValue::Table(t)
-        }
-        b':' => LuaValue::Number(number(line)? as f64),
-        b'$' => {
-            let n = number(line)?;
-            if n < 0 {
-                LuaValue::Boolean(false)
-            } else {
-                LuaValue::String(lua.create_string(blob(n)?)?)
-            }
-        }
-        b'*' | b'>' => {
-            let n = number(line)?;
-            if n < 0 {
-                LuaValue::Boolean(false)
-            } else {
-                let t = lua.create_table_with_capacity(n.min(1024) as usize, 0)?;
-                for i in 0..n {
-                    t.raw_set(i + 1, wire_to_lua(lua, wire, pos, depth + 1)?)?;
-                }
-                LuaValue::Table(t)
-            }
-        }
-        b'%' => {
-            let n = number(line)?;
-            let t = lua.create_table()?;
-            for _ in 0..n {
-                let k = wire_to_lua(lua, wire, pos, depth + 1)?;
-                let v = wire_to_lua(lua, wire, pos, depth + 1)?;
-                t.raw_set(k, v)?;
-            }
-            single("map", LuaValue::Table(t))?
-        }
-        b'~' => {
-            let n = number(line)?;
-            let t = lua.create_table()?;
-            for _ in 0..n {
-                let k = wire_to_lua(lua, wire, pos, depth + 1)?;
-                t.raw_set(k, true)?;
-            }
-            single("set", LuaValue::Table(t))?
-        }
-        b'_' => LuaValue::Nil,
-        b'#' => LuaValue::Boolean(line == b"t"),
-        b',' => {
-            let text = std::str::from_utf8(line).map_err(|_| bad())?;
-            let d = match text {
-                "inf" => f64::INFINITY,
-                "-inf" => f64::NEG_INFINITY,
-                "nan" => f64::NAN,
-                t => t.parse().map_err(|_| bad())?,
-            };
-            single("double", LuaValue::Number(d))?
-        }
-        b'(' => single("big_number", LuaValue::String(lua.create_string(line)?))?,
-        b'=' => {
-            let n = number(line)?;
-            let s = blob(n)?;
-            let (format, text) = if s.len() >= 4 {
-                (&s[..3], &s[4..])
-            } else {
-                (&s[..0], s)
-            };
-            let t = lua.create_table()?;
-            t.raw_set("format", lua.create_string(format)?)?;
-            t.raw_set("string", lua.create_string(text)?)?;
-            single("verbatim_string", LuaValue::Table(t))?
-        }
-        b'|' => {
-            // An attribute map precedes the value it describes; scripts get the value only.
-            let n = number(line)?;
-            for _ in 0..2 * n {
-                wire_to_lua(lua, wire, pos, depth + 1)?;
-            }
-            wire_to_lua(lua, wire, pos, depth + 1)?
-        }
-        _ => return Err(bad()),
-    })
-}
+pub(super) const MAX_DEPTH: usize = 1000;
 
 /// Text of a Lua string with CR and LF turned into spaces (status and error lines).
 fn one_line(s: &mlua::String) -> String {

@@ -14,7 +14,7 @@
 //! to Lua (a "not enough memory" error for that script) instead of aborting the process, as
 //! mlua's allocator (and the default Rust allocation path) would.
 
-use super::convert::{lua_to_reply, reply_to_lua};
+use super::convert::lua_to_reply;
 use super::Invocation;
 use crate::protocol::Reply;
 use mlua::{ffi, Function, Lua, MultiValue, StdLib, Table, Value as LuaValue};
@@ -664,6 +664,7 @@ impl Engine {
         // thread. The lifetimes are erased for storage, never extended.
         self.current
             .set((inv as *mut Invocation<'_, '_, '_>).cast());
+        super::api::RUNNING.set((inv as *mut Invocation<'_, '_, '_>).cast());
         self.run_started.set(Some(std::time::Instant::now()));
         #[cfg(fuzzing)]
         FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
@@ -676,6 +677,7 @@ impl Engine {
         };
         self.run_started.set(None);
         self.current.set(std::ptr::null_mut());
+        super::api::RUNNING.set(std::ptr::null_mut());
         self.libs.reset();
         // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
         // notes a stop or a change of its parameters).
@@ -892,11 +894,6 @@ fn with_position(lua: &Lua, t: Table) -> mlua::Result<Table> {
         }
     }
     Ok(t)
-}
-
-/// Convert a command reply for the running script (used by `redis.call`).
-pub(super) fn reply_for_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<LuaValue> {
-    reply_to_lua(lua, r, resp3)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub(crate) type ServeConnection =
 /// The running accept loops.
 #[derive(Default)]
 pub(crate) struct Listeners {
-    pub(crate) accepting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Each accept loop with its listening socket's descriptor (owned by the loop).
+    pub(crate) accepting: Mutex<Vec<(tokio::task::JoinHandle<()>, std::os::fd::RawFd)>>,
     pub(crate) serve: OnceLock<ServeConnection>,
 }

@@ -386,13 +386,8 @@ unsafe fn read_args(state: *mut ffi::lua_State) -> Result<Vec<Bytes>, String> {
                 ffi::LUA_TNUMBER => {
                     let n = ffi::lua_tonumber(state, i);
                     // Not Lua's own %.14g: Redis writes numbers with %.17g so none loses
-                    // precision (an integral value prints as an integer either way).
-                    let text = if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 {
-                        (n as i64).to_string()
-                    } else {
-                        super::convert::format_g(n, 17)
-                    };
-                    argv.push(Bytes::from(text));
+                    // precision.
+                    argv.push(Bytes::from(super::convert::format_g(n, 17)));
                 }
                 _ => {
                     return Err(

@@ -17,9 +17,9 @@
 use super::convert::lua_to_reply;
 use super::Invocation;
 use crate::protocol::Reply;
+use hashbrown::HashMap;
 use mlua::{ffi, Function, Lua, MultiValue, StdLib, Table, Value as LuaValue};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
@@ -654,8 +654,8 @@ impl Engine {
         name: &str,
         keys: &[bytes::Bytes],
         argv: &[bytes::Bytes],
-        as_function: bool,
-        caller_resp3: bool,
+        (as_function, caller_resp3): (bool, bool),
+        started: std::time::Instant,
     ) -> Reply {
         let lua = &self.handles.lua;
         // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
@@ -665,7 +665,7 @@ impl Engine {
         self.current
             .set((inv as *mut Invocation<'_, '_, '_>).cast());
         super::api::RUNNING.set((inv as *mut Invocation<'_, '_, '_>).cast());
-        self.run_started.set(Some(std::time::Instant::now()));
+        self.run_started.set(Some(started));
         #[cfg(fuzzing)]
         FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
         // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).

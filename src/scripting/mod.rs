@@ -345,11 +345,16 @@ impl Scripts {
 
     /// Record a script run starting (`function`: the FCALL'd name and the command as sent;
     /// None for EVAL; `debugging`: under the Lua debugger); its id.
-    fn start_run(&self, function: Option<(&str, &[Bytes])>, debugging: bool) -> u64 {
+    fn start_run(
+        &self,
+        function: Option<(&str, &[Bytes])>,
+        debugging: bool,
+        started: std::time::Instant,
+    ) -> u64 {
         let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
         self.running.lock().push(RunningScript {
             id,
-            started: std::time::Instant::now(),
+            started,
             function: function.map(|f| f.0.to_string()).unwrap_or_default(),
             command: function.map(|f| f.1.to_vec()).unwrap_or_default(),
             kill: false,
@@ -536,7 +541,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     let scripts = &ctx.srv.scripts;
     let (sha, script) = if by_sha {
-        let sha = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+        let sha = lowercase_name(&a[1]);
         match scripts.cache.lock().get(&sha) {
             Some(s) => (sha, s.clone()),
             None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
@@ -629,6 +634,14 @@ fn eval_debugging(ctx: &mut Ctx, a: &[Bytes], mode: DebugMode) -> Reply {
     reply
 }
 
+/// A script name as sent (`EVALSHA`'s first argument), lowercased as Redis compares them.
+fn lowercase_name(name: &[u8]) -> String {
+    match std::str::from_utf8(name) {
+        Ok(text) => text.to_ascii_lowercase(),
+        Err(_) => String::from_utf8_lossy(name).to_ascii_lowercase(),
+    }
+}
+
 /// What a call runs: an EVAL script or a FUNCTION.
 enum Target<'t> {
     Eval {
@@ -718,7 +731,9 @@ fn run_atomically(
                 Target::Function { command, .. } => Some((name.as_str(), *command)),
                 Target::Eval { .. } => None,
             };
-            inv.run_id = scripts.start_run(function, debugging);
+            // One clock read serves the run's record (-BUSY, SCRIPT KILL) and its hook.
+            let started = std::time::Instant::now();
+            inv.run_id = scripts.start_run(function, debugging, started);
             scripts.name_run(
                 inv.run_id,
                 match &target {
@@ -729,7 +744,15 @@ fn run_atomically(
             if debugging {
                 engine.debugging(true);
             }
-            let reply = engine.run(inv, f, &name, keys, argv, as_function, caller_resp3);
+            let reply = engine.run(
+                inv,
+                f,
+                &name,
+                keys,
+                argv,
+                (as_function, caller_resp3),
+                started,
+            );
             if debugging {
                 engine.debugging(false);
             }

@@ -7,6 +7,11 @@ use super::repl::TO_ALL;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
+
+/// The script cache's map: looked up on every EVAL and EVALSHA, so a fast hasher (hashbrown's
+/// default) rather than SipHash; script names are SHA1 digests, not chosen by an attacker
+/// in a way a weaker hash would suffer from more than any other key.
+type ScriptMap = hashbrown::HashMap<String, Script>;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
@@ -35,7 +40,7 @@ pub(crate) struct ScriptFlags(pub(crate) Option<u8>);
 #[derive(Default)]
 pub struct Scripts {
     /// Scripts by lowercase hex SHA1.
-    pub(crate) cache: Mutex<HashMap<String, Script>>,
+    pub(crate) cache: Mutex<ScriptMap>,
     /// Bumped by SCRIPT FLUSH: a thread's Lua state built for an older generation is dropped.
     pub(crate) generation: AtomicU64,
     /// The scripts running now, oldest first: several at once when they lock disjoint

@@ -519,7 +519,11 @@ unsafe fn push_wire(
                             all = false;
                             break;
                         }
-                        ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                        let Ok(index) = c_int::try_from(i + 1) else {
+                            all = false;
+                            break;
+                        };
+                        ffi::lua_rawseti_(state, -2, index);
                     }
                     all
                 }

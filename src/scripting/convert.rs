@@ -24,10 +24,44 @@ fn one_line(s: &mlua::String) -> String {
     String::from_utf8_lossy(&s.as_bytes()).replace(['\r', '\n'], " ")
 }
 
+/// The field names a returned table is looked up by, made once per Lua state: a key given as
+/// a Rust `&str` is a fresh Lua string (through a protected call) on every lookup, and a
+/// returned table is asked for up to seven of them.
+pub(super) struct ReplyKeys {
+    err: mlua::String,
+    counted: mlua::String,
+    ok: mlua::String,
+    double: mlua::String,
+    big_number: mlua::String,
+    verbatim_string: mlua::String,
+    format: mlua::String,
+    string: mlua::String,
+    map: mlua::String,
+    set: mlua::String,
+}
+
+impl ReplyKeys {
+    pub(super) fn new(lua: &mlua::Lua) -> mlua::Result<ReplyKeys> {
+        Ok(ReplyKeys {
+            err: lua.create_string("err")?,
+            counted: lua.create_string(crate::state::scripts::ERROR_COUNTED_FIELD)?,
+            ok: lua.create_string("ok")?,
+            double: lua.create_string("double")?,
+            big_number: lua.create_string("big_number")?,
+            verbatim_string: lua.create_string("verbatim_string")?,
+            format: lua.create_string("format")?,
+            string: lua.create_string("string")?,
+            map: lua.create_string("map")?,
+            set: lua.create_string("set")?,
+        })
+    }
+}
+
 /// The script's return value as a reply (Redis's luaReplyToRedisReply). `script_resp3`: the
 /// script chose RESP3 with `redis.setresp(3)` (booleans then stay booleans); `caller_resp3`:
 /// the calling client speaks RESP3 (big numbers and verbatim strings are written natively).
 pub(super) fn lua_to_reply(
+    keys: &ReplyKeys,
     v: &LuaValue,
     script_resp3: bool,
     caller_resp3: bool,
@@ -44,26 +78,26 @@ pub(super) fn lua_to_reply(
             if depth > MAX_DEPTH {
                 return Reply::error("ERR reached lua stack limit");
             }
-            let field = |name: &str| t.raw_get::<LuaValue>(name).unwrap_or(LuaValue::Nil);
-            if let LuaValue::String(e) = field("err") {
+            let field = |name: &mlua::String| t.raw_get::<LuaValue>(name).unwrap_or(LuaValue::Nil);
+            if let LuaValue::String(e) = field(&keys.err) {
                 if depth == 0 {
                     crate::state::scripts::set_error_already_counted(matches!(
-                        field(crate::state::scripts::ERROR_COUNTED_FIELD),
+                        field(&keys.counted),
                         LuaValue::Boolean(true)
                     ));
                 }
                 let text = one_line(&e);
                 return Reply::Error(text.strip_prefix('-').unwrap_or(&text).to_string());
             }
-            if let LuaValue::String(s) = field("ok") {
+            if let LuaValue::String(s) = field(&keys.ok) {
                 return Reply::StatusOwned(one_line(&s));
             }
-            match field("double") {
+            match field(&keys.double) {
                 LuaValue::Number(d) => return Reply::Double(d),
                 LuaValue::Integer(i) => return Reply::Double(i as f64),
                 _ => {}
             }
-            if let LuaValue::String(s) = field("big_number") {
+            if let LuaValue::String(s) = field(&keys.big_number) {
                 let text = one_line(&s);
                 return if caller_resp3 {
                     Reply::Raw(Bytes::from(format!("({text}\r\n")))
@@ -71,9 +105,13 @@ pub(super) fn lua_to_reply(
                     Reply::Bulk(Bytes::from(text))
                 };
             }
-            if let LuaValue::Table(vt) = field("verbatim_string") {
-                let format = vt.raw_get::<LuaValue>("format").unwrap_or(LuaValue::Nil);
-                let text = vt.raw_get::<LuaValue>("string").unwrap_or(LuaValue::Nil);
+            if let LuaValue::Table(vt) = field(&keys.verbatim_string) {
+                let format = vt
+                    .raw_get::<LuaValue>(&keys.format)
+                    .unwrap_or(LuaValue::Nil);
+                let text = vt
+                    .raw_get::<LuaValue>(&keys.string)
+                    .unwrap_or(LuaValue::Nil);
                 if let (LuaValue::String(f), LuaValue::String(s)) = (format, text) {
                     let s = s.as_bytes();
                     if !caller_resp3 {
@@ -92,20 +130,26 @@ pub(super) fn lua_to_reply(
                     return Reply::Raw(Bytes::from(out));
                 }
             }
-            if let LuaValue::Table(m) = field("map") {
+            if let LuaValue::Table(m) = field(&keys.map) {
                 let mut pairs = Vec::new();
                 for (k, v) in m.pairs::<LuaValue, LuaValue>().flatten() {
                     pairs.push((
-                        lua_to_reply(&k, script_resp3, caller_resp3, depth + 1),
-                        lua_to_reply(&v, script_resp3, caller_resp3, depth + 1),
+                        lua_to_reply(keys, &k, script_resp3, caller_resp3, depth + 1),
+                        lua_to_reply(keys, &v, script_resp3, caller_resp3, depth + 1),
                     ));
                 }
                 return Reply::Map(pairs);
             }
-            if let LuaValue::Table(s) = field("set") {
+            if let LuaValue::Table(s) = field(&keys.set) {
                 let mut items = Vec::new();
                 for (k, _) in s.pairs::<LuaValue, LuaValue>().flatten() {
-                    items.push(lua_to_reply(&k, script_resp3, caller_resp3, depth + 1));
+                    items.push(lua_to_reply(
+                        keys,
+                        &k,
+                        script_resp3,
+                        caller_resp3,
+                        depth + 1,
+                    ));
                 }
                 return Reply::Set(items);
             }
@@ -113,9 +157,13 @@ pub(super) fn lua_to_reply(
             for i in 1.. {
                 match t.raw_get::<LuaValue>(i) {
                     Ok(LuaValue::Nil) | Err(_) => break,
-                    Ok(item) => {
-                        items.push(lua_to_reply(&item, script_resp3, caller_resp3, depth + 1))
-                    }
+                    Ok(item) => items.push(lua_to_reply(
+                        keys,
+                        &item,
+                        script_resp3,
+                        caller_resp3,
+                        depth + 1,
+                    )),
                 }
             }
             Reply::Array(items)

@@ -20,7 +20,7 @@ use crate::protocol::Reply;
 use hashbrown::HashMap;
 use mlua::{ffi, Function, Lua, MultiValue, StdLib, Table, Value as LuaValue};
 use std::cell::{Cell, RefCell};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
@@ -214,8 +214,12 @@ type Current = Rc<Cell<*mut Invocation<'static, 'static, 'static>>>;
 
 /// Everything that holds references into the Lua state (dropped before it is closed).
 struct Handles {
-    /// Compiled scripts by SHA.
-    functions: HashMap<String, Function>,
+    /// Compiled scripts by SHA, with each one's registry reference (see [`RawRefs`]).
+    functions: HashMap<String, (Function, c_int)>,
+    /// Where a raw run leaves its two results (`[1]` ok, `[2]` value).
+    result_slot: Table,
+    /// Field names a returned table is read by.
+    reply_keys: super::convert::ReplyKeys,
     /// The real global table behind the read-only view (KEYS and ARGV are set in it).
     hidden_globals: Table,
     /// Lua's own xpcall (not the script-visible wrapper).
@@ -240,6 +244,9 @@ struct Handles {
 /// What `Engine::build` sets up.
 struct Built {
     libs: super::libs::LibState,
+    result_slot: Table,
+    reply_keys: super::convert::ReplyKeys,
+    raw: RawRefs,
     hidden_globals: Table,
     xpcall: Function,
     handler: Function,
@@ -266,6 +273,33 @@ pub(super) struct Engine {
     /// The allocator mlua created the state with (function and user data), put back before
     /// the state is closed so that mlua frees its own bookkeeping.
     mlua_alloc: (ffi::lua_Alloc, usize),
+    /// What an EVAL run reaches the state through without mlua (see [`run_raw`]).
+    raw: RawRefs,
+}
+
+/// The engine's state and the registry references of what every EVAL run pushes: a run goes
+/// straight through `lua_cpcall` instead of mlua's `exec_raw`, which pushed its arguments
+/// through the reference thread and wrapped the call in a protected call of its own with two
+/// fresh C closures (garbage for the collector on every EVAL).
+#[derive(Clone, Copy)]
+struct RawRefs {
+    state: *mut ffi::lua_State,
+    globals: c_int,
+    handler: c_int,
+    result: c_int,
+}
+
+/// A registry reference to `value` in `lua`'s registry (kept for the state's lifetime).
+fn registry_ref(lua: &Lua, value: impl mlua::IntoLua) -> mlua::Result<c_int> {
+    // SAFETY: exec_raw pushes `value`; luaL_ref pops it into the registry and the reference
+    // number is left as the one result.
+    let r: i64 = unsafe {
+        lua.exec_raw(value, |state| {
+            let r = ffi::luaL_ref(state, ffi::LUA_REGISTRYINDEX);
+            ffi::lua_pushinteger(state, r as ffi::lua_Integer);
+        })
+    }?;
+    c_int::try_from(r).map_err(|_| mlua::Error::runtime("registry reference out of range"))
 }
 
 /// The running script's clock, read by the instruction hook.
@@ -402,6 +436,8 @@ impl Engine {
                 libs: b.libs,
                 handles: ManuallyDrop::new(Handles {
                     functions: HashMap::new(),
+                    result_slot: b.result_slot,
+                    reply_keys: b.reply_keys,
                     hidden_globals: b.hidden_globals.clone(),
                     xpcall: b.xpcall,
                     handler: b.handler,
@@ -417,6 +453,7 @@ impl Engine {
                 load_started,
                 run_started,
                 mlua_alloc,
+                raw: b.raw,
             }),
             Err(e) => {
                 let (alloc, ud) = mlua_alloc;
@@ -461,7 +498,21 @@ impl Engine {
                 gc_touched.clone(),
                 register,
             ))?;
+        let result_slot = lua.create_table()?;
+        let mut main_state: *mut ffi::lua_State = std::ptr::null_mut();
+        // SAFETY: the closure only records the state exec_raw runs on (the main thread: no
+        // coroutine is running while the engine is built).
+        unsafe { lua.exec_raw::<()>((), |state| main_state = state) }?;
+        let raw = RawRefs {
+            state: main_state,
+            globals: registry_ref(lua, &hidden_globals)?,
+            handler: registry_ref(lua, &handler)?,
+            result: registry_ref(lua, &result_slot)?,
+        };
         Ok(Built {
+            reply_keys: super::convert::ReplyKeys::new(lua)?,
+            result_slot,
+            raw,
             libs,
             hidden_globals,
             xpcall,
@@ -511,7 +562,7 @@ impl Engine {
     /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state
     /// has it. The error is Redis's "Error compiling script" reply.
     pub(super) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
-        if let Some(f) = self.handles.functions.get(sha) {
+        if let Some((f, _)) = self.handles.functions.get(sha) {
             return Ok(f.clone());
         }
         // Redis's Lua parses text only: a binary chunk fails in the lexer on its first byte
@@ -534,8 +585,21 @@ impl Engine {
                     lua_message(&e)
                 ))
             })?;
-        self.handles.functions.insert(sha.to_string(), f.clone());
+        let reference = registry_ref(&self.handles.lua, &f).map_err(|e| {
+            Reply::Error(format!(
+                "ERR Error compiling script (new function): {}",
+                lua_message(&e)
+            ))
+        })?;
+        self.handles
+            .functions
+            .insert(sha.to_string(), (f.clone(), reference));
         Ok(f)
+    }
+
+    /// The registry reference of compiled script `sha` (for [`Engine::run`]'s raw path).
+    pub(super) fn script_ref(&self, sha: &str) -> Option<c_int> {
+        self.handles.functions.get(sha).map(|(_, r)| *r)
     }
 
     /// Run a FUNCTION library's code (`code`: after its shebang line) with the library API as
@@ -656,6 +720,7 @@ impl Engine {
         argv: &[bytes::Bytes],
         (as_function, caller_resp3): (bool, bool),
         started: std::time::Instant,
+        script_ref: Option<c_int>,
     ) -> Reply {
         let lua = &self.handles.lua;
         // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
@@ -668,12 +733,18 @@ impl Engine {
         self.run_started.set(Some(started));
         #[cfg(fuzzing)]
         FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
-        // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
-        let result: mlua::Result<(bool, LuaValue)> = unsafe {
-            lua.exec_raw(
-                (&self.handles.hidden_globals, &self.handles.handler, &f),
-                |state| call_prepared(state, keys, argv, as_function),
-            )
+        let result: mlua::Result<(bool, LuaValue)> = match script_ref {
+            // SAFETY: the references are this engine's (see run_raw).
+            Some(function) if !as_function => unsafe {
+                run_raw(self.raw, &self.handles.result_slot, function, keys, argv)
+            },
+            // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
+            _ => unsafe {
+                lua.exec_raw(
+                    (&self.handles.hidden_globals, &self.handles.handler, &f),
+                    |state| call_prepared(state, keys, argv, as_function),
+                )
+            },
         };
         self.run_started.set(None);
         self.current.set(std::ptr::null_mut());
@@ -693,9 +764,92 @@ impl Engine {
             Err(e) => return Reply::Error(format!("ERR Error running script {}", lua_message(&e))),
         };
         if ok {
-            return lua_to_reply(&value, inv.resp3, caller_resp3, 0);
+            return lua_to_reply(&self.handles.reply_keys, &value, inv.resp3, caller_resp3, 0);
         }
         error_reply(lua, name, &value)
+    }
+}
+
+/// What [`run_c`] needs, handed to it as a light user data.
+struct RawRun<'a> {
+    refs: RawRefs,
+    function: c_int,
+    keys: &'a [bytes::Bytes],
+    argv: &'a [bytes::Bytes],
+}
+
+/// Run EVAL script `function` (a registry reference) on the engine's state through
+/// `lua_cpcall`, leaving its two results in `result_slot`; read them back as mlua values.
+///
+/// # Safety
+/// `refs` and `function` belong to the engine whose `result_slot` is given, and no other call
+/// into that state is in progress on this thread (the engine runs one script at a time).
+unsafe fn run_raw(
+    refs: RawRefs,
+    result_slot: &Table,
+    function: c_int,
+    keys: &[bytes::Bytes],
+    argv: &[bytes::Bytes],
+) -> mlua::Result<(bool, LuaValue)> {
+    let params = RawRun {
+        refs,
+        function,
+        keys,
+        argv,
+    };
+    let state = refs.state;
+    // SAFETY: lua_cpcall runs run_c in protected mode with `params` (alive for the call) as
+    // its only argument; on success it leaves the stack as it was, on failure the error
+    // value on top, which is popped here.
+    let status = unsafe {
+        let top = ffi::lua_gettop(state);
+        let status = ffi::lua_cpcall(state, run_c, &params as *const RawRun as *mut c_void);
+        if status != 0 {
+            let mut len = 0usize;
+            let p = ffi::lua_tolstring(state, -1, &mut len);
+            let text = if p.is_null() {
+                "error running the script".to_string()
+            } else {
+                String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len))
+                    .into_owned()
+            };
+            ffi::lua_settop(state, top);
+            Err(text)
+        } else {
+            Ok(())
+        }
+    };
+    if let Err(text) = status {
+        return Err(mlua::Error::RuntimeError(text));
+    }
+    Ok((result_slot.raw_get(1)?, result_slot.raw_get(2)?))
+}
+
+/// The C function `run_raw` calls: push the script's globals, the error handler and the
+/// function from the registry, make the call ([`call_prepared`]), and store its two results
+/// in the result slot.
+///
+/// # Safety
+/// Called by `lua_cpcall` with a `RawRun` as its light user data.
+unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: the user data is the RawRun run_raw passed, alive for this call; the pushes
+    // below are on a fresh C frame with room made first; any Lua error unwinds (longjmp) to
+    // lua_cpcall across frames that own nothing needing a destructor.
+    unsafe {
+        let params = &*(ffi::lua_touserdata(state, 1) as *const RawRun);
+        ffi::lua_settop(state, 0);
+        ffi::luaL_checkstack(state, 8, c"script call".as_ptr());
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.globals);
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.handler);
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.function);
+        call_prepared(state, params.keys, params.argv, false);
+        // Stack: ok (1), value (2).
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.result);
+        ffi::lua_pushvalue(state, 1);
+        ffi::lua_rawseti_(state, 3, 1);
+        ffi::lua_pushvalue(state, 2);
+        ffi::lua_rawseti_(state, 3, 2);
+        0
     }
 }
 

@@ -744,6 +744,10 @@ fn run_atomically(
             if debugging {
                 engine.debugging(true);
             }
+            let script_ref = match &target {
+                Target::Eval { sha, .. } => engine.script_ref(sha),
+                Target::Function { .. } => None,
+            };
             let reply = engine.run(
                 inv,
                 f,
@@ -752,6 +756,7 @@ fn run_atomically(
                 argv,
                 (as_function, caller_resp3),
                 started,
+                script_ref,
             );
             if debugging {
                 engine.debugging(false);

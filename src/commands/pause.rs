@@ -56,19 +56,18 @@ fn may_replicate(
                     .is_some_and(|s| s.name != "exec" && may_replicate(srv, client, s, q))
             })
         }),
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-            match crate::scripting::declared_writes(srv, spec.name, args) {
-                Some(writes) => writes,
-                None => spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0,
-            }
-        }
         // FUNCTION's subcommands that change the libraries are write commands in Redis.
         "function" => args.get(1).is_some_and(|sub| {
             ["load", "delete", "flush", "restore"]
                 .iter()
                 .any(|w| sub.eq_ignore_ascii_case(w.as_bytes()))
         }),
-        _ => spec.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0,
+        // Scripts by the flags they declare, if any (what the dispatcher judges them by).
+        _ => {
+            crate::scripting::effective_command_flags(srv, spec.name, args, spec.flags)
+                & (flags::WRITE | flags::MAY_REPLICATE)
+                != 0
+        }
     }
 }
 

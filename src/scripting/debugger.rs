@@ -309,32 +309,32 @@ fn parse_command(input: &[u8]) -> Parsed {
     let Some(star) = input.iter().position(|&b| b == b'*') else {
         return Parsed::ProtocolError;
     };
-    let mut p = star;
-    let Some(eol) = find(&input[p..], b"\r\n") else {
-        return Parsed::Incomplete;
+    // A header line at `p` (its type byte is checked by the caller): its number, 1 to 1024,
+    // and where the next line starts.
+    let header = |p: usize| -> Result<(usize, usize), Parsed> {
+        let eol = find(&input[p..], b"\r\n").ok_or(Parsed::Incomplete)?;
+        match atoi(&input[p + 1..p + eol]) {
+            n @ 1..=1024 => Ok((n as usize, p + eol + 2)),
+            _ => Err(Parsed::ProtocolError),
+        }
     };
-    let count = atoi(&input[p + 1..p + eol]);
-    p += eol + 2;
-    if count <= 0 || count > 1024 {
-        return Parsed::ProtocolError;
-    }
-    let mut args = Vec::with_capacity(count as usize);
-    while (args.len() as i64) < count {
+    let (count, mut p) = match header(star) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    let mut args = Vec::with_capacity(count);
+    while args.len() < count {
         if p >= input.len() {
             return Parsed::Incomplete;
         }
         if input[p] != b'$' {
             return Parsed::ProtocolError;
         }
-        let Some(eol) = find(&input[p..], b"\r\n") else {
-            return Parsed::Incomplete;
+        let len;
+        (len, p) = match header(p) {
+            Ok(h) => h,
+            Err(e) => return e,
         };
-        let len = atoi(&input[p + 1..p + eol]);
-        p += eol + 2;
-        if len <= 0 || len > 1024 {
-            return Parsed::ProtocolError;
-        }
-        let len = len as usize;
         if p + len + 2 > input.len() {
             return Parsed::Incomplete;
         }

@@ -871,20 +871,6 @@ fn kill_running(scripts: &Scripts, eval: bool) -> Reply {
     }
 }
 
-/// Whether an EVAL / EVALSHA (and _RO) / FCALL (and _RO) request `args` of command `name` may
-/// write, as far as its script's declared flags say (Redis's evalGetCommandFlags and
-/// fcallGetCommandFlags): Some(false) for a script or function declaring `no-writes`,
-/// Some(true) for one declaring flags without it, None when nothing is declared (a script
-/// without a shebang, an unknown SHA or function): the command's own flags then apply.
-pub(crate) fn declared_writes(
-    srv: &crate::state::Server,
-    name: &str,
-    args: &[Bytes],
-) -> Option<bool> {
-    let flags = declared_flags(srv, name, args)?;
-    Some(!flags.has(ScriptFlags::NO_WRITES))
-}
-
 /// The command flags an EVAL / FCALL request runs under (Redis's getCommandFlags): a script
 /// or function that declares flags replaces the command's write, deny-oom and stale flags
 /// with what it declared (`no-writes` implies `allow-oom`); one that declares nothing keeps

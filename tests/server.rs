@@ -516,3 +516,48 @@ fn logfile_receives_the_log() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("Ready to accept connections"), "{text}");
 }
+
+/// OBJECT REFCOUNT reports Redis's shared small integers (0..9999) as shared, except under
+/// maxmemory with an LRU/LFU policy, where Redis gives each value its own object.
+#[test]
+fn object_refcount_follows_redis_shared_integers() {
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let refcount = |con: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("OBJECT")
+            .arg("REFCOUNT")
+            .arg(key)
+            .query(con)
+            .expect("object refcount")
+    };
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg("42")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg("10000")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("text")
+        .arg("abc")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(refcount(&mut con, "small"), i64::from(i32::MAX));
+    assert_eq!(refcount(&mut con, "big"), 1);
+    assert_eq!(refcount(&mut con, "text"), 1);
+    for (k, v) in [
+        ("maxmemory", "1073741824"),
+        ("maxmemory-policy", "allkeys-lru"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query(&mut con)
+            .unwrap();
+    }
+    assert_eq!(refcount(&mut con, "small"), 1);
+}

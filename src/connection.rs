@@ -222,6 +222,9 @@ async fn serve_client(
         info.qbuf.store(buf.len(), Ordering::Relaxed);
         info.qbuf_free
             .store(buf.capacity() - buf.len(), Ordering::Relaxed);
+        // This read's first request runs after any request that arrived just before it on
+        // another connection (crate::arrival); later ones in the read follow it anyway.
+        let mut arrival = sock.arrival_ticket();
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -329,6 +332,9 @@ async fn serve_client(
                     input,
                 });
             }
+            if let Some(ticket) = &arrival {
+                ticket.wait_turn();
+            }
             let Outcome {
                 reply,
                 block,
@@ -336,6 +342,7 @@ async fn serve_client(
                 postponed,
                 unblock_stats,
             } = dispatch_with(srv, client, args, &mut guards);
+            arrival = None;
             if let Some(args) = postponed {
                 // Clients are paused: send what the pipeline produced so far, wait for the
                 // pause to change, then submit the request again (it may wait again).
@@ -648,7 +655,9 @@ async fn wait_blocked(
                 flush(srv, sock, &info, &mut pushed, &mut 0).await?;
             }
             r = sock.read_buf(buf) => {
-                // Commands pipelined behind the blocking one wait in the buffer; EOF ends it.
+                // Commands pipelined behind the blocking one wait in the buffer (their place
+                // in the arrival order is the blocked command's); EOF ends it.
+                drop(sock.arrival_ticket());
                 if r.map(|n| n == 0).unwrap_or(true) {
                     srv.blocking.cancel(&srv.keyspace, &waiter);
                     break None;

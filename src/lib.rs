@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod acl_commands;
 pub mod alloc;
+pub mod arrival;
 pub mod blocking;
 pub mod client;
 pub(crate) mod client_evict;

@@ -22,6 +22,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 /// Redis's reply to a client refused by protected mode (sent as is, then the connection
@@ -161,6 +162,17 @@ impl Stream {
 
 pub struct ClientSocket {
     fd: AsyncFd<Stream>,
+    /// Numbers the socket's read wakes (crate::arrival), with `arrival_waker` registered as
+    /// its read waker; None when ordering is off (one worker thread).
+    arrival: Option<(Arc<crate::arrival::Stamp>, std::task::Waker)>,
+}
+
+impl Drop for ClientSocket {
+    fn drop(&mut self) {
+        if let Some((stamp, _)) = &self.arrival {
+            stamp.retire();
+        }
+    }
 }
 
 /// Read from `fd` into the spare capacity of `buf` (which must have some).
@@ -202,7 +214,12 @@ impl ClientSocket {
         // SAFETY: the AsyncFd owns the std stream, whose descriptor stays open and the same
         // for as long as the stream lives, i.e. the AsyncFd's whole lifetime.
         let fd = unsafe { AsyncFd::register(stream) }.map_err(|e| e.into_parts().1)?;
-        Ok(ClientSocket { fd })
+        let arrival = crate::arrival::enabled().then(|| {
+            let stamp = Arc::new(crate::arrival::Stamp::default());
+            let waker = stamp.waker();
+            (stamp, waker)
+        });
+        Ok(ClientSocket { fd, arrival })
     }
 
     /// Whether the client came over the Unix socket.
@@ -262,8 +279,25 @@ impl ClientSocket {
     /// Room is made once data is readable, so an idle client whose buffer was given back
     /// holds none while it waits.
     pub async fn read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        // With arrival ordering on, the driver wakes this socket's reader through its Stamp,
+        // which numbers the wake before it wakes the task.
+        std::future::poll_fn(|cx| match &self.arrival {
+            Some((stamp, waker)) => {
+                stamp.register(cx.waker());
+                self.poll_read_into(&mut std::task::Context::from_waker(waker), buf)
+            }
+            None => self.poll_read_into(cx, buf),
+        })
+        .await
+    }
+
+    fn poll_read_into(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut BytesMut,
+    ) -> std::task::Poll<io::Result<usize>> {
         loop {
-            let mut guard = self.fd.readable().await?;
+            let mut guard = std::task::ready!(self.fd.poll_read_ready(cx))?;
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(16 * 1024);
             }
@@ -274,13 +308,21 @@ impl ClientSocket {
                         // Drained: wait for the next event rather than probing with read().
                         guard.clear_ready();
                     }
-                    return Ok(n);
+                    return std::task::Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return std::task::Poll::Ready(Err(e)),
             }
         }
+    }
+
+    /// After a read: the arrival ticket of the wake it consumed (crate::arrival), to hold
+    /// until the read's first request has run.
+    pub fn arrival_ticket(&self) -> Option<crate::arrival::Ticket> {
+        self.arrival
+            .as_ref()
+            .and_then(|(stamp, _)| stamp.take_ticket())
     }
 
     /// Write what the socket takes of `data` now, without waiting (WouldBlock when it takes

@@ -121,6 +121,8 @@ pub fn run(config: Config) -> Result<(), String> {
             .unwrap_or(1),
         n => n as usize,
     };
+    // Several worker threads keep requests of different connections in arrival order.
+    crate::arrival::enable(threads > 1);
     // On one core a single-threaded scheduler avoids the work-stealing machinery entirely.
     let mut builder = if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()

@@ -144,16 +144,38 @@ impl<'a> Guards<'a> {
             }
             return;
         }
-        // Some wanted shard sorts before one we hold: to keep the global order, release and
-        // re-acquire everything in order. Only happens for commands that lock in stages.
-        let mut all: Vec<(u32, u32)> = self.held.iter().map(|(d, s, _)| (*d, *s)).collect();
-        all.extend(want.iter().copied());
-        all.sort_unstable();
-        self.held.clear();
-        for (d, s) in all {
-            let g = lock_shard(&self.ks.dbs[d as usize].shards[s as usize]);
-            self.held.push((d, s, g));
+        self.lock_out_of_order(want);
+    }
+
+    /// Lock `want` (sorted, none held) when some of it sorts before a shard already held.
+    /// Waiting for such a shard while holding a later one could deadlock with a command that
+    /// holds it and waits, in order, for ours (EXEC's lock_all against a push that serves a
+    /// blocked BLMOVE whose destination sorts first). So each is only tried; if one is busy,
+    /// everything is released and re-acquired in the global order. Holding the wanted shards
+    /// without ever letting go of the others keeps the command atomic; the release, when it
+    /// happens, lets another command run in between (callers lock before they read).
+    fn lock_out_of_order(&mut self, want: &[(u32, u32)]) {
+        let mut taken = Vec::with_capacity(want.len());
+        for &(d, s) in want {
+            match self.ks.dbs[d as usize].shards[s as usize].try_lock() {
+                Some(g) => taken.push((d, s, g)),
+                None => {
+                    taken.clear();
+                    let mut all: Vec<(u32, u32)> =
+                        self.held.iter().map(|(d, s, _)| (*d, *s)).collect();
+                    all.extend(want.iter().copied());
+                    all.sort_unstable();
+                    self.held.clear();
+                    for (d, s) in all {
+                        let g = lock_shard(&self.ks.dbs[d as usize].shards[s as usize]);
+                        self.held.push((d, s, g));
+                    }
+                    return;
+                }
+            }
         }
+        self.held.extend(taken);
+        self.held.sort_unstable_by_key(|(d, s, _)| (*d, *s));
     }
 
     /// Visit every shard of every database, for a figure over the whole keyspace (MEMORY
@@ -194,16 +216,22 @@ impl<'a> Guards<'a> {
     }
 
     /// The locked shard `shard` of `db`. A shard the command did not declare is locked on
-    /// demand (in order when possible); declared keys are the rule, this is the safety net.
+    /// demand (see [`Guards::lock_out_of_order`] for one that sorts before a held shard);
+    /// declared keys are the rule, this is the safety net.
     pub fn shard_mut(&mut self, db: usize, shard: usize) -> &mut Shard {
         let key = (db as u32, shard as u32);
         let idx = match self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
             Ok(i) => i,
-            Err(i) => {
-                debug_assert!(i == self.held.len(), "shard {key:?} locked out of order");
+            Err(i) if i == self.held.len() => {
                 let g = lock_shard(&self.ks.dbs[db].shards[shard]);
-                self.held.insert(i, (key.0, key.1, g));
+                self.held.push((key.0, key.1, g));
                 i
+            }
+            Err(_) => {
+                self.lock_out_of_order(&[key]);
+                self.held
+                    .binary_search_by(|(d, s, _)| (*d, *s).cmp(&key))
+                    .unwrap_or_else(|_| unreachable!("lock_out_of_order holds {key:?}"))
             }
         };
         &mut self.held[idx].2
@@ -228,6 +256,12 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     pub fn now_ms(&self) -> i64 {
         self.g.now_ms
+    }
+
+    /// Make sure the shards of `keys` are locked before anything is read, for work that finds
+    /// its keys while it runs (serving a blocked BLMOVE: its destination).
+    pub fn lock_keys(&mut self, keys: &[&[u8]]) {
+        self.g.lock_keys(self.db, keys.iter().copied());
     }
 
     /// The shard holding `key`, after deleting the key if it has expired.
@@ -482,5 +516,59 @@ mod tests {
         g.expire_enabled = false;
         g.now_ms = 10_000;
         assert!(g.db(0).get(b"later").is_some());
+    }
+
+    /// Two commands that each hold a shard the other wants, one of them asking out of order
+    /// (a push serving a blocked BLMOVE whose destination sorts first, against EXEC's
+    /// lock_all): the out-of-order side must let go instead of waiting. Before this was
+    /// handled, the pair deadlocked and both shards stayed locked for good.
+    #[test]
+    fn a_shard_wanted_out_of_order_never_deadlocks() {
+        use std::sync::{mpsc, Arc, Barrier};
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let ks = Arc::new(Keyspace::new(1, 4));
+            let barrier = Arc::new(Barrier::new(2));
+            let pusher = {
+                let (ks, barrier) = (ks.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut g = Guards::new(&ks);
+                    g.lock_set(&mut vec![(0, 3)]);
+                    barrier.wait();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    g.shard_mut(0, 1);
+                    assert!(g.held.iter().map(|(d, s, _)| (*d, *s)).eq([(0, 1), (0, 3)]));
+                })
+            };
+            let exec = {
+                let (ks, barrier) = (ks.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut g = Guards::new(&ks);
+                    g.lock_set(&mut vec![(0, 1)]);
+                    barrier.wait();
+                    g.lock_all();
+                    assert_eq!(g.held.len(), 4);
+                })
+            };
+            let ok = pusher.join().is_ok() && exec.join().is_ok();
+            let _ = done_tx.send(ok);
+        });
+        let finished = done_rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            finished,
+            Ok(true),
+            "the two commands deadlocked (or one panicked)"
+        );
+    }
+
+    #[test]
+    fn an_idle_shard_wanted_out_of_order_is_added_without_letting_go() {
+        let ks = Keyspace::new(1, 4);
+        let mut g = Guards::new(&ks);
+        g.lock_set(&mut vec![(0, 2)]);
+        g.shard_mut(0, 0);
+        assert!(g.held.iter().map(|(d, s, _)| (*d, *s)).eq([(0, 0), (0, 2)]));
+        assert!(ks.dbs[0].shards[0].try_lock().is_none());
+        assert!(ks.dbs[0].shards[2].try_lock().is_none());
     }
 }

@@ -136,6 +136,35 @@ impl Registry {
         false
     }
 
+    /// The destinations of the BLMOVE / BRPOPLPUSH waiters on `keys` of `db`, and of those
+    /// waiting on these destinations in turn: every key that serving `keys` can write to.
+    /// Serving must find their shards locked already (see [`Registry::serve_ready`]).
+    pub fn move_destinations<'k>(
+        &self,
+        db: usize,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Vec<Bytes> {
+        let map = self.by_key.lock();
+        let mut frontier: Vec<Bytes> = keys.into_iter().map(Bytes::copy_from_slice).collect();
+        let mut found: Vec<Bytes> = Vec::new();
+        while let Some(key) = frontier.pop() {
+            let Some(q) = map.get(&(db, key)) else {
+                continue;
+            };
+            for w in q {
+                let moves = w.args[0].eq_ignore_ascii_case(b"blmove")
+                    || w.args[0].eq_ignore_ascii_case(b"brpoplpush");
+                if let (true, Some(dst)) = (moves, w.args.get(2)) {
+                    if !found.contains(dst) {
+                        found.push(dst.clone());
+                        frontier.push(dst.clone());
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// Keys of `db` that have waiters (SWAPDB and FLUSHALL wake them).
     pub fn keys_in_db(&self, db: usize) -> Vec<Bytes> {
         self.by_key
@@ -153,6 +182,15 @@ impl Registry {
         while !guards.ready.is_empty() {
             let ready = std::mem::take(&mut guards.ready);
             for (db, key) in ready {
+                // Serving a BLMOVE writes to its destination: that shard is locked first, with
+                // the map unlocked. A thread registering a waiter holds its shard and then
+                // takes the map, so waiting for a shard while holding the map could deadlock.
+                // (The command's own locking took these already, see commands::run_locked;
+                // this only matters for a waiter that came after.)
+                let dsts = self.move_destinations(db, [&key[..]]);
+                if !dsts.is_empty() {
+                    guards.lock_keys(db, dsts.iter().map(|k| &k[..]));
+                }
                 // The map lock is held across serving so a timing-out waiter cannot cancel
                 // between its element being popped and its reply being sent.
                 let mut map = self.by_key.lock();

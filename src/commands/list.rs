@@ -690,9 +690,6 @@ fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<V
         (false, true)
     };
     let dst = &w.args[2];
-    // The destination's shard is taken before the source is looked at (the pushing command
-    // locked only the source's), so whatever locking it takes the view below is consistent.
-    db.lock_keys(&[key, dst]);
     match move_ready(db, key, dst) {
         Ok(true) => {}
         Ok(false) => return None,

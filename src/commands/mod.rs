@@ -915,6 +915,33 @@ pub(crate) fn no_good_replicas(srv: &Server) -> Option<Reply> {
         .then(|| Reply::error("NOREPLICAS Not enough good replicas to write."))
 }
 
+/// A write to a key that a BLMOVE / BRPOPLPUSH waits on serves it, which writes to the
+/// waiter's destination: lock those destinations too before the command runs, so serving
+/// never waits for a shard (or lets go of the command's own) half way. Looking the waiters up
+/// takes the registry after the keys' shards, in the order waiters register in; a waiter that
+/// registers before the keys are locked is found by looking again, until nothing is missing.
+fn lock_move_destinations(
+    srv: &Server,
+    db: usize,
+    spec: &'static Cmd,
+    args: &[Bytes],
+    g: &mut Guards,
+) {
+    let pos = spec.key_positions(args);
+    loop {
+        let missing: Vec<Bytes> = srv
+            .blocking
+            .move_destinations(db, pos.iter().map(|&i| &args[i][..]))
+            .into_iter()
+            .filter(|k| !g.holds_key(db, k))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        g.lock_keys(db, missing.iter().map(|k| &k[..]));
+    }
+}
+
 /// Lock what `spec` needs, run it, log it, serve blocked clients, unlock. `started` is when
 /// the command began (its INFO commandstats duration runs from there).
 pub fn run_locked<'a>(
@@ -937,6 +964,12 @@ pub fn run_locked<'a>(
                 let pos = spec.key_positions(args);
                 g.lock_keys(client.db, pos.iter().map(|&i| &args[i][..]));
             }
+        }
+        if spec.flags & flags::WRITE != 0
+            && srv.keyspace.blocked_clients.load(Ordering::Relaxed) > 0
+            && matches!(spec.keys, Keys::Range(..) | Keys::Custom(..))
+        {
+            lock_move_destinations(srv, client.db, spec, args, g);
         }
     }
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis

@@ -258,12 +258,6 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         self.g.now_ms
     }
 
-    /// Make sure the shards of `keys` are locked before anything is read, for work that finds
-    /// its keys while it runs (serving a blocked BLMOVE: its destination).
-    pub fn lock_keys(&mut self, keys: &[&[u8]]) {
-        self.g.lock_keys(self.db, keys.iter().copied());
-    }
-
     /// The shard holding `key`, after deleting the key if it has expired.
     pub fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let sid = self.g.ks.shard_of(key);

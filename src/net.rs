@@ -162,8 +162,9 @@ impl Stream {
 
 pub struct ClientSocket {
     fd: AsyncFd<Stream>,
-    /// Numbers the socket's read wakes (crate::arrival), with `arrival_waker` registered as
-    /// its read waker; None when ordering is off (one worker thread).
+    /// Numbers the socket's read wakes (crate::arrival): the stamp, and the waker made from it
+    /// that `read_buf` registers as the socket's read waker; None when ordering is off (one
+    /// worker thread).
     arrival: Option<(Arc<crate::arrival::Stamp>, std::task::Waker)>,
 }
 

@@ -382,6 +382,12 @@ pub static PARAMS: &[Param] = &[
         "AOF rewrites write the base as an RDB file (<name>.<n>.base.rdb); no: RESP commands",
     ),
     p(
+        "aof-disable-auto-gc",
+        Kind::Bool,
+        "no",
+        "yes: files a rewrite replaced stay in the AOF directory, listed as history in the manifest; set back to no, they are deleted at once",
+    ),
+    p(
         "aof-timestamp-enabled",
         Kind::Bool,
         "no",

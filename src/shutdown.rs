@@ -53,7 +53,12 @@ pub(crate) async fn wait_for_exit(srv: &Arc<Server>) -> Result<(), String> {
         srv.shutting_down.store(true, Ordering::SeqCst);
         let saver = srv.clone();
         let save = tokio::task::spawn_blocking(move || {
-            crate::persistence::snapshot::shutdown_save(&saver, flags.save, flags.nosave)
+            crate::persistence::snapshot::shutdown_save(
+                &saver,
+                flags.save,
+                flags.nosave,
+                flags.force,
+            )
         });
         let saved = tokio::select! {
             r = save => r.map_err(|e| e.to_string()).and_then(|r| r),

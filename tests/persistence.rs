@@ -818,6 +818,134 @@ fn automatic_rewrite_when_the_aof_doubles() {
     srv.stop();
 }
 
+/// The child processes of `pid` (every thread's `children` list in /proc).
+fn children_of(pid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn manifest_text(dir: &Path) -> String {
+    std::fs::read_to_string(aof_dir(dir).join("appendonly.aof.manifest")).unwrap()
+}
+
+/// A rewrite runs in a forked child, as Redis's: an operator (or the OOM killer) killing it
+/// costs a new incremental file and nothing else, the server counts the failure, removes the
+/// child's temporary file, and the next rewrite folds everything into one base.
+#[test]
+fn a_killed_rewrite_child_loses_nothing() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(
+        &dir,
+        &["--appendonly", "yes", "--auto-aof-rewrite-percentage", "0"],
+    )
+    .unwrap();
+    let mut c = srv.con();
+    for i in 0..50 {
+        let _: f64 = redis::cmd("ZINCRBY")
+            .arg("lb")
+            .arg(i)
+            .arg(format!("m{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    // A child that takes 50 ms per key, to be killed mid-way.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rdb-key-save-delay")
+        .arg(50_000)
+        .query(&mut c)
+        .unwrap();
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+    let err = redis::cmd("BGREWRITEAOF")
+        .query::<String>(&mut c)
+        .unwrap_err();
+    assert!(err.to_string().contains("already in progress"), "{err}");
+    let kids = children_of(srv.pid());
+    assert_eq!(kids.len(), 1, "one rewrite child: {kids:?}");
+    // Writes go on while it runs; they land in the new incremental file.
+    for i in 50..80 {
+        let _: f64 = redis::cmd("ZINCRBY")
+            .arg("lb")
+            .arg(i)
+            .arg(format!("m{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    // SAFETY: kill(2) of the server's child, found above.
+    unsafe {
+        libc::kill(kids[0], libc::SIGKILL);
+    }
+    wait_rewrite_done(&mut c);
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "err");
+    assert_eq!(info_field(&mut c, "aof_rewrites_consecutive_failures"), "1");
+    assert_eq!(
+        manifest_text(&dir),
+        "file appendonly.aof.1.base.rdb seq 1 type b\n\
+         file appendonly.aof.1.incr.aof seq 1 type i\n\
+         file appendonly.aof.2.incr.aof seq 2 type i\n"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // The next rewrite succeeds and leaves one base and one incremental file.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rdb-key-save-delay")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    wait_rewrite_done(&mut c);
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+    assert_eq!(info_field(&mut c, "aof_rewrites_consecutive_failures"), "0");
+    assert_eq!(
+        manifest_text(&dir),
+        "file appendonly.aof.2.base.rdb seq 2 type b\n\
+         file appendonly.aof.3.incr.aof seq 3 type i\n"
+    );
+    let _: f64 = redis::cmd("ZINCRBY")
+        .arg("lb")
+        .arg(1000)
+        .arg("m0")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    srv.kill9();
+    let srv = start(&dir, &["--appendonly", "yes"]).unwrap();
+    let mut c = srv.con();
+    let n: i64 = redis::cmd("ZCARD").arg("lb").query(&mut c).unwrap();
+    assert_eq!(n, 80);
+    for i in 1..80 {
+        let s: f64 = redis::cmd("ZSCORE")
+            .arg("lb")
+            .arg(format!("m{i}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(s, i as f64);
+    }
+    let s: f64 = redis::cmd("ZSCORE")
+        .arg("lb")
+        .arg("m0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(s, 1000.0);
+    srv.stop();
+}
+
 /// Nothing expires while the AOF loads (as in Redis): a key that expired between the write and
 /// the restart must not be resurrected by replaying a later command on it without its TTL.
 #[test]

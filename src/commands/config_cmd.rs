@@ -91,17 +91,23 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     if names.contains(&"aof-timestamp-enabled") {
                         ctx.srv.aof.config_changed(&ctx.srv.config);
                     }
-                    if names.contains(&"appendonly") {
-                        let now = ctx.srv.config.get_bool("appendonly");
-                        if now != was_aof {
-                            if let Err(e) = crate::persistence::set_appendonly(ctx.srv, now) {
-                                let _ = ctx.srv.config.set_runtime(&[(
-                                    "appendonly".into(),
-                                    if was_aof { "yes" } else { "no" }.into(),
-                                )]);
-                                return Reply::error(format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
-                            }
-                        }
+                    let aof_now = ctx.srv.config.get_bool("appendonly");
+                    if names.contains(&"appendonly")
+                        && aof_now != was_aof
+                        && crate::persistence::set_appendonly(ctx.srv, aof_now, ctx.in_exec)
+                            .is_err()
+                    {
+                        // The reason is in the log, as Redis words it.
+                        let _ = ctx.srv.config.set_runtime(&[(
+                            "appendonly".into(),
+                            if was_aof { "yes" } else { "no" }.into(),
+                        )]);
+                        return Reply::error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
+                    }
+                    if names.contains(&"aof-disable-auto-gc")
+                        && !ctx.srv.config.get_bool("aof-disable-auto-gc")
+                    {
+                        crate::persistence::rewrite::delete_history(ctx.srv);
                     }
                     Reply::Ok
                 }

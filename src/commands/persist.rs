@@ -50,7 +50,8 @@ fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     }
     if snapshot::bgsave_running(srv) || ctx.in_exec {
         // As Redis with another child active (or inside EXEC, which holds every shard): the
-        // rewrite starts from the cron once the BGSAVE is over.
+        // rewrite starts from the cron once the BGSAVE is over. Asked for by hand, it is not
+        // held back by earlier failures.
         srv.aof
             .inner
             .snap
@@ -112,7 +113,7 @@ pub(crate) fn shutdown_save(
     force: bool,
 ) -> Result<(), Reply> {
     let srv = ctx.srv;
-    let r = snapshot::shutdown_save(srv, save, nosave);
+    let r = snapshot::shutdown_save(srv, save, nosave, force);
     if r.is_err() && !force {
         return Err(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."));
     }

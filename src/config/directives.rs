@@ -241,12 +241,6 @@ pub static EXTRA: &[Param] = &[
         "2097152",
         "accepted, no effect: Podium serves clients on other threads while it loads",
     ),
-    row(
-        "aof-disable-auto-gc",
-        YES_NO,
-        "no",
-        "keeping history AOF files is not supported: only 'no' is accepted",
-    ),
     // RDB knobs Debian's file sets.
     row(
         "rdb-save-incremental-fsync",
@@ -450,7 +444,6 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
         "watchdog-period" => "the software watchdog is not supported",
         "socket-mark-id" => "socket marks are not supported",
-        "aof-disable-auto-gc" => "keeping history AOF files is not supported",
         "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
         n if n.starts_with("tls-")
             && !matches!(

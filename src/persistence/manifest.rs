@@ -177,6 +177,7 @@ impl Manifest {
                             &shown,
                         ));
                     }
+                    m.curr_base_seq = seq;
                     m.base = Some(part);
                 }
                 b'h' => m.history.push(part),
@@ -189,6 +190,7 @@ impl Manifest {
                         ));
                     }
                     maxseq = seq;
+                    m.curr_incr_seq = seq;
                     m.incrs.push(part);
                 }
                 _ => return Err(ManifestError::at("Unknown AOF file type", linenum, &shown)),
@@ -223,13 +225,47 @@ impl Manifest {
         s
     }
 
-    /// Highest incremental sequence number used so far.
-    pub fn max_incr_seq(&self) -> i64 {
-        self.incrs.last().map(|p| p.seq).unwrap_or(0)
+    /// A new base file (Redis's getNewBaseFileNameAndMarkPreAsHistory): the next base
+    /// number, in the format `rdb` says; the current base, if any, becomes the newest history
+    /// file. Its name.
+    pub fn next_base(&mut self, filename: &str, rdb: bool) -> String {
+        if let Some(old) = self.base.take() {
+            self.history.insert(0, old);
+        }
+        self.curr_base_seq += 1;
+        let seq = self.curr_base_seq;
+        let name = if rdb {
+            base_name_rdb(filename, seq)
+        } else {
+            base_name(filename, seq)
+        };
+        self.base = Some(Part {
+            name: name.clone(),
+            seq,
+        });
+        name
     }
 
-    pub fn base_seq(&self) -> i64 {
-        self.base.as_ref().map(|b| b.seq).unwrap_or(0)
+    /// A new incremental file listed after the others (Redis's getNewIncrAofName). Its name.
+    pub fn next_incr(&mut self, filename: &str) -> String {
+        self.curr_incr_seq += 1;
+        let name = incr_name(filename, self.curr_incr_seq);
+        self.incrs.push(Part {
+            name: name.clone(),
+            seq: self.curr_incr_seq,
+        });
+        name
+    }
+
+    /// After a rewrite: the incremental files it covered become history, newest first
+    /// (Redis's markRewrittenIncrAofAsHistory). `keep_last`: the AOF is on and its last file is
+    /// the one being appended to, written after the rewrite's instant.
+    pub fn incrs_to_history(&mut self, keep_last: bool) {
+        let kept = if keep_last { self.incrs.pop() } else { None };
+        for p in std::mem::take(&mut self.incrs) {
+            self.history.insert(0, p);
+        }
+        self.incrs.extend(kept);
     }
 
     /// No base and no incremental file: nothing to load.
@@ -370,6 +406,8 @@ mod tests {
                 name: "a\"b".into(),
                 seq: 3,
             }],
+            curr_base_seq: 2,
+            curr_incr_seq: 3,
         };
         let text = m.render();
         assert_eq!(
@@ -436,5 +474,30 @@ mod tests {
         assert_eq!(m.base.unwrap().name, "a");
         assert_eq!(m.incrs[0].name, "c");
         assert_eq!(m.incrs[0].seq, 3);
+    }
+
+    /// Redis's aof-multi-part "AOF enable/disable auto gc" sequence: two rewrites with the AOF
+    /// on and history kept; history is newest first, the file being appended to stays.
+    #[test]
+    fn rewrites_turn_old_files_into_history_newest_first() {
+        let mut m =
+            parse("file a.5.base.rdb seq 5 type b\nfile a.1.incr.aof seq 1 type i\n").unwrap();
+        for _ in 0..2 {
+            m.next_incr("a");
+            m.next_base("a", true);
+            m.incrs_to_history(true);
+        }
+        assert_eq!(
+            m.render(),
+            "file a.7.base.rdb seq 7 type b\nfile a.2.incr.aof seq 2 type h\n\
+             file a.6.base.rdb seq 6 type h\nfile a.1.incr.aof seq 1 type h\n\
+             file a.5.base.rdb seq 5 type h\nfile a.3.incr.aof seq 3 type i\n"
+        );
+        // AOF off: every incremental file is history; numbers are never handed out twice.
+        m.next_base("a", false);
+        m.incrs_to_history(false);
+        m.history.clear();
+        assert_eq!(m.render(), "file a.8.base.aof seq 8 type b\n");
+        assert_eq!(m.next_incr("a"), "a.4.incr.aof");
     }
 }

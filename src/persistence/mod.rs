@@ -33,7 +33,7 @@ pub mod snapshot;
 
 use crate::protocol::Reply;
 pub use crate::state::aof::{Aof, FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO};
-pub(crate) use crate::state::aof::{Inner, Out, State};
+pub(crate) use crate::state::aof::{Inner, Out};
 use crate::state::Server;
 use bytes::Bytes;
 use std::io::Write;
@@ -547,6 +547,10 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     let m = manifest::read(&dir, &filename)
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
+    // As Redis: the manifest on disk becomes the server's (its sequence numbers included),
+    // and its history files go.
+    inner.state.lock().manifest = m.clone();
+    rewrite::delete_history(srv);
     let was_loading = inner.loading.swap(true, Ordering::SeqCst);
     snapshot::empty_all(srv);
     // This thread's commands stay out of the AOF (they come from it).
@@ -669,14 +673,9 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     if m.is_empty() {
         // Starting from an empty dataset: a base file holding it, in the configured format.
         let preamble = srv.config.get_bool("aof-use-rdb-preamble");
-        let name = if preamble {
-            manifest::base_name_rdb(&filename, 1)
-        } else {
-            manifest::base_name(&filename, 1)
-        };
+        let name = m.next_base(&filename, preamble);
         let size = rewrite::write_base_file(srv, &dir, &name, preamble)
             .map_err(|e| format!("Can't create the AOF base file {name}: {e}"))?;
-        m.base = Some(manifest::Part { name, seq: 1 });
         sizes = vec![size];
         tracing::info!(
             "Creating AOF base file {} on server start",
@@ -685,11 +684,7 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     }
     let had_incr = !m.incrs.is_empty();
     if !had_incr {
-        let seq = m.max_incr_seq() + 1;
-        m.incrs.push(manifest::Part {
-            name: manifest::incr_name(&filename, seq),
-            seq,
-        });
+        m.next_incr(&filename);
         sizes.push(0);
     }
     let last = m.incrs.last().map(|p| p.name.clone()).unwrap_or_default();
@@ -699,11 +694,8 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
             crate::util::strerror(&e)
         )
     })?;
-    // 5. History files a rewrite left are deleted, then the manifest is written.
-    for h in std::mem::take(&mut m.history) {
-        tracing::info!("Removing the history file {} in the background", h.name);
-        let _ = std::fs::remove_file(dir.join(&h.name));
-    }
+    // 5. The manifest is written; history files a rewrite left are deleted below, unless
+    // aof-disable-auto-gc keeps them.
     manifest::write(&dir, &filename, &m).map_err(|e| {
         format!(
             "Can't write the AOF manifest: {}",
@@ -739,6 +731,7 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
         inner.synced.store(f.seq, Ordering::SeqCst);
     }
     inner.enabled.store(true, Ordering::SeqCst);
+    rewrite::delete_history(srv);
     // Clients get -LOADING until the AOF is open for appending, as Redis serves none before.
     inner.loading.store(false, Ordering::SeqCst);
     Ok(())
@@ -776,6 +769,7 @@ fn upgrade_legacy_aof(
         name: filename.to_string(),
         seq: 1,
     });
+    m.curr_base_seq = m.curr_base_seq.max(1);
     manifest::write(aofdir, filename, &m).map_err(|e| {
         format!(
             "Can't write the AOF manifest: {}",
@@ -803,10 +797,11 @@ fn upgrade_legacy_aof(
 pub fn shutdown(srv: &Server) {
     let inner = &srv.aof.inner;
     if !inner.snap.shutdown_handled.swap(true, Ordering::SeqCst) {
-        if let Err(e) = snapshot::shutdown_save(srv, false, false) {
+        if let Err(e) = snapshot::shutdown_save(srv, false, false, true) {
             tracing::warn!("Exiting without the final RDB snapshot: {e}");
         }
     }
+    rewrite::kill_child(srv);
     if !inner.enabled.load(Ordering::Acquire) {
         return;
     }
@@ -817,7 +812,9 @@ pub fn shutdown(srv: &Server) {
 /// INFO persistence fields, in Redis's order.
 pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let inner = &srv.aof.inner;
-    let enabled = inner.enabled.load(Ordering::Relaxed);
+    let enabled =
+        inner.enabled.load(Ordering::Relaxed) || inner.waiting_rewrite.load(Ordering::Relaxed);
+    let scheduled = inner.snap.rewrite_scheduled.load(Ordering::Relaxed);
     let rewriting = inner.rewriting.load(Ordering::Relaxed);
     let loading = inner.loading.load(Ordering::Relaxed);
     let cur_size = inner.current_size();
@@ -832,11 +829,7 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     v.extend([
         ("aof_enabled", u8::from(enabled).to_string()),
         ("aof_rewrite_in_progress", u8::from(rewriting).to_string()),
-        (
-            "aof_rewrite_scheduled",
-            u8::from(st.scheduled || inner.snap.rewrite_scheduled.load(Ordering::Relaxed))
-                .to_string(),
-        ),
+        ("aof_rewrite_scheduled", u8::from(scheduled).to_string()),
         (
             "aof_last_rewrite_time_sec",
             st.last_rewrite_secs.to_string(),
@@ -867,14 +860,14 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
             }
             .into(),
         ),
-        ("aof_last_cow_size", "0".into()),
+        ("aof_last_cow_size", st.last_cow.to_string()),
         ("module_fork_in_progress", "0".into()),
         ("module_fork_last_cow_size", "0".into()),
     ]);
     if enabled {
         v.push(("aof_current_size", cur_size.to_string()));
         v.push(("aof_base_size", st.base_size.to_string()));
-        v.push(("aof_pending_rewrite", u8::from(st.scheduled).to_string()));
+        v.push(("aof_pending_rewrite", u8::from(scheduled).to_string()));
         v.push(("aof_buffer_length", buffer_len.to_string()));
         v.push((
             "aof_pending_bio_fsync",
@@ -886,50 +879,80 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
-/// BGREWRITEAOF.
+/// BGREWRITEAOF when no child runs: start a rewrite now.
 pub fn bgrewriteaof(srv: &Server) -> Reply {
-    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
-        return Reply::error("ERR Background append only file rewriting already in progress");
-    }
-    match rewrite::spawn(srv, rewrite::Kind::Rewrite) {
+    match rewrite::start(srv) {
         Ok(()) => Reply::Status("Background append only file rewriting started"),
-        Err(e) => Reply::Error(format!("ERR {e}")),
+        Err(_) => Reply::error(
+            "ERR Can't execute an AOF background rewriting. Please check the server logs for more information.",
+        ),
     }
 }
 
-/// CONFIG SET appendonly yes|no at run time.
-pub fn set_appendonly(srv: &Server, on: bool) -> Result<(), String> {
+/// Turning the AOF on failed where it must not stay off (after a replica's full sync): wait for
+/// the first rewrite, which the cron starts again and again until one forks.
+pub(crate) fn retry_appendonly(srv: &Server) {
+    let inner = &srv.aof.inner;
+    inner.waiting_rewrite.store(true, Ordering::SeqCst);
+    inner.snap.rewrite_scheduled.store(true, Ordering::SeqCst);
+}
+
+/// CONFIG SET appendonly yes|no at run time (Redis's startAppendOnly / stopAppendOnly).
+/// `in_exec`: inside a transaction, which holds every shard this would lock, the rewrite that
+/// turns the AOF on is scheduled instead.
+pub fn set_appendonly(srv: &Server, on: bool, in_exec: bool) -> Result<(), String> {
     let inner = &srv.aof.inner;
     if on {
-        if inner.enabled.load(Ordering::SeqCst) {
+        if inner.enabled.load(Ordering::SeqCst) || inner.waiting_rewrite.load(Ordering::SeqCst) {
             return Ok(());
         }
         inner
             .mode
             .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
         start_writer(srv);
-        rewrite::spawn(srv, rewrite::Kind::Enable)
+        inner.waiting_rewrite.store(true, Ordering::SeqCst);
+        if snapshot::bgsave_running(srv) {
+            inner.snap.rewrite_scheduled.store(true, Ordering::SeqCst);
+            tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
+        } else if in_exec {
+            inner.snap.rewrite_scheduled.store(true, Ordering::SeqCst);
+            tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
+        } else {
+            if inner.rewriting.load(Ordering::SeqCst) {
+                tracing::warn!("AOF was enabled but there is already an AOF rewriting in background. Stopping background AOF and starting a rewrite now.");
+                rewrite::kill_child(srv);
+            }
+            if let Err(e) = rewrite::start(srv) {
+                inner.waiting_rewrite.store(false, Ordering::SeqCst);
+                tracing::warn!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error.");
+                return Err(e);
+            }
+        }
+        if !inner.last_write_ok.swap(true, Ordering::SeqCst) {
+            tracing::warn!("AOF reopen, just ignore the last error.");
+        }
+        Ok(())
     } else {
-        if !inner.enabled.load(Ordering::SeqCst) {
+        if !inner.enabled.load(Ordering::SeqCst) && !inner.waiting_rewrite.load(Ordering::SeqCst) {
             return Ok(());
         }
         inner.write_pending(true);
         let mut out = inner.out.lock();
         {
-            let _f = inner.feed.lock();
+            let mut f = inner.feed.lock();
             inner.enabled.store(false, Ordering::SeqCst);
+            f.buf.clear();
+            f.db = None;
         }
+        let had_temp_incr = inner.waiting_rewrite.swap(false, Ordering::SeqCst) && out.is_some();
         *out = None;
         drop(out);
         inner.durable.notify_waiters();
-        if inner.rewriting.load(Ordering::SeqCst) {
-            // Redis kills its rewrite child here; Podium's rewrite is a thread, told to stop
-            // (it removes its temporary file and lists no new base).
-            inner.rewrite_cancel.store(true, Ordering::SeqCst);
-            tracing::info!(
-                "Killing running AOF rewrite child: the rewrite thread of pid {} is stopped",
-                std::process::id()
-            );
+        inner.snap.rewrite_scheduled.store(false, Ordering::SeqCst);
+        rewrite::kill_child(srv);
+        if had_temp_incr {
+            let (aofdir, filename) = paths(srv);
+            let _ = std::fs::remove_file(aofdir.join(rewrite::temp_incr_name(&filename)));
         }
         Ok(())
     }

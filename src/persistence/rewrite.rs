@@ -1,72 +1,65 @@
-//! AOF rewrite: BGREWRITEAOF, automatic rewrites, and CONFIG SET appendonly yes.
+//! AOF rewrite: BGREWRITEAOF, automatic rewrites, and CONFIG SET appendonly yes, by fork as
+//! Redis 7.0 does it (aof.c's rewriteAppendOnlyFileBackground and
+//! backgroundRewriteDoneHandler).
 //!
-//! A rewrite runs on its own thread:
-//! 1. create the next incremental file and (AOF on) list it in the manifest after the current
-//!    files, so a crash at any later point still replays everything;
-//! 2. lock EVERY shard (in the global order, like EXEC), then switch logging to the new
-//!    incremental file: what was buffered goes to the old file (fsynced), everything fed from
-//!    now on goes to the new one;
-//! 3. serialize the shards one by one into a temporary base file, RELEASING each shard as soon
-//!    as it is written: with `aof-use-rdb-preamble yes` an RDB image (`<name>.<n>.base.rdb`,
-//!    see [`super::snapshot`]), else RESP commands (SET / RPUSH / SADD / HSET / ZADD in batches
-//!    of 64, then PEXPIREAT; already-expired keys are skipped);
-//! 4. fsync, rename to `<name>.<n+1>.base.aof`, atomically replace the manifest with
-//!    "new base + new incremental file", delete the old files.
+//! Starting ([`start`]): every shard is locked (as EXEC locks them), so no command runs; at
+//! that instant the log switches to a new incremental file, listed in the manifest after the
+//! current ones (AOF on), or to the temporary `temp-<appendfilename>.incr` (AOF being turned
+//! on: nothing lists it until the rewrite succeeds); then the process forks and the locks are
+//! released. The child holds the instant in its copy-on-write image of memory and writes it to
+//! `temp-rewriteaof-bg-<pid>.aof` in `dir` (an RDB image with `aof-use-rdb-preamble yes`, else
+//! RESP commands), fsynced; it touches no lock another thread could have held at the fork
+//! (everything it reads from the configuration is read before). A killed or failed child costs
+//! nothing: its temporary file is removed, and the files the manifest lists still replay
+//! everything.
 //!
-//! Why the replay (new base, then new incremental file) is exact: the snapshot is a single
-//! point in time T (the switch, made while no command runs). A command that ran before T holds
-//! its effects in the snapshot and was logged to the old files only. A command that runs after
-//! T holds the locks of all its shards while running; each of those shards stays locked from T
-//! until it has been serialized, so the command can only run once ALL its shards are already in
-//! the base, i.e. the base never contains its effects, and it is logged to the new incremental
-//! file only. So the base is the state at T and the new file holds exactly the commands after
-//! T, in an order consistent with every shard's order. Writes to a shard wait at most until
-//! that shard has been written out (early shards are released early).
+//! Finishing ([`reap`], on a waiter thread): the temporary file becomes the next base, the old
+//! base and the incremental files the rewrite covered become history (newest first), the
+//! manifest is replaced atomically, and history files are deleted unless
+//! `aof-disable-auto-gc yes`. Turning the AOF on completes only here: the temporary incremental
+//! file is renamed into the manifest's next one; on failure it is dropped and the rewrite is
+//! scheduled again.
+//!
+//! Why a replay of the new base then the files after it is exact: the base is the state at the
+//! switch, and every command after the switch ran after it (it needed a shard lock) and was fed
+//! to the new file only.
+//!
+//! After three failures in a row, automatic and scheduled rewrites wait 1, 2, 4 ... 60 minutes
+//! (Redis's aofRewriteLimited); BGREWRITEAOF still starts one at once.
 
-use super::manifest::{self, Manifest, Part};
-use super::{encode_command, encode_select, open_append, paths, Inner};
+use super::manifest;
+use super::{create_aof_dir, encode_command, encode_select, open_append, paths};
 use crate::keyspace::Shard;
+use crate::persistence::snapshot::{self, SaveOpts};
 use crate::state::Server;
 use crate::types::Value;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Items per command in the base file (Redis's AOF_REWRITE_ITEMS_PER_CMD).
 const ITEMS_PER_CMD: usize = 64;
 
-/// Why a rewrite stopped when `appendonly` was turned off under it.
-const CANCELED: &str = "the rewrite was stopped: appendonly was turned off";
+/// Failures in a row after which automatic rewrites are delayed (AOF_REWRITE_LIMITE_THRESHOLD).
+const LIMIT_THRESHOLD: u64 = 3;
+/// The longest such delay, in minutes.
+const LIMIT_MAX_MINUTES: i64 = 60;
 
-/// `rdb-key-save-delay` between two keys of a rewrite (Redis's child pauses the same way), in
-/// slices short enough that turning `appendonly` off stops the rewrite at once. False when
-/// the rewrite is to stop.
-fn key_delay(usec: i64, cancel: &std::sync::atomic::AtomicBool) -> bool {
-    if usec <= 0 {
-        super::snapshot::debug_delay(usec);
-        return !cancel.load(Ordering::Relaxed);
-    }
-    let until = Instant::now() + std::time::Duration::from_micros(usec as u64);
-    loop {
-        if cancel.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= until {
-            return true;
-        }
-        std::thread::sleep((until - now).min(std::time::Duration::from_millis(10)));
-    }
+/// The temporary incremental file of an AOF being turned on (Redis's getTempIncrAofName).
+pub fn temp_incr_name(filename: &str) -> String {
+    format!("temp-{filename}.incr")
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
-    /// BGREWRITEAOF / automatic: compact the AOF (or, AOF off, just write a base file).
-    Rewrite,
-    /// CONFIG SET appendonly yes: write a base from the current data and start logging.
-    Enable,
+/// The child's finished base file, in `dir`, before the parent moves it into the AOF directory.
+fn temp_bg_name(pid: i32) -> String {
+    format!("temp-rewriteaof-bg-{pid}.aof")
+}
+
+/// The child's file while it writes it.
+fn temp_child_name(pid: i32) -> String {
+    format!("temp-rewriteaof-{pid}.aof")
 }
 
 /// Remove temporary files a killed rewrite left behind.
@@ -81,89 +74,518 @@ pub fn remove_temp_files(dir: &Path) {
     }
 }
 
-/// Start a rewrite in the background.
-pub fn spawn(srv: &Server, kind: Kind) -> Result<(), String> {
-    let Some(arc) = srv.arc() else {
-        return Err("Can't start the AOF rewrite: no server handle".into());
-    };
-    let inner = &srv.aof.inner;
-    if inner
-        .rewriting
-        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
-    {
-        if kind == Kind::Rewrite {
-            return Err("Background append only file rewriting already in progress".into());
+/// `dir`: where the child writes its temporary file (Redis's working directory).
+fn server_dir(srv: &Server) -> PathBuf {
+    let d = srv.config.get("dir").unwrap_or_default();
+    PathBuf::from(if d.is_empty() { ".".to_string() } else { d })
+}
+
+/// What a base file is written from, read from the configuration before any fork.
+pub(crate) struct BaseJob {
+    pub preamble: bool,
+    pub opts: SaveOpts,
+    pub timestamps: bool,
+    /// Unix ms of the instant: keys already expired then are left out of a RESP base.
+    pub now: i64,
+    pub used_mem: usize,
+}
+
+impl BaseJob {
+    pub(crate) fn from_config(srv: &Server) -> BaseJob {
+        BaseJob {
+            preamble: srv.config.get_bool("aof-use-rdb-preamble"),
+            opts: SaveOpts::from_config(srv, true),
+            timestamps: srv.config.get_bool("aof-timestamp-enabled"),
+            now: crate::clock::unix_ms(),
+            used_mem: crate::alloc::used_memory(),
         }
-        inner.state.lock().scheduled = true;
     }
+}
+
+/// Write the base image of `dbs` (database i's shards, locked by the caller) to `w`: an RDB
+/// image (`aof-base` 1) or, as Redis's RESP base, the time it was taken
+/// (`aof-timestamp-enabled`), the FUNCTION libraries as FUNCTION LOAD commands, then the keys.
+fn write_base_image(
+    w: BufWriter<File>,
+    dbs: &[Vec<&Shard>],
+    job: BaseJob,
+) -> Result<BufWriter<File>, String> {
+    let err = io("can't write the rewrite file");
+    if job.preamble {
+        let (w, _) =
+            snapshot::write_image_reporting(w, dbs, job.opts, job.used_mem, None).map_err(&err)?;
+        return Ok(w);
+    }
+    let mut w = w;
+    let mut buf = Vec::with_capacity(1 << 16);
+    if job.timestamps {
+        buf.extend_from_slice(format!("#TS:{}\r\n", job.now / 1000).as_bytes());
+    }
+    for code in &job.opts.functions {
+        encode_command(&mut buf, &[&b"FUNCTION"[..], b"LOAD", &code[..]]);
+    }
+    let delay = job.opts.key_delay;
+    for (db, shards) in dbs.iter().enumerate() {
+        if shards.iter().all(|s| s.is_empty()) {
+            continue;
+        }
+        encode_select(&mut buf, db);
+        for shard in shards {
+            serialize_shard(shard, job.now, &mut buf, &mut w, &mut |_| {
+                snapshot::debug_delay(delay);
+                true
+            })?;
+        }
+    }
+    w.write_all(&buf).map_err(err)?;
+    Ok(w)
+}
+
+/// A base file named `name` in `dir` holding the data as it is now (the AOF's first base when
+/// the server starts without one), written in the foreground with every shard locked: to a
+/// temporary file, fsynced, then renamed. Its size.
+pub(crate) fn write_base_file(
+    srv: &Server,
+    dir: &Path,
+    name: &str,
+    preamble: bool,
+) -> Result<u64, String> {
+    let mut job = BaseJob::from_config(srv);
+    job.preamble = preamble;
+    let temp = server_dir(srv).join(temp_child_name(std::process::id() as i32));
+    let guards = snapshot::lock_all(srv);
+    let dbs: Vec<Vec<&Shard>> = guards
+        .iter()
+        .map(|g| g.iter().map(|s| &**s).collect())
+        .collect();
+    let r = write_temp_file(&temp, &dbs, job);
+    drop(dbs);
+    drop(guards);
+    let size = r?;
+    std::fs::rename(&temp, dir.join(name))
+        .and_then(|_| manifest::sync_dir(dir))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            format!("can't write the new base file: {e}")
+        })?;
+    Ok(size)
+}
+
+/// Write the base image into `temp`, fsynced. Its size. The file is removed on failure.
+fn write_temp_file(temp: &Path, dbs: &[Vec<&Shard>], job: BaseJob) -> Result<u64, String> {
+    let r = (|| {
+        let f = File::create(temp).map_err(io("can't create the temporary rewrite file"))?;
+        let w = write_base_image(BufWriter::with_capacity(1 << 16, f), dbs, job)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| format!("can't write the rewrite file: {}", e.into_error()))?;
+        f.sync_all().map_err(io("can't fsync the rewrite file"))?;
+        f.metadata()
+            .map(|m| m.len())
+            .map_err(io("can't stat the rewrite file"))
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(temp);
+    }
+    r
+}
+
+/// Start a rewrite (Redis's rewriteAppendOnlyFileBackground). Err when another child runs or
+/// the switch or the fork failed (logged; the caller words the reply).
+pub fn start(srv: &Server) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    let snap = &inner.snap;
+    // One child at a time: a BGSAVE and a rewrite starting together must not both fork.
+    let _one_child = snap.fork_lock.lock();
+    if inner.rewriting.load(Ordering::SeqCst) || snapshot::bgsave_running(srv) {
+        return Err("Another child process is active".into());
+    }
+    let Some(arc) = srv.arc() else {
+        return Err("no server handle".into());
+    };
+    let (aofdir, filename) = paths(srv);
+    if let Err(e) = create_aof_dir(&aofdir) {
+        let msg = format!(
+            "Can't open or create append-only dir {}: {}",
+            aofdir.display(),
+            crate::util::strerror(&e)
+        );
+        tracing::warn!("{msg}");
+        inner.state.lock().last_rewrite_ok = false;
+        return Err(msg);
+    }
+    let dir = server_dir(srv);
+    let guards = snapshot::lock_all(srv);
+    // The instant: no command runs while every shard is locked.
+    if let Err(e) = switch_incr(srv, &aofdir, &filename) {
+        drop(guards);
+        tracing::warn!("{e}");
+        inner.state.lock().last_rewrite_ok = false;
+        return Err(e);
+    }
+    let job = BaseJob::from_config(srv);
+    let preamble = job.preamble;
+    inner.state.lock().rewrites += 1;
+    let forked = snapshot::fork_child(srv, |report_fd| {
+        let me = std::process::id() as i32;
+        let dbs: Vec<Vec<&Shard>> = guards
+            .iter()
+            .map(|g| g.iter().map(|s| &**s).collect())
+            .collect();
+        let temp = dir.join(temp_child_name(me));
+        write_temp_file(&temp, &dbs, job)
+            .and_then(|_| {
+                std::fs::rename(&temp, dir.join(temp_bg_name(me)))
+                    .map_err(io("can't rename the rewrite file"))
+            })
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&temp);
+                format!("Background AOF rewrite error: {e}")
+            })?;
+        snapshot::child_report(
+            report_fd,
+            snapshot::REPORT_FINAL,
+            0,
+            snapshot::private_dirty(),
+        );
+        Ok(())
+    });
+    drop(guards);
+    let (pid, read_fd) = match forked {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!("Can't rewrite append only file in background: fork: {e}");
+            inner.state.lock().last_rewrite_ok = false;
+            stop_waiting_rewrite(srv, &aofdir, &filename);
+            return Err(format!("fork: {e}"));
+        }
+    };
+    {
+        let mut st = inner.state.lock();
+        st.rewrite_started = Some(Instant::now());
+        st.rewrite_preamble = preamble;
+    }
+    inner.rewrite_child.store(pid, Ordering::SeqCst);
     inner.rewrite_cancel.store(false, Ordering::SeqCst);
+    inner.rewriting.store(true, Ordering::SeqCst);
+    snap.rewrite_scheduled.store(false, Ordering::SeqCst);
+    tracing::info!("Background append only file rewriting started by pid {pid}");
     let r = std::thread::Builder::new()
-        .name("aof-rewrite".into())
-        .spawn(move || {
-            let inner = &arc.aof.inner;
-            // An enable that found a rewrite running waits for it, then takes over.
-            while kind == Kind::Enable && !inner.state.lock().scheduled_taken(inner) {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            let started = Instant::now();
-            inner.state.lock().rewrite_started = Some(started);
-            let r = run(&arc, kind);
-            let mut st = inner.state.lock();
-            st.rewrite_started = None;
-            st.last_rewrite_secs = started.elapsed().as_secs() as i64;
-            match r {
-                Ok(()) => {
-                    st.rewrites += 1;
-                    st.consecutive_failures = 0;
-                    st.last_rewrite_ok = true;
-                    tracing::info!("Background AOF rewrite finished successfully");
-                }
-                Err(e) => {
-                    st.consecutive_failures += 1;
-                    st.last_rewrite_ok = false;
-                    tracing::warn!("Background AOF rewrite failed: {e}");
-                    if kind == Kind::Enable {
-                        // Nothing lists the new file: logging into it would be lost.
-                        drop(st);
-                        let mut out = inner.out.lock();
-                        inner.enabled.store(false, Ordering::SeqCst);
-                        *out = None;
-                        inner.durable.notify_waiters();
-                    }
-                }
-            }
-            inner.rewriting.store(false, Ordering::SeqCst);
-        });
+        .name("aof-rewrite-wait".into())
+        .spawn(move || reap(&arc, pid, read_fd, &dir));
     if let Err(e) = r {
-        inner.rewriting.store(false, Ordering::SeqCst);
-        return Err(format!("Can't start the AOF rewrite thread: {e}"));
+        tracing::warn!("can't start the AOF rewrite waiter thread: {e}");
     }
     Ok(())
 }
 
-impl super::State {
-    /// For a scheduled enable: claim the rewrite slot once it is free.
-    fn scheduled_taken(&mut self, inner: &Inner) -> bool {
-        if !self.scheduled {
-            return true;
-        }
-        if inner
-            .rewriting
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            self.scheduled = false;
-            return true;
-        }
-        false
+/// At the rewrite's instant (every shard locked): where the log goes from now on. AOF on: a new
+/// incremental file, listed in the manifest (written to disk first, so a crash still replays
+/// everything); AOF being turned on: the temporary incremental file, and logging starts; AOF
+/// off: nothing.
+fn switch_incr(srv: &Server, aofdir: &Path, filename: &str) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    let create = |name: &str| {
+        let path = aofdir.join(name);
+        File::create(&path)
+            .and_then(|_| open_append(&path))
+            .map_err(|e| {
+                format!(
+                    "Can't open the append-only file {name}: {}",
+                    crate::util::strerror(&e)
+                )
+            })
+    };
+    if inner.waiting_rewrite.load(Ordering::SeqCst) {
+        let name = temp_incr_name(filename);
+        let new = create(&name)?;
+        tracing::info!("Creating AOF incr file {name} on background rewrite");
+        let mut out = inner.out.lock();
+        *out = Some(new);
+        let mut f = inner.feed.lock();
+        f.buf.clear();
+        f.db = None;
+        f.ts = 0;
+        inner.written.store(f.seq, Ordering::SeqCst);
+        inner.synced.store(f.seq, Ordering::SeqCst);
+        inner.enabled.store(true, Ordering::SeqCst);
+        return Ok(());
     }
+    if !inner.enabled.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    // Everything fed so far belongs to the old file (fsynced first under `always`, where
+    // clients wait for it; else in the background below, as Redis's bio close job).
+    let always = inner.mode.load(Ordering::Relaxed) == super::FSYNC_ALWAYS;
+    if !inner.write_pending(always) {
+        return Err("Can't flush the AOF before switching to a new incremental file".into());
+    }
+    let mut m = inner.state.lock().manifest.clone();
+    let name = m.next_incr(filename);
+    let new = create(&name)?;
+    if let Err(e) = manifest::write(aofdir, filename, &m) {
+        let _ = std::fs::remove_file(aofdir.join(&name));
+        return Err(format!(
+            "Can't persist the AOF manifest: {}",
+            crate::util::strerror(&e)
+        ));
+    }
+    tracing::info!("Creating AOF incr file {name} on background rewrite");
+    let mut out = inner.out.lock();
+    let old = out.replace(new);
+    inner.feed.lock().db = None;
+    drop(out);
+    let mut st = inner.state.lock();
+    st.manifest = m;
+    if let Some(old) = old {
+        st.other_incr_size += old.size;
+        if !always {
+            let file = old.file;
+            let _ = std::thread::Builder::new()
+                .name("aof-close".into())
+                .spawn(move || {
+                    if let Err(e) = file.sync_data() {
+                        tracing::warn!("Fail to fsync the previous AOF file: {e}");
+                    }
+                });
+        }
+    }
+    Ok(())
+}
+
+/// The rewrite that was to turn the AOF on could not start: logging stops again and the
+/// temporary incremental file goes.
+fn stop_waiting_rewrite(srv: &Server, aofdir: &Path, filename: &str) {
+    let inner = &srv.aof.inner;
+    if !inner.waiting_rewrite.load(Ordering::SeqCst) {
+        return;
+    }
+    let mut out = inner.out.lock();
+    inner.enabled.store(false, Ordering::SeqCst);
+    *out = None;
+    inner.feed.lock().buf.clear();
+    drop(out);
+    inner.durable.notify_waiters();
+    let name = temp_incr_name(filename);
+    tracing::info!("Removing the temp incr aof file {name} in the background");
+    let _ = std::fs::remove_file(aofdir.join(name));
+}
+
+/// Wait for the rewrite child, then finish the rewrite or clean up after it (Redis's
+/// backgroundRewriteDoneHandler).
+fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
+    let inner = &srv.aof.inner;
+    let (status, cow) = snapshot::wait_child(pid, read_fd);
+    let cancelled = inner.rewrite_cancel.load(Ordering::SeqCst);
+    let ok =
+        !cancelled && status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let (aofdir, filename) = paths(srv);
+    let temp = dir.join(temp_bg_name(pid));
+    if ok {
+        tracing::info!("Background AOF rewrite terminated with success");
+        inner.state.lock().last_cow = cow;
+        match finish(srv, &temp, &aofdir, &filename) {
+            Ok(()) => {
+                let mut st = inner.state.lock();
+                st.last_rewrite_ok = true;
+                st.consecutive_failures = 0;
+                tracing::info!("Background AOF rewrite finished successfully");
+                inner.waiting_rewrite.store(false, Ordering::SeqCst);
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                let mut st = inner.state.lock();
+                st.last_rewrite_ok = false;
+                st.consecutive_failures += 1;
+            }
+        }
+    } else if status != -1 && libc::WIFEXITED(status) {
+        let mut st = inner.state.lock();
+        st.last_rewrite_ok = false;
+        st.consecutive_failures += 1;
+        tracing::warn!("Background AOF rewrite terminated with error");
+    } else {
+        let sig = if status != -1 && libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            libc::SIGUSR1
+        };
+        // A child the server stopped itself (SIGUSR1) is neither a success nor an error.
+        if sig != libc::SIGUSR1 && !cancelled {
+            let mut st = inner.state.lock();
+            st.last_rewrite_ok = false;
+            st.consecutive_failures += 1;
+        }
+        tracing::warn!("Background AOF rewrite terminated by signal {sig}");
+    }
+    // Cleanup, whatever happened.
+    let _ = std::fs::remove_file(&temp);
+    let _ = std::fs::remove_file(dir.join(temp_child_name(pid)));
+    let waiting = inner.waiting_rewrite.load(Ordering::SeqCst) && !cancelled;
+    if waiting {
+        stop_waiting_rewrite(srv, &aofdir, &filename);
+    }
+    {
+        let mut st = inner.state.lock();
+        let started = st.rewrite_started.take();
+        st.last_rewrite_secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
+    }
+    if waiting {
+        // The AOF is still to be turned on: try again from the cron.
+        inner.snap.rewrite_scheduled.store(true, Ordering::SeqCst);
+    }
+    inner.rewrite_child.store(0, Ordering::SeqCst);
+    inner.rewriting.store(false, Ordering::SeqCst);
+}
+
+/// The child succeeded: its file becomes the new base, the manifest is replaced, history goes.
+fn finish(srv: &Server, temp: &Path, aofdir: &Path, filename: &str) -> Result<(), String> {
+    let inner = &srv.aof.inner;
+    let preamble = inner.state.lock().rewrite_preamble;
+    let mut m = inner.state.lock().manifest.clone();
+    let fail = |what: &str, e: std::io::Error| format!("{what}: {}", crate::util::strerror(&e));
+    let base = m.next_base(filename, preamble);
+    let base_path = aofdir.join(&base);
+    std::fs::rename(temp, &base_path).map_err(|e| {
+        fail(
+            &format!(
+                "Error trying to rename the temporary AOF base file {} into {base}",
+                temp.display()
+            ),
+            e,
+        )
+    })?;
+    tracing::info!(
+        "Successfully renamed the temporary AOF base file {} into {base}",
+        temp.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    );
+    let waiting = inner.waiting_rewrite.load(Ordering::SeqCst);
+    let mut new_incr = None;
+    if waiting {
+        let temp_incr = temp_incr_name(filename);
+        let name = m.next_incr(filename);
+        if let Err(e) = std::fs::rename(aofdir.join(&temp_incr), aofdir.join(&name)) {
+            let _ = std::fs::remove_file(&base_path);
+            return Err(fail(
+                &format!(
+                    "Error trying to rename the temporary AOF incr file {temp_incr} into {name}"
+                ),
+                e,
+            ));
+        }
+        tracing::info!("Successfully renamed the temporary AOF incr file {temp_incr} into {name}");
+        new_incr = Some(name);
+    }
+    let logging = inner.out.lock().is_some();
+    m.incrs_to_history(logging);
+    if let Err(e) = manifest::write(aofdir, filename, &m) {
+        let _ = std::fs::remove_file(&base_path);
+        if let Some(n) = &new_incr {
+            let _ = std::fs::remove_file(aofdir.join(n));
+        }
+        return Err(fail("Can't persist the AOF manifest", e));
+    }
+    let base_size = std::fs::metadata(&base_path).map(|m| m.len()).unwrap_or(0);
+    let cur = inner.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
+    {
+        let mut st = inner.state.lock();
+        st.manifest = m;
+        st.dir = aofdir.to_path_buf();
+        st.filename = filename.to_string();
+        if logging {
+            st.base_size = base_size;
+            st.other_incr_size = 0;
+            st.rewrite_base_size = base_size + cur;
+        }
+    }
+    delete_history(srv);
+    Ok(())
+}
+
+/// Delete the history files the manifest lists and write it without them, unless
+/// `aof-disable-auto-gc yes` (Redis's aofDelHistoryFiles). After a rewrite, at startup, on
+/// DEBUG LOADAOF and when `aof-disable-auto-gc` is set back to no.
+pub fn delete_history(srv: &Server) {
+    if srv.config.get_bool("aof-disable-auto-gc") {
+        return;
+    }
+    let inner = &srv.aof.inner;
+    let mut st = inner.state.lock();
+    if st.manifest.history.is_empty() {
+        return;
+    }
+    let (aofdir, filename) = paths(srv);
+    for h in std::mem::take(&mut st.manifest.history) {
+        tracing::info!("Removing the history file {} in the background", h.name);
+        let _ = std::fs::remove_file(aofdir.join(&h.name));
+    }
+    if let Err(e) = manifest::write(&aofdir, &filename, &st.manifest) {
+        tracing::warn!(
+            "Can't persist the AOF manifest: {}",
+            crate::util::strerror(&e)
+        );
+    }
+}
+
+/// Stop a running rewrite (appendonly turned off, SHUTDOWN): SIGUSR1 as Redis, then wait for
+/// the waiter thread to clean up after it.
+pub(crate) fn kill_child(srv: &Server) {
+    let inner = &srv.aof.inner;
+    let pid = inner.rewrite_child.load(Ordering::SeqCst);
+    if pid == 0 {
+        return;
+    }
+    tracing::info!("Killing running AOF rewrite child: {pid}");
+    inner.rewrite_cancel.store(true, Ordering::SeqCst);
+    // SAFETY: kill(2) of our own child process.
+    unsafe {
+        libc::kill(pid, libc::SIGUSR1);
+    }
+    for _ in 0..500 {
+        if !inner.rewriting.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether automatic and scheduled rewrites must wait after repeated failures (Redis's
+/// aofRewriteLimited): after LIMIT_THRESHOLD failures in a row, 1 minute, then 2, 4 ... up to
+/// an hour. Logs when a new delay starts.
+pub(crate) fn limited(srv: &Server) -> bool {
+    let mut st = srv.aof.inner.state.lock();
+    if st.consecutive_failures < LIMIT_THRESHOLD {
+        st.limit_delay_minutes = 0;
+        st.limit_next_try = 0;
+        return false;
+    }
+    let now = crate::clock::unix_ms() / 1000;
+    if st.limit_next_try != 0 {
+        if now < st.limit_next_try {
+            return true;
+        }
+        st.limit_next_try = 0;
+        return false;
+    }
+    st.limit_delay_minutes = (st.limit_delay_minutes * 2).clamp(1, LIMIT_MAX_MINUTES);
+    st.limit_next_try = now + st.limit_delay_minutes * 60;
+    tracing::warn!(
+        "Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {} minutes",
+        st.limit_delay_minutes
+    );
+    true
 }
 
 /// Start an automatic rewrite when the AOF grew past auto-aof-rewrite-percentage.
 pub fn maybe_auto_rewrite(srv: &Server) {
     let inner = &srv.aof.inner;
-    if !inner.enabled.load(Ordering::Relaxed) || inner.rewriting.load(Ordering::Relaxed) {
+    if !inner.enabled.load(Ordering::Relaxed)
+        || inner.waiting_rewrite.load(Ordering::Relaxed)
+        || inner.rewriting.load(Ordering::Relaxed)
+        || snapshot::bgsave_running(srv)
+    {
         return;
     }
     let perc = srv.config.get_i64("auto-aof-rewrite-percentage");
@@ -177,9 +599,9 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     }
     let base = inner.state.lock().rewrite_base_size.max(1);
     let growth = (cur as i128 * 100 / base as i128) - 100;
-    if growth >= perc as i128 {
+    if growth >= perc as i128 && !limited(srv) {
         tracing::info!("Starting automatic rewriting of AOF on {growth}% growth");
-        if let Err(e) = spawn(srv, Kind::Rewrite) {
+        if let Err(e) = start(srv) {
             tracing::debug!("automatic AOF rewrite not started: {e}");
         }
     }
@@ -187,259 +609,6 @@ pub fn maybe_auto_rewrite(srv: &Server) {
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
-}
-
-fn run(srv: &Server, kind: Kind) -> Result<(), String> {
-    let inner = &srv.aof.inner;
-    let (dir, filename) = paths(srv);
-    super::create_aof_dir(&dir).map_err(io("can't create the AOF directory"))?;
-    let aof_on = kind == Kind::Enable || inner.enabled.load(Ordering::SeqCst);
-    // The current manifest (from state when logging, else from disk: a previous run's files).
-    let old: Manifest = if inner.enabled.load(Ordering::SeqCst) {
-        inner.state.lock().manifest.clone()
-    } else {
-        manifest::read(&dir, &filename)
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-    };
-    let preamble = srv.config.get_bool("aof-use-rdb-preamble");
-    let new_base = Part {
-        name: if preamble {
-            manifest::base_name_rdb(&filename, old.base_seq() + 1)
-        } else {
-            manifest::base_name(&filename, old.base_seq() + 1)
-        },
-        seq: old.base_seq() + 1,
-    };
-    let new_incr = Part {
-        name: manifest::incr_name(&filename, old.max_incr_seq() + 1),
-        seq: old.max_incr_seq() + 1,
-    };
-
-    // 1. The new incremental file, listed after the current ones (AOF already on).
-    let mut new_out = None;
-    if aof_on {
-        File::create(dir.join(&new_incr.name))
-            .map_err(io("can't create the new incremental AOF file"))?;
-        manifest::sync_dir(&dir).map_err(io("can't fsync the AOF directory"))?;
-        if kind == Kind::Rewrite {
-            let mut m = old.clone();
-            m.incrs.push(new_incr.clone());
-            manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
-            inner.state.lock().manifest = m;
-        }
-        new_out = Some(
-            open_append(&dir.join(&new_incr.name))
-                .map_err(io("can't open the new incremental AOF file"))?,
-        );
-    }
-    let base_size = write_base(srv, kind, &dir, &new_base.name, new_out, preamble)?;
-    // 4. Switch the manifest.
-    if inner.rewrite_cancel.load(Ordering::SeqCst) {
-        return Err(CANCELED.into());
-    }
-    let m = Manifest {
-        base: Some(new_base.clone()),
-        history: Vec::new(),
-        incrs: if aof_on {
-            vec![new_incr.clone()]
-        } else {
-            Vec::new()
-        },
-    };
-    if kind == Kind::Enable && !inner.enabled.load(Ordering::SeqCst) {
-        return Err("appendonly was turned off during the rewrite".into());
-    }
-    manifest::write(&dir, &filename, &m).map_err(io("can't write the AOF manifest"))?;
-    // Old files are no longer referenced.
-    let keep = |n: &str| n == new_base.name || n == new_incr.name;
-    for p in old.base.iter().chain(&old.history).chain(&old.incrs) {
-        if !keep(&p.name) {
-            tracing::info!("Removing the history file {} in the background", p.name);
-            let _ = std::fs::remove_file(dir.join(&p.name));
-        }
-    }
-    let cur = inner.out.lock().as_ref().map(|o| o.size).unwrap_or(0);
-    let mut st = inner.state.lock();
-    st.dir = dir;
-    st.filename = filename;
-    st.base_size = base_size;
-    st.other_incr_size = 0;
-    st.rewrite_base_size = base_size + cur;
-    st.manifest = m;
-    Ok(())
-}
-
-/// A base file named `name` in `dir` holding the data as it is now (the AOF's first base when
-/// the server starts without one): written to a temporary file, fsynced, then renamed. Its size.
-pub(crate) fn write_base_file(
-    srv: &Server,
-    dir: &Path,
-    name: &str,
-    preamble: bool,
-) -> Result<u64, String> {
-    write_base(srv, Kind::Rewrite, dir, name, None, preamble)
-}
-
-/// Steps 2-4 up to the rename: the snapshot (switching logging to `new_out` at its instant)
-/// into a temporary file that becomes `dir/name`. Its size.
-fn write_base(
-    srv: &Server,
-    kind: Kind,
-    dir: &Path,
-    name: &str,
-    new_out: Option<super::Out>,
-    preamble: bool,
-) -> Result<u64, String> {
-    let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
-    let tmpfile = File::create(&temp).map_err(io("can't create the temporary rewrite file"))?;
-    let result = snapshot(srv, kind, tmpfile, new_out, preamble);
-    let mut w = match result {
-        Ok(x) => x,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(e);
-        }
-    };
-    let finish = (|| -> std::io::Result<u64> {
-        w.flush()?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        let size = f.metadata()?.len();
-        std::fs::rename(&temp, dir.join(name))?;
-        Ok(size)
-    })();
-    finish.map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        format!("can't write the new base file: {e}")
-    })
-}
-
-/// Steps 2-3: lock everything, switch the log to the new file, serialize shard by shard.
-fn snapshot(
-    srv: &Server,
-    kind: Kind,
-    tmpfile: File,
-    new_out: Option<super::Out>,
-    preamble: bool,
-) -> Result<BufWriter<File>, String> {
-    let inner = &srv.aof.inner;
-    let ks = &srv.keyspace;
-    let per = ks.shards_per_db();
-    let mut guards = Vec::with_capacity(ks.num_dbs() * per);
-    for db in ks.dbs.iter() {
-        for s in db.shards.iter() {
-            guards.push(Some(s.lock()));
-        }
-    }
-    // Switch: nothing runs while every shard is locked.
-    if let Some(new_out) = new_out {
-        if kind == Kind::Rewrite && inner.enabled.load(Ordering::SeqCst) {
-            // Everything fed so far belongs to the old file.
-            if !inner.write_pending(true) {
-                return Err("can't flush the AOF before switching files".into());
-            }
-        }
-        let mut out = inner.out.lock();
-        let old_size = out.as_ref().map(|o| o.size).unwrap_or(0);
-        *out = Some(new_out);
-        let mut f = inner.feed.lock();
-        f.db = None;
-        if kind == Kind::Enable {
-            f.buf.clear();
-            inner.written.store(f.seq, Ordering::SeqCst);
-            inner.synced.store(f.seq, Ordering::SeqCst);
-            inner.enabled.store(true, Ordering::SeqCst);
-        } else {
-            inner.state.lock().other_incr_size += old_size;
-        }
-    }
-    let w = BufWriter::with_capacity(1 << 16, tmpfile);
-    if preamble {
-        return rdb_base(srv, guards, w);
-    }
-    let now = crate::clock::unix_ms();
-    let mut w = w;
-    let mut buf = Vec::with_capacity(1 << 16);
-    // As Redis's RESP base: the time it was taken (aof-timestamp-enabled), then the function
-    // libraries as FUNCTION LOAD commands, then the keys. The libraries are read while every
-    // shard is locked, at the snapshot's instant.
-    if srv.config.get_bool("aof-timestamp-enabled") {
-        buf.extend_from_slice(format!("#TS:{}\r\n", now / 1000).as_bytes());
-    }
-    for code in crate::scripting::library_codes(srv) {
-        encode_command(&mut buf, &[&b"FUNCTION"[..], b"LOAD", &code[..]]);
-    }
-    let mut selected = None;
-    // As for the RDB base: a pause set at the start is read again before each key.
-    let paused = srv.config.get_i64("rdb-key-save-delay") != 0;
-    for (i, g) in guards.iter_mut().enumerate() {
-        let db = i / per;
-        let shard = g.take().ok_or("shard lock missing")?;
-        if !shard.is_empty() {
-            if selected != Some(db) {
-                encode_select(&mut buf, db);
-                selected = Some(db);
-            }
-            serialize_shard(&shard, now, &mut buf, &mut w, &mut |_| {
-                !paused
-                    || key_delay(
-                        srv.config.get_i64("rdb-key-save-delay"),
-                        &inner.rewrite_cancel,
-                    )
-            })?;
-        }
-        // Commands on this shard may run again: their effects go to the new incremental file.
-        drop(shard);
-    }
-    w.write_all(&buf)
-        .map_err(io("can't write the rewrite file"))?;
-    Ok(w)
-}
-
-/// Step 3 for `aof-use-rdb-preamble yes`: the base is an RDB image (`aof-base` aux field 1),
-/// each shard released as soon as it is written, as for the RESP base.
-fn rdb_base(
-    srv: &Server,
-    mut guards: Vec<Option<parking_lot::MutexGuard<'_, Shard>>>,
-    w: BufWriter<File>,
-) -> Result<BufWriter<File>, String> {
-    let per = srv.keyspace.shards_per_db();
-    let opts = super::snapshot::SaveOpts::from_config(srv, true);
-    let mut out = super::snapshot::RdbWriter::new(w, opts, crate::alloc::used_memory());
-    // A pause set when the rewrite starts applies (as in Redis's child); it is then read again
-    // before each key, so lowering it speeds up the running rewrite (there is no child to kill).
-    if srv.config.get_i64("rdb-key-save-delay") != 0 {
-        let Some(arc) = srv.arc() else {
-            return Err("no server handle".into());
-        };
-        out.pause_with(Box::new(move || {
-            let delay = arc.config.get_i64("rdb-key-save-delay");
-            key_delay(delay, &arc.aof.inner.rewrite_cancel)
-        }));
-    }
-    let err = io("can't write the rewrite file");
-    for db in 0..srv.keyspace.num_dbs() {
-        let shards = &mut guards[db * per..(db + 1) * per];
-        let (keys, expires) = shards
-            .iter()
-            .flatten()
-            .fold((0, 0), |(k, e), s| (k + s.len(), e + s.volatile_len()));
-        if keys > 0 {
-            out.select_db(db, keys, expires);
-        }
-        for g in shards.iter_mut() {
-            let shard = g.take().ok_or("shard lock missing")?;
-            if srv.aof.inner.rewrite_cancel.load(Ordering::Relaxed) {
-                return Err(CANCELED.into());
-            }
-            out.shard(&shard).map_err(&err)?;
-            // Commands on this shard may run again: their effects go to the new incremental file.
-            drop(shard);
-        }
-    }
-    out.finish().map_err(err)
 }
 
 fn spill(buf: &mut Vec<u8>, w: &mut BufWriter<File>) -> Result<(), String> {
@@ -498,7 +667,7 @@ pub(crate) fn serialize_shard(
             continue;
         }
         if !before_key(key) {
-            return Err(CANCELED.into());
+            return Err("the rewrite was stopped".into());
         }
         match &e.value {
             Value::Str(v) => encode_command(buf, &[&b"SET"[..], &key[..], &v[..]]),

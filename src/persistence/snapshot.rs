@@ -86,8 +86,6 @@ pub(crate) struct RdbWriter<W: Write> {
     pub keys: u64,
     /// Called every 64 keys with the count so far (a BGSAVE child reports its progress).
     progress: Option<Box<dyn FnMut(u64) + 'static>>,
-    /// Replaces the `rdb-key-save-delay` pause (see [`RdbWriter::pause_with`]).
-    key_pause: Option<Box<dyn FnMut() -> bool + 'static>>,
 }
 
 impl<W: Write> RdbWriter<W> {
@@ -100,7 +98,6 @@ impl<W: Write> RdbWriter<W> {
             opts,
             keys: 0,
             progress: None,
-            key_pause: None,
         };
         out.buf
             .extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
@@ -167,25 +164,9 @@ impl<W: Write> RdbWriter<W> {
             if self.buf.len() >= 1 << 16 {
                 self.spill()?;
             }
-            match self.key_pause.as_mut() {
-                Some(pause) => {
-                    if !pause() {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::Interrupted,
-                            "the rewrite was stopped: appendonly was turned off",
-                        ));
-                    }
-                }
-                None => debug_delay(self.opts.key_delay),
-            }
+            debug_delay(self.opts.key_delay);
         }
         Ok(())
-    }
-
-    /// Pause after each key with `pause` instead of `rdb-key-save-delay` (an AOF rewrite,
-    /// which a false return stops).
-    pub(crate) fn pause_with(&mut self, pause: Box<dyn FnMut() -> bool + 'static>) {
-        self.key_pause = Some(pause);
     }
 
     /// `EOF` and the checksum; returns the writer (flushed).
@@ -231,7 +212,7 @@ pub(crate) fn functions_image(srv: &Server) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn write_image_reporting<W: Write>(
+pub(crate) fn write_image_reporting<W: Write>(
     w: W,
     dbs: &[Vec<&Shard>],
     opts: SaveOpts,
@@ -818,7 +799,7 @@ pub fn write_refusal(srv: &Server) -> Option<&'static str> {
 }
 
 /// Lock every shard in the global order; `dbs[i]` gets database i's guards.
-fn lock_all(srv: &Server) -> Vec<Vec<parking_lot::MutexGuard<'_, Shard>>> {
+pub(crate) fn lock_all(srv: &Server) -> Vec<Vec<parking_lot::MutexGuard<'_, Shard>>> {
     srv.keyspace
         .dbs
         .iter()
@@ -862,7 +843,7 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
 }
 
 /// The copy-on-write bytes of this process (Private_Dirty), as Redis's child reports it.
-fn private_dirty() -> u64 {
+pub(crate) fn private_dirty() -> u64 {
     let Ok(t) = std::fs::read_to_string("/proc/self/smaps_rollup") else {
         return 0;
     };
@@ -876,8 +857,13 @@ fn private_dirty() -> u64 {
 /// Start a BGSAVE: fork a child that writes the file. Err carries the reason.
 pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let st = &srv.aof.inner.snap;
+    // One child at a time (see `rewrite::start`).
+    let _one_child = st.fork_lock.lock();
     if bgsave_running(srv) {
         return Err("Background save already in progress".into());
+    }
+    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
+        return Err("Another child process is active (AOF?)".into());
     }
     let Some(arc) = srv.arc() else {
         return Err("no server handle".into());
@@ -885,16 +871,6 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let target = rdb_path(srv);
     let opts = SaveOpts::from_config(srv, false);
     let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2(2) writes two descriptors into the array we pass; nothing else is touched.
-    // Close-on-exec, so nothing but this fork ever holds the write end.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!(
-            "Can't create the pipe to the BGSAVE child: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let (read_fd, write_fd) = (fds[0], fds[1]);
     let used_mem = crate::alloc::used_memory();
     st.last_bgsave_try
         .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
@@ -909,85 +885,40 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     st.cow.store(0, Ordering::Relaxed);
     st.cow_peak.store(0, Ordering::Relaxed);
     *st.cow_at.lock() = None;
-    // The child's OOM score (oom-score-adj-values' third value), computed before the fork.
-    let child_oom = crate::process::oom_score_for_child(
-        &srv.config.get("oom-score-adj").unwrap_or_default(),
-        crate::config::directives::oom_score_adj_values(
-            &srv.config.get("oom-score-adj-values").unwrap_or_default(),
-        )
-        .unwrap_or([0, 200, 800]),
-    );
-    let fork_started = Instant::now();
-    // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
-    // child (below) only reads the shards whose guards this thread holds, allocates through
-    // jemalloc (made fork-safe by its atfork handlers), uses plain file system calls, and ends
-    // with _exit without running destructors or touching locks other threads may have held.
-    // Covered by tests/rdb.rs (BGSAVE while clients write, point-in-time check).
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        if let Some(score) = child_oom {
-            crate::process::set_child_oom_score(score);
-        }
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
-            let dbs: Vec<Vec<&Shard>> = guards
-                .iter()
-                .map(|g| g.iter().map(|s| &**s).collect())
-                .collect();
-            // Once a second: keys written so far and the copy-on-write size, for INFO.
-            let mut last = Instant::now();
-            let progress = Box::new(move |keys: u64| {
-                if last.elapsed() >= std::time::Duration::from_secs(1) {
-                    last = Instant::now();
-                    child_report(write_fd, REPORT_PROGRESS, keys, private_dirty());
-                }
-            });
-            match write_file_reporting(&tmp, &target, &dbs, opts, used_mem, Some(progress)) {
-                Ok(keys) => {
-                    child_report(write_fd, REPORT_FINAL, keys, private_dirty());
-                    0
-                }
-                Err(e) => {
-                    let msg = format!(
-                        "Background saving error: can't write {}: {e}\n",
-                        tmp.display()
-                    );
-                    // SAFETY: write(2) to standard error from a buffer we own.
-                    unsafe {
-                        libc::write(2, msg.as_ptr().cast(), msg.len());
-                    }
-                    1
-                }
+    let forked = fork_child(srv, |report_fd| {
+        let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
+        let dbs: Vec<Vec<&Shard>> = guards
+            .iter()
+            .map(|g| g.iter().map(|s| &**s).collect())
+            .collect();
+        // Once a second: keys written so far and the copy-on-write size, for INFO.
+        let mut last = Instant::now();
+        let progress = Box::new(move |keys: u64| {
+            if last.elapsed() >= std::time::Duration::from_secs(1) {
+                last = Instant::now();
+                child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
             }
-        }))
-        .unwrap_or(1);
-        // SAFETY: _exit(2) ends the child without running any destructor (the guards'
-        // memory is only our copy of it).
-        unsafe {
-            libc::_exit(code);
-        }
-    }
+        });
+        let keys = write_file_reporting(&tmp, &target, &dbs, opts, used_mem, Some(progress))
+            .map_err(|e| {
+                format!(
+                    "Background saving error: can't write {}: {e}",
+                    tmp.display()
+                )
+            })?;
+        child_report(report_fd, REPORT_FINAL, keys, private_dirty());
+        Ok(())
+    });
     drop(guards);
-    if pid < 0 {
-        srv.repl.bgsave_done(false);
-    }
-    // SAFETY: closing our copy of the child's end of the pipe.
-    unsafe {
-        libc::close(write_fd);
-    }
-    if pid < 0 {
-        let e = std::io::Error::last_os_error();
-        // SAFETY: closing the read end we still own.
-        unsafe {
-            libc::close(read_fd);
+    let (pid, read_fd) = match forked {
+        Ok(x) => x,
+        Err(e) => {
+            srv.repl.bgsave_done(false);
+            st.last_bgsave_ok.store(false, Ordering::Relaxed);
+            return Err(format!("Can't save in background: fork: {e}"));
         }
-        st.last_bgsave_ok.store(false, Ordering::Relaxed);
-        return Err(format!("Can't save in background: fork: {e}"));
-    }
-    let fork_ms = fork_started.elapsed().as_secs_f64() * 1000.0;
-    st.latest_fork_usec
-        .store(fork_started.elapsed().as_micros() as u64, Ordering::Relaxed);
-    st.total_forks.fetch_add(1, Ordering::Relaxed);
+    };
+    let fork_ms = st.latest_fork_usec.load(Ordering::Relaxed) as f64 / 1000.0;
     st.saves.fetch_add(1, Ordering::Relaxed);
     st.dirty_at_fork.store(dirty, Ordering::Relaxed);
     *st.child_started.lock() = Some(Instant::now());
@@ -1005,29 +936,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
 /// Wait for the child, then record how it ended.
 fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     let st = &srv.aof.inner.snap;
-    // The child's reports until it exits (end of file on the pipe).
-    let mut msg = [0u8; 24];
-    let mut have = 0usize;
-    loop {
-        // SAFETY: read(2) into the unfilled tail of a local buffer.
-        let n = unsafe { libc::read(read_fd, msg[have..].as_mut_ptr().cast(), msg.len() - have) };
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        have += n as usize;
-        if have < msg.len() {
-            continue;
-        }
-        have = 0;
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&msg[i * 8..i * 8 + 8]);
-            u64::from_le_bytes(b)
-        };
-        let (kind, keys, cow) = (word(0), word(1), word(2));
+    let (status, _) = wait_child_reporting(pid, read_fd, &mut |kind, keys, cow| {
         st.keys_processed.store(keys, Ordering::Relaxed);
         st.cow.store(cow, Ordering::Relaxed);
         st.cow_peak.fetch_max(cow, Ordering::Relaxed);
@@ -1035,23 +944,7 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
         if kind == REPORT_FINAL {
             st.last_cow.store(cow, Ordering::Relaxed);
         }
-    }
-    // SAFETY: closing our read end of the pipe.
-    unsafe {
-        libc::close(read_fd);
-    }
-    let mut status = 0i32;
-    loop {
-        // SAFETY: waitpid(2) on our own child, writing its status into a local.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            status = -1;
-            break;
-        }
-    }
+    });
     let started = st.child_started.lock().take();
     let secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
     st.last_bgsave_secs.store(secs, Ordering::Relaxed);
@@ -1089,12 +982,153 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     srv.repl.bgsave_done(exited_ok);
 }
 
+/// Fork a child that runs `work` and exits: 0 when it returns Ok, 1 when it fails (its message
+/// goes to standard error) or panics. `work` gets the write end of the report pipe (see
+/// [`child_report`]); the parent gets the child's pid and the read end, for [`wait_child`].
+/// Counts the fork (INFO latest_fork_usec, total_forks). The caller holds the shard guards
+/// `work` reads, and drops them once this returns.
+pub(crate) fn fork_child(
+    srv: &Server,
+    work: impl FnOnce(i32) -> Result<(), String>,
+) -> std::io::Result<(i32, i32)> {
+    let child_oom = child_oom_score(srv);
+    let (read_fd, write_fd) = report_pipe()?;
+    let started = Instant::now();
+    // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
+    // child runs `work`, which only reads the shards whose guards this thread holds and what
+    // was read before the fork, allocates through jemalloc (made fork-safe by its atfork
+    // handlers) and uses plain file system calls; then it ends with _exit, running no
+    // destructor and touching no lock another thread may have held. Covered by tests/rdb.rs
+    // (BGSAVE while clients write, point-in-time check) and tests/persistence.rs (a rewrite
+    // child killed, then a restart compares every key).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        if let Some(score) = child_oom {
+            crate::process::set_child_oom_score(score);
+        }
+        let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(write_fd))) {
+            Ok(Ok(())) => 0,
+            Ok(Err(msg)) => {
+                let msg = format!("{msg}\n");
+                // SAFETY: write(2) to standard error from a buffer we own.
+                unsafe {
+                    libc::write(2, msg.as_ptr().cast(), msg.len());
+                }
+                1
+            }
+            Err(_) => 1,
+        };
+        // SAFETY: _exit(2) ends the child without running any destructor (the guards'
+        // memory is only our copy of it).
+        unsafe {
+            libc::_exit(code);
+        }
+    }
+    // SAFETY: closing our copy of the child's end of the pipe.
+    unsafe {
+        libc::close(write_fd);
+    }
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: closing the read end we still own.
+        unsafe {
+            libc::close(read_fd);
+        }
+        return Err(e);
+    }
+    let snap = &srv.aof.inner.snap;
+    snap.latest_fork_usec
+        .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    snap.total_forks.fetch_add(1, Ordering::Relaxed);
+    Ok((pid, read_fd))
+}
+
+/// A close-on-exec pipe for a child's reports: (read end, write end).
+fn report_pipe() -> std::io::Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array we pass; nothing else is touched.
+    // Close-on-exec, so nothing but a fork ever holds the write end.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// A fork child's OOM score (oom-score-adj-values' third value), computed before the fork.
+fn child_oom_score(srv: &Server) -> Option<i32> {
+    crate::process::oom_score_for_child(
+        &srv.config.get("oom-score-adj").unwrap_or_default(),
+        crate::config::directives::oom_score_adj_values(
+            &srv.config.get("oom-score-adj-values").unwrap_or_default(),
+        )
+        .unwrap_or([0, 200, 800]),
+    )
+}
+
+/// Wait for a fork child: its wait status (-1 when it could not be had) and the
+/// copy-on-write bytes of its last report.
+pub(crate) fn wait_child(pid: i32, read_fd: i32) -> (i32, u64) {
+    wait_child_reporting(pid, read_fd, &mut |_, _, _| {})
+}
+
+/// [`wait_child`], passing each report (kind, keys, copy-on-write bytes) to `on_report`.
+fn wait_child_reporting(
+    pid: i32,
+    read_fd: i32,
+    on_report: &mut dyn FnMut(u64, u64, u64),
+) -> (i32, u64) {
+    let mut last_cow = 0;
+    // The child's reports until it exits (end of file on the pipe).
+    let mut msg = [0u8; 24];
+    let mut have = 0usize;
+    loop {
+        // SAFETY: read(2) into the unfilled tail of a local buffer.
+        let n = unsafe { libc::read(read_fd, msg[have..].as_mut_ptr().cast(), msg.len() - have) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        have += n as usize;
+        if have < msg.len() {
+            continue;
+        }
+        have = 0;
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&msg[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (kind, keys, cow) = (word(0), word(1), word(2));
+        last_cow = cow;
+        on_report(kind, keys, cow);
+    }
+    // SAFETY: closing our read end of the pipe.
+    unsafe {
+        libc::close(read_fd);
+    }
+    let mut status = 0i32;
+    loop {
+        // SAFETY: waitpid(2) on our own child, writing its status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            status = -1;
+            break;
+        }
+    }
+    (status, last_cow)
+}
+
 const REPORT_PROGRESS: u64 = 1;
-const REPORT_FINAL: u64 = 2;
+pub(crate) const REPORT_FINAL: u64 = 2;
 
 /// In the BGSAVE child: one 24-byte report (kind, keys written, copy-on-write bytes) to the
 /// parent. A write of at most PIPE_BUF bytes to a pipe is atomic: the reader gets whole ones.
-fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
+pub(crate) fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
     let mut msg = [0u8; 24];
     msg[..8].copy_from_slice(&kind.to_le_bytes());
     msg[8..16].copy_from_slice(&keys.to_le_bytes());
@@ -1143,8 +1177,9 @@ pub(crate) fn cron(srv: &Server) {
         return;
     }
     let now = crate::clock::unix_ms() / 1000;
-    if st.rewrite_scheduled.swap(false, Ordering::SeqCst) {
-        if let Err(e) = super::rewrite::spawn(srv, super::rewrite::Kind::Rewrite) {
+    // A scheduled rewrite (the flag stays set until one has forked, as Redis's).
+    if st.rewrite_scheduled.load(Ordering::SeqCst) && !super::rewrite::limited(srv) {
+        if let Err(e) = super::rewrite::start(srv) {
             tracing::warn!("scheduled AOF rewrite not started: {e}");
         }
         return;
@@ -1278,8 +1313,28 @@ pub(crate) fn after_flushall(srv: &Server) {
 
 /// The save SHUTDOWN and the signal handlers do: when `save` is forced or save points exist
 /// (and not `nosave`), kill a running BGSAVE and save in the foreground.
-pub(crate) fn shutdown_save(srv: &Server, save_flag: bool, nosave: bool) -> Result<(), String> {
+pub(crate) fn shutdown_save(
+    srv: &Server,
+    save_flag: bool,
+    nosave: bool,
+    force: bool,
+) -> Result<(), String> {
     kill_child(srv);
+    // A rewrite that is turning the AOF on holds the only copy of the data set the AOF will
+    // have: as Redis, only FORCE exits without it. Any other rewrite is stopped (the AOF
+    // already holds everything).
+    let inner = &srv.aof.inner;
+    if inner.rewriting.load(Ordering::SeqCst) {
+        if inner.waiting_rewrite.load(Ordering::SeqCst) {
+            if !force {
+                tracing::warn!("Writing initial AOF, can't exit.");
+                return Err("Writing initial AOF, can't exit.".into());
+            }
+            tracing::warn!("Writing initial AOF. Exit anyway.");
+        }
+        tracing::warn!("There is a child rewriting the AOF. Killing it!");
+        super::rewrite::kill_child(srv);
+    }
     if nosave || (!save_flag && save_points(srv).is_empty()) {
         return Ok(());
     }

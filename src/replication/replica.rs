@@ -385,9 +385,15 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
             "Failed trying to load the MASTER synchronization DB from disk: {e}"
         ));
     }
-    // The AOF must hold the new data set: rewrite it from what was just loaded.
+    // The AOF must hold the new data set: as Redis's restartAOFAfterSYNC, turn it off (a
+    // rewrite of the old data set is stopped) and on again, which rewrites what was loaded.
     if srv.aof.is_enabled() {
-        let _ = crate::persistence::bgrewriteaof(srv);
+        let _ = crate::persistence::set_appendonly(srv, false, false);
+        if let Err(e) = crate::persistence::set_appendonly(srv, true, false) {
+            // Retried from the cron until a rewrite starts, as Redis retries it.
+            tracing::warn!("Failed enabling the AOF after successful master synchronization! Trying it again: {e}");
+            crate::persistence::retry_appendonly(srv);
+        }
     }
     Ok(())
 }

@@ -48,7 +48,14 @@ pub(crate) struct State {
     pub last_rewrite_ok: bool,
     pub last_rewrite_secs: i64,
     pub rewrite_started: Option<Instant>,
-    pub scheduled: bool,
+    /// The running rewrite writes an RDB base (`aof-use-rdb-preamble` at its fork).
+    pub rewrite_preamble: bool,
+    /// The last rewrite child's copy-on-write bytes (INFO aof_last_cow_size).
+    pub last_cow: u64,
+    /// Rewrite limiting after repeated failures (see `rewrite::limited`): the current delay
+    /// and the Unix second before which automatic rewrites wait (0: none).
+    pub limit_delay_minutes: i64,
+    pub limit_next_try: i64,
 }
 
 pub(crate) struct Inner {
@@ -72,7 +79,14 @@ pub(crate) struct Inner {
     /// Lock order: `out` before `feed`; neither is held while taking a shard lock.
     pub out: Mutex<Option<Out>>,
     pub state: Mutex<State>,
+    /// An AOF rewrite child runs (Redis's child_type == CHILD_TYPE_AOF).
     pub rewriting: AtomicBool,
+    /// Its pid, 0 when none runs.
+    pub rewrite_child: AtomicI32,
+    /// `appendonly yes` was set and the first rewrite has not yet succeeded (Redis's
+    /// AOF_WAIT_REWRITE): commands are logged to the temporary incremental file only while
+    /// that rewrite's child runs.
+    pub waiting_rewrite: AtomicBool,
     pub loading: AtomicBool,
     pub last_write_ok: AtomicBool,
     /// errno of the last failed write or fsync (meaningful while `last_write_ok` is false).
@@ -90,8 +104,8 @@ pub(crate) struct Inner {
     /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line precedes the first command of each
     /// second, as Redis writes it (see `Aof::config_changed`).
     pub timestamps: AtomicBool,
-    /// Set when `appendonly` is turned off during a rewrite: the rewrite stops (Redis kills
-    /// its rewrite child).
+    /// Set when the server stops the running rewrite itself (appendonly turned off, SHUTDOWN):
+    /// its outcome is ignored.
     pub rewrite_cancel: AtomicBool,
     /// DEBUG AOF-FLUSH-SLEEP: microseconds each write of buffered commands waits first, so
     /// tests can see that no reply goes out before its command is in the file.
@@ -119,6 +133,8 @@ impl Default for Inner {
                 ..State::default()
             }),
             rewriting: AtomicBool::new(false),
+            rewrite_child: AtomicI32::new(0),
+            waiting_rewrite: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             last_write_ok: AtomicBool::new(true),
             last_write_errno: std::sync::atomic::AtomicI32::new(0),
@@ -153,9 +169,15 @@ pub struct Part {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     pub base: Option<Part>,
-    /// Files a finished rewrite replaced, to delete (type `h`).
+    /// Files a finished rewrite replaced, to delete (type `h`), newest first.
     pub history: Vec<Part>,
     pub incrs: Vec<Part>,
+    /// The last base and incremental sequence numbers handed out (Redis's
+    /// curr_base_file_seq / curr_incr_file_seq): read from the listed files when the manifest
+    /// is parsed, then only ever raised, so a file that became history and was deleted does
+    /// not give its number to the next one.
+    pub curr_base_seq: i64,
+    pub curr_incr_seq: i64,
 }
 
 /// Snapshot state (Redis's rdb_* server fields).
@@ -182,8 +204,12 @@ pub(crate) struct SnapState {
     pub scheduled: AtomicBool,
     pub last_load_loaded: AtomicU64,
     pub last_load_expired: AtomicU64,
-    /// BGREWRITEAOF asked for while a BGSAVE ran: started by the cron once it ends.
+    /// A rewrite to start from the cron once no child runs (Redis's aof_rewrite_scheduled):
+    /// BGREWRITEAOF during a BGSAVE or EXEC, appendonly turned on meanwhile, or a failed
+    /// rewrite that was to turn the AOF on.
     pub rewrite_scheduled: AtomicBool,
+    /// Held while checking that no child runs and forking one (BGSAVE or rewrite).
+    pub fork_lock: Mutex<()>,
     /// SHUTDOWN already saved (or was told NOSAVE): the exit path must not save again.
     pub shutdown_handled: AtomicBool,
     /// The load in progress (INFO loading_*): Unix seconds it started, the bytes of its
@@ -218,6 +244,7 @@ impl Default for SnapState {
             last_load_loaded: AtomicU64::new(0),
             last_load_expired: AtomicU64::new(0),
             rewrite_scheduled: AtomicBool::new(false),
+            fork_lock: Mutex::new(()),
             shutdown_handled: AtomicBool::new(false),
             load_started: AtomicI64::new(0),
             load_total_bytes: AtomicU64::new(0),

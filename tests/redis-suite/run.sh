@@ -46,7 +46,7 @@ declare -A NATIVE_TOTAL=(
   [unit/acl]=90 [unit/acl-v2]=30 [unit/info]=17 [unit/limits]=1 [unit/obuf-limits]=9
   [unit/networking]=5 [unit/shutdown]=8 [unit/maxmemory]=31 [unit/introspection]=43
   [unit/introspection-2]=43 [unit/latency-monitor]=14 [unit/slowlog]=16 [unit/pubsub]=30
-  [unit/pubsubshard]=11 [unit/type/stream-cgroups]=57 [unit/tracking]=54 [unit/querybuf]=2 [unit/pause]=16 [unit/other]=26
+  [unit/pubsubshard]=11 [unit/type/stream-cgroups]=57 [integration/aof-multi-part]=35 [unit/tracking]=54 [unit/querybuf]=2 [unit/pause]=16 [unit/other]=26
   [unit/scripting]=306 [unit/functions]=109 [integration/rdb]=14 [integration/logging]=3
   [integration/redis-cli]=31 [integration/redis-benchmark]=9)
 

@@ -550,11 +550,11 @@ pub static PARAMS: &[Param] = &[
         "no",
         "print the startup banner (port, pid) even when the log is not a terminal",
     ),
-    p(
+    fixed(
         "set-proc-title",
         Kind::Bool,
         "yes",
-        "accepted, no effect: Podium does not rewrite its process title",
+        "no: the process keeps the command line it was started with (children included)",
     ),
     p(
         "activerehashing",
@@ -822,6 +822,9 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
         // As Redis: the RDB file lives in `dir`; a path would write elsewhere.
         Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
             Err("dbfilename can't be a path, just a filename".into())
+        }
+        Kind::Str if prm.name == "proc-title-template" && !crate::proctitle::validate(v) => {
+            Err("template format is invalid or contains unknown variables".into())
         }
         Kind::Str => Ok(v.clone()),
         Kind::Octal => u32::from_str_radix(v, 8)
@@ -1172,6 +1175,42 @@ impl Config {
                 .map_err(|e| format!("{origin}:{}: '{line}': {e}", n + 1))?;
         }
         Ok(())
+    }
+
+    /// The process title `proc-title-template` gives, with `{title}` the program's name or
+    /// `title` (a child's: "redis-rdb-bgsave", as Redis names them). None under
+    /// `set-proc-title no`, or if the template does not expand (it is validated when set).
+    pub fn proc_title(&self, title: Option<&str>) -> Option<String> {
+        if !self.get_bool("set-proc-title") {
+            return None;
+        }
+        let template = self.get("proc-title-template").unwrap_or_default();
+        let port = self.get_i64("port");
+        let var = |name: &str| -> Option<String> {
+            Some(match name {
+                "title" => title.unwrap_or(crate::proctitle::argv0()).to_string(),
+                "listen-addr" if port != 0 => {
+                    let bind = self.get("bind").unwrap_or_default();
+                    let first = bind.split_whitespace().next().unwrap_or("*");
+                    format!("{first}:{port}")
+                }
+                "listen-addr" => {
+                    format!("unixsocket:{}", self.get("unixsocket").unwrap_or_default())
+                }
+                // Neither cluster nor sentinel mode exists here.
+                "server-mode" => String::new(),
+                "config-file" => self
+                    .config_file
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "-".into()),
+                "port" => port.to_string(),
+                "tls-port" => self.get_i64("tls-port").to_string(),
+                "unixsocket" => self.get("unixsocket").unwrap_or_default(),
+                _ => return None,
+            })
+        };
+        crate::proctitle::expand(&template, &var)
     }
 
     /// Build from redis-server style arguments: `[config-file] [--name value...]...`.

@@ -30,6 +30,7 @@ pub mod notify;
 pub(crate) mod obuf;
 pub mod persistence;
 pub mod process;
+pub mod proctitle;
 pub mod protocol;
 pub mod pubsub;
 pub(crate) mod querybuf;

@@ -137,7 +137,9 @@ fn pushes_that_serve_blocked_moves_never_stop_the_server() {
 /// Without arrival ordering the push overtook the EXEC in 231 rounds of 500 here (main's build
 /// of 2026-11-26 on this project's 2-core machine); with it, in none on an idle machine and in
 /// 6-42 of 500 while a build kept both cores busy (threads off their core for over the 2 ms
-/// an earlier request may hold a later one back). The bound, 15%, leaves room for that.
+/// an earlier request may hold a later one back), and 91 in one CI run that shared the machine
+/// with a release build. The bound, 30%, leaves room for that and still fails the unordered
+/// server's 46%.
 #[test]
 fn a_request_sent_first_on_another_connection_runs_first() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,7 +168,7 @@ fn a_request_sent_first_on_another_connection_runs_first() {
         assert_eq!(blocked.reply(), "element");
     }
     assert!(
-        lost * 100 <= rounds * 15,
+        lost * 100 <= rounds * 30,
         "EXEC lost to a later push {lost} times in {rounds}"
     );
 }

@@ -820,3 +820,56 @@ fn connect_port(port: u16) -> redis::Connection {
         .get_connection_with_timeout(Duration::from_secs(5))
         .expect("connect")
 }
+
+/// `proc-title-template` sets what `ps` and /proc/<pid>/cmdline show, as Redis's does, and a
+/// template with an unknown variable is refused.
+#[test]
+fn the_process_title_follows_proc_title_template() {
+    let srv = Podium::start(&["--save", ""]);
+    let cmdline = || {
+        let raw = std::fs::read(format!("/proc/{}/cmdline", srv.pid())).expect("cmdline");
+        String::from_utf8_lossy(&raw)
+            .trim_end_matches('\0')
+            .to_string()
+    };
+    let port = srv.port;
+    let title = cmdline();
+    assert!(
+        title.ends_with(&format!("podium 127.0.0.1:{port}")),
+        "default title: {title:?}"
+    );
+    let mut c = srv.con();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proc-title-template")
+        .arg("TEST {title} {listen-addr} {port} {tls-port} {config-file} {{x}")
+        .query(&mut c)
+        .unwrap();
+    let title = cmdline();
+    let words: Vec<&str> = title.split(' ').collect();
+    assert_eq!(words[0], "TEST", "{title:?}");
+    assert!(words[1].ends_with("/podium"), "{title:?}");
+    assert_eq!(
+        &words[2..],
+        &[
+            &format!("127.0.0.1:{port}")[..],
+            &port.to_string(),
+            "0",
+            "-",
+            "{x}"
+        ],
+        "{title:?}"
+    );
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proc-title-template")
+        .arg("{invalid-var}")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("template format is invalid or contains unknown variables"),
+        "{err}"
+    );
+    srv.stop();
+}

@@ -149,7 +149,7 @@ pub static EXTRA: &[Param] = &[
         "proc-title-template",
         Kind::Str,
         "{title} {listen-addr} {server-mode}",
-        "accepted, no effect: Podium does not rewrite its process title",
+        "the process title ps and /proc/<pid>/cmdline show: {title} {listen-addr} {server-mode} {config-file} {port} {tls-port} {unixsocket}; forked children show redis-rdb-bgsave / redis-aof-rewrite as {title}",
     ),
     fixed_row(
         "server_cpulist",

@@ -226,7 +226,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
     let job = BaseJob::from_config(srv);
     let preamble = job.preamble;
     inner.state.lock().rewrites += 1;
-    let forked = snapshot::fork_child(srv, |report_fd| {
+    let forked = snapshot::fork_child(srv, "redis-aof-rewrite", |report_fd| {
         let me = std::process::id() as i32;
         let dbs: Vec<Vec<&Shard>> = guards
             .iter()

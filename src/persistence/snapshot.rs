@@ -885,7 +885,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     st.cow.store(0, Ordering::Relaxed);
     st.cow_peak.store(0, Ordering::Relaxed);
     *st.cow_at.lock() = None;
-    let forked = fork_child(srv, |report_fd| {
+    let forked = fork_child(srv, "redis-rdb-bgsave", |report_fd| {
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
         let dbs: Vec<Vec<&Shard>> = guards
             .iter()
@@ -982,16 +982,19 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     srv.repl.bgsave_done(exited_ok);
 }
 
-/// Fork a child that runs `work` and exits: 0 when it returns Ok, 1 when it fails (its message
+/// Fork a child, titled `title` (Redis's child names, for `{title}` in `proc-title-template`),
+/// that runs `work` and exits: 0 when it returns Ok, 1 when it fails (its message
 /// goes to standard error) or panics. `work` gets the write end of the report pipe (see
 /// [`child_report`]); the parent gets the child's pid and the read end, for [`wait_child`].
 /// Counts the fork (INFO latest_fork_usec, total_forks). The caller holds the shard guards
 /// `work` reads, and drops them once this returns.
 pub(crate) fn fork_child(
     srv: &Server,
+    title: &str,
     work: impl FnOnce(i32) -> Result<(), String>,
 ) -> std::io::Result<(i32, i32)> {
     let child_oom = child_oom_score(srv);
+    let child_title = srv.config.proc_title(Some(title));
     let (read_fd, write_fd) = report_pipe()?;
     let started = Instant::now();
     // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
@@ -1005,6 +1008,9 @@ pub(crate) fn fork_child(
     if pid == 0 {
         if let Some(score) = child_oom {
             crate::process::set_child_oom_score(score);
+        }
+        if let Some(t) = &child_title {
+            crate::proctitle::set_after_fork(t);
         }
         let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(write_fd))) {
             Ok(Ok(())) => 0,

@@ -1213,6 +1213,15 @@ impl Config {
         crate::proctitle::expand(&template, &var)
     }
 
+    /// Show the server's title ([`Config::proc_title`]) as the process title.
+    pub fn show_proc_title(&self) {
+        if let Some(t) = self.proc_title(None) {
+            if let Err(e) = crate::proctitle::set(&t) {
+                tracing::debug!("the process title is not set: {e}");
+            }
+        }
+    }
+
     /// Build from redis-server style arguments: `[config-file] [--name value...]...`.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
         let mut cfg = Config::new();

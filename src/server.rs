@@ -193,15 +193,6 @@ fn log_banner(config: &Config, port: u16) {
     }
 }
 
-/// Show `proc-title-template` as the process title (`title`: a forked child's name).
-pub fn set_proc_title(config: &Config, title: Option<&str>) {
-    if let Some(t) = config.proc_title(title) {
-        if let Err(e) = crate::proctitle::set(&t) {
-            tracing::debug!("the process title is not set: {e}");
-        }
-    }
-}
-
 /// The Unix socket listener of `unixsocket` (none when it is empty), with the permissions of
 /// `unixsocketperm` (octal, as in redis.conf; 0 leaves the umask's). A stale socket file at
 /// the path is removed first, as Redis does.
@@ -246,7 +237,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     }
     let unix_listener = bind_unix_socket(&srv.config)?;
     log_banner(&srv.config, port);
-    set_proc_title(&srv.config, None);
+    srv.config.show_proc_title();
     tracing::warn!("Server initialized");
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything

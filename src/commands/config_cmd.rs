@@ -105,7 +105,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         return Reply::error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
                     }
                     if names.contains(&"proc-title-template") {
-                        crate::server::set_proc_title(&ctx.srv.config, None);
+                        ctx.srv.config.show_proc_title();
                     }
                     if names.contains(&"aof-disable-auto-gc")
                         && !ctx.srv.config.get_bool("aof-disable-auto-gc")

@@ -179,6 +179,13 @@ impl Registry {
     /// Returns the commands to propagate to the AOF, per database.
     pub fn serve_ready(&self, guards: &mut Guards) -> Vec<(usize, Vec<Bytes>)> {
         let mut propagate = Vec::new();
+        if guards.ready.is_empty() {
+            return propagate;
+        }
+        // The clock is read again, as Redis's handleClientsBlockedOnKeys does: a key that
+        // expired while the command (an EXEC with DEBUG SLEEP, a long script) ran is gone for
+        // its waiters, who stay blocked.
+        guards.now_ms = crate::clock::unix_ms();
         while !guards.ready.is_empty() {
             let ready = std::mem::take(&mut guards.ready);
             for (db, key) in ready {

@@ -172,3 +172,32 @@ fn a_request_sent_first_on_another_connection_runs_first() {
         "EXEC lost to a later push {lost} times in {rounds}"
     );
 }
+
+/// A key that expires while the transaction that filled it runs is gone by the time its
+/// waiters are served (Redis reads the clock again before serving): the waiter stays blocked,
+/// and the expiry is logged as a DEL.
+#[test]
+fn a_key_expired_during_exec_does_not_wake_its_waiter() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = Podium::start(&["--enable-debug-command", "yes"]);
+    let mut c = srv.con();
+    let info = |c: &mut redis::Connection, section: &str| -> String {
+        redis::cmd("INFO").arg(section).query(c).expect("INFO")
+    };
+    let mut r = Raw::new(&srv);
+    assert_eq!(r.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), "+OK");
+    let mut blocked = Raw::new(&srv);
+    blocked.send(&["BRPOP", "k", "0"]);
+    while !info(&mut c, "clients").contains("blocked_clients:1") {}
+    assert_eq!(r.call(&["MULTI"]), "+OK");
+    assert_eq!(r.call(&["RPUSH", "k", "hello"]), "+QUEUED");
+    assert_eq!(r.call(&["PEXPIRE", "k", "100"]), "+QUEUED");
+    assert_eq!(r.call(&["DEBUG", "SLEEP", "0.2"]), "+QUEUED");
+    assert_eq!(r.call(&["EXEC"]), ":1 :1 +OK");
+    assert!(info(&mut c, "clients").contains("blocked_clients:1"));
+    assert!(info(&mut c, "stats").contains("expired_keys:1"));
+    assert_eq!(r.call(&["EXISTS", "k"]), ":0");
+    // Served normally once a live element arrives.
+    assert_eq!(r.call(&["RPUSH", "k", "again"]), ":1");
+    assert_eq!(blocked.reply(), "k again");
+}

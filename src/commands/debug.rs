@@ -86,6 +86,21 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             crate::persistence::rdb::SKIP_CHECKSUM.store(on, Ordering::Relaxed);
             Reply::Ok
         }
+        ("quicklist-packed-threshold", 3) => {
+            // Redis keeps list elements of at least this size in quicklist nodes of their own
+            // ("plain nodes"). A Podium list (`types::list`) holds every element in its own
+            // allocation whatever its size, which is what a plain node gives, so no layout
+            // changes: the size is checked as Redis checks it.
+            let size = std::str::from_utf8(&a[2])
+                .ok()
+                .and_then(crate::config::parse_memory);
+            match size {
+                Some(n) if (0..=(1i64 << 32) - (1 << 20)).contains(&n) => Reply::Ok,
+                _ => Reply::error(
+                    "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                ),
+            }
+        }
         ("set-disable-deny-scripts", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 crate::scripting::set_deny_script_disabled(n != 0);
@@ -128,6 +143,8 @@ fn debug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "    Turn the active expiry of keys off or on.",
                 "SET-DISABLE-DENY-SCRIPTS <0|1>",
                 "    Let scripts run commands normally refused to them (testing only).",
+                "QUICKLIST-PACKED-THRESHOLD <size>",
+                "    Check a list plain-node threshold: Podium stores every list element on its own.",
                 "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
                 "    Skip the CRC-64 check of RESTORE payloads (they are still validated in full).",
                 "RELOAD",

@@ -328,6 +328,31 @@ pub fn install_config_hooks() {
     let _ = crate::config::RENAME_COMMAND.set(rename_command);
 }
 
+/// Log the keys lazily expired under `g` as DELs and count them; the keys.
+fn propagate_expired(srv: &Server, g: &mut Guards) -> Vec<(usize, Bytes)> {
+    let expired = std::mem::take(&mut g.expired);
+    for (db, key) in &expired {
+        srv.propagate(*db, vec![Bytes::from_static(b"DEL"), key.clone()]);
+    }
+    if !expired.is_empty() {
+        srv.stats
+            .expired_keys
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+    }
+    expired
+}
+
+/// Serve the clients blocked on keys the command (or transaction) made ready, and log what
+/// that did: first the DELs of keys found expired meanwhile (their waiters stay blocked),
+/// then the served commands.
+pub(crate) fn serve_blocked(srv: &Server, g: &mut Guards) {
+    let served = srv.blocking.serve_ready(g);
+    propagate_expired(srv, g);
+    for (db, cmd) in served {
+        srv.propagate(db, cmd);
+    }
+}
+
 /// Every family's registration table: the one list the command table is built from.
 static FAMILIES: &[&[Spec]] = &[
     client::COMMANDS,
@@ -1041,15 +1066,7 @@ pub fn run_locked<'a>(
         }
     }
     // Lazily expired keys are logged as DEL before the command itself.
-    let expired = std::mem::take(&mut g.expired);
-    for (db, key) in &expired {
-        srv.propagate(*db, vec![Bytes::from_static(b"DEL"), key.clone()]);
-    }
-    if !expired.is_empty() {
-        srv.stats
-            .expired_keys
-            .fetch_add(expired.len() as u64, Ordering::Relaxed);
-    }
+    let expired = propagate_expired(srv, g);
     if dirty > 0 {
         srv.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
     }
@@ -1075,9 +1092,7 @@ pub fn run_locked<'a>(
         .fetch_add(std::mem::take(&mut g.misses), Ordering::Relaxed);
     // Inside EXEC, blocked clients are served once the whole transaction has run.
     if !in_exec && !g.ready.is_empty() {
-        for (db, cmd) in srv.blocking.serve_ready(g) {
-            srv.propagate(db, cmd);
-        }
+        serve_blocked(srv, g);
     }
     if g.tracking {
         tracking_after_command(srv, client, spec, args, &expired, g, !in_exec);

@@ -226,9 +226,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         let logged = crate::state::scripts::take_script_feed();
         srv.propagate_script(logged, true);
     }
-    for (db, cmd) in srv.blocking.serve_ready(&mut g) {
-        srv.propagate(db, cmd);
-    }
+    super::serve_blocked(srv, &mut g);
     if srv.repl.is_active() {
         client.repl.woff = srv.repl.offset();
     }

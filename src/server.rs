@@ -33,6 +33,12 @@ impl Server {
         let acceptable_stale = 10 - (effort - 1);
         let budget = Duration::from_micros(1_000_000 / hz * (25 + 2 * (effort as u64 - 1)) / 100);
         let start = Instant::now();
+        if self.repl.is_following()
+            && crate::commands::debug::active_expire_enabled()
+            && !self.pause.is_active()
+        {
+            self.expire_replica_keys();
+        }
         let per = self.keyspace.shards_per_db();
         let total = self.keyspace.num_dbs() * per;
         let first = self.expire_cursor.load(Ordering::Relaxed) % total;
@@ -103,6 +109,48 @@ impl Server {
                 .store((old * 95 + perc * 5) / 100, Ordering::Relaxed);
         }
         capped
+    }
+}
+
+impl Server {
+    /// On a replica: delete the keys its own clients gave a TTL once they expire (Redis's
+    /// expireSlaveKeys), logged as DELs for the AOF and sub-replicas like any expiry. Keys
+    /// that are gone or lost their TTL are forgotten.
+    fn expire_replica_keys(&self) {
+        let keys: Vec<(usize, Bytes)> = self.keyspace.replica_ttl_keys.lock().drain().collect();
+        if keys.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let mut keep = Vec::new();
+        for (db, key) in keys {
+            let Some(d) = self.keyspace.dbs.get(db) else {
+                continue;
+            };
+            let mut sh = d.shards[self.keyspace.shard_of(&key)].lock();
+            let has_ttl = sh.raw_get(&key).map(|e| e.has_expire());
+            match has_ttl {
+                Some(true) if sh.is_expired(&key, now) => {
+                    sh.remove(&key);
+                    sh.expired_total += 1;
+                    sh.touch_watched(&key);
+                    crate::notify::keyspace_event(
+                        self,
+                        crate::notify::EXPIRED,
+                        "expired",
+                        &key,
+                        db,
+                    );
+                    self.tracking
+                        .invalidate(self, std::slice::from_ref(&key), 0, None, true);
+                    self.propagate(db, vec![Bytes::from_static(b"DEL"), key]);
+                    self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(true) => keep.push((db, key)),
+                _ => {}
+            }
+        }
+        self.keyspace.replica_ttl_keys.lock().extend(keep);
     }
 }
 

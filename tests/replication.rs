@@ -283,3 +283,52 @@ fn rdb_only_functions_image_then_close() {
     rd.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty(), "the connection closes after the image");
 }
+
+/// Keys a writable replica's own clients give a TTL expire on the replica (no DEL will come
+/// from a master that never had them), while keys from the master wait for the master's DEL.
+#[test]
+fn a_writable_replica_expires_its_own_keys() {
+    let master = Podium::start(&["--enable-debug-command", "yes"]);
+    let replica = Podium::start(&["--replica-read-only", "no"]);
+    let mut m = master.con();
+    let mut r = replica.con();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut m)
+        .unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut r)
+        .unwrap();
+    wait_until("the link to come up", || link_up(&mut r));
+    // From the master, expiring in 50 ms: the master does not expire it (active expiry off).
+    let _: () = redis::cmd("SET")
+        .arg("from-master")
+        .arg("v")
+        .arg("PX")
+        .arg(50)
+        .query(&mut m)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut m).unwrap();
+    assert_eq!(acked, 1);
+    let before = info_stat(&mut r, "expired_keys");
+    let _: () = redis::cmd("SET")
+        .arg("own")
+        .arg("v")
+        .arg("PX")
+        .arg(1)
+        .query(&mut r)
+        .unwrap();
+    wait_until("the replica's own key to expire", || {
+        info_stat(&mut r, "expired_keys") == before + 1
+    });
+    let own: Option<String> = redis::cmd("GET").arg("own").query(&mut r).unwrap();
+    assert_eq!(own, None);
+    // The master's key reads as absent but stays until the master's DEL.
+    std::thread::sleep(Duration::from_millis(300));
+    let size: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(size, 1, "the master's expired key is kept for its DEL");
+    assert_eq!(info_stat(&mut r, "expired_keys"), before + 1);
+}

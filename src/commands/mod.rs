@@ -1004,6 +1004,7 @@ pub fn run_locked<'a>(
     let following = srv.repl.is_following();
     g.expire_enabled = !(srv.aof.loading() || following && client.repl.is_master);
     g.expire_paused = srv.pause.is_active() || following;
+    g.replica_write = following && !client.repl.is_master;
     g.notify_flags = srv.config.hot.notify_flags.load(Ordering::Relaxed);
     g.tracking = srv.tracking.is_active();
     let db_before = client.db;

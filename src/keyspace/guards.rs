@@ -61,6 +61,9 @@ pub struct Guards<'a> {
     pub tracking: bool,
     /// Keys changed by the command, for tracking invalidations.
     pub(crate) touched: Vec<Bytes>,
+    /// The command is a client's write on a replica (not its master's): keys it gives a TTL
+    /// are remembered for the replica's own expiry (`Keyspace::replica_ttl_keys`).
+    pub replica_write: bool,
 }
 
 impl<'a> Guards<'a> {
@@ -78,6 +81,7 @@ impl<'a> Guards<'a> {
             notify_flags: 0,
             events: Vec::new(),
             tracking: false,
+            replica_write: false,
             touched: Vec::new(),
         }
     }
@@ -414,6 +418,13 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// Set an absolute expiry in Unix ms on an existing key.
     pub fn set_expire(&mut self, key: &[u8], at_ms: i64) -> bool {
+        if self.g.replica_write {
+            self.g
+                .ks
+                .replica_ttl_keys
+                .lock()
+                .insert((self.db, Bytes::copy_from_slice(key)));
+        }
         self.shard(key).set_expire(key, at_ms)
     }
 

@@ -29,7 +29,7 @@ pub use guards::{DbHandle, Guards};
 use crate::types::located::Located;
 use crate::types::Value;
 use bytes::Bytes;
-use hashbrown::{DefaultHashBuilder, HashMap};
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -473,6 +473,11 @@ pub struct Keyspace {
     shard_seed: u64,
     /// Number of clients blocked on keys; when zero, writes skip the ready-key bookkeeping.
     pub blocked_clients: AtomicUsize,
+    /// Keys a client of a writable replica gave a TTL (Redis's slaveKeysWithExpire): a replica
+    /// leaves expiry to its master's DELs, but no DEL will come for keys the master never had,
+    /// so the cron expires these itself (`Server::expire_replica_keys`). A leaf lock: taken
+    /// under shard locks, never held while taking one.
+    pub replica_ttl_keys: Mutex<HashSet<(usize, Bytes)>>,
 }
 
 impl Keyspace {
@@ -489,6 +494,7 @@ impl Keyspace {
             shard_mask: shards - 1,
             shard_seed: rand::random::<u64>() | 1,
             blocked_clients: AtomicUsize::new(0),
+            replica_ttl_keys: Mutex::new(HashSet::default()),
         }
     }
 

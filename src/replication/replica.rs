@@ -385,6 +385,8 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
             "Failed trying to load the MASTER synchronization DB from disk: {e}"
         ));
     }
+    // Keys this replica's clients wrote are gone with the old data set.
+    srv.keyspace.replica_ttl_keys.lock().clear();
     // The AOF must hold the new data set: as Redis's restartAOFAfterSYNC, turn it off (a
     // rewrite of the old data set is stopped) and on again, which rewrites what was loaded.
     if srv.aof.is_enabled() {

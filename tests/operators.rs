@@ -119,6 +119,11 @@ fn refused_directives_say_why() {
     assert!(e.contains("cluster mode is not supported"), "{e}");
     let e = refused(&["--tls-port", "6380"]);
     assert!(e.contains("TLS is not supported"), "{e}");
+    let e = refused(&["--activedefrag", "yes"]);
+    assert!(
+        e.contains("Active defragmentation cannot be enabled"),
+        "{e}"
+    );
     let e = refused(&["--proto-max-bulk-len", "1000"]);
     assert!(e.contains("between 1048576 and"), "{e}");
     let e = refused(&["--client-query-buffer-limit", "512kb"]);

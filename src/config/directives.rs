@@ -80,7 +80,7 @@ pub static EXTRA: &[Param] = &[
         "activedefrag",
         YES_NO,
         "no",
-        "accepted, no effect: Podium has no active defragmenter (freed pages go back to the OS at once)",
+        "refused unless no, with Redis's words for a build without a defragmenter: Podium has none (freed pages go back to the OS at once)",
     ),
     row(
         "active-defrag-ignore-bytes",
@@ -444,6 +444,11 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
         "watchdog-period" => "the software watchdog is not supported",
         "socket-mark-id" => "socket marks are not supported",
+        // Redis's own refusal when built without its defragmenter (Debian's package, built
+        // against the system jemalloc, refuses it the same way).
+        "activedefrag" => {
+            "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"
+        }
         "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
         n if n.starts_with("tls-")
             && !matches!(

@@ -275,6 +275,40 @@ fn lazy_expiry_and_writes_keep_ttl() {
     assert_eq!(int(&mut c, &["TTL", "n"]), -1);
 }
 
+/// SCAN's COUNT is a budget of keys visited (expired ones included), as Redis's: on a database
+/// of fewer keys than COUNT, one `SCAN 0` visits them all, returns the live ones, deletes the
+/// expired ones and ends with cursor 0. It used to spend a unit of budget on every shard it
+/// passed, empty or not, so keys of a shard far along the walk were left for the next call
+/// (unit/expire, "SCAN: Lazy-expire ...", failed when both its keys hashed there).
+#[test]
+fn one_scan_call_visits_a_small_database_whole() {
+    let srv = Podium::start(&["--enable-debug-command", "yes"]);
+    let mut c = srv.con();
+    q::<()>(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for round in 0..40 {
+        q::<()>(&mut c, &["FLUSHALL"]);
+        let live: Vec<String> = (0..5).map(|i| format!("live:{round}:{i}")).collect();
+        let dead: Vec<String> = (0..4).map(|i| format!("dead:{round}:{i}")).collect();
+        for k in &live {
+            q::<()>(&mut c, &["SET", k, "v"]);
+        }
+        for k in &dead {
+            q::<()>(&mut c, &["SET", k, "v", "PX", "1"]);
+        }
+        thread::sleep(Duration::from_millis(3));
+        let (cursor, mut keys): (String, Vec<String>) = q(&mut c, &["SCAN", "0", "COUNT", "10"]);
+        keys.sort();
+        let mut want = live.clone();
+        want.sort();
+        assert_eq!((cursor.as_str(), keys), ("0", want), "round {round}");
+        let info: String = q(&mut c, &["INFO", "stats"]);
+        assert!(
+            info.contains(&format!("expired_keys:{}\r", 4 * (round + 1))),
+            "round {round}: {info}"
+        );
+    }
+}
+
 #[test]
 fn sorted_set_writes_keep_ttl() {
     let srv = Podium::start(&[]);

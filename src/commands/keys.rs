@@ -177,12 +177,16 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms();
     let mut found: Vec<Bytes> = Vec::new();
     let mut expired: Vec<Bytes> = Vec::new();
-    let mut budget = opts.count;
+    // As Redis's scanGenericCommand, the call ends once COUNT keys were visited, counting the
+    // expired ones and those the pattern or type filter drops: a budget of visited keys, not of
+    // keys returned, and not spent on shards that are empty.
+    let mut visited = 0usize;
     let next = loop {
         let mut db = ctx.db();
         let sh = db.shard_at(shard as usize);
-        let before = found.len();
+        let budget = opts.count.saturating_sub(visited).max(1);
         let next_pos = sh.scan_slots(pos, budget, |k, e| {
+            visited += 1;
             if e.expire_at != NO_EXPIRE && e.expire_at < now {
                 expired.push(k.to_bytes());
                 return;
@@ -197,7 +201,6 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             found.push(k.to_bytes());
         });
-        let visited = (found.len() - before).max(1);
         if next_pos != 0 {
             break (shard << 40) | next_pos as u64;
         }
@@ -206,8 +209,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if shard >= shards {
             break 0;
         }
-        budget = budget.saturating_sub(visited).max(1);
-        if found.len() >= opts.count {
+        if visited >= opts.count {
             break shard << 40;
         }
     };

@@ -317,6 +317,18 @@ pub struct Client {
 }
 
 impl Client {
+    /// The `client-output-buffer-limit` class of the client (`crate::config::OBUF_*`):
+    /// replica for a replica's link, pubsub once it has subscriptions, normal otherwise.
+    pub fn obuf_class(&self) -> usize {
+        if self.repl.is_replica {
+            crate::config::OBUF_REPLICA
+        } else if self.subs.total() > 0 {
+            crate::config::OBUF_PUBSUB
+        } else {
+            crate::config::OBUF_NORMAL
+        }
+    }
+
     /// The client applies what was already decided elsewhere: our master's link, or the AOF
     /// loader (id u64::MAX, Redis's CLIENT_ID_AOF). Nothing is refused to it for the server's
     /// state (Redis's mustObeyClient).

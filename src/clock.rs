@@ -52,7 +52,7 @@ pub fn resync_wall_clock() {
         let wall = unix_ns();
         let after = Instant::now().saturating_duration_since(origin).as_nanos() as i64;
         let window = after - before;
-        if best.map_or(true, |(w, _)| window < w) {
+        if best.is_none_or(|(w, _)| window < w) {
             best = Some((window, wall - before));
         }
         if window < 20_000 {

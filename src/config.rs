@@ -883,7 +883,18 @@ impl Config {
             "maxmemory" => h.maxmemory.store(n, Ordering::Relaxed),
             "proto-max-bulk-len" => h.proto_max_bulk_len.store(n, Ordering::Relaxed),
             "client-query-buffer-limit" => h.query_buffer_limit.store(n, Ordering::Relaxed),
-            "hz" => h.hz.store(n, Ordering::Relaxed),
+            "hz" => {
+                h.hz.store(n, Ordering::Relaxed);
+                crate::watchdog::apply(self.get_i64("watchdog-period").max(0) as u64, u as u64);
+            }
+            // As Redis, a period under two cron periods is raised, and CONFIG GET shows that.
+            "watchdog-period" => {
+                let hz = h.hz.load(Ordering::Relaxed).max(1) as u64;
+                let applied = crate::watchdog::apply(u as u64, hz);
+                if applied != u as u64 {
+                    self.values.write()[idx] = applied.to_string();
+                }
+            }
             "active-expire-effort" => h.active_expire_effort.store(n, Ordering::Relaxed),
             "appendonly" => h.appendonly.store(v == "yes", Ordering::Relaxed),
             "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
@@ -1332,9 +1343,8 @@ impl AtomicObufLimit {
     }
 }
 
-/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub.
-/// Podium acts on `pubsub` (subscribers' queued messages); `normal` and `replica` are kept
-/// and shown by CONFIG GET.
+/// The classes of `client-output-buffer-limit` in Redis's order: normal, replica, pubsub
+/// (see `crate::obuf` for how the connection applies them).
 #[derive(Default)]
 pub(crate) struct ObufLimits {
     pub(crate) classes: [AtomicObufLimit; 3],

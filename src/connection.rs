@@ -483,17 +483,9 @@ fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
 /// once; the rest stay in the read buffer).
 const MAX_BATCH: usize = 256;
 
-/// The `client-output-buffer-limit` class of the client: pubsub once it has subscriptions,
-/// normal otherwise.
+/// The `client-output-buffer-limit` of the client's class.
 fn obuf_limit(srv: &Server, client: &Client) -> crate::config::ObufLimit {
-    let class = if client.repl.is_replica {
-        crate::config::OBUF_REPLICA
-    } else if client.subs.total() > 0 {
-        crate::config::OBUF_PUBSUB
-    } else {
-        crate::config::OBUF_NORMAL
-    };
-    srv.config.hot.obuf.classes[class].get()
+    srv.config.hot.obuf.classes[client.obuf_class()].get()
 }
 
 /// True, after logging, if the client's pending output (`out` past `sent`, and its queued

@@ -43,3 +43,4 @@ pub mod tracking;
 pub mod types;
 pub mod util;
 pub mod version;
+pub mod watchdog;

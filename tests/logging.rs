@@ -86,6 +86,64 @@ fn without_the_logo_a_summary_line_is_logged() {
     assert!(!text.contains(" PID: "), "{text}");
 }
 
+/// `watchdog-period`: a command that runs longer than the period gets one stack trace of its
+/// thread in the log (Redis's markers, DEBUG's handler among the frames); short commands none.
+#[test]
+fn the_watchdog_logs_the_stack_of_a_stalled_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let logfile = dir.path().join("podium.log");
+    let srv = Launch::podium()
+        .args(&[
+            "--logfile",
+            logfile.to_str().unwrap(),
+            "--enable-debug-command",
+            "yes",
+        ])
+        .start();
+    wait_for(&logfile, "Ready to accept connections");
+    let mut con = srv.con();
+    let set = |con: &mut redis::Connection, v: &str| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("watchdog-period")
+            .arg(v)
+            .query(con)
+            .unwrap();
+    };
+    // As Redis: under two cron periods (hz 10: 200 ms) the period is raised to that.
+    set(&mut con, "50");
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("watchdog-period")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(got[1], "200");
+    for _ in 0..50 {
+        let _: String = redis::cmd("PING").query(&mut con).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!read_log(&logfile).contains("WATCHDOG"));
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.8")
+        .query(&mut con)
+        .unwrap();
+    let text = wait_for(&logfile, "\n--------\n");
+    let report = &text[text.find("--- WATCHDOG TIMER EXPIRED ---").expect(&text)..];
+    assert!(report.contains("debugCommand"), "{report}");
+    assert!(report.contains("--------\n"), "{report}");
+    assert_eq!(text.matches("WATCHDOG TIMER EXPIRED").count(), 1, "{text}");
+    // Off again: a stall is not reported.
+    set(&mut con, "0");
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.5")
+        .query(&mut con)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(read_log(&logfile).matches("WATCHDOG").count(), 1);
+}
+
 #[test]
 fn a_taken_port_is_logged_as_redis_does() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

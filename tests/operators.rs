@@ -665,6 +665,71 @@ fn output_buffer_hard_limit_closes_the_client() {
     );
 }
 
+/// A negative count asks for that many random picks: under a hard output-buffer limit the
+/// reply stops growing at the limit and the client is closed, whatever the count (as Redis,
+/// unit/obuf-limits); with no hard limit, counts past 2^24 are refused rather than built.
+#[test]
+fn repeated_random_picks_stop_at_the_hard_limit() {
+    use std::io::{Read, Write};
+    let srv = Podium::start(&[]);
+    let mut con = srv.con();
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .ignore()
+        .cmd("SADD")
+        .arg("s")
+        .arg("m")
+        .ignore()
+        .cmd("ZADD")
+        .arg("z")
+        .arg(1)
+        .arg("m")
+        .ignore()
+        .query(&mut con)
+        .unwrap();
+    let cmds = [
+        "HRANDFIELD h -999999999",
+        "HRANDFIELD h -999999999 WITHVALUES",
+        "SRANDMEMBER s -999999999",
+        "ZRANDMEMBER z -999999999",
+        "ZRANDMEMBER z -999999999 WITHSCORES",
+    ];
+    for c in cmds {
+        let args: Vec<&str> = c.split(' ').collect();
+        let e = redis::cmd(args[0])
+            .arg(&args[1..])
+            .query::<Vec<String>>(&mut con);
+        assert_eq!(
+            e.unwrap_err().detail(),
+            Some("value is out of range"),
+            "{c}"
+        );
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 1000000 0 0")
+        .query(&mut con)
+        .unwrap();
+    for c in cmds {
+        let mut s = srv.raw();
+        s.write_all(format!("{c}\r\n").as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{c}: {} bytes sent", got.len());
+    }
+    // Within the limit the picks are all there.
+    let picks: Vec<String> = redis::cmd("HRANDFIELD")
+        .arg("h")
+        .arg(-1000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(picks.len(), 1000);
+}
+
 fn client_field(con: &mut redis::Connection, name: &str, field: &str) -> Option<u64> {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
     let line = list

@@ -313,18 +313,43 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     Reply::Bulk(text)
 }
 
-/// Parse the count of HRANDFIELD / SRANDMEMBER: Redis's range is ±LONG_MAX.
-pub(crate) fn rand_count(a: &[u8]) -> Result<i64, Reply> {
+/// Repeated random picks a reply may hold when nothing else bounds it: a client with no hard
+/// output-buffer limit asking for more gets an error rather than a reply built in memory
+/// without bound (Redis would build it). Under a hard limit any count is accepted and the
+/// reply stops at the limit, closing the client, as Redis's does (see [`PickBudget`]).
+pub(crate) const UNBOUNDED_PICKS_MAX: u64 = 1 << 24;
+
+/// Parse the count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER: Redis's range is ±LONG_MAX.
+pub(crate) fn rand_count(a: &[u8], cap: Option<u64>) -> Result<i64, Reply> {
     let v = int(a)?;
     if v == i64::MIN {
         return Err(Reply::error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
     }
-    // A negative count asks for that many (repeated) picks, built in memory: refuse counts no
-    // client could want rather than allocate without bound (as ZRANDMEMBER does).
-    if v < -(1 << 24) {
+    if v < 0 && cap.is_none() && v.unsigned_abs() > UNBOUNDED_PICKS_MAX {
         return Err(Reply::error("ERR value is out of range"));
     }
     Ok(v)
+}
+
+/// The bytes a reply of repeated random picks has used against [`Ctx::reply_cap`].
+pub(crate) struct PickBudget {
+    cap: Option<u64>,
+    used: u64,
+}
+
+impl PickBudget {
+    pub(crate) fn new(cap: Option<u64>) -> PickBudget {
+        PickBudget { cap, used: 0 }
+    }
+
+    /// Count a picked element of `len` bytes (and, for pairs, `extra` more bytes) as RESP2
+    /// encodes it at the least; false once the reply has passed the cap, when the caller
+    /// stops picking.
+    pub(crate) fn take(&mut self, len: usize, extra: usize) -> bool {
+        let digits = len.checked_ilog10().unwrap_or(0) as u64 + 1;
+        self.used += 5 + digits + (len + extra) as u64;
+        self.cap.is_none_or(|cap| self.used <= cap)
+    }
 }
 
 fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
@@ -338,7 +363,8 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             Ok(Some(h)) => h.random(&mut rng).map_or(Reply::Null, |(f, _)| bulk(f)),
         };
     }
-    let count = crate::try_reply!(rand_count(&args[2]));
+    let count = crate::try_reply!(rand_count(&args[2], ctx.reply_cap()));
+    let mut budget = PickBudget::new(ctx.reply_cap());
     let withvalues = match args.len() {
         3 => false,
         4 if eq(&args[3], "withvalues") => {
@@ -359,8 +385,17 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Array(Vec::new());
     }
     let pairs: Vec<(&[u8], &[u8])> = if count < 0 {
-        let n = count.unsigned_abs() as usize;
-        (0..n).filter_map(|_| h.random(&mut rng)).collect()
+        let mut picks = Vec::new();
+        for _ in 0..count.unsigned_abs() {
+            let Some((f, v)) = h.random(&mut rng) else {
+                break;
+            };
+            picks.push((f, v));
+            if !budget.take(f.len(), if withvalues { v.len() + 5 } else { 0 }) {
+                break;
+            }
+        }
+        picks
     } else {
         h.random_distinct(count as usize, &mut rng)
     };

@@ -213,6 +213,21 @@ impl<'c, 'a> Ctx<'c, 'a> {
         self.g.now_ms
     }
 
+    /// The reply size past which Redis would have closed this client mid-reply: its class's
+    /// hard output-buffer limit. For replies whose size the client chooses (the repeated
+    /// random picks of HRANDFIELD, SRANDMEMBER, ZRANDMEMBER): Redis builds them element by
+    /// element and stops once the client is marked for closing, so a command stops adding
+    /// elements once the reply passes this, and the connection then closes the client for it
+    /// (the cut reply is never delivered). None inside a script (replies go to Lua, which
+    /// Redis does not limit) or when the class has no hard limit.
+    pub fn reply_cap(&self) -> Option<u64> {
+        if self.client.in_script {
+            return None;
+        }
+        let limit = self.srv.config.hot.obuf.classes[self.client.obuf_class()].get();
+        (limit.hard > 0).then_some(limit.hard)
+    }
+
     /// Record keyspace event `event` (class `class`, see [`crate::notify`]) on `key` of the
     /// client's database; published once the command has run.
     pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
@@ -1038,7 +1053,9 @@ pub fn run_locked<'a>(
         close_after_reply: false,
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
+    let busy = crate::watchdog::busy();
     let reply = long::run_maybe_off_io(long, || (spec.handler)(&mut ctx, args));
+    drop(busy);
     let duration_us = started.elapsed().as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
     spec.stats(args)

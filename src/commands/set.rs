@@ -7,7 +7,7 @@
 
 use super::args::{eq, SYNTAX};
 use super::argv::{scan_reply, ArgReader};
-use super::hash::rand_count;
+use super::hash::{rand_count, PickBudget};
 use super::{flags::*, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::notify;
@@ -182,7 +182,8 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if args.len() > 3 {
         return Reply::error(SYNTAX);
     }
-    let count = crate::try_reply!(rand_count(&args[2]));
+    let count = crate::try_reply!(rand_count(&args[2], ctx.reply_cap()));
+    let mut budget = PickBudget::new(ctx.reply_cap());
     let mut db = ctx.db();
     let s = match get_set(&mut db, &args[1], true) {
         Err(e) => return e,
@@ -193,13 +194,18 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         return Reply::Array(Vec::new());
     }
     if count < 0 {
-        let n = count.unsigned_abs() as usize;
-        return Reply::Array(
-            (0..n)
-                .filter_map(|_| s.random(&mut rng))
-                .map(|m| bulk(&m))
-                .collect(),
-        );
+        let mut picks = Vec::new();
+        for _ in 0..count.unsigned_abs() {
+            let Some(m) = s.random(&mut rng) else {
+                break;
+            };
+            let more = budget.take(m.len(), 0);
+            picks.push(bulk(&m));
+            if !more {
+                break;
+            }
+        }
+        return Reply::Array(picks);
     }
     Reply::Array(
         s.random_distinct(count as usize, &mut rng)

@@ -1720,6 +1720,7 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
         return Reply::error("ERR value is out of range");
     }
+    let cap = ctx.reply_cap();
     let mut db = ctx.db();
     let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
         return Reply::Array(Vec::new());
@@ -1733,14 +1734,18 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let mut push = |m: &[u8], s: f64| items.push(m, s);
     if l < 0 {
         // Repetitions allowed.
-        let n = l.unsigned_abs() as usize;
-        if n > 1 << 24 {
+        let n = l.unsigned_abs();
+        if cap.is_none() && n > super::hash::UNBOUNDED_PICKS_MAX {
             return Reply::error("ERR value is out of range");
         }
+        let mut budget = super::hash::PickBudget::new(cap);
         for _ in 0..n {
             let r = rng.gen_range(0..len);
             if let Some((m, s)) = z.get_by_rank(r) {
                 push(m, s);
+                if !budget.take(m.len(), if withscores { 6 } else { 0 }) {
+                    break;
+                }
             }
         }
     } else {

@@ -221,7 +221,7 @@ pub static EXTRA: &[Param] = &[
         "watchdog-period",
         UINT,
         "0",
-        "the software watchdog is not supported: only 0 is accepted",
+        "as Redis: milliseconds a command may run before its thread's stack trace is logged (0: off)",
     ),
     row(
         "key-load-delay",
@@ -442,7 +442,6 @@ fn unsupported_unless_default(name: &str) -> Option<&'static str> {
     Some(match name {
         "cluster-enabled" => "cluster mode is not supported",
         "syslog-enabled" => "logging to syslog is not supported (use logfile)",
-        "watchdog-period" => "the software watchdog is not supported",
         "socket-mark-id" => "socket marks are not supported",
         // Redis's own refusal when built without its defragmenter (Debian's package, built
         // against the system jemalloc, refuses it the same way).

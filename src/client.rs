@@ -16,6 +16,20 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
+/// Memory of killed clients (CLIENT KILL, client eviction, a dropped replica) whose
+/// connections have not freed their buffers yet. A killed client is closed by its own
+/// connection task, a moment later; Redis frees it at once. Until then its buffers are still
+/// in used_memory, and leaving them in the memory `maxmemory` counts would evict keys for
+/// memory that is about to go (unit/maxmemory: client eviction by MGET replies, a killed
+/// replica), so [`crate::evict::counted_memory`] leaves this out, and INFO shows it with
+/// `mem_not_counted_for_evict`.
+static KILLED_UNFREED: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of killed clients not freed yet (see [`KILLED_UNFREED`]).
+pub fn killed_unfreed() -> usize {
+    KILLED_UNFREED.load(Ordering::Relaxed)
+}
+
 /// What other clients can see of a connection (CLIENT LIST, CLIENT KILL, INFO clients).
 pub struct ClientInfo {
     pub id: u64,
@@ -44,9 +58,12 @@ pub struct ClientInfo {
     /// Bytes of replies in the connection's output buffer that the socket has not taken yet
     /// (CLIENT LIST obl; with the queued pushes, omem).
     pub(crate) out_pending: AtomicUsize,
-    /// The allocation holding them (the whole output buffer stays allocated until all of it
-    /// is written): what client eviction and MEMORY STATS count.
+    /// The output buffer's allocation (kept at up to 16 KiB between replies, the whole of
+    /// it while any reply waits): what client eviction and MEMORY STATS count.
     pub(crate) out_held: AtomicUsize,
+    /// The client's memory when it was killed, until its connection has freed its buffers
+    /// (see [`killed_unfreed`]); `usize::MAX` once the connection is gone.
+    unfreed_bytes: AtomicUsize,
     /// The ACL user the connection runs as (a copy of [`Client::user`], set through
     /// [`Client::set_user`]): CLIENT LIST's `user=`, and ACL DELUSER / SETUSER find the
     /// clients to disconnect by it.
@@ -120,6 +137,7 @@ impl ClientInfo {
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
             out_held: AtomicUsize::new(0),
+            unfreed_bytes: AtomicUsize::new(0),
             user: Mutex::new(None),
             repl_role: AtomicU8::new(ROLE_NONE),
         }
@@ -158,11 +176,34 @@ impl ClientInfo {
     }
 
     pub fn kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
+        if !self.killed.swap(true, Ordering::SeqCst) {
+            // What waits in its mailbox is dropped now, as Redis frees a killed client at
+            // once; the rest goes with its connection (see [`KILLED_UNFREED`]).
+            self.push.discard();
+            let mem = self.memory_bytes();
+            if self
+                .unfreed_bytes
+                .compare_exchange(0, mem, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                KILLED_UNFREED.fetch_add(mem, Ordering::Relaxed);
+            }
+        }
         self.kill.notify_one();
         // A connection waiting for input listens for pushes and for this flag on the one
         // wake-up (one `Notified` per read instead of two).
         self.push.ready.notify_one();
+    }
+
+    /// The connection ended and freed its buffers: a killed client's memory is no longer on
+    /// its way out (see [`killed_unfreed`]).
+    pub(crate) fn connection_freed(&self) {
+        let mem = self.unfreed_bytes.swap(usize::MAX, Ordering::AcqRel);
+        if mem != 0 && mem != usize::MAX {
+            let _ = KILLED_UNFREED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(mem))
+            });
+        }
     }
 
     /// What is measured of the client's memory (CLIENT LIST tot-mem, MEMORY STATS
@@ -434,12 +475,64 @@ pub(crate) struct Mailbox {
     pub(crate) monitor: AtomicBool,
 }
 
+/// Once messages wait in a queue, later ones up to this size are copied into the queue's
+/// current chunk rather than queued one by one: a replica's stream is mostly commands of a few
+/// dozen bytes, and an allocation and a queue slot each cost more than the message itself
+/// (Redis appends replies into 16 KiB blocks for the same reason). Bigger ones are queued as
+/// they are, shared between the clients they go to.
+const COALESCE_MAX: usize = 1024;
+/// The size past which a chunk is closed and a new one started.
+const CHUNK: usize = 16 * 1024;
+
 #[derive(Default)]
 struct Queue {
+    /// Full chunks and big messages, oldest first; `tail` follows them.
     messages: VecDeque<Bytes>,
+    /// The chunk small messages are being appended to.
+    tail: Vec<u8>,
+    /// Bytes of messages queued (in `messages` and `tail`).
     bytes: usize,
+    /// Memory `messages` holds: each buffer's allocation and its bookkeeping (what client
+    /// eviction and `maxmemory`'s leaving out of replica buffers must see; see [`Queue::add`]).
+    held: usize,
     /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
     soft_since_ms: i64,
+}
+
+impl Queue {
+    /// Move the chunk being filled, if any, to `messages`. Counted as what it holds: its
+    /// allocation, the queue slot, and the header `Bytes` adds to a vector it takes over.
+    fn close_chunk(&mut self) {
+        if self.tail.is_empty() {
+            return;
+        }
+        let full = std::mem::take(&mut self.tail);
+        self.held += full.capacity() + std::mem::size_of::<Bytes>() + 32;
+        self.messages.push_back(Bytes::from(full));
+    }
+
+    /// Append `msg` after everything queued (see [`COALESCE_MAX`]).
+    fn add(&mut self, msg: Bytes) {
+        // A client that keeps up finds its queue empty: the message is queued as it is (no
+        // copy; a published message stays shared between its subscribers).
+        if msg.len() > COALESCE_MAX || self.messages.is_empty() && self.tail.is_empty() {
+            self.close_chunk();
+            self.held += msg.len() + std::mem::size_of::<Bytes>();
+            self.messages.push_back(msg);
+            return;
+        }
+        if self.tail.len() + msg.len() > CHUNK {
+            self.close_chunk();
+        }
+        // Powers of two up to the chunk size: Vec's own doubling from the first message's size
+        // (53, 106, ... 13568, 27136) left chunks two-thirds empty.
+        let need = self.tail.len() + msg.len();
+        if need > self.tail.capacity() {
+            let cap = need.next_power_of_two().clamp(256, CHUNK);
+            self.tail.reserve_exact(cap - self.tail.len());
+        }
+        self.tail.extend_from_slice(&msg);
+    }
 }
 
 impl Mailbox {
@@ -451,7 +544,7 @@ impl Mailbox {
         }
         let mut q = self.queue.lock();
         q.bytes += msg.len();
-        q.messages.push_back(msg);
+        q.add(msg);
         let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
         let mut over = limit.hard > 0 && used >= limit.hard;
         if limit.soft > 0 && used >= limit.soft {
@@ -466,13 +559,26 @@ impl Mailbox {
         if over {
             self.overflowed.store(true, Ordering::Relaxed);
             q.messages.clear();
+            q.tail = Vec::new();
             q.bytes = 0;
+            q.held = 0;
             return false;
         }
         drop(q);
         self.pending.store(true, Ordering::Release);
         self.ready.notify_one();
         true
+    }
+
+    /// The connection is gone: free what is queued now (a replica's queue, until freed, must
+    /// stay out of the memory `maxmemory` counts, and it stops being a replica's next).
+    pub(crate) fn discard(&self) {
+        let mut q = self.queue.lock();
+        self.pending.store(false, Ordering::Release);
+        q.messages = VecDeque::new();
+        q.tail = Vec::new();
+        q.bytes = 0;
+        q.held = 0;
     }
 
     /// Queue a message no output buffer limit applies to (invalidations: normal clients).
@@ -496,6 +602,9 @@ impl Mailbox {
         for m in q.messages.drain(..) {
             out.extend_from_slice(&m);
         }
+        out.extend_from_slice(&q.tail);
+        q.tail = Vec::new();
+        q.held = 0;
         self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
         q.bytes = 0;
     }
@@ -525,13 +634,17 @@ impl Mailbox {
             && (now_ms - q.soft_since_ms) / 1000 >= limit.soft_secs as i64
     }
 
-    /// Bytes and number of messages queued and not yet moved to the connection's output.
+    /// The memory of what is queued and not yet moved to the connection's output (buffers
+    /// as allocated), and the number of buffers holding it.
     pub(crate) fn queued(&self) -> (usize, usize) {
         if !self.has_pending() {
             return (0, 0);
         }
         let q = self.queue.lock();
-        (q.bytes, q.messages.len())
+        (
+            q.held + q.tail.capacity(),
+            q.messages.len() + usize::from(!q.tail.is_empty()),
+        )
     }
 
     /// Bytes queued or in flight (what the pubsub limit in [`Mailbox::push`] measures).
@@ -554,4 +667,37 @@ pub enum DebugMode {
 pub struct DebugIo {
     pub fd: std::os::fd::RawFd,
     pub input: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small messages behind a backlog share chunks, big ones stay whole, and what comes out
+    /// is every message in order.
+    #[test]
+    fn a_backlog_of_small_messages_is_kept_in_chunks_in_order() {
+        let mb = Mailbox::default();
+        let mut want = Vec::new();
+        for i in 0..5_000u32 {
+            let msg = if i % 1000 == 999 {
+                Bytes::from(vec![b'a' + (i % 26) as u8; 5000])
+            } else {
+                Bytes::from(format!("*1\r\n$4\r\n{i:04}\r\n"))
+            };
+            want.extend_from_slice(&msg);
+            assert!(mb.push(msg, ObufLimit::default(), 0));
+        }
+        let (bytes, buffers) = mb.queued();
+        assert!(bytes >= want.len(), "{bytes} < {}", want.len());
+        // 5 big messages, the first small one alone, the rest in 16 KiB chunks.
+        assert!(
+            buffers < 5 + 1 + want.len() / (CHUNK / 2),
+            "{buffers} buffers"
+        );
+        let mut out = Vec::new();
+        mb.drain_into(&mut out);
+        assert_eq!(out, want);
+        assert_eq!(mb.queued(), (0, 0));
+    }
 }

@@ -614,7 +614,7 @@ pub static PARAMS: &[Param] = &[
         "propagation-error-behavior",
         Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
         "ignore",
-        "an error while replaying the AOF: logged and skipped (ignore), or ends the server (panic; panic-on-replicas: only replicas, so here as ignore)",
+        "a command from the AOF or (on a replica) from its master that fails: logged as Redis logs it and skipped (ignore), or ends the server (panic; panic-on-replicas: only a read-only replica's master stream)",
     ),
 ];
 

@@ -97,6 +97,10 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
+    // Its buffers went with serve_client; what waits in its mailbox goes now, before a
+    // replica leaves the list of replicas whose buffers `maxmemory` leaves out.
+    info.push.discard();
+    info.connection_freed();
     if client.repl.is_replica {
         if let Some(r) = srv.repl.find(id) {
             tracing::info!("Connection with replica {} lost.", r.describe());
@@ -416,6 +420,10 @@ async fn serve_client(
             if !client.after_reply.is_empty() {
                 out.append(&mut client.after_reply);
             }
+            // The batch's replies are this client's memory as they accumulate: client eviction,
+            // before the next command of any client, must see them (Redis counts each reply as
+            // it is added), or the memory they take evicts keys instead.
+            note_pending(&info, &out, sent);
             if quit || info.killed.load(Ordering::Relaxed) {
                 close = true;
                 break;
@@ -514,6 +522,9 @@ fn over_limit(
     false
 }
 
+/// The output buffer room a client keeps between replies (Redis's PROTO_REPLY_CHUNK_BYTES).
+const OUT_KEEP: usize = 16 * 1024;
+
 /// Account for `n` more bytes of `out` taken by the socket.
 fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n: usize) {
     *sent += n;
@@ -524,9 +535,12 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
         out.clear();
         *sent = 0;
         info.push.sent();
-        // A big reply's room is given back once it is out, as Redis frees its reply blocks.
-        if out.capacity() > 1 << 20 {
-            out.shrink_to(16 * 1024);
+        // A big reply's room is given back once it is out, as Redis frees its reply blocks
+        // past the client's 16 KiB buffer: kept, the room of many clients' past replies
+        // counted in used_memory as nobody's (not the clients', so `maxmemory-clients` missed
+        // it and keys were evicted instead; unit/maxmemory, "many MGET clients").
+        if out.capacity() > OUT_KEEP {
+            out.shrink_to(OUT_KEEP);
         }
     }
     note_pending(info, out, *sent);
@@ -536,8 +550,9 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
 fn note_pending(info: &ClientInfo, out: &Vec<u8>, sent: usize) {
     let pending = out.len() - sent;
     info.out_pending.store(pending, Ordering::Relaxed);
-    // The capacity, not the length: what the buffer holds while any of it waits.
-    let held = if pending == 0 { 0 } else { out.capacity() };
+    // The capacity, not the length: what the buffer holds (Redis counts its client's reply
+    // buffer as allocated too).
+    let held = out.capacity();
     info.out_held.store(held, Ordering::Relaxed);
 }
 

@@ -36,6 +36,9 @@ pub struct Stats {
     pub connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub error_replies: AtomicU64,
+    /// Errors this server answered its master or the AOF loader (INFO
+    /// unexpected_error_replies; see `commands::report_propagation_error`).
+    pub unexpected_error_replies: AtomicU64,
     pub expired_keys: AtomicU64,
     pub expired_stale_perc: AtomicU64,
     pub expired_time_cap_reached: AtomicU64,

@@ -332,3 +332,68 @@ fn a_writable_replica_expires_its_own_keys() {
     assert_eq!(size, 1, "the master's expired key is kept for its DEL");
     assert_eq!(info_stat(&mut r, "expired_keys"), before + 1);
 }
+
+/// A command from the master that fails on the replica (a writable replica's own data, or a
+/// command DEBUG REPLICATE sent only to replicas) is logged as Redis logs it and counted in
+/// unexpected_error_replies; the replica goes on (`propagation-error-behavior ignore`).
+#[test]
+fn errors_answered_to_the_master_are_logged_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("replica.log");
+    let master = Podium::start(&["--enable-debug-command", "yes"]);
+    let replica = Launch::podium()
+        .args(&[
+            "--replica-read-only",
+            "no",
+            "--logfile",
+            log.to_str().unwrap(),
+        ])
+        .start();
+    let mut m = master.con();
+    let mut r = replica.con();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut r)
+        .unwrap();
+    wait_until("the link to come up", || link_up(&mut r));
+    let _: () = redis::cmd("SET").arg("n").arg("foo").query(&mut r).unwrap();
+    let _: i64 = redis::cmd("INCRBY").arg("n").arg(1).query(&mut m).unwrap();
+    let _: () = redis::cmd("DEBUG")
+        .arg("REPLICATE")
+        .arg("fake-command-1")
+        .query(&mut m)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("1")
+        .query(&mut m)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut m).unwrap();
+    assert_eq!(acked, 1);
+    // The stream goes on after the failures.
+    let after: String = redis::cmd("GET").arg("after").query(&mut r).unwrap();
+    assert_eq!(after, "1");
+    assert_eq!(info_stat(&mut r, "unexpected_error_replies"), 2);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let critical: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("== CRITICAL =="))
+        .collect();
+    assert_eq!(critical.len(), 2, "{text}");
+    assert!(critical[0].ends_with(
+        "This replica is sending an error to its master: 'ERR value is not an integer or out of range' after processing the command 'incrby'"
+    ), "{}", critical[0]);
+    assert!(
+        critical[1].contains("'ERR unknown command 'fake-command-1'"),
+        "{}",
+        critical[1]
+    );
+    assert!(
+        critical[1].ends_with("after processing the command '<unknown>'"),
+        "{}",
+        critical[1]
+    );
+    let n: String = redis::cmd("GET").arg("n").query(&mut r).unwrap();
+    assert_eq!(n, "foo");
+}

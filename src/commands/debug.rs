@@ -128,6 +128,14 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
             None => Reply::error(super::args::NOT_INT),
         },
+        (sub, n) if sub == "replicate" && n >= 3 => {
+            // The command goes to the replicas only, in the database they last selected, and
+            // does not run here (Redis's test of what replicas do with a command that fails).
+            ctx.srv
+                .repl
+                .feed(None, &a[2..], ctx.srv.replica_obuf_limit());
+            Reply::Ok
+        }
         ("protocol", 3) => protocol_sample(ctx, &a[2]),
         ("segfault", 2) => {
             // SAFETY: raise() only sends the signal to this thread; the crash handler writes
@@ -160,6 +168,8 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "PROTOCOL <type>",
                 "    Reply with a sample of a protocol type: string, integer, double, bignum, null,",
                 "    array, set, map, attrib, push, verbatim, true, false.",
+                "REPLICATE <command> [<arg> ...]",
+                "    Send a command to the replicas only, without running it here.",
                 "SEGFAULT",
                 "    Crash the server with a segmentation fault (the crash report goes to the log).",
                 "HELP",

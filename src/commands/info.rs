@@ -272,6 +272,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("tracking_total_items", ti.to_string());
                 kv("tracking_total_prefixes", tp.to_string());
                 kv(
+                    "unexpected_error_replies",
+                    st.unexpected_error_replies
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
                     "total_error_replies",
                     st.error_replies.load(Ordering::Relaxed).to_string(),
                 );

@@ -78,6 +78,11 @@ impl Overhead {
             let list = srv.clients.lock();
             let (mut normal, mut replicas) = (0, 0);
             for c in list.values() {
+                // A killed client is gone as far as the figures go (Redis frees it at once);
+                // its memory is in mem_not_counted_for_evict until its connection frees it.
+                if c.killed.load(std::sync::atomic::Ordering::Relaxed) {
+                    continue;
+                }
                 if c.repl_role.load(std::sync::atomic::Ordering::Relaxed)
                     == crate::client::ROLE_REPLICA
                 {
@@ -248,7 +253,7 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
         ("mem_fragmentation_bytes", tfb.to_string()),
         (
             "mem_not_counted_for_evict",
-            (m.aof_buffer + m.clients_slaves).to_string(),
+            (m.aof_buffer + m.clients_slaves + crate::client::killed_unfreed()).to_string(),
         ),
         ("mem_replication_backlog", m.repl_backlog.to_string()),
         ("mem_clients_slaves", m.clients_slaves.to_string()),

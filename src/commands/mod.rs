@@ -463,6 +463,72 @@ pub struct Outcome {
     pub(crate) unblock_stats: Option<(&'static Cmd, Vec<Bytes>)>,
 }
 
+/// Who sent a command whose error reply nobody reads: the stream of this server's master, or
+/// the AOF being loaded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PropagationSource {
+    Master,
+    AofLoader,
+}
+
+/// A propagated command failed: the master (or the file) and this server's data disagree.
+/// As Redis's afterErrorReply: log it at warning level with the command's name (`<unknown>`
+/// for a command that does not exist), count it (INFO unexpected_error_replies), and with
+/// `propagation-error-behavior panic` (also `panic-on-replicas`, for a read-only replica's
+/// master stream) stop rather than go on with data that may have diverged. The errors of the
+/// commands an EXEC ran are reported one by one.
+pub fn report_propagation_error(
+    srv: &Server,
+    source: PropagationSource,
+    name: &str,
+    reply: &Reply,
+) {
+    match reply {
+        Reply::Array(items) if name == "exec" => {
+            for item in items {
+                report_propagation_error(srv, source, "exec", item);
+            }
+        }
+        r if r.is_error() => {
+            let e = match r {
+                Reply::Error(e) => e.clone(),
+                // A pre-encoded error line (unknown command): its text without `-` and CRLF.
+                Reply::Raw(b) => {
+                    String::from_utf8_lossy(b.get(1..b.len().saturating_sub(2)).unwrap_or_default())
+                        .into_owned()
+                }
+                _ => String::new(),
+            };
+            let (from, to) = match source {
+                PropagationSource::Master => ("replica", "master"),
+                PropagationSource::AofLoader => ("server", "AOF-loading-client"),
+            };
+            let text: String = e.chars().take(4096).collect();
+            tracing::warn!(
+                "== CRITICAL == This {from} is sending an error to its {to}: '{text}' after processing the command '{name}'"
+            );
+            srv.stats
+                .unexpected_error_replies
+                .fetch_add(1, Ordering::Relaxed);
+            let behavior = srv.config.get("propagation-error-behavior");
+            let panic = match source {
+                PropagationSource::AofLoader => behavior.as_deref() == Some("panic"),
+                PropagationSource::Master => {
+                    srv.config.get_bool("replica-read-only")
+                        && matches!(behavior.as_deref(), Some("panic" | "panic-on-replicas"))
+                }
+            };
+            if panic {
+                tracing::error!(
+                    "This {from} panicked sending an error to its {to} after processing the command '{name}'"
+                );
+                std::process::exit(1);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Before a pipelined batch of requests runs (`batch`, in database `db`): warm the cache for
 /// what it will read, so that the cache misses of its lookups overlap instead of coming one
 /// request after another. The keys of the common single-key reads and writes have their

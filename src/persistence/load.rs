@@ -264,39 +264,17 @@ fn run(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String
     }
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let outcome = crate::commands::dispatch(srv, client, args);
-    report_error_replies(srv, &name, &outcome.reply);
+    crate::commands::report_propagation_error(
+        srv,
+        crate::commands::PropagationSource::AofLoader,
+        &name,
+        &outcome.reply,
+    );
     if let Some(b) = outcome.block {
         // Logged pops never wait; a command that would block changed nothing.
         srv.blocking.cancel(&srv.keyspace, &b.waiter);
     }
     Ok(())
-}
-
-/// A logged command that fails on replay means the file and the data disagree. Redis logs
-/// each such error and, with `propagation-error-behavior panic`, stops rather than go on with
-/// data that may have diverged; the errors of the commands an EXEC ran count one by one.
-fn report_error_replies(srv: &Server, name: &str, reply: &crate::protocol::Reply) {
-    use crate::protocol::Reply;
-    match reply {
-        Reply::Array(items) if name == "exec" => {
-            for item in items {
-                report_error_replies(srv, "exec", item);
-            }
-        }
-        Reply::Error(e) => {
-            let text: String = e.chars().take(4096).collect();
-            tracing::warn!(
-                "== CRITICAL == This server is sending an error to its AOF-loading-client: '{text}' after processing the command '{name}'"
-            );
-            if srv.config.get("propagation-error-behavior").as_deref() == Some("panic") {
-                tracing::error!(
-                    "This server panicked sending an error to its AOF-loading-client after processing the command '{name}'"
-                );
-                std::process::exit(1);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]

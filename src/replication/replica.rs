@@ -8,6 +8,7 @@
 //! bytes are then relayed unchanged to our own replicas, so offsets agree along a chain.
 
 use crate::client::{Client, ClientInfo, ROLE_MASTER};
+use crate::protocol::Reply;
 use crate::state::replica_link::LinkState;
 use crate::state::Server;
 use bytes::{Bytes, BytesMut};
@@ -508,6 +509,7 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
         i.client_id = None;
     }
     srv.clients.lock().remove(&id);
+    client.info.connection_freed();
     if link.current(generation) {
         tracing::info!("Connection with master lost.");
     }
@@ -554,7 +556,21 @@ async fn apply_stream_until_done(
                 },
             };
             if !args.is_empty() {
+                let first = args[0].clone();
                 let outcome = crate::commands::dispatch(srv, client, args);
+                if outcome.reply.is_error() || matches!(outcome.reply, Reply::Array(_)) {
+                    // Redis names a command by its table entry (`<unknown>` if there is none).
+                    let name = crate::commands::lookup(&first).map_or_else(
+                        || "<unknown>".to_string(),
+                        |_| String::from_utf8_lossy(&first).to_ascii_lowercase(),
+                    );
+                    crate::commands::report_propagation_error(
+                        srv,
+                        crate::commands::PropagationSource::Master,
+                        &name,
+                        &outcome.reply,
+                    );
+                }
                 if let Some(args) = outcome.postponed {
                     held = Some((raw, args));
                     break;

@@ -197,6 +197,8 @@ impl Replication {
             .lock()
             .replicas
             .iter()
+            // A killed replica's buffers are counted with the killed clients'.
+            .filter(|r| !r.info.killed.load(Ordering::Relaxed))
             .map(|r| r.info.memory_bytes())
             .sum()
     }

@@ -259,15 +259,23 @@ fn rdb_only_functions_image_then_close() {
         .query(&mut c)
         .unwrap();
     let mut s = server.raw();
-    s.write_all(b"REPLCONF rdb-only 1\r\nREPLCONF rdb-filter-only functions\r\nPSYNC ? -1\r\n")
-        .unwrap();
     let mut rd = BufReader::new(s.try_clone().unwrap());
     let mut lines = Vec::new();
-    while lines.len() < 4 {
-        let mut line = String::new();
-        rd.read_line(&mut line).unwrap();
-        if !line.trim().is_empty() {
-            lines.push(line.trim().to_string());
+    // One at a time, as redis-cli --functions-rdb sends them: PSYNC behind replies not yet
+    // written is refused ("SYNC and PSYNC are invalid with pending output"), as by Redis.
+    for (cmd, replies) in [
+        (&b"REPLCONF rdb-only 1\r\n"[..], 1),
+        (b"REPLCONF rdb-filter-only functions\r\n", 1),
+        (b"PSYNC ? -1\r\n", 2),
+    ] {
+        s.write_all(cmd).unwrap();
+        let want = lines.len() + replies;
+        while lines.len() < want {
+            let mut line = String::new();
+            rd.read_line(&mut line).unwrap();
+            if !line.trim().is_empty() {
+                lines.push(line.trim().to_string());
+            }
         }
     }
     assert_eq!(&lines[..2], &["+OK", "+OK"]);

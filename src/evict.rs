@@ -94,6 +94,7 @@ fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<i64>
         _ => return None,
     }
     let entry = sh.remove(key);
+    sh.shrink_after_eviction();
     sh.touch_watched(key);
     // Logged while the shard is locked, so a later write to the key follows the DEL.
     srv.propagate(

@@ -196,6 +196,9 @@ pub struct Ctx<'c, 'a> {
     pub in_exec: bool,
     /// Set by commands that end the connection after the reply (QUIT).
     pub close_after_reply: bool,
+    /// When the dispatcher started the command (a script's run record takes it rather than
+    /// reading the clock again).
+    pub started: std::time::Instant,
 }
 
 impl<'c, 'a> Ctx<'c, 'a> {
@@ -1117,6 +1120,7 @@ pub fn run_locked<'a>(
         block: None,
         in_exec,
         close_after_reply: false,
+        started,
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
     let busy = crate::watchdog::busy();

@@ -415,6 +415,25 @@ impl Shard {
         }
     }
 
+    /// After an eviction, under `maxmemory`: give back a table that could be half its size.
+    /// A deleted entry frees nothing of its table (entries live in it), so the one insert
+    /// that doubled a shard's table (a jump of several KiB at a few dozen keys per shard)
+    /// left memory over the limit whatever was evicted; Redis's keys free their memory one by
+    /// one, and it declines to grow a table that would cross the limit. Shrinking the shard
+    /// that lost a key once it fits the smaller table gives the jump back.
+    pub fn shrink_after_eviction(&mut self) {
+        let len = self.map.len();
+        if len <= self.map.capacity() / 2 {
+            self.map.shrink_to(len);
+        }
+        if self.volatile.len() <= self.volatile.capacity() / 2 {
+            self.volatile.shrink_to(self.volatile.len());
+        }
+        if self.slots.len() <= self.slots.capacity() / 2 {
+            self.slots.shrink_to(self.slots.len());
+        }
+    }
+
     /// Move all contents out, leaving an empty shard (SWAPDB, FLUSHALL ASYNC).
     pub fn swap_data(&mut self, other: &mut Shard) {
         std::mem::swap(&mut self.map, &mut other.map);
@@ -577,6 +596,39 @@ mod tests {
 
     fn s(v: &str) -> Value {
         Value::Str(crate::types::compact::CompactBytes::new(v.as_bytes()))
+    }
+
+    /// The insert that doubled a shard's table is given back by the eviction that brings it
+    /// back under half (and no sooner), its keys all kept.
+    #[test]
+    fn an_eviction_gives_back_a_doubled_table() {
+        let mut sh = Shard::default();
+        let mut n = 0;
+        while sh.map.capacity() < 100 {
+            sh.insert(format!("k{n}").as_bytes(), s("v"), false);
+            n += 1;
+        }
+        let grown = sh.table_bytes().0;
+        let cap = sh.map.capacity();
+        sh.remove(b"k0");
+        sh.shrink_after_eviction();
+        if sh.len() > cap / 2 {
+            assert_eq!(sh.table_bytes().0, grown, "shrunk while over half full");
+        }
+        let mut i = 1;
+        while sh.len() > cap / 2 {
+            sh.remove(format!("k{i}").as_bytes());
+            i += 1;
+        }
+        sh.shrink_after_eviction();
+        assert!(
+            sh.table_bytes().0 < grown,
+            "{} >= {grown}",
+            sh.table_bytes().0
+        );
+        for j in i..n {
+            assert!(sh.raw_get(format!("k{j}").as_bytes()).is_some());
+        }
     }
 
     #[test]

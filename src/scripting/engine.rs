@@ -287,6 +287,9 @@ struct RawRefs {
     globals: c_int,
     handler: c_int,
     result: c_int,
+    /// The strings "KEYS" and "ARGV": fetched by reference, not interned again (hashed and
+    /// looked up) four times per run.
+    names: (c_int, c_int),
 }
 
 /// A registry reference to `value` in `lua`'s registry (kept for the state's lifetime).
@@ -508,6 +511,10 @@ impl Engine {
             globals: registry_ref(lua, &hidden_globals)?,
             handler: registry_ref(lua, &handler)?,
             result: registry_ref(lua, &result_slot)?,
+            names: (
+                registry_ref(lua, lua.create_string("KEYS")?)?,
+                registry_ref(lua, lua.create_string("ARGV")?)?,
+            ),
         };
         Ok(Built {
             reply_keys: super::convert::ReplyKeys::new(lua)?,
@@ -561,9 +568,9 @@ impl Engine {
 
     /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state
     /// has it. The error is Redis's "Error compiling script" reply.
-    pub(super) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
-        if let Some((f, _)) = self.handles.functions.get(sha) {
-            return Ok(f.clone());
+    pub(super) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<c_int, Reply> {
+        if let Some((_, reference)) = self.handles.functions.get(sha) {
+            return Ok(*reference);
         }
         // Redis's Lua parses text only: a binary chunk fails in the lexer on its first byte
         // (ESC). A blank and an ESC, which is text, fails the same way.
@@ -593,13 +600,8 @@ impl Engine {
         })?;
         self.handles
             .functions
-            .insert(sha.to_string(), (f.clone(), reference));
-        Ok(f)
-    }
-
-    /// The registry reference of compiled script `sha` (for [`Engine::run`]'s raw path).
-    pub(super) fn script_ref(&self, sha: &str) -> Option<c_int> {
-        self.handles.functions.get(sha).map(|(_, r)| *r)
+            .insert(sha.to_string(), (f, reference));
+        Ok(reference)
     }
 
     /// Run a FUNCTION library's code (`code`: after its shebang line) with the library API as
@@ -707,20 +709,19 @@ impl Engine {
             .insert(lib.to_string(), (load_id, callbacks));
     }
 
-    /// Run compiled script `f` for `inv` (`as_function`: a FUNCTION's callback, called with
-    /// the keys and arguments as its two parameters; otherwise an EVAL script, which finds
-    /// them in `KEYS` and `ARGV`); its reply. `name` ends error texts (`script: <name>`).
+    /// Run `callee` for `inv` (a FUNCTION's callback is called with the keys and arguments as
+    /// its two parameters; an EVAL script finds them in `KEYS` and `ARGV`); its reply. `name`
+    /// ends error texts (`script: <name>`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &mut self,
         inv: &mut Invocation<'_, '_, '_>,
-        f: Function,
+        callee: Callee,
         name: &str,
         keys: &[bytes::Bytes],
         argv: &[bytes::Bytes],
-        (as_function, caller_resp3): (bool, bool),
+        caller_resp3: bool,
         started: std::time::Instant,
-        script_ref: Option<c_int>,
     ) -> Reply {
         let lua = &self.handles.lua;
         // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
@@ -733,16 +734,16 @@ impl Engine {
         self.run_started.set(Some(started));
         #[cfg(fuzzing)]
         FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
-        let result: mlua::Result<(bool, LuaValue)> = match script_ref {
-            // SAFETY: the references are this engine's (see run_raw).
-            Some(function) if !as_function => unsafe {
-                run_raw(self.raw, &self.handles.result_slot, function, keys, argv)
+        let result: mlua::Result<(bool, LuaValue)> = match &callee {
+            // SAFETY: the reference is this engine's (see run_raw).
+            Callee::Script(function) => unsafe {
+                run_raw(self.raw, &self.handles.result_slot, *function, keys, argv)
             },
             // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
-            _ => unsafe {
+            Callee::Function(f) => unsafe {
                 lua.exec_raw(
-                    (&self.handles.hidden_globals, &self.handles.handler, &f),
-                    |state| call_prepared(state, keys, argv, as_function),
+                    (&self.handles.hidden_globals, &self.handles.handler, f),
+                    |state| call_prepared(state, keys, argv, None),
                 )
             },
         };
@@ -768,6 +769,13 @@ impl Engine {
         }
         error_reply(lua, name, &value)
     }
+}
+
+/// What [`Engine::run`] calls: an EVAL script (its registry reference, from
+/// [`Engine::compile`]) or a FUNCTION's callback.
+pub(super) enum Callee {
+    Script(c_int),
+    Function(Function),
 }
 
 /// What [`run_c`] needs, handed to it as a light user data.
@@ -842,7 +850,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.globals);
         ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.handler);
         ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.function);
-        call_prepared(state, params.keys, params.argv, false);
+        call_prepared(state, params.keys, params.argv, Some(params.refs.names));
         // Stack: ok (1), value (2).
         ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, params.refs.result);
         ffi::lua_pushvalue(state, 1);
@@ -890,7 +898,8 @@ fn error_reply(lua: &Lua, sha: &str, value: &LuaValue) -> Reply {
 /// ARGV arrays, runs the function under the handler (an EVAL script finds the arrays as the
 /// globals `KEYS` and `ARGV`, removed again afterwards; a FUNCTION's callback gets them as its
 /// two parameters), and leaves exactly two values: whether it succeeded, and its first result
-/// or the handler's error value.
+/// or the handler's error value. `script_names`: for an EVAL script, the registry references
+/// of the strings "KEYS" and "ARGV"; None for a FUNCTION's callback.
 ///
 /// Written against the Lua API directly because this is every call's fixed cost: through
 /// mlua each table, string and assignment would be a protected call of its own (two C
@@ -904,7 +913,7 @@ unsafe fn call_prepared(
     state: *mut ffi::lua_State,
     keys: &[bytes::Bytes],
     argv: &[bytes::Bytes],
-    as_function: bool,
+    script_names: Option<(c_int, c_int)>,
 ) {
     use std::ffi::c_int;
     const GLOBALS: c_int = 1;
@@ -923,28 +932,31 @@ unsafe fn call_prepared(
                 ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
             }
         }
-        let status = if as_function {
-            ffi::lua_pushvalue(state, FUNCTION);
-            ffi::lua_pushvalue(state, KEYS);
-            ffi::lua_pushvalue(state, ARGV);
-            ffi::lua_pcall(state, 2, 1, HANDLER)
-        } else {
-            ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
-            ffi::lua_pushvalue(state, KEYS);
-            ffi::lua_rawset(state, GLOBALS);
-            ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
-            ffi::lua_pushvalue(state, ARGV);
-            ffi::lua_rawset(state, GLOBALS);
-            ffi::lua_pushvalue(state, FUNCTION);
-            let status = ffi::lua_pcall(state, 0, 1, HANDLER);
-            // KEYS and ARGV belong to this call only.
-            ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
-            ffi::lua_pushnil(state);
-            ffi::lua_rawset(state, GLOBALS);
-            ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
-            ffi::lua_pushnil(state);
-            ffi::lua_rawset(state, GLOBALS);
-            status
+        let status = match script_names {
+            None => {
+                ffi::lua_pushvalue(state, FUNCTION);
+                ffi::lua_pushvalue(state, KEYS);
+                ffi::lua_pushvalue(state, ARGV);
+                ffi::lua_pcall(state, 2, 1, HANDLER)
+            }
+            Some((keys_name, argv_name)) => {
+                ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, keys_name);
+                ffi::lua_pushvalue(state, KEYS);
+                ffi::lua_rawset(state, GLOBALS);
+                ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, argv_name);
+                ffi::lua_pushvalue(state, ARGV);
+                ffi::lua_rawset(state, GLOBALS);
+                ffi::lua_pushvalue(state, FUNCTION);
+                let status = ffi::lua_pcall(state, 0, 1, HANDLER);
+                // KEYS and ARGV belong to this call only.
+                ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, keys_name);
+                ffi::lua_pushnil(state);
+                ffi::lua_rawset(state, GLOBALS);
+                ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, argv_name);
+                ffi::lua_pushnil(state);
+                ffi::lua_rawset(state, GLOBALS);
+                status
+            }
         };
         // Stack: the five slots above, then the result (6). Leave (ok, result).
         ffi::lua_pushboolean(state, c_int::from(status == 0));

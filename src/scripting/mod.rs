@@ -344,14 +344,19 @@ impl Scripts {
     }
 
     /// Record a script run starting (`function`: the FCALL'd name and the command as sent;
-    /// None for EVAL; `debugging`: under the Lua debugger); its id.
+    /// None for EVAL, whose SHA is `sha`; `debugging`: under the Lua debugger); its id.
     fn start_run(
         &self,
         function: Option<(&str, &[Bytes])>,
+        sha: &str,
         debugging: bool,
         started: std::time::Instant,
     ) -> u64 {
         let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
+        let mut eval_sha = [0u8; 40];
+        if function.is_none() && sha.len() == 40 {
+            eval_sha.copy_from_slice(sha.as_bytes());
+        }
         self.running.lock().push(RunningScript {
             id,
             started,
@@ -359,7 +364,7 @@ impl Scripts {
             command: function.map(|f| f.1.to_vec()).unwrap_or_default(),
             kill: false,
             wrote: false,
-            log_name: String::new(),
+            eval_sha,
             slow_logged: false,
             debugging,
         });
@@ -371,13 +376,6 @@ impl Scripts {
     fn end_run(&self, id: u64) {
         self.running.lock().retain(|r| r.id != id);
         self.running_count.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Name run `id` for the slow-script warning.
-    fn name_run(&self, id: u64, name: String) {
-        if let Some(r) = self.running.lock().iter_mut().find(|r| r.id == id) {
-            r.log_name = name;
-        }
     }
 
     /// Run `id`'s instruction hook: log Redis's warning once the run passes `threshold_ms`
@@ -392,10 +390,14 @@ impl Scripts {
             let elapsed = r.started.elapsed().as_millis() as i64;
             if elapsed >= threshold_ms {
                 r.slow_logged = true;
+                let name = if r.function.is_empty() {
+                    format!("f_{}", String::from_utf8_lossy(&r.eval_sha))
+                } else {
+                    r.function.clone()
+                };
                 tracing::warn!(
-                    "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
+                    "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} command. Script name is: {name}.",
                     if r.function.is_empty() { "SCRIPT KILL" } else { "FUNCTION KILL" },
-                    r.log_name
                 );
             }
         }
@@ -540,19 +542,30 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     let scripts = &ctx.srv.scripts;
+    // A SHA as clients send it (40 hex digits) is looked up without an allocation.
+    let mut lower = [0u8; 40];
     let (sha, script) = if by_sha {
-        let sha = lowercase_name(&a[1]);
-        match scripts.cache.lock().get(&sha) {
-            Some(s) => (sha, s.clone()),
+        let sha = if a[1].len() == 40 && a[1].is_ascii() {
+            lower.copy_from_slice(&a[1]);
+            lower.make_ascii_lowercase();
+            std::borrow::Cow::Borrowed(std::str::from_utf8(&lower).unwrap_or_default())
+        } else {
+            std::borrow::Cow::Owned(lowercase_name(&a[1]))
+        };
+        match scripts.cache.lock().get(sha.as_ref()) {
+            Some(s) => {
+                let s = s.clone();
+                (sha, s)
+            }
             None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
         }
     } else {
         let sha = sha1_hex(&a[1]);
         let cached = scripts.cache.lock().get(&sha).cloned();
         match cached {
-            Some(s) => (sha, s),
+            Some(s) => (std::borrow::Cow::Owned(sha), s),
             None => match Script::parse(&a[1]) {
-                Ok(s) => (sha, s),
+                Ok(s) => (std::borrow::Cow::Owned(sha), s),
                 Err(e) => return Reply::Error(e),
             },
         }
@@ -709,9 +722,9 @@ fn run_atomically(
     let id = inv.ctx.srv.scripts.engine_id();
     let run = |inv: &mut Invocation| -> Reply {
         let outcome = engine::with_engine(id, |engine| {
-            let (f, name, as_function) = match &target {
+            let (callee, name) = match &target {
                 Target::Eval { sha, script, .. } => match engine.compile(sha, script.code()) {
-                    Ok(f) => (f, sha.to_string(), false),
+                    Ok(reference) => (engine::Callee::Script(reference), *sha),
                     Err(e) => return (e, false),
                 },
                 Target::Function { library, info, .. } => {
@@ -721,43 +734,24 @@ fn run_atomically(
                         &library.code[library.code_start..],
                         &info.name,
                     ) {
-                        Ok(f) => (f, info.name.clone(), true),
+                        Ok(f) => (engine::Callee::Function(f), info.name.as_str()),
                         Err(e) => return (Reply::Error(e), false),
                     }
                 }
             };
             let scripts = &inv.ctx.srv.scripts;
             let function = match &target {
-                Target::Function { command, .. } => Some((name.as_str(), *command)),
+                Target::Function { command, .. } => Some((name, *command)),
                 Target::Eval { .. } => None,
             };
-            // One clock read serves the run's record (-BUSY, SCRIPT KILL) and its hook.
-            let started = std::time::Instant::now();
-            inv.run_id = scripts.start_run(function, debugging, started);
-            scripts.name_run(
-                inv.run_id,
-                match &target {
-                    Target::Eval { .. } => format!("f_{name}"),
-                    Target::Function { .. } => name.clone(),
-                },
-            );
+            // The dispatcher's clock reading serves the run's record (-BUSY, SCRIPT KILL) and
+            // its hook.
+            let started = inv.ctx.started;
+            inv.run_id = scripts.start_run(function, name, debugging, started);
             if debugging {
                 engine.debugging(true);
             }
-            let script_ref = match &target {
-                Target::Eval { sha, .. } => engine.script_ref(sha),
-                Target::Function { .. } => None,
-            };
-            let reply = engine.run(
-                inv,
-                f,
-                &name,
-                keys,
-                argv,
-                (as_function, caller_resp3),
-                started,
-                script_ref,
-            );
+            let reply = engine.run(inv, callee, name, keys, argv, caller_resp3, started);
             if debugging {
                 engine.debugging(false);
             }

@@ -67,9 +67,9 @@ pub(crate) struct RunningScript {
     pub(crate) kill: bool,
     /// It has written (it can no longer be killed).
     pub(crate) wrote: bool,
-    /// Redis's name for it in the slow-script warning (`f_<sha>` for EVAL), and whether that
-    /// warning was logged.
-    pub(crate) log_name: String,
+    /// For EVAL, the script's SHA (Redis names it `f_<sha>` in the slow-script warning; a
+    /// function goes by its name); and whether that warning was logged.
+    pub(crate) eval_sha: [u8; 40],
     pub(crate) slow_logged: bool,
     /// Runs under the Lua debugger (SCRIPT DEBUG): never -BUSY for others.
     pub(crate) debugging: bool,

@@ -500,6 +500,14 @@ struct Queue {
 }
 
 impl Queue {
+    /// Drop everything queued, giving its memory back.
+    fn clear(&mut self) {
+        self.messages = VecDeque::new();
+        self.tail = Vec::new();
+        self.bytes = 0;
+        self.held = 0;
+    }
+
     /// Move the chunk being filled, if any, to `messages`. Counted as what it holds: its
     /// allocation, the queue slot, and the header `Bytes` adds to a vector it takes over.
     fn close_chunk(&mut self) {
@@ -558,10 +566,7 @@ impl Mailbox {
         }
         if over {
             self.overflowed.store(true, Ordering::Relaxed);
-            q.messages.clear();
-            q.tail = Vec::new();
-            q.bytes = 0;
-            q.held = 0;
+            q.clear();
             return false;
         }
         drop(q);
@@ -575,10 +580,7 @@ impl Mailbox {
     pub(crate) fn discard(&self) {
         let mut q = self.queue.lock();
         self.pending.store(false, Ordering::Release);
-        q.messages = VecDeque::new();
-        q.tail = Vec::new();
-        q.bytes = 0;
-        q.held = 0;
+        q.clear();
     }
 
     /// Queue a message no output buffer limit applies to (invalidations: normal clients).

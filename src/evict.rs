@@ -82,10 +82,9 @@ fn sample_db(srv: &Server, db: usize, policy: Policy, samples: usize, rng: &mut 
     }
 }
 
-/// Delete `key` of `db` if it is still there (and still volatile for a volatile policy).
-/// Evict `key` if the policy still allows it: None if not; else the bytes the notifications
-/// of the eviction (tracking invalidations, the keyspace event) took, as queued for their
-/// clients (see [`free_memory`]).
+/// Evict `key` of `db` if it is still there (and still volatile for a volatile policy): None
+/// if not; else the bytes the notifications of the eviction (tracking invalidations, the
+/// keyspace event) took, as queued for their clients (see [`free_memory`]).
 fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<i64> {
     let sid = srv.keyspace.shard_of(key);
     let mut sh = srv.keyspace.dbs[db].shards[sid].lock();

@@ -23,18 +23,19 @@ fn wait_for(path: &std::path::Path, needle: &str) -> String {
     }
 }
 
-#[test]
-fn startup_lines_are_redis_format_and_carry_the_pid() {
+/// A server started with `args` and a log file in a directory of its own (kept with it).
+fn start_logging(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, common::Podium) {
     let dir = tempfile::tempdir().unwrap();
     let logfile = dir.path().join("podium.log");
-    let srv = Launch::podium()
-        .args(&[
-            "--logfile",
-            logfile.to_str().unwrap(),
-            "--always-show-logo",
-            "yes",
-        ])
-        .start();
+    let mut all = vec!["--logfile", logfile.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let srv = Launch::podium().args(&all).start();
+    (dir, logfile, srv)
+}
+
+#[test]
+fn startup_lines_are_redis_format_and_carry_the_pid() {
+    let (_dir, logfile, srv) = start_logging(&["--always-show-logo", "yes"]);
     let pid = srv.pid();
     let text = wait_for(&logfile, "Ready to accept connections");
     // Redis's harness waits for " PID: <pid>" and "Ready to accept connections".
@@ -73,11 +74,7 @@ fn startup_lines_are_redis_format_and_carry_the_pid() {
 
 #[test]
 fn without_the_logo_a_summary_line_is_logged() {
-    let dir = tempfile::tempdir().unwrap();
-    let logfile = dir.path().join("podium.log");
-    let srv = Launch::podium()
-        .args(&["--logfile", logfile.to_str().unwrap()])
-        .start();
+    let (_dir, logfile, srv) = start_logging(&[]);
     let text = wait_for(&logfile, "Ready to accept connections");
     assert!(
         text.contains(&format!("Running mode=standalone, port={}.", srv.port)),
@@ -90,16 +87,7 @@ fn without_the_logo_a_summary_line_is_logged() {
 /// thread in the log (Redis's markers, DEBUG's handler among the frames); short commands none.
 #[test]
 fn the_watchdog_logs_the_stack_of_a_stalled_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let logfile = dir.path().join("podium.log");
-    let srv = Launch::podium()
-        .args(&[
-            "--logfile",
-            logfile.to_str().unwrap(),
-            "--enable-debug-command",
-            "yes",
-        ])
-        .start();
+    let (_dir, logfile, srv) = start_logging(&["--enable-debug-command", "yes"]);
     wait_for(&logfile, "Ready to accept connections");
     let mut con = srv.con();
     let set = |con: &mut redis::Connection, v: &str| {

@@ -35,6 +35,16 @@ fn link_up(c: &mut Connection) -> bool {
     info_field(c, "master_link_status") == "up"
 }
 
+/// Make the server behind `r` a replica of `master` and wait for the link.
+fn follow(r: &mut Connection, master: &Podium) {
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(r)
+        .unwrap();
+    wait_until("the link to come up", || link_up(r));
+}
+
 /// Writes in several databases and types, some while the replica synchronizes.
 fn write_some(c: &mut Connection, from: usize, to: usize) {
     for i in from..to {
@@ -305,12 +315,7 @@ fn a_writable_replica_expires_its_own_keys() {
         .arg(0)
         .query(&mut m)
         .unwrap();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, &master);
     // From the master, expiring in 50 ms: the master does not expire it (active expiry off).
     let _: () = redis::cmd("SET")
         .arg("from-master")
@@ -359,12 +364,7 @@ fn errors_answered_to_the_master_are_logged_and_counted() {
         .start();
     let mut m = master.con();
     let mut r = replica.con();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
-    wait_until("the link to come up", || link_up(&mut r));
+    follow(&mut r, &master);
     let _: () = redis::cmd("SET").arg("n").arg("foo").query(&mut r).unwrap();
     let _: i64 = redis::cmd("INCRBY").arg("n").arg(1).query(&mut m).unwrap();
     let _: () = redis::cmd("DEBUG")

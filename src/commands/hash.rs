@@ -319,14 +319,14 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 /// reply stops at the limit, closing the client, as Redis's does (see [`PickBudget`]).
 pub(crate) const UNBOUNDED_PICKS_MAX: u64 = 1 << 24;
 
-/// Parse the count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER: Redis's range is ±LONG_MAX.
+/// Parse the count of HRANDFIELD / SRANDMEMBER: Redis's range is ±LONG_MAX.
 pub(crate) fn rand_count(a: &[u8], cap: Option<u64>) -> Result<i64, Reply> {
     let v = int(a)?;
     if v == i64::MIN {
         return Err(Reply::error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
     }
-    if v < 0 && cap.is_none() && v.unsigned_abs() > UNBOUNDED_PICKS_MAX {
-        return Err(Reply::error("ERR value is out of range"));
+    if v < 0 {
+        PickBudget::check(v.unsigned_abs(), cap)?;
     }
     Ok(v)
 }
@@ -342,12 +342,21 @@ impl PickBudget {
         PickBudget { cap, used: 0 }
     }
 
-    /// Count a picked element of `len` bytes (and, for pairs, `extra` more bytes) as RESP2
-    /// encodes it at the least; false once the reply has passed the cap, when the caller
+    /// Whether `picks` repeated picks may be asked for under `cap` (see
+    /// [`UNBOUNDED_PICKS_MAX`]); Redis's range error if not.
+    pub(crate) fn check(picks: u64, cap: Option<u64>) -> Result<(), Reply> {
+        if cap.is_none() && picks > UNBOUNDED_PICKS_MAX {
+            return Err(Reply::error("ERR value is out of range"));
+        }
+        Ok(())
+    }
+
+    /// Count a pick of `len` bytes (with, for a pair, its second element's `second` bytes) as
+    /// RESP2 encodes it at the least; false once the reply has passed the cap, when the caller
     /// stops picking.
-    pub(crate) fn take(&mut self, len: usize, extra: usize) -> bool {
-        let digits = len.checked_ilog10().unwrap_or(0) as u64 + 1;
-        self.used += 5 + digits + (len + extra) as u64;
+    pub(crate) fn take(&mut self, len: usize, second: Option<usize>) -> bool {
+        let bulk = |n: usize| 5 + n.checked_ilog10().unwrap_or(0) as u64 + 1 + n as u64;
+        self.used += bulk(len) + second.map_or(0, bulk);
         self.cap.is_none_or(|cap| self.used <= cap)
     }
 }
@@ -363,8 +372,9 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             Ok(Some(h)) => h.random(&mut rng).map_or(Reply::Null, |(f, _)| bulk(f)),
         };
     }
-    let count = crate::try_reply!(rand_count(&args[2], ctx.reply_cap()));
-    let mut budget = PickBudget::new(ctx.reply_cap());
+    let cap = ctx.reply_cap();
+    let count = crate::try_reply!(rand_count(&args[2], cap));
+    let mut budget = PickBudget::new(cap);
     let withvalues = match args.len() {
         3 => false,
         4 if eq(&args[3], "withvalues") => {
@@ -391,7 +401,7 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 break;
             };
             picks.push((f, v));
-            if !budget.take(f.len(), if withvalues { v.len() + 5 } else { 0 }) {
+            if !budget.take(f.len(), withvalues.then_some(v.len())) {
                 break;
             }
         }

@@ -492,15 +492,9 @@ pub fn report_propagation_error(
                 report_propagation_error(srv, source, "exec", item);
             }
         }
-        r if r.is_error() => {
-            let e = match r {
-                Reply::Error(e) => e.clone(),
-                // A pre-encoded error line (unknown command): its text without `-` and CRLF.
-                Reply::Raw(b) => {
-                    String::from_utf8_lossy(b.get(1..b.len().saturating_sub(2)).unwrap_or_default())
-                        .into_owned()
-                }
-                _ => String::new(),
+        r => {
+            let Some(e) = r.error_text() else {
+                return;
             };
             let (from, to) = match source {
                 PropagationSource::Master => ("replica", "master"),
@@ -528,7 +522,6 @@ pub fn report_propagation_error(
                 std::process::exit(1);
             }
         }
-        _ => {}
     }
 }
 

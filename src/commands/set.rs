@@ -182,8 +182,9 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if args.len() > 3 {
         return Reply::error(SYNTAX);
     }
-    let count = crate::try_reply!(rand_count(&args[2], ctx.reply_cap()));
-    let mut budget = PickBudget::new(ctx.reply_cap());
+    let cap = ctx.reply_cap();
+    let count = crate::try_reply!(rand_count(&args[2], cap));
+    let mut budget = PickBudget::new(cap);
     let mut db = ctx.db();
     let s = match get_set(&mut db, &args[1], true) {
         Err(e) => return e,
@@ -199,7 +200,7 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             let Some(m) = s.random(&mut rng) else {
                 break;
             };
-            let more = budget.take(m.len(), 0);
+            let more = budget.take(m.len(), None);
             picks.push(bulk(&m));
             if !more {
                 break;

@@ -12,6 +12,7 @@
 use super::args::{eq, float, int, NOT_INT, SYNTAX};
 use super::argv::{block_timeout_ms, is_keyword, scan_reply, ArgReader};
 use super::flags::*;
+use super::hash::PickBudget;
 use super::{BlockRequest, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
@@ -1735,15 +1736,14 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if l < 0 {
         // Repetitions allowed.
         let n = l.unsigned_abs();
-        if cap.is_none() && n > super::hash::UNBOUNDED_PICKS_MAX {
-            return Reply::error("ERR value is out of range");
-        }
-        let mut budget = super::hash::PickBudget::new(cap);
+        try_reply!(PickBudget::check(n, cap));
+        let mut budget = PickBudget::new(cap);
         for _ in 0..n {
             let r = rng.gen_range(0..len);
             if let Some((m, s)) = z.get_by_rank(r) {
                 push(m, s);
-                if !budget.take(m.len(), if withscores { 6 } else { 0 }) {
+                // A score is at least one digit.
+                if !budget.take(m.len(), withscores.then_some(1)) {
                     break;
                 }
             }

@@ -198,6 +198,22 @@ impl Reply {
         }
     }
 
+    /// The text of an error reply (code first, without the `-` and the line end); None for
+    /// any other reply.
+    pub fn error_text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        match self {
+            Reply::Error(e) => Some(std::borrow::Cow::Borrowed(e)),
+            // A pre-encoded error line (an error text that is not UTF-8).
+            Reply::Raw(b) if b.first() == Some(&b'-') => {
+                let line = &b[1..];
+                Some(String::from_utf8_lossy(
+                    line.strip_suffix(b"\r\n").unwrap_or(line),
+                ))
+            }
+            _ => None,
+        }
+    }
+
     /// Append the wire form of this reply for protocol `resp` to `out`.
     pub fn encode(&self, resp: Resp, out: &mut Vec<u8>) {
         match self {

@@ -553,10 +553,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             std::borrow::Cow::Owned(lowercase_name(&a[1]))
         };
         match scripts.cache.lock().get(sha.as_ref()) {
-            Some(s) => {
-                let s = s.clone();
-                (sha, s)
-            }
+            Some(s) => (sha, s.clone()),
             None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
         }
     } else {

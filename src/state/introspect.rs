@@ -29,11 +29,6 @@ impl ErrorStats {
     /// Count `reply` if it is an error (and the errors of a transaction's replies).
     pub fn count_reply(&self, reply: &Reply) {
         match reply {
-            Reply::Error(text) => self.count(text),
-            // A pre-encoded error line (unknown command with non-UTF-8 bytes): `-ERR ...`.
-            Reply::Raw(line) if reply.is_error() => {
-                self.count(&String::from_utf8_lossy(&line[1..]))
-            }
             Reply::Array(items) => {
                 for r in items {
                     if let Reply::Error(text) = r {
@@ -41,7 +36,11 @@ impl ErrorStats {
                     }
                 }
             }
-            _ => {}
+            r => {
+                if let Some(text) = r.error_text() {
+                    self.count(&text);
+                }
+            }
         }
     }
 

@@ -17,16 +17,7 @@
 //! password. Password comparisons hash the candidate and compare digests in constant time.
 
 use crate::acl_commands::{CATEGORIES, COMMANDS};
-/// Moved to crate::cmdspec; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub(crate) use crate::cmdspec::{AclCommand, Begin, Find, KeySpec};
-/// Moved to crate::commands::acl (they take the client, the server or a command spec); kept
-/// here for code written against the old path until the branches are merged.
-#[allow(unused_imports)]
-pub(crate) use crate::commands::acl::{
-    check, check_user, default_user_nopass, full_read_access, log_auth_failure, log_denial,
-    starts_authenticated, user_revoked,
-};
+use crate::cmdspec::{Begin, Find};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};

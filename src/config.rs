@@ -635,7 +635,7 @@ pub(crate) fn protected_action_allowed(setting: &str, local_client: bool) -> boo
 
 /// `rename-command` edits the command table, which sits above configuration
 /// ([`crate::commands`]): the table installs its handler here before any configuration is read
-/// (`commands::install_config_hooks`, called by main), so config never calls up into it.
+/// (`commands::install_hooks`, called by main), so config never calls up into it.
 pub static RENAME_COMMAND: std::sync::OnceLock<RenameCommand> = std::sync::OnceLock::new();
 
 /// The `rename-command` handler: (old name, new name or "" to disable) -> Err with Redis's text.

@@ -11,9 +11,7 @@
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
 
-/// Moved to crate::client; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub use crate::client::{Client, ClientInfo, ReplyMode};
+use crate::client::{Client, ClientInfo, ReplyMode};
 use crate::clock::unix_ms;
 use crate::commands::{dispatch_with, Outcome};
 use crate::keyspace::Guards;
@@ -320,7 +318,9 @@ async fn serve_client(
             info.argv_mem
                 .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
             client.output_pending = sent < out.len();
-            if client.lua_debug.is_some() && crate::scripting::may_start_debugging(&args[0]) {
+            if client.lua_debug.is_some()
+                && crate::commands::scripting::may_start_debugging(&args[0])
+            {
                 // A debugging EVAL talks to the socket itself: what this connection owes the
                 // client goes out first, and what it has read but not run becomes the
                 // debugger's input (the connection closes after the session).
@@ -331,7 +331,7 @@ async fn serve_client(
                 }
                 input.extend_from_slice(&buf);
                 buf.clear();
-                client.debug_io = Some(crate::scripting::DebugIo {
+                client.debug_io = Some(crate::commands::scripting::DebugIo {
                     fd: sock.raw_fd(),
                     input,
                 });

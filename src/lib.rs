@@ -35,7 +35,7 @@ pub mod protocol;
 pub mod pubsub;
 pub(crate) mod querybuf;
 pub mod replication;
-pub mod scripting;
+
 pub mod server;
 pub(crate) mod shutdown;
 pub mod state;

@@ -30,7 +30,7 @@ fn main() {
     // Before any thread: it moves the environment to make room for the process title.
     podium::proctitle::init();
     let cli = Cli::parse();
-    podium::commands::install_config_hooks();
+    podium::commands::install_hooks();
     let config = match podium::config::Config::from_args(&cli.args) {
         Ok(c) => c,
         Err(e) => {

@@ -16,14 +16,8 @@
 //! Messages to one subscriber keep publish order (one queue, drained in order).
 
 use crate::client::ClientInfo;
-/// Moved to crate::client; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub(crate) use crate::client::{Kind, Mailbox, Subscriptions};
-/// Moved to crate::config; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub(crate) use crate::config::{
-    parse_obuf_limits, AtomicObufLimit, ObufLimit, ObufLimits, OBUF_NORMAL, OBUF_PUBSUB,
-};
+use crate::client::{Kind, Subscriptions};
+use crate::config::ObufLimit;
 use crate::protocol::{Reply, Resp};
 use crate::util::numtext::glob_match;
 use bytes::Bytes;
@@ -435,6 +429,7 @@ pub(crate) fn subscriber_mode_refusal(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::Mailbox;
 
     fn limit(hard: u64, soft: u64, soft_secs: u64) -> ObufLimit {
         ObufLimit {

@@ -11,9 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Moved to crate::state; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub use crate::state::{Server, Stats};
+use crate::state::Server;
 
 impl Server {
     /// One cron tick: active expiry over every shard, within a time budget. Returns true when
@@ -190,6 +188,7 @@ pub fn run(config: Config) -> Result<(), String> {
         &config.get("pidfile").unwrap_or_default(),
         daemonized,
     ));
+    crate::commands::install_hooks();
     let server = Server::new(config).into_arc();
     // Redis sets its OOM score at startup and only logs a failure.
     if let Err(e) = crate::commands::config_cmd::apply_oom_score_adj(&server) {
@@ -390,7 +389,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     });
     crate::shutdown::wait_for_exit(&srv).await?;
     srv.shutting_down.store(true, Ordering::SeqCst);
-    crate::scripting::kill_forked_sessions();
+    crate::commands::scripting::kill_forked_sessions();
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
     if let Some(path) = srv.config.get("unixsocket").filter(|p| !p.is_empty()) {

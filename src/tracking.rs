@@ -14,10 +14,6 @@
 //! bounds the table: past it, keys are evicted with an invalidation.
 
 use crate::client::ClientInfo;
-/// Moved to crate::commands::client (the CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO
-/// handler); kept here for code written against the old path until the branches are merged.
-#[allow(unused_imports)]
-pub(crate) use crate::commands::client::client_subcommand;
 use crate::state::tracking::State;
 pub(crate) use crate::state::tracking::{Options, Tracking};
 use crate::state::Server;

@@ -467,7 +467,7 @@ pub(crate) fn disconnect_revoked_subscribers(
             .lock()
             .as_ref()
             .is_some_and(|u| Arc::ptr_eq(u, user));
-        let pattern = kind == crate::pubsub::Kind::Pattern;
+        let pattern = kind == crate::client::Kind::Pattern;
         if same_user && !crate::acl::subscription_allowed(upcoming, name, pattern) {
             doomed.push(info.clone());
         }

@@ -107,7 +107,7 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         ("set-disable-deny-scripts", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
-                crate::scripting::set_deny_script_disabled(n != 0);
+                crate::commands::scripting::set_deny_script_disabled(n != 0);
                 Reply::Ok
             }
             None => Reply::error(super::args::NOT_INT),

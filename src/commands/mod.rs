@@ -40,7 +40,7 @@ pub(crate) mod pause;
 pub mod persist;
 pub mod pubsub;
 pub(crate) mod repl;
-pub mod script;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -340,10 +340,38 @@ pub fn rename_command(old: &str, new: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Install the handlers configuration calls for directives that act on the command table
-/// (`rename-command`); main runs it before reading the configuration.
-pub fn install_config_hooks() {
+/// Install what the layers below call back into: configuration's `rename-command` (it acts on
+/// the command table) and persistence's [`crate::persistence::Upcalls`] (an AOF's commands run
+/// through the dispatcher; FUNCTION libraries read from an RDB are compiled by the Lua
+/// engine). Lower layers never import this one; main runs this before reading the
+/// configuration, and every other way a server starts runs it too (later calls change
+/// nothing).
+pub fn install_hooks() {
     let _ = crate::config::RENAME_COMMAND.set(rename_command);
+    crate::persistence::install_upcalls(crate::persistence::Upcalls {
+        run_logged,
+        restore_libraries: scripting::restore_libraries,
+    });
+}
+
+/// Execute one command read from an AOF as the loader's client (persistence's
+/// [`crate::persistence::Upcalls::run_logged`]): unknown commands stop the load, error replies
+/// are reported as Redis reports them, and a command that would block changed nothing.
+fn run_logged(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String> {
+    if lookup(&args[0]).is_none() {
+        return Err(format!(
+            "Unknown command '{}'",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let outcome = dispatch(srv, client, args);
+    report_propagation_error(srv, PropagationSource::AofLoader, &name, &outcome.reply);
+    if let Some(b) = outcome.block {
+        // Logged pops never wait; a command that would block changed nothing.
+        srv.blocking.cancel(&srv.keyspace, &b.waiter);
+    }
+    Ok(())
 }
 
 /// Log the keys lazily expired under `g` as DELs and count them; the keys.
@@ -385,7 +413,7 @@ static FAMILIES: &[&[Spec]] = &[
     migrate::COMMANDS,
     cluster::COMMANDS,
     sort::COMMANDS,
-    script::COMMANDS,
+    scripting::COMMANDS,
     expire::COMMANDS,
     string::COMMANDS,
     zset::COMMANDS,
@@ -653,7 +681,7 @@ pub fn dispatch_with<'a>(
         .scripts
         .busy(srv.config.hot.busy_reply_threshold.load(Ordering::Relaxed))
         && spec.flags & flags::ALLOW_BUSY == 0
-        && !script::is_script_kill(&args)
+        && !scripting::is_script_kill(&args)
     {
         if spec.name == "exec" && client.multi.is_some() {
             tx::discard_for(srv, client);
@@ -731,7 +759,9 @@ pub fn dispatch_with<'a>(
             let (mut any, mut all_stale, mut ping) = (0u32, true, false);
             for a in queue {
                 if let Some(c) = lookup(&a[0]) {
-                    let f = crate::scripting::effective_command_flags(srv, c.name, a, c.flags);
+                    let f = crate::commands::scripting::effective_command_flags(
+                        srv, c.name, a, c.flags,
+                    );
                     any |= f;
                     all_stale &= f & flags::STALE != 0;
                     ping |= c.name == "ping";
@@ -936,7 +966,7 @@ fn dispatch_refusal(
     {
         // Only when the server refuses something does what a script declares matter (this
         // reads the script's flags, which for EVAL means hashing its text).
-        fl = crate::scripting::effective_command_flags(srv, spec.name, args, fl);
+        fl = crate::commands::scripting::effective_command_flags(srv, spec.name, args, fl);
     }
     refusal_by_flags(srv, fl, spec.name == "ping", out_of_memory, from_master)
 }

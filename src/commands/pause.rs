@@ -64,7 +64,7 @@ fn may_replicate(
         }),
         // Scripts by the flags they declare, if any (what the dispatcher judges them by).
         _ => {
-            crate::scripting::effective_command_flags(srv, spec.name, args, spec.flags)
+            crate::commands::scripting::effective_command_flags(srv, spec.name, args, spec.flags)
                 & (flags::WRITE | flags::MAY_REPLICATE)
                 != 0
         }

@@ -170,6 +170,7 @@ mod tests {
         config
             .set_startup("dir", &[dir.to_string_lossy().into_owned()])
             .expect("dir");
+        crate::commands::install_hooks();
         crate::state::Server::new(config).into_arc()
     }
 

@@ -256,25 +256,7 @@ fn run(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String
         client.select(db);
         return Ok(());
     }
-    if crate::commands::lookup(&args[0]).is_none() {
-        return Err(format!(
-            "Unknown command '{}'",
-            String::from_utf8_lossy(&args[0])
-        ));
-    }
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let outcome = crate::commands::dispatch(srv, client, args);
-    crate::commands::report_propagation_error(
-        srv,
-        crate::commands::PropagationSource::AofLoader,
-        &name,
-        &outcome.reply,
-    );
-    if let Some(b) = outcome.block {
-        // Logged pops never wait; a command that would block changed nothing.
-        srv.blocking.cancel(&srv.keyspace, &b.waiter);
-    }
-    Ok(())
+    (super::upcalls().run_logged)(srv, client, args)
 }
 
 #[cfg(test)]

@@ -42,6 +42,38 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+/// What persistence needs from the command layer above it: running a logged command and
+/// compiling FUNCTION libraries both go through the dispatcher and the Lua engine, which
+/// import persistence (DUMP, BGSAVE, the AOF feed). So persistence hands them back up through
+/// these two entries, which [`crate::commands::install_hooks`] fills once at startup, instead
+/// of importing the layer above it.
+pub struct Upcalls {
+    /// Execute one command read from an AOF (anything but a SELECT outside MULTI, which the
+    /// loader applies itself) as the loader's client; Err is why the file cannot be loaded.
+    pub run_logged: fn(&Server, &mut crate::client::Client, Vec<Bytes>) -> Result<(), String>,
+    /// Compile and install FUNCTION libraries (each a whole FUNCTION LOAD payload) under a
+    /// policy; nothing changes unless all of them load. Err is Redis's text.
+    pub restore_libraries: fn(&Server, Vec<Bytes>, LibraryPolicy) -> Result<(), String>,
+}
+
+pub use crate::state::scripts::LibraryPolicy;
+
+static UPCALLS: std::sync::OnceLock<Upcalls> = std::sync::OnceLock::new();
+
+/// Install the command layer's entries (see [`Upcalls`]); later calls change nothing.
+pub fn install_upcalls(upcalls: Upcalls) {
+    let _ = UPCALLS.set(upcalls);
+}
+
+/// The command layer's entries. Every way a server comes to exist (`server::run`, the tests'
+/// servers) installs them before anything is loaded, so their absence is a bug in that
+/// start-up path, not a condition to recover from.
+pub(crate) fn upcalls() -> &'static Upcalls {
+    UPCALLS
+        .get()
+        .expect("commands::install_hooks runs before anything is loaded or saved")
+}
+
 fn fsync_mode(s: Option<String>) -> u8 {
     match s.as_deref() {
         Some("always") => FSYNC_ALWAYS,
@@ -554,7 +586,7 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     let was_loading = inner.loading.swap(true, Ordering::SeqCst);
     snapshot::empty_all(srv);
     // This thread's commands stay out of the AOF (they come from it).
-    let r = crate::scripting::without_aof_if(true, || replay(srv, &dir, &m));
+    let r = crate::state::scripts::without_aof_if(true, || replay(srv, &dir, &m));
     inner.loading.store(was_loading, Ordering::SeqCst);
     inner
         .dirty_base

@@ -72,7 +72,7 @@ impl SaveOpts {
             checksum: srv.config.get_bool("rdbchecksum"),
             key_delay: srv.config.get_i64("rdb-key-save-delay"),
             aof_base,
-            functions: crate::scripting::library_codes(srv),
+            functions: srv.scripts.library_codes(),
         }
     }
 }
@@ -592,7 +592,7 @@ pub(crate) fn debug_delay(usec: i64) {
 /// Insert parsed keys (see [`apply_locked`]), locking every shard meanwhile.
 pub(crate) fn apply(srv: &Server, mut parsed: Parsed, name: &str) -> Result<u64, String> {
     let codes = std::mem::take(&mut parsed.functions);
-    crate::scripting::restore_libraries(srv, codes, crate::scripting::LibraryPolicy::Append)
+    (super::upcalls().restore_libraries)(srv, codes, super::LibraryPolicy::Append)
         .map_err(|e| format!("{name}: {}", e.trim_start_matches("ERR ")))?;
     let mut guards = lock_all(srv);
     apply_locked(srv, &mut guards, parsed, name, false)
@@ -687,11 +687,7 @@ fn record_load(srv: &Server, loaded: u64, expired: u64, empty_skipped: u64) {
 /// Empty every database and the FUNCTION libraries (DEBUG LOADAOF before its replay, as
 /// Redis's emptyData), waking WATCHes on what it drops.
 pub(crate) fn empty_all(srv: &Server) {
-    let _ = crate::scripting::restore_libraries(
-        srv,
-        Vec::new(),
-        crate::scripting::LibraryPolicy::Flush,
-    );
+    let _ = (super::upcalls().restore_libraries)(srv, Vec::new(), super::LibraryPolicy::Flush);
     for s in lock_all(srv).iter_mut().flatten() {
         s.touch_all_watched();
         s.clear();
@@ -707,13 +703,13 @@ pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), Strin
     // Libraries first, as they come first in the file: FLUSH empties them with the data,
     // NOFLUSH MERGE replaces same-named ones, plain NOFLUSH refuses a name already loaded.
     let policy = if flush {
-        crate::scripting::LibraryPolicy::Flush
+        super::LibraryPolicy::Flush
     } else if merge {
-        crate::scripting::LibraryPolicy::Replace
+        super::LibraryPolicy::Replace
     } else {
-        crate::scripting::LibraryPolicy::Append
+        super::LibraryPolicy::Append
     };
-    crate::scripting::restore_libraries(srv, std::mem::take(&mut parsed.functions), policy)
+    (super::upcalls().restore_libraries)(srv, std::mem::take(&mut parsed.functions), policy)
         .map_err(|e| format!("{}: {}", path.display(), e.trim_start_matches("ERR ")))?;
     let mut guards = lock_all(srv);
     if flush {

@@ -1,7 +1,7 @@
 //! The scripting data the server holds: the script cache, the FUNCTION libraries, the
 //! scripts running now, and whether the running command's effects are kept out of the AOF.
 //! Only data lives here, below [`crate::state::Server`]; the Lua engine, the `redis` API and
-//! the commands that fill it are [`crate::scripting`], above.
+//! the commands that fill it are [`crate::commands::scripting`], above.
 
 use super::repl::TO_ALL;
 use bytes::Bytes;
@@ -94,6 +94,31 @@ pub(crate) struct Library {
     pub(crate) load_id: u64,
     /// The library's text shows its functions cannot leave the caller's database.
     pub(crate) one_db: bool,
+}
+
+/// How restored libraries meet the loaded ones (FUNCTION RESTORE's policies; loading an RDB
+/// file uses FLUSH, APPEND for NOFLUSH, REPLACE for NOFLUSH MERGE).
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub enum LibraryPolicy {
+    /// Every loaded library goes first.
+    Flush,
+    /// A library name already loaded refuses the whole restore.
+    Append,
+    /// Same-named libraries are replaced.
+    Replace,
+}
+
+impl Scripts {
+    /// Every loaded library's code (its FUNCTION LOAD payload), in name order: what an RDB
+    /// file or an AOF base keeps of them.
+    pub(crate) fn library_codes(&self) -> Vec<Bytes> {
+        self.functions
+            .lock()
+            .libraries
+            .values()
+            .map(|l| l.code.clone())
+            .collect()
+    }
 }
 
 /// The server's libraries.

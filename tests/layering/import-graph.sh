@@ -10,6 +10,7 @@
 #                                             module may join it)
 #   tests/layering/import-graph.sh --why A B  the lines of module A that reference module B
 #
+# PODIUM_SRC names another source tree to read (the layering test seeds a cycle in a copy).
 # A top-level module is src/NAME.rs or src/NAME/; lib.rs and main.rs are the root and left
 # out. Comments (// and //!) are ignored; a `crate::` inside a string literal would count.
 #
@@ -17,7 +18,7 @@
 # only keeps an item's old path alive after a move (so code written against the old path still
 # compiles); the code of this crate names the new, lower path. Such lines are left out.
 set -u
-cd "$(dirname "$0")/../../src" || exit 2
+cd "${PODIUM_SRC:-$(dirname "$0")/../../src}" || exit 2
 
 module_of() { local f=${1#./}; f=${f%%/*}; echo "${f%.rs}"; }
 

@@ -4,7 +4,7 @@
 //! 1000 levels of nesting each way, NaN and infinities refused. The configuration belongs to
 //! the running script: the engine puts the defaults back after every call.
 
-use crate::scripting::convert::format_g;
+use crate::commands::scripting::convert::format_g;
 use mlua::{LightUserData, Lua, MultiValue, Table, Value as LuaValue};
 use std::cell::Cell;
 use std::rc::Rc;

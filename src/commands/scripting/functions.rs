@@ -17,6 +17,7 @@ use super::{shebang_flag, ScriptFlags};
 use crate::commands::args::eq;
 use crate::commands::Ctx;
 use crate::protocol::Reply;
+use crate::state::scripts::LibraryPolicy as Policy;
 pub(crate) use crate::state::scripts::{FunctionInfo, Library, Registry};
 use bytes::Bytes;
 use mlua::{Function, Lua, MultiValue, Value as LuaValue};
@@ -646,18 +647,6 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
 }
 
-/// How restored libraries meet the loaded ones (FUNCTION RESTORE's policies; loading an RDB
-/// file uses FLUSH, APPEND for NOFLUSH, REPLACE for NOFLUSH MERGE).
-#[derive(PartialEq, Eq, Clone, Copy, Debug)]
-pub(crate) enum Policy {
-    /// Every loaded library goes first.
-    Flush,
-    /// A library name already loaded refuses the whole restore.
-    Append,
-    /// Same-named libraries are replaced.
-    Replace,
-}
-
 /// Load libraries `codes` (each a whole FUNCTION LOAD payload) under `policy`: each is run
 /// once first, and nothing changes unless all of them load; Redis's error text otherwise.
 pub(crate) fn restore_libraries(
@@ -749,18 +738,6 @@ pub(crate) fn restore_libraries(
         Ok(result) => result,
         Err(e) => Err(e),
     }
-}
-
-/// Every loaded library's code (its FUNCTION LOAD payload), in name order: what an RDB file
-/// or an AOF base keeps of them.
-pub(crate) fn library_codes(srv: &crate::state::Server) -> Vec<Bytes> {
-    srv.scripts
-        .functions
-        .lock()
-        .libraries
-        .values()
-        .map(|l| l.code.clone())
-        .collect()
 }
 
 /// The library of function `name` (FCALL).

@@ -45,13 +45,12 @@ mod libs;
 mod scope;
 
 pub use debugger::{kill_forked_sessions, DebugIo, DebugMode};
-pub(crate) use functions::{library_codes, restore_libraries, Policy as LibraryPolicy};
+pub(crate) use functions::restore_libraries;
 
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
 use crate::commands::{Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
-pub(crate) use crate::state::scripts::without_aof_if;
 pub use crate::state::scripts::Scripts;
 use crate::state::scripts::{RunningScript, Script, ScriptFlags};
 use bytes::Bytes;

@@ -424,6 +424,39 @@ fn transactions_and_watch() {
     );
 }
 
+/// UNWATCH queued in a transaction runs as any queued command (the transaction commands are
+/// rows of the command table, not names the dispatcher catches), and EXEC drops the WATCHes
+/// before its queue runs, as Redis does: the transaction's own write to a watched key does
+/// not leave the client flagged for the next one.
+#[test]
+fn unwatch_inside_multi_and_watches_dropped_by_exec() {
+    let srv = Podium::start(&[]);
+    let mut s = srv.raw();
+    let got = exchange(&mut s, b"MULTI\r\nUNWATCH\r\nEXEC\r\n");
+    assert_eq!(
+        got,
+        b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n",
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    let got = exchange(
+        &mut s,
+        b"WATCH w\r\nMULTI\r\nSET w 1\r\nEXEC\r\nMULTI\r\nSET w 2\r\nEXEC\r\n",
+    );
+    assert_eq!(
+        got,
+        b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n",
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    let mut c = srv.con();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(stats.contains("cmdstat_unwatch:calls=1,"), "{stats}");
+}
+
 #[test]
 fn shutdown_stops_the_server() {
     shutdown_stops(&[]);

@@ -108,7 +108,7 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
     Reply::StatusOwned(format!(
         "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
         &e.value as *const Value,
-        super::keys::encoding_name(&e.value),
+        e.value.encoding_name(),
         serialized.len(),
         e.access,
         crate::evict::idle_ms(e) / 1000,

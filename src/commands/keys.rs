@@ -475,26 +475,6 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Ok
 }
 
-/// OBJECT ENCODING's name for a value.
-pub fn encoding_name(v: &Value) -> &'static str {
-    match v {
-        Value::Str(s) => {
-            if s.len() <= 20 && parse_i64(s).is_some() {
-                "int"
-            } else if s.len() <= 44 {
-                "embstr"
-            } else {
-                "raw"
-            }
-        }
-        Value::ZSet(z) => z.encoding_name(),
-        Value::Hash(h) => h.encoding_name(),
-        Value::Set(s) => s.encoding_name(),
-        Value::List(l) => l.encoding_name(),
-        Value::Stream(_) => "stream",
-    }
-}
-
 /// OBJECT REFCOUNT. Podium keeps no reference counts (a value belongs to one key); it answers
 /// what Redis 7.0 would for the same value under the same settings, which tools and tests
 /// read to learn whether small integers are shared: Redis shares the integers 0 to 9999
@@ -555,7 +535,7 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::Null;
     };
     match sub.as_str() {
-        "encoding" => Reply::bulk_slice(encoding_name(&e.value).as_bytes()),
+        "encoding" => Reply::bulk_slice(e.value.encoding_name().as_bytes()),
         "refcount" => Reply::Int(refcount(srv, &e.value)),
         "idletime" if crate::evict::lfu_mode() => Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
         "idletime" => Reply::Int((crate::evict::idle_ms(e) / 1000) as i64),

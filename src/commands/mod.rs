@@ -65,6 +65,20 @@ pub use crate::cmdspec::{arity_ok, wrong_arity};
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
 
+/// A command that acts on the client's own session and takes whatever locks it needs itself
+/// (the transaction commands: MULTI and DISCARD change only the client, WATCH locks the keys
+/// it watches, EXEC locks every shard for its queue).
+pub type SessionHandler = fn(&Server, &mut Client, &[Bytes]) -> Reply;
+
+/// How a command runs: what the table row holds instead of a handler caught by name.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// Runs with its keys' shards locked by the dispatcher ([`run_locked`]).
+    Keyed(Handler),
+    /// Runs after every check the dispatcher makes, with no lock held (see [`SessionHandler`]).
+    Session(SessionHandler),
+}
+
 /// Command flags (a subset of Redis's, the ones Podium acts on or reports).
 pub mod flags {
     pub const WRITE: u32 = 1;
@@ -110,7 +124,7 @@ pub struct Spec {
     pub arity: i32,
     pub flags: u32,
     pub keys: Keys,
-    pub handler: Handler,
+    pub run: Run,
     /// Redis's command group (e.g. "sorted-set"), as COMMAND DOCS reports it (checked against
     /// the generated docs table in `docs::tests`).
     pub group: &'static str,
@@ -130,7 +144,26 @@ impl Spec {
             arity,
             flags,
             keys,
-            handler,
+            run: Run::Keyed(handler),
+            group,
+        }
+    }
+
+    /// A row whose command runs on the client's session (see [`Run::Session`]).
+    pub const fn session(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: Keys,
+        handler: SessionHandler,
+        group: &'static str,
+    ) -> Spec {
+        Spec {
+            name,
+            arity,
+            flags,
+            keys,
+            run: Run::Session(handler),
             group,
         }
     }
@@ -778,26 +811,11 @@ pub fn dispatch_with<'a>(
             }
         }
     }
-    match spec.name {
-        "exec" => {
-            let reply = tx::exec(srv, client);
-            client.tracking_caching = false;
-            if srv.tracking.is_active() {
-                let id = client.id;
-                srv.tracking
-                    .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
-            }
-            feed_monitors(srv, client, client.db, &args);
-            count_transaction_command(srv, client, spec, &args, &reply, started);
-            return done(reply);
-        }
-        "multi" | "discard" | "watch" | "unwatch" => {
-            let reply = tx::control(srv, client, spec.name, &args);
-            feed_monitors(srv, client, client.db, &args);
-            count_transaction_command(srv, client, spec, &args, &reply, started);
-            return done(reply);
-        }
-        _ => {}
+    if let Run::Session(handler) = spec.run {
+        let reply = handler(srv, client, &args);
+        feed_monitors(srv, client, client.db, &args);
+        count_transaction_command(srv, client, spec, &args, &reply, started);
+        return done(reply);
     }
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
@@ -1147,7 +1165,13 @@ pub fn run_locked<'a>(
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
     let busy = crate::watchdog::busy();
-    let reply = long::run_maybe_off_io(long, || (spec.handler)(&mut ctx, args));
+    let reply = match spec.run {
+        Run::Keyed(handler) => long::run_maybe_off_io(long, || handler(&mut ctx, args)),
+        // Only UNWATCH gets here: queued in a transaction (MULTI, EXEC, DISCARD and WATCH
+        // never are) and run by EXEC, which has already dropped the client's WATCHes, as
+        // Redis's does, so it takes no lock.
+        Run::Session(handler) => handler(ctx.srv, ctx.client, args),
+    };
     drop(busy);
     let duration_us = started.elapsed().as_micros() as u64;
     ctx.client.last_duration_us = duration_us;

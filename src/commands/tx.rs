@@ -17,88 +17,94 @@ use std::sync::Arc;
 
 use super::flags::*;
 
-fn placeholder(_: &mut super::Ctx, _: &[Bytes]) -> Reply {
-    // MULTI/EXEC/DISCARD/WATCH/UNWATCH are intercepted by `dispatch`; this is never reached.
-    Reply::error("ERR transaction command outside dispatch")
-}
-
 pub static COMMANDS: &[Spec] = &[
-    Spec::new(
+    Spec::session(
         "multi",
         1,
         NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
         Keys::None,
-        placeholder,
+        multi,
         "transactions",
     ),
-    Spec::new(
+    Spec::session(
         "exec",
         1,
         NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
         Keys::None,
-        placeholder,
+        exec_command,
         "transactions",
     ),
-    Spec::new(
+    Spec::session(
         "discard",
         1,
         NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
         Keys::None,
-        placeholder,
+        discard,
         "transactions",
     ),
-    Spec::new(
+    Spec::session(
         "watch",
         -2,
         NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
         Keys::Range(1, -1, 1),
-        placeholder,
+        watch_command,
         "transactions",
     ),
-    Spec::new(
+    Spec::session(
         "unwatch",
         1,
         NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
         Keys::None,
-        placeholder,
+        unwatch,
         "transactions",
     ),
 ];
 
 const SKIP_SLOWLOG: u32 = 0;
 
-/// MULTI, DISCARD, WATCH, UNWATCH.
-pub fn control(srv: &Server, client: &mut Client, name: &str, args: &[Bytes]) -> Reply {
-    match name {
-        "multi" => {
-            if client.multi.is_some() {
-                return Reply::error("ERR MULTI calls can not be nested");
-            }
-            client.multi = Some(Vec::new());
-            client.multi_abort = false;
-            client.info.multi.store(true, Ordering::Relaxed);
-            Reply::Ok
-        }
-        "discard" => {
-            if client.multi.is_none() {
-                return Reply::error("ERR DISCARD without MULTI");
-            }
-            reset_multi(client);
-            unwatch_all(srv, client);
-            Reply::Ok
-        }
-        "watch" => {
-            if client.multi.is_some() {
-                return Reply::error("ERR WATCH inside MULTI is not allowed");
-            }
-            watch(srv, client, &args[1..]);
-            Reply::Ok
-        }
-        _ => {
-            unwatch_all(srv, client);
-            Reply::Ok
-        }
+fn multi(_: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+    if client.multi.is_some() {
+        return Reply::error("ERR MULTI calls can not be nested");
     }
+    client.multi = Some(Vec::new());
+    client.multi_abort = false;
+    client.info.multi.store(true, Ordering::Relaxed);
+    Reply::Ok
+}
+
+fn discard(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+    if client.multi.is_none() {
+        return Reply::error("ERR DISCARD without MULTI");
+    }
+    reset_multi(client);
+    unwatch_all(srv, client);
+    Reply::Ok
+}
+
+fn watch_command(srv: &Server, client: &mut Client, args: &[Bytes]) -> Reply {
+    if client.multi.is_some() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed");
+    }
+    watch(srv, client, &args[1..]);
+    Reply::Ok
+}
+
+fn unwatch(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+    unwatch_all(srv, client);
+    Reply::Ok
+}
+
+/// EXEC, and what follows it for client-side caching: CLIENT CACHING applied to the whole
+/// transaction, and the invalidations its writes caused go out (Redis sends them after EXEC).
+fn exec_command(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+    let reply = exec(srv, client);
+    client.tracking_caching = false;
+    if srv.tracking.is_active() {
+        let id = client.id;
+        srv.tracking
+            .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
+    }
+    reply
 }
 
 /// Leave MULTI without running it (an EXEC refused while a script is busy).
@@ -142,6 +148,22 @@ fn watch(srv: &Server, client: &mut Client, keys: &[Bytes]) {
         client.watched.push((client.db, key.clone()));
         client.watched_expiry.push((client.db, key.clone(), stale));
     }
+}
+
+/// Drop every WATCH of this client, under guards that hold every shard's lock.
+fn unwatch_locked(client: &mut Client, g: &mut Guards) {
+    client.watched_expiry.clear();
+    for (db, key) in std::mem::take(&mut client.watched) {
+        let sid = g.ks.shard_of(&key);
+        let shard = g.shard_mut(db, sid);
+        if let Some(v) = shard.watched.get_mut(&key) {
+            v.retain(|w| !Arc::ptr_eq(&w.flag, &client.watch_flag));
+            if v.is_empty() {
+                shard.watched.remove(&key);
+            }
+        }
+    }
+    client.watch_flag.store(false, Ordering::Release);
 }
 
 /// Drop every WATCH of this client.
@@ -195,6 +217,9 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         unwatch_all(srv, client);
         return Reply::NullArray;
     }
+    // As Redis, the WATCHes go before the queue runs: its own writes need not flag this
+    // client, and an UNWATCH it queued has nothing left to do.
+    unwatch_locked(client, &mut g);
     let mut replies = Vec::with_capacity(queue.len());
     // What the transaction logs is collected and goes out in one piece at the end, wrapped
     // in MULTI/EXEC when it is more than one command (as Redis 7.0: a transaction with one

@@ -20,9 +20,7 @@ use crate::notify;
 use crate::protocol::reply::MemberList;
 use crate::protocol::{Reply, Resp};
 use crate::try_reply;
-use crate::types::zset::{
-    InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet, ZsetLimits,
-};
+use crate::types::zset::{InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet};
 use crate::types::{Value, WRONGTYPE};
 use crate::util::numtext::{format_f64, parse_i64};
 use bytes::Bytes;
@@ -535,27 +533,6 @@ fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((start as usize, end as usize))
 }
 
-/// Redis keeps the small (listpack) form's scores as text, where -0 reads back as 0; the
-/// skip-list form keeps -0. `score` is the score about to be written to `member` of `z`:
-/// return what Redis would store.
-fn stored_score(
-    z: &ZSet,
-    member: &[u8],
-    score: f64,
-    known: Option<bool>,
-    limits: &ZsetLimits,
-) -> f64 {
-    if score != 0.0 || score.is_sign_positive() || z.encoding_name() != "listpack" {
-        return score;
-    }
-    let exists = known.unwrap_or_else(|| z.score(member).is_some());
-    if exists || (z.len() < limits.max_entries && member.len() <= limits.max_value) {
-        0.0
-    } else {
-        score
-    }
-}
-
 /// Store `items` (already in order) as a new sorted set at `dst`, or delete `dst` when empty.
 /// Returns the reply (the count) and bumps dirty as Redis does.
 pub(crate) fn store_result<'m>(
@@ -580,11 +557,8 @@ pub(crate) fn store_result<'m>(
     }
     let mut z = ZSet::new_for(maxlen, count, &limits);
     for (m, s) in items {
-        let s = if z.encoding_name() == "listpack" && s == 0.0 {
-            0.0
-        } else {
-            s
-        };
+        // `z` was made in the encoding its final size takes, and the members are distinct.
+        let s = z.stored_score(m, s, Some(false), &limits);
         z.insert(m, s, &limits);
     }
     let n = z.len();
@@ -690,7 +664,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
         let plain = !(f.nx || f.xx || f.incr || f.gt || f.lt);
         if plain {
             // One operation: insert or update.
-            let score = stored_score(z, member, score, None, &limits);
+            let score = z.stored_score(member, score, None, &limits);
             match z.insert(member, score, &limits) {
                 InsertResult::Added => added += 1,
                 InsertResult::Updated { .. } => updated += 1,
@@ -717,7 +691,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
                     continue;
                 }
                 if new != cur {
-                    let new = stored_score(z, member, new, Some(true), &limits);
+                    let new = z.stored_score(member, new, Some(true), &limits);
                     z.insert(member, new, &limits);
                     updated += 1;
                 }
@@ -728,7 +702,7 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
                 if f.xx {
                     continue;
                 }
-                let stored = stored_score(z, member, score, Some(false), &limits);
+                let stored = z.stored_score(member, score, Some(false), &limits);
                 z.insert(member, stored, &limits);
                 added += 1;
                 processed += 1;

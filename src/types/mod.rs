@@ -37,6 +37,28 @@ impl Value {
             Value::Stream(_) => "stream",
         }
     }
+
+    /// The name OBJECT ENCODING reports. A string's is Redis's rule for the encoding it would
+    /// choose (an integer up to 20 characters is "int", up to 44 bytes "embstr", longer
+    /// "raw"); Podium keeps every string the same way.
+    pub fn encoding_name(&self) -> &'static str {
+        match self {
+            Value::Str(s) => {
+                if s.len() <= 20 && crate::util::numtext::parse_i64(s).is_some() {
+                    "int"
+                } else if s.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+            Value::ZSet(z) => z.encoding_name(),
+            Value::Hash(h) => h.encoding_name(),
+            Value::Set(s) => s.encoding_name(),
+            Value::List(l) => l.encoding_name(),
+            Value::Stream(_) => "stream",
+        }
+    }
 }
 
 /// The error a command gets for a key of the wrong type.

@@ -358,6 +358,28 @@ impl ZSet {
         self.len() == 0
     }
 
+    /// The score Redis would store when `score` is written to `member`: its small
+    /// (listpack) form keeps scores as text, where -0 reads back as 0, while the skip-list
+    /// form keeps -0. `exists` says whether `member` is in the set, when the caller knows;
+    /// a new member keeps the small form only if the set stays under both limits.
+    pub fn stored_score(
+        &self,
+        member: &[u8],
+        score: f64,
+        exists: Option<bool>,
+        limits: &ZsetLimits,
+    ) -> f64 {
+        if score != 0.0 || score.is_sign_positive() || !matches!(self.enc, Enc::Small(_)) {
+            return score;
+        }
+        let exists = exists.unwrap_or_else(|| self.score(member).is_some());
+        if exists || (self.len() < limits.max_entries && member.len() <= limits.max_value) {
+            0.0
+        } else {
+            score
+        }
+    }
+
     pub fn encoding_name(&self) -> &'static str {
         match &self.enc {
             Enc::Small(_) => "listpack",

@@ -3,8 +3,9 @@
 //! Each family file (`zset.rs`, `string.rs`, ...) exports a `COMMANDS` table of [`Spec`]s: the
 //! name, Redis's arity convention (positive = exact, negative = at least), flags, where the
 //! keys are, and the handler. A handler parses its own arguments, works on the keyspace
-//! through [`Ctx`], and returns a [`Reply`]; it never sees the protocol version except through
-//! `ctx.client.resp` when a reply shape depends on it.
+//! through [`Ctx`], and returns a [`CmdResult`]: `Ok` with its reply, or `Err` with an error
+//! reply, so that `?` ends it early on a helper's `Err(Reply)`. It never sees the protocol
+//! version except through `ctx.client.resp` when a reply shape depends on it.
 //!
 //! [`dispatch`] runs one request: lookup, arity, authentication, MULTI queueing, lock the
 //! shards the keys live in (in global order), run, then feed the AOF and serve clients that
@@ -63,7 +64,21 @@ use std::sync::OnceLock;
 /// Moved to crate::cmdspec; kept here for code written against the old path.
 pub use crate::cmdspec::{arity_ok, wrong_arity};
 
-pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
+/// What a handler returns: `Ok` with its reply, or `Err` with the error reply to send (so that
+/// `?` returns a helper's `Err(Reply)` early). Both are sent alike: the dispatcher takes the
+/// reply out of either ([`reply_of`]), and an error is recognised by the reply itself, never by
+/// which side it came on.
+pub type CmdResult = Result<Reply, Reply>;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+/// The reply a handler's result sends, `Ok` or `Err` alike.
+#[inline]
+pub fn reply_of(r: CmdResult) -> Reply {
+    match r {
+        Ok(r) | Err(r) => r,
+    }
+}
 
 /// Command flags (a subset of Redis's, the ones Podium acts on or reports).
 pub mod flags {
@@ -1117,7 +1132,7 @@ pub fn run_locked<'a>(
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
     let busy = crate::watchdog::busy();
-    let reply = long::run_maybe_off_io(long, || (spec.handler)(&mut ctx, args));
+    let reply = long::run_maybe_off_io(long, || reply_of((spec.handler)(&mut ctx, args)));
     drop(busy);
     let duration_us = started.elapsed().as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
@@ -1267,17 +1282,6 @@ pub mod args {
     pub fn eq(a: &[u8], word: &str) -> bool {
         a.eq_ignore_ascii_case(word.as_bytes())
     }
-}
-
-/// `try_reply!(expr)`: unwrap a `Result<T, Reply>` or return the error reply.
-#[macro_export]
-macro_rules! try_reply {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return r,
-        }
-    };
 }
 
 #[cfg(test)]

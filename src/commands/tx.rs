@@ -6,7 +6,7 @@
 //! checks WATCH: a watched key modified since WATCH (its shard flagged the client) or expired
 //! since then aborts with a null reply. Errors inside EXEC do not roll anything back.
 
-use super::{lookup, run_locked, Keys, Spec};
+use super::{lookup, run_locked, CmdResult, Keys, Spec};
 use crate::client::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use super::flags::*;
 
-fn placeholder(_: &mut super::Ctx, _: &[Bytes]) -> Reply {
+fn placeholder(_: &mut super::Ctx, _: &[Bytes]) -> CmdResult {
     // MULTI/EXEC/DISCARD/WATCH/UNWATCH are intercepted by `dispatch`; this is never reached.
-    Reply::error("ERR transaction command outside dispatch")
+    Err(Reply::error("ERR transaction command outside dispatch"))
 }
 
 pub static COMMANDS: &[Spec] = &[

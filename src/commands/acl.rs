@@ -2,7 +2,7 @@
 //! HELP, over the user table of [`crate::acl`]. Replies and error texts are Redis 7.0's.
 
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::acl::{self, Denied, UserRef};
 use crate::client::Client;
 use crate::protocol::Reply;
@@ -24,9 +24,9 @@ fn bulk(s: impl Into<Vec<u8>>) -> Reply {
     Reply::bulk(s.into())
 }
 
-fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if let Some(e) = acl::subcommand_arity_error("acl", a) {
-        return e;
+        return Err(e);
     }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let srv = ctx.srv;
@@ -38,10 +38,10 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 .iter()
                 .any(|&c| c.is_ascii_whitespace() || c == 0)
             {
-                return Reply::error("ERR Usernames can't contain spaces or null characters");
+                return Err(Reply::error("ERR Usernames can't contain spaces or null characters"));
             }
             match srv.acl.set_user(name, &a[3..], pubsub_all) {
-                Ok(None) => Reply::Ok,
+                Ok(None) => Ok(Reply::Ok),
                 Ok(Some(upcoming)) => {
                     if let Some(user) = srv.acl.get(name) {
                         let id = ctx.client.id;
@@ -49,133 +49,127 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                             ctx.close_after_reply = true;
                         }
                     }
-                    Reply::Ok
+                    Ok(Reply::Ok)
                 }
-                Err(e) => Reply::Error(format!("ERR {}", e.replace(['\r', '\n'], " "))),
+                Err(e) => Err(Reply::Error(format!("ERR {}", e.replace(['\r', '\n'], " ")))),
             }
         }
         ("deluser", n) if n >= 3 => {
             if a[2..].iter().any(|n| &n[..] == b"default") {
-                return Reply::error("ERR The 'default' user cannot be removed");
+                return Err(Reply::error("ERR The 'default' user cannot be removed"));
             }
             let removed = srv.acl.delete(&a[2..]);
             if disconnect_deleted_users(srv, ctx.client.id) {
                 ctx.close_after_reply = true;
             }
-            Reply::Int(removed as i64)
+            Ok(Reply::Int(removed as i64))
         }
         ("getuser", 3) => match srv.acl.get(&a[2]) {
-            Some(u) => acl::view::getuser(&u.read()),
-            None => Reply::Null,
+            Some(u) => Ok(acl::view::getuser(&u.read())),
+            None => Ok(Reply::Null),
         },
-        ("list", 2) => Reply::Array(srv.acl.list().into_iter().map(bulk).collect()),
-        ("users", 2) => Reply::Array(srv.acl.names().into_iter().map(bulk).collect()),
+        ("list", 2) => Ok(Reply::Array(srv.acl.list().into_iter().map(bulk).collect())),
+        ("users", 2) => Ok(Reply::Array(srv.acl.names().into_iter().map(bulk).collect())),
         ("whoami", 2) => match ctx.client.user.as_ref() {
-            Some(u) => bulk(u.read().name.clone()),
-            None => Reply::Null,
+            Some(u) => Ok(bulk(u.read().name.clone())),
+            None => Ok(Reply::Null),
         },
-        ("load" | "save", _) if aclfile(ctx).is_empty() => Reply::error(
+        ("load" | "save", _) if aclfile(ctx).is_empty() => Err(Reply::error(
             "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.",
-        ),
+        )),
         ("load", 2) => match load_file(srv, &aclfile(ctx)) {
             Ok(()) => {
                 if disconnect_deleted_users(srv, ctx.client.id) {
                     ctx.close_after_reply = true;
                 }
-                Reply::Ok
+                Ok(Reply::Ok)
             }
-            Err(e) => Reply::Error(format!("ERR {e}")),
+            Err(e) => Err(Reply::Error(format!("ERR {e}"))),
         },
         ("save", 2) => match save_file(srv, &aclfile(ctx)) {
-            Ok(()) => Reply::Ok,
+            Ok(()) => Ok(Reply::Ok),
             Err(e) => {
                 tracing::warn!("Failed saving ACL file: {e}");
-                Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+                Err(Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information"))
             }
         },
-        ("cat", 2) => Reply::Array(
+        ("cat", 2) => Ok(Reply::Array(
             crate::acl_commands::CATEGORIES
                 .iter()
                 .map(|c| bulk(c.as_bytes()))
                 .collect(),
-        ),
+        )),
         ("cat", 3) => {
             let name = String::from_utf8_lossy(&a[2]).into_owned();
             match acl::view::category(&name) {
-                Some(cmds) => Reply::Array(cmds.into_iter().map(|c| bulk(c.as_bytes())).collect()),
-                None => Reply::Error(format!(
+                Some(cmds) => Ok(Reply::Array(cmds.into_iter().map(|c| bulk(c.as_bytes())).collect())),
+                None => Err(Reply::Error(format!(
                     "ERR Unknown category '{}'",
                     name.chars().take(128).collect::<String>()
-                )),
+                ))),
             }
         }
         ("genpass", 2 | 3) => {
             let bits = if a.len() == 3 {
-                match super::args::int(&a[2]) {
-                    Ok(b) => b,
-                    Err(e) => return e,
-                }
+                super::args::int(&a[2])?
             } else {
                 256
             };
             if bits <= 0 || bits > 4096 {
-                return Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096");
+                return Err(Reply::error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096"));
             }
             let chars = ((bits + 3) / 4) as usize;
-            bulk(random_hex(chars))
+            Ok(bulk(random_hex(chars)))
         }
         ("log", 2 | 3) => {
             let mut count = 10i64;
             if a.len() == 3 {
                 if a[2].eq_ignore_ascii_case(b"reset") {
                     acl::view::reset_log(&srv.acl);
-                    return Reply::Ok;
+                    return Ok(Reply::Ok);
                 }
-                count = match super::args::int(&a[2]) {
-                    Ok(c) => c.max(0),
-                    Err(e) => return e,
-                };
+                count = super::args::int(&a[2])?.max(0);
             }
-            acl::view::log(&srv.acl, count as usize)
+            Ok(acl::view::log(&srv.acl, count as usize))
         }
         ("dryrun", n) if n >= 4 => {
             let Some(user) = srv.acl.get(&a[2]) else {
-                return Reply::Error(format!(
+                return Err(Reply::Error(format!(
                     "ERR User '{}' not found",
                     String::from_utf8_lossy(&a[2])
-                ));
+                )));
             };
             let Some(spec) = super::lookup(&a[3]) else {
-                return Reply::Error(format!(
+                return Err(Reply::Error(format!(
                     "ERR Command '{}' not found",
                     String::from_utf8_lossy(&a[3])
-                ));
+                )));
             };
             let args = &a[3..];
             if !crate::cmdspec::arity_ok(spec.arity, args.len()) {
                 let id = acl::resolve(spec.name, args);
                 let name = id.map(acl::full_name).unwrap_or(spec.name);
-                return Reply::Error(format!(
+                return Err(Reply::Error(format!(
                     "ERR wrong number of arguments for '{name}' command"
-                ));
+                )));
             }
             match check_user(&user, spec, args) {
-                Ok(()) => Reply::Ok,
-                Err((Denied::Command, _, id)) => bulk(format!(
+                Ok(()) => Ok(Reply::Ok),
+                Err((Denied::Command, _, id)) => Ok(bulk(format!(
                     "This user has no permissions to run the '{}' command",
                     acl::full_name(id)
-                )),
-                Err((Denied::Key, pos, _)) => bulk(format!(
+                ))),
+                Err((Denied::Key, pos, _)) => Ok(bulk(format!(
                     "This user has no permissions to access the '{}' key",
                     String::from_utf8_lossy(&args[pos])
-                )),
-                Err((_, pos, _)) => bulk(format!(
+                ))),
+                Err((_, pos, _)) => Ok(bulk(format!(
                     "This user has no permissions to access the '{}' channel",
                     String::from_utf8_lossy(&args[pos])
-                )),
+                ))),
             }
         }
-        ("help", 2) => Reply::Array(
+        ("help", 2) => Ok(Reply::Array(
             [
                 "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "CAT [<category>]",
@@ -210,11 +204,11 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
-        _ => Reply::Error(format!(
+        )),
+        _ => Err(Reply::Error(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

@@ -12,7 +12,7 @@
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::notify;
 use crate::protocol::Reply;
 use crate::types::compact::CompactBytes;
@@ -39,7 +39,7 @@ enum BitOp {
 }
 
 /// BITOP AND|OR|XOR|NOT destkey key [key ...]
-fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let op = if eq(&a[1], "and") {
         BitOp::And
     } else if eq(&a[1], "or") {
@@ -49,10 +49,12 @@ fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     } else if eq(&a[1], "not") {
         BitOp::Not
     } else {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     };
     if op == BitOp::Not && a.len() != 4 {
-        return Reply::error("ERR BITOP NOT must be called with a single source key.");
+        return Err(Reply::error(
+            "ERR BITOP NOT must be called with a single source key.",
+        ));
     }
     let mut db = ctx.db();
     let mut sources: Vec<Option<Bytes>> = Vec::with_capacity(a.len() - 3);
@@ -60,7 +62,7 @@ fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         match db.read(key) {
             None => sources.push(None),
             Some(Value::Str(s)) => sources.push(Some(s.to_bytes())),
-            Some(_) => return Reply::error(WRONGTYPE),
+            Some(_) => return Err(Reply::error(WRONGTYPE)),
         }
     }
     let maxlen = sources
@@ -75,7 +77,7 @@ fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             db.notify(notify::GENERIC, "del", dst);
             ctx.dirty += 1;
         }
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let byte_of = |s: &Option<Bytes>, j: usize| s.as_ref().and_then(|s| s.get(j)).copied();
     let mut res = vec![0u8; maxlen];
@@ -105,7 +107,7 @@ fn bitop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     db.modified(dst);
     db.notify(notify::STRING, "set", dst);
     ctx.dirty += 1;
-    Reply::Int(maxlen as i64)
+    Ok(Reply::Int(maxlen as i64))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -264,17 +266,17 @@ fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> Option<i64
     }
 }
 
-fn bitfield(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn bitfield(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     bitfield_generic(ctx, a, false)
 }
 
-fn bitfield_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn bitfield_ro(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     bitfield_generic(ctx, a, true)
 }
 
 /// BITFIELD key [GET type offset] [SET type offset value] [INCRBY type offset increment]
 /// [OVERFLOW WRAP|SAT|FAIL] ...
-fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
+fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> CmdResult {
     let max_len = ctx
         .srv
         .config
@@ -304,20 +306,20 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
             } else if eq(kind, "fail") {
                 Overflow::Fail
             } else {
-                return Reply::error("ERR Invalid OVERFLOW type specified");
+                return Err(Reply::error("ERR Invalid OVERFLOW type specified"));
             };
             j += 2;
             continue;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         };
-        let (signed, bits) = crate::try_reply!(field_type(&a[j + 1]));
-        let offset = crate::try_reply!(field_offset(&a[j + 2], bits, max_len));
+        let (signed, bits) = field_type(&a[j + 1])?;
+        let offset = field_offset(&a[j + 2], bits, max_len)?;
         let mut value = 0;
         if op != FieldOp::Get {
             readonly = false;
             highest_write = highest_write.max(offset + u64::from(bits) - 1);
-            value = crate::try_reply!(super::args::int(&a[j + 3]));
+            value = super::args::int(&a[j + 3])?;
         }
         fields.push(Field {
             op,
@@ -336,7 +338,7 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
         let s = match db.read(key) {
             None => None,
             Some(Value::Str(s)) => Some(s.to_bytes()),
-            Some(_) => return Reply::error(WRONGTYPE),
+            Some(_) => return Err(Reply::error(WRONGTYPE)),
         };
         let s = s.as_deref().unwrap_or(&[]);
         let out = fields
@@ -349,10 +351,12 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
                 }
             })
             .collect();
-        return Reply::Array(out);
+        return Ok(Reply::Array(out));
     }
     if ro_command {
-        return Reply::error("ERR BITFIELD_RO only supports the GET subcommand");
+        return Err(Reply::error(
+            "ERR BITFIELD_RO only supports the GET subcommand",
+        ));
     }
     // Grow (or create) the string to the highest bit written, before any operation runs.
     let need = (highest_write >> 3) as usize + 1;
@@ -366,7 +370,7 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
             }
             (v, grown)
         }
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     let mut changes = 0u64;
     let mut out = Vec::with_capacity(fields.len());
@@ -427,7 +431,7 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> Reply {
         db.notify(notify::STRING, "setbit", key);
         ctx.dirty += changes;
     }
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
 use crate::protocol::{Reply, Resp};
 use crate::version::REDIS_VERSION;
@@ -23,40 +23,43 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, client, "connection"),
 ];
 
-fn ping(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn ping(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // A RESP2 subscriber gets its pong as a two-element array (it can only read those).
     if a.len() <= 2 && ctx.client.resp == Resp::V2 && ctx.client.subs.total() > 0 {
         let payload = a.get(1).cloned().unwrap_or_default();
-        return Reply::Array(vec![Reply::bulk_slice(b"pong"), Reply::Bulk(payload)]);
+        return Ok(Reply::Array(vec![
+            Reply::bulk_slice(b"pong"),
+            Reply::Bulk(payload),
+        ]));
     }
     match a.len() {
-        1 => Reply::Status("PONG"),
-        2 => Reply::Bulk(a[1].clone()),
+        1 => Ok(Reply::Status("PONG")),
+        2 => Ok(Reply::Bulk(a[1].clone())),
         _ => {
             let _ = ctx;
-            wrong_arity("ping")
+            Err(wrong_arity("ping"))
         }
     }
 }
 
-fn echo(_: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Bulk(a[1].clone())
+fn echo(_: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Bulk(a[1].clone()))
 }
 
-fn quit(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn quit(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     ctx.close_after_reply = true;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn select(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn select(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Ok(n) = int(&a[1]) else {
-        return Reply::error(NOT_INT);
+        return Err(Reply::error(NOT_INT));
     };
     if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
-        return Reply::error("ERR DB index is out of range");
+        return Err(Reply::error("ERR DB index is out of range"));
     }
     ctx.client.select(n as usize);
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 /// AUTH / HELLO AUTH: switch the connection to `user` (the default user when None) if the
@@ -89,27 +92,27 @@ fn check_password(
     }
 }
 
-fn auth(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn auth(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let r = match a.len() {
         2 => check_password(ctx, &a[0], None, &a[1]),
         3 => check_password(ctx, &a[0], Some(&a[1]), &a[2]),
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
-    match r {
-        Ok(()) => Reply::Ok,
-        Err(e) => e,
-    }
+    r?;
+    Ok(Reply::Ok)
 }
 
-fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn hello(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut resp = None;
     let mut i = 1;
     if a.len() > 1 {
         match int(&a[1]) {
             Ok(v) if v == 2 || v == 3 => resp = Some(v),
-            Ok(_) => return Reply::error("NOPROTO unsupported protocol version"),
+            Ok(_) => return Err(Reply::error("NOPROTO unsupported protocol version")),
             Err(_) => {
-                return Reply::error("ERR Protocol version is not an integer or out of range")
+                return Err(Reply::error(
+                    "ERR Protocol version is not an integer or out of range",
+                ))
             }
         }
         i = 2;
@@ -117,25 +120,21 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut setname = None;
     while i < a.len() {
         if eq(&a[i], "auth") && i + 2 < a.len() {
-            if let Err(e) = check_password(ctx, &a[0], Some(&a[i + 1]), &a[i + 2]) {
-                return e;
-            }
+            check_password(ctx, &a[0], Some(&a[i + 1]), &a[i + 2])?;
             i += 3;
         } else if eq(&a[i], "setname") && i + 1 < a.len() {
-            if let Err(e) = valid_client_name(&a[i + 1]) {
-                return e;
-            }
+            valid_client_name(&a[i + 1])?;
             setname = Some(a[i + 1].clone());
             i += 2;
         } else {
-            return Reply::error(format!(
+            return Err(Reply::error(format!(
                 "ERR Syntax error in HELLO option '{}'",
                 String::from_utf8_lossy(&a[i])
-            ));
+            )));
         }
     }
     if !ctx.client.authenticated {
-        return Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        return Err(Reply::error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(n) = setname {
         *ctx.client.info.name.lock() = if n.is_empty() { None } else { Some(n) };
@@ -145,7 +144,7 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ctx.client.info.resp.store(v as u8, Ordering::Relaxed);
     }
     let proto = if ctx.client.resp == Resp::V3 { 3 } else { 2 };
-    Reply::Map(vec![
+    Ok(Reply::Map(vec![
         (Reply::bulk_slice(b"server"), Reply::bulk_slice(b"redis")),
         (
             Reply::bulk_slice(b"version"),
@@ -156,10 +155,10 @@ fn hello(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         (Reply::bulk_slice(b"mode"), Reply::bulk_slice(b"standalone")),
         (Reply::bulk_slice(b"role"), Reply::bulk_slice(b"master")),
         (Reply::bulk_slice(b"modules"), Reply::Array(vec![])),
-    ])
+    ]))
 }
 
-fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn reset(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     ctx.client.multi = None;
     ctx.client.multi_abort = false;
     ctx.client.info.multi.store(false, Ordering::Relaxed);
@@ -177,7 +176,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.set_user(ctx.srv.acl.default_user());
     ctx.client.authenticated = crate::commands::acl::starts_authenticated(ctx.srv);
-    Reply::Status("RESET")
+    Ok(Reply::Status("RESET"))
 }
 
 fn valid_client_name(n: &[u8]) -> Result<(), Reply> {
@@ -189,31 +188,30 @@ fn valid_client_name(n: &[u8]) -> Result<(), Reply> {
     Ok(())
 }
 
-fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn client(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let argc = a.len();
     let arity_err = || wrong_arity(&format!("client|{sub}"));
     match sub.as_str() {
-        "id" if argc == 2 => Reply::Int(ctx.client.id as i64),
+        "id" if argc == 2 => Ok(Reply::Int(ctx.client.id as i64)),
         "getname" if argc == 2 => match ctx.client.info.name.lock().clone() {
-            Some(n) => Reply::Bulk(n),
-            None => Reply::Null,
+            Some(n) => Ok(Reply::Bulk(n)),
+            None => Ok(Reply::Null),
         },
         "setname" if argc == 3 => {
-            if let Err(e) = valid_client_name(&a[2]) {
-                return e;
-            }
+            valid_client_name(&a[2])?;
             *ctx.client.info.name.lock() = if a[2].is_empty() {
                 None
             } else {
                 // A copy: a slice would keep the whole read buffer it came in alive.
                 Some(Bytes::copy_from_slice(&a[2]))
             };
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        "info" if argc == 2 => {
-            Reply::Verbatim("txt", Bytes::from(ctx.client.info.describe() + "\n"))
-        }
+        "info" if argc == 2 => Ok(Reply::Verbatim(
+            "txt",
+            Bytes::from(ctx.client.info.describe() + "\n"),
+        )),
         "list" => {
             let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
             let mut ids: Option<Vec<u64>> = None;
@@ -226,7 +224,7 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         t.as_str(),
                         "normal" | "master" | "replica" | "slave" | "pubsub"
                     ) {
-                        return Reply::error(format!("ERR Unknown client type '{t}'"));
+                        return Err(Reply::error(format!("ERR Unknown client type '{t}'")));
                     }
                     let t = if t == "slave" {
                         "replica".to_string()
@@ -240,13 +238,13 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     for x in &a[i + 1..] {
                         match int(x) {
                             Ok(n) if n > 0 => v.push(n as u64),
-                            _ => return Reply::error("ERR Invalid client ID"),
+                            _ => return Err(Reply::error("ERR Invalid client ID")),
                         }
                     }
                     ids = Some(v);
                     i = argc;
                 } else {
-                    return Reply::error(SYNTAX);
+                    return Err(Reply::error(SYNTAX));
                 }
             }
             let mut s = String::new();
@@ -260,37 +258,37 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 s.push_str(&c.describe());
                 s.push('\n');
             }
-            Reply::Verbatim("txt", Bytes::from(s))
+            Ok(Reply::Verbatim("txt", Bytes::from(s)))
         }
-        "kill" if argc >= 3 => client_kill(ctx, a),
+        "kill" if argc >= 3 => Ok(client_kill(ctx, a)),
         "no-evict" if argc == 3 => {
             if eq(&a[2], "on") {
                 ctx.client.info.no_evict.store(true, Ordering::Relaxed);
             } else if eq(&a[2], "off") {
                 ctx.client.info.no_evict.store(false, Ordering::Relaxed);
             } else {
-                return Reply::error(SYNTAX);
+                return Err(Reply::error(SYNTAX));
             }
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         "reply" if argc == 3 => {
             use crate::client::ReplyMode;
             if eq(&a[2], "on") {
                 ctx.client.reply_mode = ReplyMode::On;
-                Reply::Ok
+                Ok(Reply::Ok)
             } else if eq(&a[2], "off") {
                 ctx.client.reply_mode = ReplyMode::Off;
-                Reply::NoReply
+                Ok(Reply::NoReply)
             } else if eq(&a[2], "skip") {
                 ctx.client.reply_mode = ReplyMode::SkipNext;
-                Reply::NoReply
+                Ok(Reply::NoReply)
             } else {
-                Reply::error(SYNTAX)
+                Err(Reply::error(SYNTAX))
             }
         }
         "unblock" if argc == 3 || argc == 4 => {
             let Ok(id) = int(&a[2]) else {
-                return Reply::error(NOT_INT);
+                return Err(Reply::error(NOT_INT));
             };
             let with_error = if argc == 4 {
                 if eq(&a[3], "error") {
@@ -298,7 +296,9 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 } else if eq(&a[3], "timeout") {
                     false
                 } else {
-                    return Reply::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                    return Err(Reply::error(
+                        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ));
                 }
             } else {
                 false
@@ -308,16 +308,16 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             } else {
                 Reply::NullArray
             };
-            Reply::Int(
+            Ok(Reply::Int(
                 ctx.srv
                     .blocking
                     .unblock_client(&ctx.srv.keyspace, id as u64, reply) as i64,
-            )
+            ))
         }
-        "tracking" | "caching" | "getredir" | "trackinginfo" => client_subcommand(ctx, &sub, a),
-        "pause" => crate::commands::pause::client_pause(ctx, a),
-        "unpause" => crate::commands::pause::client_unpause(ctx, a),
-        "help" => Reply::Array(
+        "tracking" | "caching" | "getredir" | "trackinginfo" => Ok(client_subcommand(ctx, &sub, a)),
+        "pause" => Ok(crate::commands::pause::client_pause(ctx, a)),
+        "unpause" => Ok(crate::commands::pause::client_unpause(ctx, a)),
+        "help" => Ok(Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GETNAME",
@@ -338,14 +338,14 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
+        )),
         "id" | "getname" | "setname" | "info" | "no-evict" | "reply" | "unblock" | "kill" => {
-            arity_err()
+            Err(arity_err())
         }
-        _ => Reply::error(format!(
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

@@ -8,7 +8,7 @@
 //! COMMAND INFO, COMMAND LIST and COMMAND DOCS list the same subcommands Redis lists.
 
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::{arity_ok, wrong_arity};
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -54,20 +54,20 @@ pub(crate) const SUBCOMMANDS: &[&str] = &[
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
 
-fn disabled(_ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
-    Reply::error(DISABLED)
+fn disabled(_ctx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    Err(Reply::error(DISABLED))
 }
 
-fn cluster(_ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn cluster(_ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let full = format!("cluster|{sub}");
     match crate::acl::view::command_row(&full) {
-        None => Reply::error(format!(
+        None => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
-        Some(row) if !arity_ok(row.arity, a.len()) => wrong_arity(&full),
-        Some(_) => Reply::error(DISABLED),
+        ))),
+        Some(row) if !arity_ok(row.arity, a.len()) => Err(wrong_arity(&full)),
+        Some(_) => Err(Reply::error(DISABLED)),
     }
 }
 

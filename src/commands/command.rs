@@ -3,7 +3,7 @@
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
-use super::{table, Ctx, Keys, Spec};
+use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::{wrong_arity, AclCommand, Begin, Find, KeySpec};
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -254,16 +254,18 @@ fn get_keys(a: &[Bytes], with_flags: bool) -> Reply {
     )
 }
 
-fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn command(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let t = table();
     if a.len() == 1 {
         let mut names: Vec<_> = t.keys().collect();
         names.sort();
-        return Reply::Array(names.into_iter().map(|n| command_info(t[n])).collect());
+        return Ok(Reply::Array(
+            names.into_iter().map(|n| command_info(t[n])).collect(),
+        ));
     }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
-        "count" if a.len() == 2 => Reply::Int(t.len() as i64),
+        "count" if a.len() == 2 => Ok(Reply::Int(t.len() as i64)),
         "list" => {
             // Every command, and each container's subcommands as `name|sub`.
             let mut names: Vec<String> = t.keys().map(|n| n.to_string()).collect();
@@ -289,26 +291,28 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         // No modules are loaded: no command comes from one.
                         names.clear();
                     } else {
-                        return Reply::error(SYNTAX);
+                        return Err(Reply::error(SYNTAX));
                     }
                 }
-                _ => return Reply::error(SYNTAX),
+                _ => return Err(Reply::error(SYNTAX)),
             }
             names.sort();
-            Reply::Array(
+            Ok(Reply::Array(
                 names
                     .into_iter()
                     .map(|n| Reply::bulk_slice(n.as_bytes()))
                     .collect(),
-            )
+            ))
         }
         "info" => {
             if a.len() == 2 {
                 let mut names: Vec<_> = t.keys().collect();
                 names.sort();
-                return Reply::Array(names.into_iter().map(|n| command_info(t[n])).collect());
+                return Ok(Reply::Array(
+                    names.into_iter().map(|n| command_info(t[n])).collect(),
+                ));
             }
-            Reply::Array(
+            Ok(Reply::Array(
                 a[2..]
                     .iter()
                     .map(|n| match super::lookup(n) {
@@ -316,17 +320,17 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         None => Reply::NullArray,
                     })
                     .collect(),
-            )
+            ))
         }
-        "docs" if a.len() == 2 => super::docs::all_docs(),
-        "docs" => Reply::Map(
+        "docs" if a.len() == 2 => Ok(super::docs::all_docs()),
+        "docs" => Ok(Reply::Map(
             a[2..]
                 .iter()
                 .filter_map(|n| super::docs::docs_for(n))
                 .collect(),
-        ),
-        "getkeys" | "getkeysandflags" if a.len() >= 4 => get_keys(a, sub == "getkeysandflags"),
-        "help" if a.len() == 2 => Reply::Array(
+        )),
+        "getkeys" | "getkeysandflags" if a.len() >= 4 => Ok(get_keys(a, sub == "getkeysandflags")),
+        "help" if a.len() == 2 => Ok(Reply::Array(
             [
                 "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "(no subcommand)",
@@ -353,14 +357,16 @@ fn command(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
-        "count" | "getkeys" | "getkeysandflags" | "help" => wrong_arity(&format!("command|{sub}")),
+        )),
+        "count" | "getkeys" | "getkeysandflags" | "help" => {
+            Err(wrong_arity(&format!("command|{sub}")))
+        }
         _ => {
             let _ = ctx;
-            Reply::error(format!(
+            Err(Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try COMMAND HELP.",
                 String::from_utf8_lossy(&a[1])
-            ))
+            )))
         }
     }
 }

@@ -3,7 +3,7 @@
 //! `crate::config_rewrite`).
 
 use super::flags::*;
-use super::{table, Ctx, Keys, Spec};
+use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -14,19 +14,19 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("config", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, config, "server"),
 ];
 
-fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "get" if a.len() >= 3 => {
             let pats: Vec<Vec<u8>> = a[2..].iter().map(|p| p.to_vec()).collect();
-            Reply::Map(
+            Ok(Reply::Map(
                 ctx.srv
                     .config
                     .matching(&pats)
                     .into_iter()
                     .map(|(k, v)| (Reply::bulk(k.into_bytes()), Reply::bulk(v.into_bytes())))
                     .collect(),
-            )
+            ))
         }
         "set" if a.len() >= 4 && a.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> = a[2..]
@@ -55,7 +55,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             {
                 Ok(names) => {
                     if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &names, &before) {
-                        return Reply::Error(e);
+                        return Err(Reply::Error(e));
                     }
                     if names.contains(&"requirepass") {
                         let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
@@ -72,7 +72,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                                 ("oom-score-adj-values".into(), oom_before.1),
                             ]);
                             let _ = apply_oom_score_adj(ctx.srv);
-                            return Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs."));
+                            return Err(Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs.")));
                         }
                     }
                     if names.contains(&"tracking-table-max-keys") {
@@ -102,7 +102,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                             "appendonly".into(),
                             if was_aof { "yes" } else { "no" }.into(),
                         )]);
-                        return Reply::error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
+                        return Err(Reply::error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs."));
                     }
                     if names.contains(&"proc-title-template") {
                         ctx.srv.config.show_proc_title();
@@ -112,9 +112,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     {
                         crate::persistence::rewrite::delete_history(ctx.srv);
                     }
-                    Reply::Ok
+                    Ok(Reply::Ok)
                 }
-                Err(e) => Reply::Error(e),
+                Err(e) => Err(Reply::Error(e)),
             }
         }
         "resetstat" if a.len() == 2 => {
@@ -145,13 +145,13 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     s.reset();
                 }
             }
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(&ctx.srv.config) {
-            Ok(()) => Reply::Ok,
-            Err(e) => Reply::Error(e),
+            Ok(()) => Ok(Reply::Ok),
+            Err(e) => Err(Reply::Error(e)),
         },
-        "help" => Reply::Array(
+        "help" => Ok(Reply::Array(
             [
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GET <pattern>",
@@ -163,12 +163,12 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
-        "get" | "set" | "resetstat" | "rewrite" => wrong_arity(&format!("config|{sub}")),
-        _ => Reply::error(format!(
+        )),
+        "get" | "set" | "resetstat" | "rewrite" => Err(wrong_arity(&format!("config|{sub}"))),
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

@@ -7,7 +7,7 @@
 //! [`super::debug_data`].
 
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,51 +44,51 @@ fn allowed(ctx: &Ctx) -> bool {
 /// software watchdog's, a crash report's) shows this frame, and what looks for DEBUG in such a
 /// trace (Redis's integration/logging test, an operator's grep) looks for `debugCommand`.
 #[allow(non_snake_case)]
-fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if !allowed(ctx) {
-        return Reply::error(
+        return Err(Reply::error(
             "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
              you can run it from a local connection, otherwise you need to set this option in the \
              configuration file, and then restart the server.",
-        );
+        ));
     }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if let Some(reply) = super::debug_data::dispatch(ctx, &sub, a) {
-        return reply;
+        return Ok(reply);
     }
     match (sub.as_str(), a.len()) {
         ("sleep", 3) => {
             let secs = match crate::util::numtext::parse_f64(&a[2]) {
                 Some(s) if s.is_finite() && s >= 0.0 => s,
-                _ => return Reply::error(super::args::NOT_FLOAT),
+                _ => return Err(Reply::error(super::args::NOT_FLOAT)),
             };
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         ("aof-flush-sleep", 3) => {
             // Redis reads the microseconds with atoi: anything else counts as 0.
             let usec = crate::util::numtext::parse_i64(&a[2]).unwrap_or(0).max(0) as u64;
             ctx.srv.aof.set_flush_sleep(usec);
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         ("change-repl-id", 2) => {
             // A new replication ID and no secondary one: replicas must resynchronize in full.
             ctx.srv.repl.change_id();
             tracing::info!("Changing replication IDs after receiving DEBUG change-repl-id");
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);
-                Reply::Ok
+                Ok(Reply::Ok)
             }
-            None => Reply::error(super::args::NOT_INT),
+            None => Err(Reply::error(super::args::NOT_INT)),
         },
         ("set-skip-checksum-validation", 3) => {
             // Redis reads the flag with atoi: anything else counts as 0.
             let on = crate::util::numtext::parse_i64(&a[2]).unwrap_or(0) != 0;
             crate::persistence::rdb::SKIP_CHECKSUM.store(on, Ordering::Relaxed);
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         ("quicklist-packed-threshold", 3) => {
             // Redis keeps list elements of at least this size in quicklist nodes of their own
@@ -99,34 +99,34 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 .ok()
                 .and_then(crate::config::parse_memory);
             match size {
-                Some(n) if (0..=(1i64 << 32) - (1 << 20)).contains(&n) => Reply::Ok,
-                _ => Reply::error(
+                Some(n) if (0..=(1i64 << 32) - (1 << 20)).contains(&n) => Ok(Reply::Ok),
+                _ => Err(Reply::error(
                     "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
-                ),
+                )),
             }
         }
         ("set-disable-deny-scripts", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 crate::commands::scripting::set_deny_script_disabled(n != 0);
-                Reply::Ok
+                Ok(Reply::Ok)
             }
-            None => Reply::error(super::args::NOT_INT),
+            None => Err(Reply::error(super::args::NOT_INT)),
         },
         ("config-rewrite-force-all", 2) => {
             match crate::config_rewrite::rewrite_with(&ctx.srv.config, true) {
-                Ok(()) => Reply::Ok,
-                Err(e) => Reply::Error(format!(
+                Ok(()) => Ok(Reply::Ok),
+                Err(e) => Err(Reply::Error(format!(
                     "ERR CONFIG-REWRITE-FORCE-ALL failed: {}",
                     e.trim_start_matches("ERR ")
-                )),
+                ))),
             }
         }
         ("pause-cron", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ctx.srv.signal_shutdown.pause_cron(n != 0);
-                Reply::Ok
+                Ok(Reply::Ok)
             }
-            None => Reply::error(super::args::NOT_INT),
+            None => Err(Reply::error(super::args::NOT_INT)),
         },
         (sub, n) if sub == "replicate" && n >= 3 => {
             // The command goes to the replicas only, in the database they last selected, and
@@ -134,9 +134,9 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.srv
                 .repl
                 .feed(None, &a[2..], ctx.srv.replica_obuf_limit());
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        ("protocol", 3) => protocol_sample(ctx, &a[2]),
+        ("protocol", 3) => Ok(protocol_sample(ctx, &a[2])),
         ("segfault", 2) => {
             // SAFETY: raise() only sends the signal to this thread; the crash handler writes
             // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
@@ -144,9 +144,9 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             unsafe {
                 libc::raise(libc::SIGSEGV);
             }
-            Reply::NoReply
+            Ok(Reply::NoReply)
         }
-        ("help", 2) => Reply::Array(
+        ("help", 2) => Ok(Reply::Array(
             [
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "SLEEP <seconds>",
@@ -179,11 +179,11 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .chain(super::debug_data::HELP)
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
-        _ => Reply::error(format!(
+        )),
+        _ => Err(Reply::error(format!(
             "ERR DEBUG {} is not supported by Podium. Try DEBUG HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

@@ -10,7 +10,7 @@
 //! lazy / active deletion of expired keys live in [`crate::keyspace`] and the server cron.
 
 use super::args::{eq, int};
-use super::{flags, Ctx, Keys, Spec};
+use super::{flags, CmdResult, Ctx, Keys, Spec};
 use crate::keyspace::NO_EXPIRE;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -113,21 +113,21 @@ impl Cond {
     }
 }
 
-fn expire(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn expire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms();
     expire_generic(ctx, args, "expire", true, now)
 }
 
-fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn pexpire(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms();
     expire_generic(ctx, args, "pexpire", false, now)
 }
 
-fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn expireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     expire_generic(ctx, args, "expireat", true, 0)
 }
 
-fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     expire_generic(ctx, args, "pexpireat", false, 0)
 }
 
@@ -137,21 +137,21 @@ fn expire_generic(
     name: &str,
     seconds: bool,
     basetime: i64,
-) -> Reply {
-    let cond = crate::try_reply!(parse_cond(&args[3..]));
-    let when = crate::try_reply!(int(&args[2]));
+) -> CmdResult {
+    let cond = parse_cond(&args[3..])?;
+    let when = int(&args[2])?;
     let Some(when) = to_absolute_ms(when, seconds, basetime) else {
-        return invalid_expire_time(name);
+        return Err(invalid_expire_time(name));
     };
     let key = &args[1];
     let now = ctx.now_ms();
     let loading = ctx.srv.aof.loading();
     let mut db = ctx.db();
     let Some(current) = db.expire_at(key) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     if !cond.allows(current, when) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     // A time already past deletes the key, except while loading the AOF (Redis's
     // checkAlreadyExpired): there the key keeps that expiry, so the logged commands that
@@ -162,7 +162,7 @@ fn expire_generic(
         db.notify(crate::notify::GENERIC, "del", key);
         ctx.dirty += 1;
         ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
-        return Reply::Int(1);
+        return Ok(Reply::Int(1));
     }
     db.set_expire(key, when);
     db.modified(key);
@@ -174,7 +174,7 @@ fn expire_generic(
     cmd.push(Bytes::from(when.to_string()));
     cmd.extend(args[3..].iter().cloned());
     ctx.propagate_as(vec![cmd]);
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
 /// Shared body of TTL / PTTL / EXPIRETIME / PEXPIRETIME.
@@ -190,32 +190,32 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], millis: bool, absolute: bool) -> Reply
     Reply::Int(if millis { v } else { (v + 500) / 1000 })
 }
 
-fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    ttl_generic(ctx, &args[1], false, false)
+fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(ttl_generic(ctx, &args[1], false, false))
 }
 
-fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    ttl_generic(ctx, &args[1], true, false)
+fn pttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(ttl_generic(ctx, &args[1], true, false))
 }
 
-fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    ttl_generic(ctx, &args[1], false, true)
+fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(ttl_generic(ctx, &args[1], false, true))
 }
 
-fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    ttl_generic(ctx, &args[1], true, true)
+fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(ttl_generic(ctx, &args[1], true, true))
 }
 
-fn persist(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
     let mut db = ctx.db();
     if !db.exists(key) || !db.persist(key) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     db.modified(key);
     db.notify(crate::notify::GENERIC, "persist", key);
     ctx.dirty += 1;
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
 #[cfg(test)]

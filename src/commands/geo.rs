@@ -12,7 +12,7 @@
 
 use super::args::{eq, float, int, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
 use crate::types::geohash::{self, Shape, ShapeKind};
 use crate::types::zset::{ScoreBound, ScoreRange, ZSet};
@@ -68,7 +68,7 @@ fn as_zset(v: Option<&mut Value>) -> Result<Option<&mut ZSet>, Reply> {
 }
 
 /// GEOADD key [NX|XX] [CH] longitude latitude member [longitude latitude member ...]
-fn geoadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geoadd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (mut nx, mut xx) = (false, false);
     let mut first = 2;
     while first < a.len() {
@@ -82,13 +82,13 @@ fn geoadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         first += 1;
     }
     if !(a.len() - first).is_multiple_of(3) || (nx && xx) {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let mut zadd: Vec<Bytes> = Vec::with_capacity(first + (a.len() - first) / 3 * 2);
     zadd.push(Bytes::from_static(b"zadd"));
     zadd.extend_from_slice(&a[1..first]);
     for triple in a[first..].chunks(3) {
-        let (lon, lat) = crate::try_reply!(lon_lat(&triple[0], &triple[1]));
+        let (lon, lat) = lon_lat(&triple[0], &triple[1])?;
         let score = geohash::score_of(lon, lat).unwrap_or(0);
         zadd.push(Bytes::from(score.to_string()));
         zadd.push(triple[2].clone());
@@ -189,10 +189,10 @@ fn position_reply(lon: f64, lat: f64, resp: Resp) -> Reply {
 }
 
 /// GEOPOS key member...
-fn geopos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geopos(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let resp = ctx.client.resp;
     let mut db = ctx.db();
-    let z = crate::try_reply!(as_zset(db.read(&a[1])));
+    let z = as_zset(db.read(&a[1]))?;
     let out = a[2..]
         .iter()
         .map(|m| match z.as_ref().and_then(|z| z.score(m)) {
@@ -203,13 +203,13 @@ fn geopos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             None => Reply::NullArray,
         })
         .collect();
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 /// GEOHASH key member...
-fn geohash_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geohash_cmd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    let z = crate::try_reply!(as_zset(db.read(&a[1])));
+    let z = as_zset(db.read(&a[1]))?;
     let out = a[2..]
         .iter()
         .map(|m| match z.as_ref().and_then(|z| z.score(m)) {
@@ -217,28 +217,28 @@ fn geohash_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             None => Reply::Null,
         })
         .collect();
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 /// GEODIST key member1 member2 [unit]
-fn geodist(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geodist(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let to_meters = match a.len() {
         4 => 1.0,
-        5 => crate::try_reply!(unit(&a[4])),
-        _ => return Reply::error(SYNTAX),
+        5 => unit(&a[4])?,
+        _ => return Err(Reply::error(SYNTAX)),
     };
     let mut db = ctx.db();
-    let Some(z) = crate::try_reply!(as_zset(db.read(&a[1]))) else {
-        return Reply::Null;
+    let Some(z) = as_zset(db.read(&a[1]))? else {
+        return Ok(Reply::Null);
     };
     let (Some(s1), Some(s2)) = (z.score(&a[2]), z.score(&a[3])) else {
-        return Reply::Null;
+        return Ok(Reply::Null);
     };
     let (lon1, lat1) = geohash::position_of_score(s1);
     let (lon2, lat2) = geohash::position_of_score(s2);
-    Reply::Bulk(distance_text(
+    Ok(Reply::Bulk(distance_text(
         geohash::distance(lon1, lat1, lon2, lat2) / to_meters,
-    ))
+    )))
 }
 
 /// Which search command runs (Redis's RADIUS_* / GEOSEARCH flags).
@@ -250,7 +250,7 @@ enum Variant {
     SearchStore,
 }
 
-fn georadius(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn georadius(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(
         ctx,
         a,
@@ -260,7 +260,7 @@ fn georadius(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     )
 }
 
-fn georadius_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn georadius_ro(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(
         ctx,
         a,
@@ -270,7 +270,7 @@ fn georadius_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     )
 }
 
-fn georadiusbymember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn georadiusbymember(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(
         ctx,
         a,
@@ -280,7 +280,7 @@ fn georadiusbymember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     )
 }
 
-fn georadiusbymember_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn georadiusbymember_ro(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(
         ctx,
         a,
@@ -290,11 +290,11 @@ fn georadiusbymember_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     )
 }
 
-fn geosearch(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geosearch(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(ctx, a, Variant::Search)
 }
 
-fn geosearchstore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn geosearchstore(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     search(ctx, a, Variant::SearchStore)
 }
 
@@ -337,7 +337,7 @@ struct Options {
 }
 
 /// Redis's `georadiusGeneric`.
-fn search(ctx: &mut Ctx, a: &[Bytes], variant: Variant) -> Reply {
+fn search(ctx: &mut Ctx, a: &[Bytes], variant: Variant) -> CmdResult {
     let resp = ctx.client.resp;
     let src = if variant == Variant::SearchStore {
         2
@@ -346,11 +346,11 @@ fn search(ctx: &mut Ctx, a: &[Bytes], variant: Variant) -> Reply {
     };
     let outcome = {
         let mut db = ctx.db();
-        let z = crate::try_reply!(as_zset(db.read(&a[src])));
-        crate::try_reply!(run_search(a, variant, z.as_deref(), resp))
+        let z = as_zset(db.read(&a[src]))?;
+        run_search(a, variant, z.as_deref(), resp)?
     };
     match outcome {
-        Outcome::Reply(r) => r,
+        Outcome::Reply(r) => Ok(r),
         Outcome::Store { store_idx, items } => {
             // GEORADIUS's store key is locked through `radius_keys`, which finds it the same
             // way; GEOSEARCHSTORE's is argument 1.
@@ -359,7 +359,7 @@ fn search(ctx: &mut Ctx, a: &[Bytes], variant: Variant) -> Reply {
                 _ => store_key_index(a) == Some(store_idx),
             };
             if !locked {
-                return Reply::error(SYNTAX);
+                return Err(Reply::error(SYNTAX));
             }
             let event = if matches!(variant, Variant::Search | Variant::SearchStore) {
                 "geosearchstore"
@@ -377,7 +377,7 @@ fn search(ctx: &mut Ctx, a: &[Bytes], variant: Variant) -> Reply {
             if n > 1 {
                 ctx.dirty += n - 1;
             }
-            reply
+            Ok(reply)
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::args::{eq, int, SYNTAX};
 use super::argv::{scan_reply, ArgReader};
-use super::{flags::*, Ctx, Keys, Spec};
+use super::{flags::*, CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
 use crate::keyspace::DbHandle;
 use crate::protocol::{Reply, Resp};
@@ -86,14 +86,14 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(b))
 }
 
-fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> Reply {
+fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> CmdResult {
     if !args.len().is_multiple_of(2) {
-        return wrong_arity(name);
+        return Err(wrong_arity(name));
     }
     let lim = limits(ctx);
     let key = &args[1];
     let mut db = ctx.db();
-    let h = crate::try_reply!(write_hash(&mut db, key));
+    let h = write_hash(&mut db, key)?;
     if h.len() + (args.len() - 2) / 2 > lim.max_entries {
         // Redis's hashTypeTryConversion looks at the arguments before inserting.
         let new_fields = args[2..].chunks(2).filter(|p| !h.contains(&p[0])).count();
@@ -111,92 +111,89 @@ fn hset_common(ctx: &mut Ctx, args: &[Bytes], name: &str, reply_ok: bool) -> Rep
     db.notify(crate::notify::HASH, "hset", key);
     ctx.dirty += ((args.len() - 2) / 2) as u64;
     if reply_ok {
-        Reply::Ok
+        Ok(Reply::Ok)
     } else {
-        Reply::Int(created)
+        Ok(Reply::Int(created))
     }
 }
 
-fn hset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     hset_common(ctx, args, "hset", false)
 }
 
-fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     hset_common(ctx, args, "hmset", true)
 }
 
-fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let lim = limits(ctx);
     let key = &args[1];
     let mut db = ctx.db();
-    let h = crate::try_reply!(write_hash(&mut db, key));
+    let h = write_hash(&mut db, key)?;
     if h.contains(&args[2]) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     h.set(&args[2], &args[3], &lim);
     db.modified(key);
     db.notify(crate::notify::HASH, "hset", key);
     ctx.dirty += 1;
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
-fn hget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Null,
-        Ok(Some(h)) => h.get(&args[2]).map_or(Reply::Null, bulk),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Null),
+        Some(h) => Ok(h.get(&args[2]).map_or(Reply::Null, bulk)),
     }
 }
 
-fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Array(vec![Reply::Null; args.len() - 2]),
-        Ok(Some(h)) => Reply::Array(
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Array(vec![Reply::Null; args.len() - 2])),
+        Some(h) => Ok(Reply::Array(
             args[2..]
                 .iter()
                 .map(|f| h.get(f).map_or(Reply::Null, bulk))
                 .collect(),
-        ),
+        )),
     }
 }
 
-fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Map(Vec::new()),
-        Ok(Some(h)) => Reply::Map(h.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Map(Vec::new())),
+        Some(h) => Ok(Reply::Map(
+            h.iter().map(|(f, v)| (bulk(f), bulk(v))).collect(),
+        )),
     }
 }
 
-fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Array(Vec::new()),
-        Ok(Some(h)) => Reply::Array(h.iter().map(|(f, _)| bulk(f)).collect()),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Array(Vec::new())),
+        Some(h) => Ok(Reply::Array(h.iter().map(|(f, _)| bulk(f)).collect())),
     }
 }
 
-fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Array(Vec::new()),
-        Ok(Some(h)) => Reply::Array(h.iter().map(|(_, v)| bulk(v)).collect()),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Array(Vec::new())),
+        Some(h) => Ok(Reply::Array(h.iter().map(|(_, v)| bulk(v)).collect())),
     }
 }
 
-fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
     let mut db = ctx.db();
     let h = match db.value(key) {
-        None => return Reply::Int(0),
+        None => return Ok(Reply::Int(0)),
         Some(Value::Hash(h)) => h,
-        Some(_) => return wrongtype(),
+        Some(_) => return Err(wrongtype()),
     };
     let mut deleted = 0;
     for f in &args[2..] {
@@ -219,51 +216,48 @@ fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         ctx.dirty += deleted as u64;
     }
-    Reply::Int(deleted)
+    Ok(Reply::Int(deleted))
 }
 
-fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Int(0),
-        Ok(Some(h)) => Reply::Int(h.len() as i64),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Int(0)),
+        Some(h) => Ok(Reply::Int(h.len() as i64)),
     }
 }
 
-fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Int(0),
-        Ok(Some(h)) => Reply::Int(h.contains(&args[2]) as i64),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Int(0)),
+        Some(h) => Ok(Reply::Int(h.contains(&args[2]) as i64)),
     }
 }
 
-fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1]) {
-        Err(e) => e,
-        Ok(None) => Reply::Int(0),
-        Ok(Some(h)) => Reply::Int(h.get(&args[2]).map_or(0, |v| v.len() as i64)),
+    match read_hash(&mut db, &args[1])? {
+        None => Ok(Reply::Int(0)),
+        Some(h) => Ok(Reply::Int(h.get(&args[2]).map_or(0, |v| v.len() as i64))),
     }
 }
 
-fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let incr = crate::try_reply!(int(&args[3]));
+fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let incr = int(&args[3])?;
     let lim = limits(ctx);
     let key = &args[1];
     let mut db = ctx.db();
-    let h = crate::try_reply!(write_hash(&mut db, key));
+    let h = write_hash(&mut db, key)?;
     let old = match h.get(&args[2]) {
         None => 0,
         Some(v) => match crate::types::set::canonical_i64(v) {
             Some(n) => n,
-            None => return Reply::error("ERR hash value is not an integer"),
+            None => return Err(Reply::error("ERR hash value is not an integer")),
         },
     };
     let Some(new) = old.checked_add(incr) else {
-        return Reply::error("ERR increment or decrement would overflow");
+        return Err(Reply::error("ERR increment or decrement would overflow"));
     };
     let mut text = Vec::with_capacity(20);
     crate::util::numtext::format_i64(new, &mut text);
@@ -271,33 +265,33 @@ fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     db.modified(key);
     db.notify(crate::notify::HASH, "hincrby", key);
     ctx.dirty += 1;
-    Reply::Int(new)
+    Ok(Reply::Int(new))
 }
 
-fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(incr) = LongDouble::parse(&args[3]) else {
-        return Reply::error(super::args::NOT_FLOAT);
+        return Err(Reply::error(super::args::NOT_FLOAT));
     };
     if !incr.is_finite() {
-        return Reply::error("ERR value is NaN or Infinity");
+        return Err(Reply::error("ERR value is NaN or Infinity"));
     }
     let lim = limits(ctx);
     let key = &args[1];
     let mut db = ctx.db();
-    let h = crate::try_reply!(write_hash(&mut db, key));
+    let h = write_hash(&mut db, key)?;
     let old = match h.get(&args[2]) {
         None => LongDouble::from_i64(0),
         Some(v) => match LongDouble::parse(v) {
             Some(n) => n,
-            None => return Reply::error("ERR hash value is not a float"),
+            None => return Err(Reply::error("ERR hash value is not a float")),
         },
     };
     let new = old.add(incr);
     if !new.is_finite() {
-        return Reply::error("ERR increment would produce NaN or Infinity");
+        return Err(Reply::error("ERR increment would produce NaN or Infinity"));
     }
     let Some(text) = new.format_human() else {
-        return Reply::error("ERR increment would produce NaN or Infinity");
+        return Err(Reply::error("ERR increment would produce NaN or Infinity"));
     };
     h.set(&args[2], &text, &lim);
     db.modified(key);
@@ -310,7 +304,7 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         args[2].clone(),
         text.clone(),
     ]]);
-    Reply::Bulk(text)
+    Ok(Reply::Bulk(text))
 }
 
 /// Repeated random picks a reply may hold when nothing else bounds it: a client with no hard
@@ -361,38 +355,38 @@ impl PickBudget {
     }
 }
 
-fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let resp = ctx.client.resp;
     let mut rng = rand::thread_rng();
     if args.len() == 2 {
         let mut db = ctx.db();
-        return match read_hash(&mut db, &args[1]) {
-            Err(e) => e,
-            Ok(None) => Reply::Null,
-            Ok(Some(h)) => h.random(&mut rng).map_or(Reply::Null, |(f, _)| bulk(f)),
+        return match read_hash(&mut db, &args[1])? {
+            None => Ok(Reply::Null),
+            Some(h) => h
+                .random(&mut rng)
+                .map_or(Ok(Reply::Null), |(f, _)| Ok(bulk(f))),
         };
     }
     let cap = ctx.reply_cap();
-    let count = crate::try_reply!(rand_count(&args[2], cap));
+    let count = rand_count(&args[2], cap)?;
     let mut budget = PickBudget::new(cap);
     let withvalues = match args.len() {
         3 => false,
         4 if eq(&args[3], "withvalues") => {
             if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-                return Reply::error("ERR value is out of range");
+                return Err(Reply::error("ERR value is out of range"));
             }
             true
         }
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     let mut db = ctx.db();
-    let h = match read_hash(&mut db, &args[1]) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Array(Vec::new()),
-        Ok(Some(h)) => h,
+    let h = match read_hash(&mut db, &args[1])? {
+        None => return Ok(Reply::Array(Vec::new())),
+        Some(h) => h,
     };
     if count == 0 || h.is_empty() {
-        return Reply::Array(Vec::new());
+        return Ok(Reply::Array(Vec::new()));
     }
     let pairs: Vec<(&[u8], &[u8])> = if count < 0 {
         let mut picks = Vec::new();
@@ -410,34 +404,35 @@ fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         h.random_distinct(count as usize, &mut rng)
     };
     if !withvalues {
-        return Reply::Array(pairs.into_iter().map(|(f, _)| bulk(f)).collect());
+        return Ok(Reply::Array(
+            pairs.into_iter().map(|(f, _)| bulk(f)).collect(),
+        ));
     }
     match resp {
-        Resp::V3 => Reply::Array(
+        Resp::V3 => Ok(Reply::Array(
             pairs
                 .into_iter()
                 .map(|(f, v)| Reply::Array(vec![bulk(f), bulk(v)]))
                 .collect(),
-        ),
-        Resp::V2 => Reply::Array(
+        )),
+        Resp::V2 => Ok(Reply::Array(
             pairs
                 .into_iter()
                 .flat_map(|(f, v)| [bulk(f), bulk(v)])
                 .collect(),
-        ),
+        )),
     }
 }
 
-fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut reader = ArgReader::new(args, 2);
-    let cursor = crate::try_reply!(reader.cursor());
+    let cursor = reader.cursor()?;
     let mut db = ctx.db();
-    let h = match read_hash(&mut db, &args[1]) {
-        Err(e) => return e,
-        Ok(None) => return scan_reply(0, Vec::new()),
-        Ok(Some(h)) => h,
+    let h = match read_hash(&mut db, &args[1])? {
+        None => return Ok(scan_reply(0, Vec::new())),
+        Some(h) => h,
     };
-    let opts = crate::try_reply!(reader.scan_options(false));
+    let opts = reader.scan_options(false)?;
     let mut items = Vec::new();
     let next = h.scan(cursor, opts.count, |f, v| {
         if opts.matches(f) {
@@ -445,5 +440,5 @@ fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             items.push(bulk(v));
         }
     });
-    scan_reply(next, items)
+    Ok(scan_reply(next, items))
 }

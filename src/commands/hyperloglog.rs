@@ -10,7 +10,7 @@
 
 use super::args::eq;
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::notify;
 use crate::protocol::Reply;
@@ -73,11 +73,11 @@ fn write_back(db: &mut DbHandle, key: &[u8], s: Vec<u8>) {
 }
 
 /// PFADD key [element ...]
-fn pfadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn pfadd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let max_bytes = sparse_max(ctx);
     let key = &a[1];
     let mut db = ctx.db();
-    let (mut s, mut updated) = match crate::try_reply!(read_hll(&mut db, key, false)) {
+    let (mut s, mut updated) = match read_hll(&mut db, key, false)? {
         None => (hll::new_sparse(), 1u64),
         Some(b) => (b.to_vec(), 0),
     };
@@ -89,7 +89,7 @@ fn pfadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 // What was added before the corruption was found stays, unannounced, as in
                 // Redis (which edits the string in place).
                 write_back(&mut db, key, s);
-                return Reply::error(CORRUPT);
+                return Err(Reply::error(CORRUPT));
             }
         }
     }
@@ -102,58 +102,58 @@ fn pfadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db.notify(notify::STRING, "pfadd", key);
         ctx.dirty += updated;
     }
-    Reply::Int(i64::from(updated > 0))
+    Ok(Reply::Int(i64::from(updated > 0)))
 }
 
 /// PFCOUNT key [key ...]
-fn pfcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn pfcount(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
     if a.len() > 2 {
         // The estimate of the union; nothing is cached.
         let mut max = Box::new([0u8; REGISTERS]);
         for key in &a[1..] {
-            let Some(s) = crate::try_reply!(read_hll(&mut db, key, true)) else {
+            let Some(s) = read_hll(&mut db, key, true)? else {
                 continue;
             };
             if hll::merge_into(&mut max, &s).is_err() {
-                return Reply::error(CORRUPT);
+                return Err(Reply::error(CORRUPT));
             }
         }
-        return Reply::Int(hll::count_registers(&max) as i64);
+        return Ok(Reply::Int(hll::count_registers(&max) as i64));
     }
     let key = &a[1];
-    let Some(s) = crate::try_reply!(read_hll(&mut db, key, true)) else {
-        return Reply::Int(0);
+    let Some(s) = read_hll(&mut db, key, true)? else {
+        return Ok(Reply::Int(0));
     };
     if let Some(card) = hll::cached_card(&s) {
-        return Reply::Int(card as i64);
+        return Ok(Reply::Int(card as i64));
     }
     let Ok(card) = hll::count(&s) else {
-        return Reply::error(CORRUPT);
+        return Err(Reply::error(CORRUPT));
     };
     let mut s = s.to_vec();
     hll::set_cached_card(&mut s, card);
     write_back(&mut db, key, s);
     db.modified(key);
     ctx.dirty += 1;
-    Reply::Int(card as i64)
+    Ok(Reply::Int(card as i64))
 }
 
 /// PFMERGE destkey [sourcekey ...] (the destination takes part in the union).
-fn pfmerge(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn pfmerge(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let max_bytes = sparse_max(ctx);
     let mut db = ctx.db();
     let mut max = Box::new([0u8; REGISTERS]);
     let mut use_dense = false;
     for key in &a[1..] {
-        let Some(s) = crate::try_reply!(read_hll(&mut db, key, true)) else {
+        let Some(s) = read_hll(&mut db, key, true)? else {
             continue;
         };
         if !hll::is_sparse(&s) {
             use_dense = true;
         }
         if hll::merge_into(&mut max, &s).is_err() {
-            return Reply::error(CORRUPT);
+            return Err(Reply::error(CORRUPT));
         }
     }
     let dst = &a[1];
@@ -167,7 +167,7 @@ fn pfmerge(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     };
     if use_dense && hll::sparse_to_dense(&mut s).is_err() {
-        return Reply::error(CORRUPT);
+        return Err(Reply::error(CORRUPT));
     }
     for (i, &m) in max.iter().enumerate() {
         if m != 0 {
@@ -180,15 +180,15 @@ fn pfmerge(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     db.modified(dst);
     db.notify(notify::STRING, "pfadd", dst);
     ctx.dirty += 1;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 /// PFDEBUG GETREG|DECODE|ENCODING|TODENSE key
-fn pfdebug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn pfdebug(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[2];
     let mut db = ctx.db();
-    let Some(s) = crate::try_reply!(read_hll(&mut db, key, false)) else {
-        return Reply::error("ERR The specified key does not exist");
+    let Some(s) = read_hll(&mut db, key, false)? else {
+        return Err(Reply::error("ERR The specified key does not exist"));
     };
     let sub = &a[1];
     if eq(sub, "getreg") || eq(sub, "todense") {
@@ -196,7 +196,7 @@ fn pfdebug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let mut s = s.to_vec();
         if hll::is_sparse(&s) {
             if hll::sparse_to_dense(&mut s).is_err() {
-                return Reply::error(CORRUPT);
+                return Err(Reply::error(CORRUPT));
             }
             converted = true;
         }
@@ -214,32 +214,32 @@ fn pfdebug(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             write_back(&mut db, key, s);
             ctx.dirty += 1;
         }
-        reply
+        Ok(reply)
     } else if eq(sub, "decode") {
         if !hll::is_sparse(&s) {
-            return Reply::error("ERR HLL encoding is not sparse");
+            return Err(Reply::error("ERR HLL encoding is not sparse"));
         }
-        Reply::Bulk(Bytes::from(hll::decode_sparse(&s)))
+        Ok(Reply::Bulk(Bytes::from(hll::decode_sparse(&s))))
     } else if eq(sub, "encoding") {
-        Reply::Status(if hll::is_sparse(&s) {
+        Ok(Reply::Status(if hll::is_sparse(&s) {
             "sparse"
         } else {
             "dense"
-        })
+        }))
     } else {
-        Reply::error(format!(
+        Err(Reply::error(format!(
             "ERR Unknown PFDEBUG subcommand '{}'",
             String::from_utf8_lossy(super::argv::c_str(sub))
-        ))
+        )))
     }
 }
 
 /// PFSELFTEST
-fn pfselftest(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
+fn pfselftest(ctx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     let max_bytes = sparse_max(ctx);
     let mut rng = rand::thread_rng();
     match hll::self_test(max_bytes, || rand::Rng::gen::<u32>(&mut rng) & 0x7fff_ffff) {
-        Ok(()) => Reply::Ok,
-        Err(e) => Reply::error(e),
+        Ok(()) => Ok(Reply::Ok),
+        Err(e) => Err(Reply::error(e)),
     }
 }

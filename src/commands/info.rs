@@ -2,7 +2,7 @@
 //! and order ([`info_text`] builds it).
 
 use super::flags::*;
-use super::{table, Ctx, Keys, Spec};
+use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use crate::version::REDIS_VERSION;
 use bytes::Bytes;
@@ -377,10 +377,13 @@ pub(crate) fn human(n: usize) -> String {
     }
 }
 
-fn info(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn info(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sections: Vec<String> = a[1..]
         .iter()
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .collect();
-    Reply::Verbatim("txt", Bytes::from(info_text(ctx.srv, &sections)))
+    Ok(Reply::Verbatim(
+        "txt",
+        Bytes::from(info_text(ctx.srv, &sections)),
+    ))
 }

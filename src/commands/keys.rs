@@ -4,7 +4,7 @@
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::argv::{range_long, scan_reply, ArgReader};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::keyspace::NO_EXPIRE;
 use crate::protocol::Reply;
 use crate::types::Value;
@@ -109,7 +109,7 @@ pub fn value_heap_bytes(v: &Value) -> usize {
     }
 }
 
-fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn del(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for k in &a[1..] {
         if ctx.db().remove(k).is_some() {
@@ -119,33 +119,35 @@ fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     }
     ctx.dirty += n as u64;
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
 /// TOUCH: counts the keys that exist and, unlike EXISTS, updates their access time.
-fn touch(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Int(a[1..].iter().filter(|k| ctx.db().read(k).is_some()).count() as i64)
+fn touch(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(
+        a[1..].iter().filter(|k| ctx.db().read(k).is_some()).count() as i64,
+    ))
 }
 
-fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Int(
+fn exists(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(
         a[1..]
             .iter()
             .filter(|k| ctx.db().read_no_touch(k).is_some())
             .count() as i64,
-    )
+    ))
 }
 
-fn type_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    Reply::Status(
+fn type_cmd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Status(
         ctx.db()
             .read_no_touch(&a[1])
             .map(|e| e.value.type_name())
             .unwrap_or("none"),
-    )
+    ))
 }
 
-fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn keys(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let pat = &a[1];
     let all = &pat[..] == b"*";
     let now = ctx.now_ms();
@@ -160,19 +162,19 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
         }
     });
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
-fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut reader = ArgReader::new(a, 1);
-    let cursor = crate::try_reply!(reader.cursor());
-    let opts = crate::try_reply!(reader.scan_options(true));
+    let cursor = reader.cursor()?;
+    let opts = reader.scan_options(true)?;
     let shards = ctx.srv.keyspace.shards_per_db() as u64;
     // Cursor layout: high 24 bits = shard, low 40 bits = slot position in that shard.
     let mut shard = cursor >> 40;
     let mut pos = (cursor & ((1 << 40) - 1)) as usize;
     if shard >= shards {
-        return scan_reply(0, vec![]);
+        return Ok(scan_reply(0, vec![]));
     }
     let now = ctx.now_ms();
     let mut found: Vec<Bytes> = Vec::new();
@@ -217,17 +219,20 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         // Deleting through the handle counts and logs the expiry.
         ctx.db().exists(&k);
     }
-    scan_reply(next, found.into_iter().map(Reply::Bulk).collect())
+    Ok(scan_reply(
+        next,
+        found.into_iter().map(Reply::Bulk).collect(),
+    ))
 }
 
-fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     let mut rng = rand::thread_rng();
     for _ in 0..100 {
         let mut sizes = Vec::new();
         ctx.db().for_each_shard(|_, sh| sizes.push(sh.len()));
         let total: usize = sizes.iter().sum();
         if total == 0 {
-            return Reply::Null;
+            return Ok(Reply::Null);
         }
         let mut pick = rng.gen_range(0..total);
         let mut sid = 0;
@@ -239,26 +244,26 @@ fn randomkey(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
             continue;
         };
         if ctx.db().exists(&k) {
-            return Reply::Bulk(k);
+            return Ok(Reply::Bulk(k));
         }
     }
-    Reply::Null
+    Ok(Reply::Null)
 }
 
-fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn rename(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let nx = eq(&a[0], "renamenx");
     let (src, dst) = (&a[1], &a[2]);
     if !ctx.db().exists(src) {
-        return Reply::error("ERR no such key");
+        return Err(Reply::error("ERR no such key"));
     }
     if src == dst {
-        return if nx { Reply::Int(0) } else { Reply::Ok };
+        return if nx { Ok(Reply::Int(0)) } else { Ok(Reply::Ok) };
     }
     if nx && ctx.db().exists(dst) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let Some(entry) = ctx.db().remove(src) else {
-        return Reply::error("ERR no such key");
+        return Err(Reply::error("ERR no such key"));
     };
     let expire = entry.expire_at;
     // As Redis: an existing destination is deleted first, so the key is created anew (`new`).
@@ -273,9 +278,9 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.notify(crate::notify::GENERIC, "rename_to", dst);
     ctx.dirty += 1;
     if nx {
-        Reply::Int(1)
+        Ok(Reply::Int(1))
     } else {
-        Reply::Ok
+        Ok(Reply::Ok)
     }
 }
 
@@ -285,7 +290,7 @@ fn db_index(a: &[u8]) -> Result<i64, Reply> {
     range_long(a, i64::from(i32::MIN), i64::from(i32::MAX), None)
 }
 
-fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn copy(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (src, dst) = (&a[1], &a[2]);
     let mut target_db = ctx.client.db;
     let mut replace = false;
@@ -295,28 +300,30 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             replace = true;
             i += 1;
         } else if eq(&a[i], "db") && i + 1 < a.len() {
-            let d = crate::try_reply!(db_index(&a[i + 1]));
+            let d = db_index(&a[i + 1])?;
             if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
-                return Reply::error("ERR DB index is out of range");
+                return Err(Reply::error("ERR DB index is out of range"));
             }
             target_db = d as usize;
             i += 2;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
     if src == dst && target_db == ctx.client.db {
-        return Reply::error("ERR source and destination objects are the same");
+        return Err(Reply::error(
+            "ERR source and destination objects are the same",
+        ));
     }
     let mut db = ctx.db();
     let Some(e) = db.get(src) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let (value, expire) = (e.value.clone(), e.expire_at);
     let mut dest = ctx.db_at(target_db);
     if dest.exists(dst) {
         if !replace {
-            return Reply::Int(0);
+            return Ok(Reply::Int(0));
         }
         dest.remove(dst);
     }
@@ -327,24 +334,26 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     dest.modified(dst);
     dest.notify(crate::notify::GENERIC, "copy_to", dst);
     ctx.dirty += 1;
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
-fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
-    let d = crate::try_reply!(db_index(&a[2]));
+    let d = db_index(&a[2])?;
     if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
-        return Reply::error("ERR DB index is out of range");
+        return Err(Reply::error("ERR DB index is out of range"));
     }
     let d = d as usize;
     if d == ctx.client.db {
-        return Reply::error("ERR source and destination objects are the same");
+        return Err(Reply::error(
+            "ERR source and destination objects are the same",
+        ));
     }
     if !ctx.db().exists(key) || ctx.db_at(d).exists(key) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let Some(e) = ctx.db().remove(key) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let mut dest = ctx.db_at(d);
     dest.insert(key, e.value);
@@ -356,15 +365,15 @@ fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.notify(crate::notify::GENERIC, "move_from", key);
     ctx.db_at(d).notify(crate::notify::GENERIC, "move_to", key);
     ctx.dirty += 1;
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
 /// DUMP key: the value in Redis's RDB object format (see `persistence::rdb`), nil if absent.
-fn dump(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn dump(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
     match db.value(&a[1]) {
-        Some(v) => Reply::Bulk(Bytes::from(crate::persistence::rdb::dump(v))),
-        None => Reply::Null,
+        Some(v) => Ok(Reply::Bulk(Bytes::from(crate::persistence::rdb::dump(v)))),
+        None => Ok(Reply::Null),
     }
 }
 
@@ -374,7 +383,7 @@ fn dump(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// payload's version and CRC, then its object. A TTL already in the past replaces nothing new:
 /// the old key is deleted (with REPLACE) and logged as DEL. A relative TTL is logged as an
 /// absolute one with ABSTTL, so a replay restores the same deadline.
-fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn restore(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     use crate::persistence::rdb;
     let (mut replace, mut absttl) = (false, false);
     // IDLETIME and FREQ exclude each other (the second is a syntax error, as in Redis).
@@ -388,36 +397,38 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             absttl = true;
         } else if eq(&a[i], "idletime") && more && freq.is_none() {
             let Ok(v) = int(&a[i + 1]) else {
-                return Reply::error(NOT_INT);
+                return Err(Reply::error(NOT_INT));
             };
             if v < 0 {
-                return Reply::error("ERR Invalid IDLETIME value, must be >= 0");
+                return Err(Reply::error("ERR Invalid IDLETIME value, must be >= 0"));
             }
             idle = Some(v as u64);
             i += 1;
         } else if eq(&a[i], "freq") && more && idle.is_none() {
             let Ok(v) = int(&a[i + 1]) else {
-                return Reply::error(NOT_INT);
+                return Err(Reply::error(NOT_INT));
             };
             if !(0..=255).contains(&v) {
-                return Reply::error("ERR Invalid FREQ value, must be >= 0 and <= 255");
+                return Err(Reply::error(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
             }
             freq = Some(v as u8);
             i += 1;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
         i += 1;
     }
     let key = &a[1];
     if !replace && ctx.db().exists(key) {
-        return Reply::error("BUSYKEY Target key name already exists.");
+        return Err(Reply::error("BUSYKEY Target key name already exists."));
     }
     let Ok(ttl) = int(&a[2]) else {
-        return Reply::error(NOT_INT);
+        return Err(Reply::error(NOT_INT));
     };
     if ttl < 0 {
-        return Reply::error("ERR Invalid TTL value, must be >= 0");
+        return Err(Reply::error("ERR Invalid TTL value, must be >= 0"));
     }
     let limits = rdb::Limits {
         hash: super::hash::limits(ctx),
@@ -427,9 +438,11 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let value = match rdb::restore(&a[3], &limits) {
         Ok(v) => v,
         Err(rdb::PayloadError::VersionOrChecksum) => {
-            return Reply::error("ERR DUMP payload version or checksum are wrong")
+            return Err(Reply::error(
+                "ERR DUMP payload version or checksum are wrong",
+            ))
         }
-        Err(rdb::PayloadError::BadFormat) => return Reply::error("ERR Bad data format"),
+        Err(rdb::PayloadError::BadFormat) => return Err(Reply::error("ERR Bad data format")),
     };
     let deleted = replace && ctx.db().remove(key).is_some();
     let expire_at = match (ttl, absttl) {
@@ -446,7 +459,7 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx.dirty += 1;
             ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
         }
-        return Reply::Ok;
+        return Ok(Reply::Ok);
     }
     let mut db = ctx.db();
     db.insert(key, value);
@@ -472,7 +485,7 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         logged.push(Bytes::from_static(b"ABSTTL"));
         ctx.propagate_as(vec![logged]);
     }
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 /// OBJECT REFCOUNT. Podium keeps no reference counts (a value belongs to one key); it answers
@@ -502,10 +515,10 @@ fn refcount(srv: &crate::state::Server, v: &Value) -> i64 {
     }
 }
 
-fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn object(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if sub == "help" {
-        return Reply::Array(
+        return Ok(Reply::Array(
             [
                 "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "ENCODING <key>",
@@ -517,29 +530,29 @@ fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        );
-    }
-    if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
-        return Reply::error(format!(
-            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(&a[1])
         ));
     }
+    if !matches!(sub.as_str(), "encoding" | "freq" | "idletime" | "refcount") {
+        return Err(Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&a[1])
+        )));
+    }
     if a.len() != 3 {
-        return crate::cmdspec::wrong_arity(&format!("object|{sub}"));
+        return Err(crate::cmdspec::wrong_arity(&format!("object|{sub}")));
     }
     let srv = ctx.srv;
     let mut db = ctx.db();
     // OBJECT looks without touching: the idle time it reports is not reset by asking.
     let Some(e) = db.peek(&a[2]) else {
-        return Reply::Null;
+        return Ok(Reply::Null);
     };
     match sub.as_str() {
-        "encoding" => Reply::bulk_slice(e.value.encoding_name().as_bytes()),
-        "refcount" => Reply::Int(refcount(srv, &e.value)),
-        "idletime" if crate::evict::lfu_mode() => Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
-        "idletime" => Reply::Int((crate::evict::idle_ms(e) / 1000) as i64),
-        _ if crate::evict::lfu_mode() => Reply::Int(i64::from(crate::evict::frequency(e))),
-        _ => Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
+        "encoding" => Ok(Reply::bulk_slice(e.value.encoding_name().as_bytes())),
+        "refcount" => Ok(Reply::Int(refcount(srv, &e.value))),
+        "idletime" if crate::evict::lfu_mode() => Err(Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")),
+        "idletime" => Ok(Reply::Int((crate::evict::idle_ms(e) / 1000) as i64)),
+        _ if crate::evict::lfu_mode() => Ok(Reply::Int(i64::from(crate::evict::frequency(e)))),
+        _ => Err(Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")),
     }
 }

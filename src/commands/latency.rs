@@ -8,7 +8,7 @@
 //! LATENCY HISTOGRAM reports, so the replies have Redis's shape and bucket labels.
 
 use super::flags::*;
-use super::{table, Ctx, Keys, Spec};
+use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 pub use crate::state::latency::Monitor;
 use crate::state::latency::Series;
@@ -435,12 +435,12 @@ fn graph(name: &str, series: &Series) -> String {
     s
 }
 
-fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn latency(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let srv = ctx.srv;
     let mon = &srv.latency;
     match (sub.as_str(), a.len()) {
-        ("latest", 2) => Reply::Array(
+        ("latest", 2) => Ok(Reply::Array(
             mon.events
                 .lock()
                 .iter()
@@ -455,11 +455,11 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     ])
                 })
                 .collect(),
-        ),
+        )),
         ("history", 3) => {
             let name = String::from_utf8_lossy(&a[2]);
             let events = mon.events.lock();
-            Reply::Array(
+            Ok(Reply::Array(
                 events
                     .get(name.as_ref())
                     .map(|s| s.history())
@@ -467,14 +467,14 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .into_iter()
                     .map(|(t, ms)| Reply::Array(vec![Reply::Int(t), Reply::Int(ms as i64)]))
                     .collect(),
-            )
+            ))
         }
         ("reset", _) => {
             let mut events = mon.events.lock();
             if a.len() == 2 {
                 let n = events.len();
                 events.clear();
-                Reply::Int(n as i64)
+                Ok(Reply::Int(n as i64))
             } else {
                 let mut n = 0;
                 for e in &a[2..] {
@@ -482,7 +482,7 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         n += 1;
                     }
                 }
-                Reply::Int(n)
+                Ok(Reply::Int(n))
             }
         }
         ("graph", 3) => {
@@ -490,17 +490,17 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let events = mon.events.lock();
             match events.get(name.as_str()) {
                 Some(s) if !s.history().is_empty() => {
-                    Reply::Verbatim("txt", Bytes::from(graph(&name, s)))
+                    Ok(Reply::Verbatim("txt", Bytes::from(graph(&name, s))))
                 }
-                _ => Reply::error(format!("ERR No samples available for event '{name}'")),
+                _ => Err(Reply::error(format!("ERR No samples available for event '{name}'"))),
             }
         }
         ("doctor", 2) => {
             let threshold = srv.config.hot.latency_threshold_ms.load(Ordering::Relaxed);
-            Reply::Verbatim(
+            Ok(Reply::Verbatim(
                 "txt",
                 Bytes::from(doctor(&mon.events.lock(), threshold)),
-            )
+            ))
         }
         ("histogram", _) => {
             let mut out = Vec::new();
@@ -527,9 +527,9 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     out.push(histogram_reply(name, h));
                 }
             }
-            Reply::Map(out)
+            Ok(Reply::Map(out))
         }
-        ("help", 2) => Reply::Array(
+        ("help", 2) => Ok(Reply::Array(
             [
                 "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",
@@ -552,14 +552,14 @@ fn latency(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
+        )),
         ("latest" | "history" | "graph" | "doctor" | "help", _) => {
-            crate::cmdspec::wrong_arity(&format!("latency|{sub}"))
+            Err(crate::cmdspec::wrong_arity(&format!("latency|{sub}")))
         }
-        _ => Reply::error(format!(
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try LATENCY HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

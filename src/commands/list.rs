@@ -9,7 +9,7 @@
 
 use super::args::{eq, int, SYNTAX};
 use super::argv::{block_timeout_ms, positive_long, range_long};
-use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
+use super::{flags::*, BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
@@ -116,18 +116,18 @@ fn get_list<'d>(
     }
 }
 
-fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> Reply {
+fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> CmdResult {
     let key = &args[1];
     let mut db = ctx.db();
-    let exists = crate::try_reply!(get_list(&mut db, key, false)).is_some();
+    let exists = get_list(&mut db, key, false)?.is_some();
     if !exists {
         if only_existing {
-            return Reply::Int(0);
+            return Ok(Reply::Int(0));
         }
         db.insert(key, Value::List(List::new()));
     }
     let Ok(Some(l)) = get_list(&mut db, key, false) else {
-        return Reply::error("ERR internal error: list vanished");
+        return Err(Reply::error("ERR internal error: list vanished"));
     };
     for v in &args[2..] {
         if left {
@@ -140,19 +140,19 @@ fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> Reply
     db.modified(key);
     db.notify(notify::LIST, if left { "lpush" } else { "rpush" }, key);
     ctx.dirty += (args.len() - 2) as u64;
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     push(ctx, args, true, false)
 }
-fn rpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn rpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     push(ctx, args, false, false)
 }
-fn lpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     push(ctx, args, true, true)
 }
-fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     push(ctx, args, false, true)
 }
 
@@ -188,114 +188,108 @@ fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize, events: bool) -> V
     out
 }
 
-fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
+fn pop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> CmdResult {
     let name = if left { "lpop" } else { "rpop" };
     if args.len() > 3 {
-        return crate::cmdspec::wrong_arity(name);
+        return Err(crate::cmdspec::wrong_arity(name));
     }
     let count = if args.len() == 3 {
-        Some(crate::try_reply!(super::argv::positive_long(
-            &args[2], None
-        )))
+        Some(super::argv::positive_long(&args[2], None)?)
     } else {
         None
     };
     let key = &args[1];
     let mut db = ctx.db();
-    let len = match get_list(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => {
+    let len = match get_list(&mut db, key, false)? {
+        None => {
             return if count.is_some() {
-                Reply::NullArray
+                Ok(Reply::NullArray)
             } else {
-                Reply::Null
+                Ok(Reply::Null)
             }
         }
-        Ok(Some(l)) => l.len(),
+        Some(l) => l.len(),
     };
     if count == Some(0) || len == 0 {
-        return Reply::Array(Vec::new());
+        return Ok(Reply::Array(Vec::new()));
     }
     let got = pop_n(&mut db, key, left, count.unwrap_or(1) as usize, true);
     db.modified(key);
     ctx.dirty += 1;
     match count {
-        None => got.first().map_or(Reply::Null, |e| bulk(e)),
-        Some(_) => Reply::Array(got.iter().map(|e| bulk(e)).collect()),
+        None => got.first().map_or(Ok(Reply::Null), |e| Ok(bulk(e))),
+        Some(_) => Ok(Reply::Array(got.iter().map(|e| bulk(e)).collect())),
     }
 }
 
-fn lpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     pop(ctx, args, true)
 }
-fn rpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn rpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     pop(ctx, args, false)
 }
 
-fn llen(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn llen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match get_list(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(l) => Reply::Int(l.map_or(0, |l| l.len() as i64)),
-    }
+    let l = get_list(&mut db, &args[1], true)?;
+    Ok(Reply::Int(l.map_or(0, |l| l.len() as i64)))
 }
 
-fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let start = crate::try_reply!(int(&args[2]));
-    let stop = crate::try_reply!(int(&args[3]));
+fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let start = int(&args[2])?;
+    let stop = int(&args[3])?;
     let mut db = ctx.db();
-    match get_list(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(None) => Reply::Array(Vec::new()),
-        Ok(Some(l)) => match l.range(start, stop) {
-            None => Reply::Array(Vec::new()),
-            Some((a, b)) => Reply::Array(l.items.range(a..=b).map(|e| bulk(e)).collect()),
+    match get_list(&mut db, &args[1], true)? {
+        None => Ok(Reply::Array(Vec::new())),
+        Some(l) => match l.range(start, stop) {
+            None => Ok(Reply::Array(Vec::new())),
+            Some((a, b)) => Ok(Reply::Array(
+                l.items.range(a..=b).map(|e| bulk(e)).collect(),
+            )),
         },
     }
 }
 
-fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // Redis looks the key up (nil, WRONGTYPE) before it reads the index.
     let mut db = ctx.db();
-    match get_list(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(None) => Reply::Null,
-        Ok(Some(l)) => {
-            let i = crate::try_reply!(int(&args[2]));
-            l.index(i).map_or(Reply::Null, |p| bulk(&l.items[p]))
+    match get_list(&mut db, &args[1], true)? {
+        None => Ok(Reply::Null),
+        Some(l) => {
+            let i = int(&args[2])?;
+            l.index(i)
+                .map_or(Ok(Reply::Null), |p| Ok(bulk(&l.items[p])))
         }
     }
 }
 
-fn lset(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // Redis looks the key up (no such key, WRONGTYPE) before it reads the index.
     let key = &args[1];
     let mut db = ctx.db();
-    match get_list(&mut db, key, false) {
-        Err(e) => e,
-        Ok(None) => Reply::error("ERR no such key"),
-        Ok(Some(l)) => match l.index(crate::try_reply!(int(&args[2]))) {
-            None => Reply::error("ERR index out of range"),
+    match get_list(&mut db, key, false)? {
+        None => Err(Reply::error("ERR no such key")),
+        Some(l) => match l.index(int(&args[2])?) {
+            None => Err(Reply::error("ERR index out of range")),
             Some(p) => {
                 l.items[p] = args[3].to_vec();
                 db.modified(key);
                 db.notify(notify::LIST, "lset", key);
                 ctx.dirty += 1;
-                Reply::Ok
+                Ok(Reply::Ok)
             }
         },
     }
 }
 
-fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let count = crate::try_reply!(int(&args[2]));
+fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let count = int(&args[2])?;
     let key = &args[1];
     let elem = &args[3][..];
     let mut db = ctx.db();
-    let l = match get_list(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(l)) => l,
+    let l = match get_list(&mut db, key, false)? {
+        None => return Ok(Reply::Int(0)),
+        Some(l) => l,
     };
     let limit = if count == 0 {
         usize::MAX
@@ -335,18 +329,17 @@ fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
         ctx.dirty += removed as u64;
     }
-    Reply::Int(removed as i64)
+    Ok(Reply::Int(removed as i64))
 }
 
-fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let start = crate::try_reply!(int(&args[2]));
-    let stop = crate::try_reply!(int(&args[3]));
+fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let start = int(&args[2])?;
+    let stop = int(&args[3])?;
     let key = &args[1];
     let mut db = ctx.db();
-    let l = match get_list(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Ok,
-        Ok(Some(l)) => l,
+    let l = match get_list(&mut db, key, false)? {
+        None => return Ok(Reply::Ok),
+        Some(l) => l,
     };
     let before = l.len();
     match l.range(start, stop) {
@@ -367,26 +360,25 @@ fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         db.notify(notify::GENERIC, "del", key);
     }
     ctx.dirty += removed as u64;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let after = if eq(&args[2], "after") {
         true
     } else if eq(&args[2], "before") {
         false
     } else {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     };
     let key = &args[1];
     let mut db = ctx.db();
-    let l = match get_list(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(l)) => l,
+    let l = match get_list(&mut db, key, false)? {
+        None => return Ok(Reply::Int(0)),
+        Some(l) => l,
     };
     let Some(p) = l.items.iter().position(|e| e[..] == args[3][..]) else {
-        return Reply::Int(-1);
+        return Ok(Reply::Int(-1));
     };
     l.items
         .insert(if after { p + 1 } else { p }, args[4].to_vec());
@@ -394,10 +386,10 @@ fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     db.modified(key);
     db.notify(notify::LIST, "linsert", key);
     ctx.dirty += 1;
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut rank: i64 = 1;
     let mut count: Option<usize> = None;
     let mut maxlen = 0usize;
@@ -405,37 +397,33 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     while i < args.len() {
         let more = i + 1 < args.len();
         if eq(&args[i], "rank") && more {
-            rank = crate::try_reply!(range_long(&args[i + 1], -i64::MAX, i64::MAX, None));
+            rank = range_long(&args[i + 1], -i64::MAX, i64::MAX, None)?;
             if rank == 0 {
-                return Reply::error(
+                return Err(Reply::error(
                     "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
-                );
+                ));
             }
         } else if eq(&args[i], "count") && more {
-            let c = crate::try_reply!(positive_long(&args[i + 1], Some("COUNT can't be negative")));
+            let c = positive_long(&args[i + 1], Some("COUNT can't be negative"))?;
             count = Some(usize::try_from(c).unwrap_or(usize::MAX));
         } else if eq(&args[i], "maxlen") && more {
-            let m = crate::try_reply!(positive_long(
-                &args[i + 1],
-                Some("MAXLEN can't be negative")
-            ));
+            let m = positive_long(&args[i + 1], Some("MAXLEN can't be negative"))?;
             maxlen = usize::try_from(m).unwrap_or(usize::MAX);
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
         i += 2;
     }
     let mut db = ctx.db();
-    let l = match get_list(&mut db, &args[1], true) {
-        Err(e) => return e,
-        Ok(None) => {
+    let l = match get_list(&mut db, &args[1], true)? {
+        None => {
             return if count.is_some() {
-                Reply::Array(Vec::new())
+                Ok(Reply::Array(Vec::new()))
             } else {
-                Reply::Null
+                Ok(Reply::Null)
             }
         }
-        Ok(Some(l)) => l,
+        Some(l) => l,
     };
     let want = match count {
         Some(0) => usize::MAX,
@@ -460,8 +448,8 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     }
     match count {
-        Some(_) => Reply::Array(found),
-        None => found.into_iter().next().unwrap_or(Reply::Null),
+        Some(_) => Ok(Reply::Array(found)),
+        None => Ok(found.into_iter().next().unwrap_or(Reply::Null)),
     }
 }
 
@@ -534,27 +522,33 @@ fn move_ready(db: &mut DbHandle, src: &[u8], dst: &[u8]) -> Result<bool, Reply> 
     Ok(has)
 }
 
-fn lmove_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from_left: bool, to_left: bool) -> Reply {
+fn lmove_generic(
+    ctx: &mut Ctx,
+    src: &Bytes,
+    dst: &Bytes,
+    from_left: bool,
+    to_left: bool,
+) -> CmdResult {
     let mut db = ctx.db();
-    if !crate::try_reply!(move_ready(&mut db, src, dst)) {
-        return Reply::Null;
+    if !move_ready(&mut db, src, dst)? {
+        return Ok(Reply::Null);
     }
     match do_move(&mut db, src, dst, from_left, to_left) {
         Some(e) => {
             ctx.dirty += 1;
-            Reply::Bulk(Bytes::from(e))
+            Ok(Reply::Bulk(Bytes::from(e)))
         }
-        None => Reply::Null,
+        None => Ok(Reply::Null),
     }
 }
 
-fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     lmove_generic(ctx, &args[1], &args[2], false, true)
 }
 
-fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     };
     lmove_generic(ctx, &args[1], &args[2], from, to)
 }
@@ -570,28 +564,25 @@ fn pop_cmd(key: &[u8], left: bool, n: Option<usize>) -> Vec<Bytes> {
     c
 }
 
-fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
-    let timeout = crate::try_reply!(block_timeout_ms(&args[args.len() - 1], ctx.now_ms()));
+fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> CmdResult {
+    let timeout = block_timeout_ms(&args[args.len() - 1], ctx.now_ms())?;
     let keys = &args[1..args.len() - 1];
     let mut db = ctx.db();
     for k in keys {
-        let has = match get_list(&mut db, k, false) {
-            Err(e) => return e,
-            Ok(l) => l.is_some_and(|l| !l.is_empty()),
-        };
+        let has = get_list(&mut db, k, false)?.is_some_and(|l| !l.is_empty());
         if has {
             let e = pop_n(&mut db, k, left, 1, true);
             db.modified(k);
             ctx.dirty += 1;
             ctx.propagate_as(vec![pop_cmd(k, left, None)]);
-            return Reply::Array(vec![
+            return Ok(Reply::Array(vec![
                 Reply::Bulk(k.clone()),
                 e.first().map_or(Reply::Null, |e| bulk(e)),
-            ]);
+            ]));
         }
     }
     if ctx.in_exec {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     }
     ctx.block = Some(BlockRequest {
         keys: keys.to_vec(),
@@ -601,7 +592,7 @@ fn bpop(ctx: &mut Ctx, args: &[Bytes], left: bool) -> Reply {
         args: None,
         serve_each: false,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 /// Serve a blocked BLPOP/BRPOP/BLMPOP from `key`.
@@ -632,10 +623,10 @@ fn serve_pop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Ve
     Some((reply, vec![pop_cmd(key, left, count.map(|_| got.len()))]))
 }
 
-fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bpop(ctx, args, true)
 }
-fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bpop(ctx, args, false)
 }
 
@@ -645,19 +636,19 @@ fn bmove(
     from_left: bool,
     to_left: bool,
     timeout_arg: &[u8],
-) -> Reply {
-    let timeout = crate::try_reply!(block_timeout_ms(timeout_arg, ctx.now_ms()));
+) -> CmdResult {
+    let timeout = block_timeout_ms(timeout_arg, ctx.now_ms())?;
     let (src, dst) = (&args[1], &args[2]);
     let mut db = ctx.db();
-    if crate::try_reply!(move_ready(&mut db, src, dst)) {
+    if move_ready(&mut db, src, dst)? {
         if let Some(e) = do_move(&mut db, src, dst, from_left, to_left) {
             ctx.dirty += 1;
             ctx.propagate_as(vec![move_cmd(src, dst, from_left, to_left)]);
-            return Reply::Bulk(Bytes::from(e));
+            return Ok(Reply::Bulk(Bytes::from(e)));
         }
     }
     if ctx.in_exec {
-        return Reply::Null;
+        return Ok(Reply::Null);
     }
     ctx.block = Some(BlockRequest {
         keys: vec![src.clone()],
@@ -668,7 +659,7 @@ fn bmove(
         args: None,
         serve_each: false,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 fn move_cmd(src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes> {
@@ -703,13 +694,13 @@ fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<V
     ))
 }
 
-fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bmove(ctx, args, false, true, &args[3])
 }
 
-fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (Some(from), Some(to)) = (side(&args[3]), side(&args[4])) else {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     };
     bmove(ctx, args, from, to, &args[5])
 }
@@ -786,24 +777,22 @@ fn mpop_now(
     Ok(None)
 }
 
-fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let (keys, left, count) = crate::try_reply!(parse_mpop(args, 1));
-    match mpop_now(ctx, &args[keys], left, count) {
-        Err(e) => e,
-        Ok(Some(r)) => r,
-        Ok(None) => Reply::NullArray,
+fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (keys, left, count) = parse_mpop(args, 1)?;
+    match mpop_now(ctx, &args[keys], left, count)? {
+        Some(r) => Ok(r),
+        None => Ok(Reply::NullArray),
     }
 }
 
-fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // Redis reads numkeys, the side and COUNT before the timeout.
-    let (keys, left, count) = crate::try_reply!(parse_mpop(args, 2));
-    let timeout = crate::try_reply!(block_timeout_ms(&args[1], ctx.now_ms()));
-    match mpop_now(ctx, &args[keys.clone()], left, count) {
-        Err(e) => e,
-        Ok(Some(r)) => r,
-        Ok(None) if ctx.in_exec => Reply::NullArray,
-        Ok(None) => {
+    let (keys, left, count) = parse_mpop(args, 2)?;
+    let timeout = block_timeout_ms(&args[1], ctx.now_ms())?;
+    match mpop_now(ctx, &args[keys.clone()], left, count)? {
+        Some(r) => Ok(r),
+        None if ctx.in_exec => Ok(Reply::NullArray),
+        None => {
             ctx.block = Some(BlockRequest {
                 keys: args[keys].to_vec(),
                 timeout_ms: timeout,
@@ -812,7 +801,7 @@ fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 args: None,
                 serve_each: false,
             });
-            Reply::NoReply
+            Ok(Reply::NoReply)
         }
     }
 }

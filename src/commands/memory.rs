@@ -20,7 +20,7 @@
 //! buffers over 200 KB each on average; over 1,000 cached scripts) to these figures and
 //! words its own report. MEMORY PURGE asks jemalloc to return every arena's dirty pages.
 
-use super::{Ctx, Keys};
+use super::{CmdResult, Ctx, Keys};
 use crate::protocol::Reply;
 use crate::state::Server;
 use bytes::Bytes;
@@ -293,34 +293,40 @@ const HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-pub(crate) fn memory(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub(crate) fn memory(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let arity_ok = match sub.as_str() {
         "usage" => a.len() >= 3,
         "stats" | "doctor" | "malloc-stats" | "purge" | "help" => a.len() == 2,
         _ => {
-            return Reply::error(format!(
+            return Err(Reply::error(format!(
                 "ERR unknown subcommand '{}'. Try MEMORY HELP.",
                 String::from_utf8_lossy(&a[1])
-            ))
+            )))
         }
     };
     if !arity_ok {
-        return crate::cmdspec::wrong_arity(&format!("memory|{sub}"));
+        return Err(crate::cmdspec::wrong_arity(&format!("memory|{sub}")));
     }
     match sub.as_str() {
-        "help" => Reply::Array(
+        "help" => Ok(Reply::Array(
             HELP.iter()
                 .map(|s| Reply::StatusOwned(s.to_string()))
                 .collect(),
-        ),
-        "usage" => usage(ctx, a),
-        "stats" => stats(&measure_locked(ctx)),
-        "doctor" => Reply::Verbatim("txt", Bytes::from(doctor(&measure_locked(ctx)))),
-        "malloc-stats" => Reply::Verbatim("txt", Bytes::from(crate::alloc::malloc_stats_text())),
+        )),
+        "usage" => Ok(usage(ctx, a)),
+        "stats" => Ok(stats(&measure_locked(ctx))),
+        "doctor" => Ok(Reply::Verbatim(
+            "txt",
+            Bytes::from(doctor(&measure_locked(ctx))),
+        )),
+        "malloc-stats" => Ok(Reply::Verbatim(
+            "txt",
+            Bytes::from(crate::alloc::malloc_stats_text()),
+        )),
         _ => match crate::alloc::purge() {
-            Ok(()) => Reply::Ok,
-            Err(_) => Reply::error("ERR Error purging dirty pages"),
+            Ok(()) => Ok(Reply::Ok),
+            Err(_) => Err(Reply::error("ERR Error purging dirty pages")),
         },
     }
 }

@@ -18,7 +18,7 @@
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -242,13 +242,10 @@ fn give_back(name: Vec<u8>, c: Cached) {
 
 /// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE] [AUTH password]
 /// [AUTH2 username password] [KEYS key ...]
-fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let o = match parse_options(a) {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
+fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let o = parse_options(a)?;
     let (Ok(timeout), Ok(db)) = (int(&a[5]), int(&a[4])) else {
-        return Reply::error(NOT_INT);
+        return Err(Reply::error(NOT_INT));
     };
     let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
     // The keys that are here (an expired one counts as missing).
@@ -262,7 +259,7 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     }
     if present.is_empty() {
-        return Reply::Status("NOKEY");
+        return Ok(Reply::Status("NOKEY"));
     }
     let mut items = Vec::with_capacity(present.len());
     {
@@ -284,7 +281,9 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut may_retry = true;
     loop {
         let Some(mut conn) = connect(&name, &a[1], &a[2], timeout) else {
-            return Reply::error("IOERR error or timeout connecting to the client");
+            return Err(Reply::error(
+                "IOERR error or timeout connecting to the client",
+            ));
         };
         match exchange(ctx, &o, db, timeout, &items, &mut conn) {
             Exchange::Done { reply, acked, keep } => {
@@ -294,7 +293,7 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 if keep {
                     give_back(name, conn);
                 }
-                return reply;
+                return Ok(reply);
             }
             Exchange::Failed {
                 err,
@@ -311,10 +310,10 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     may_retry = false;
                     continue;
                 }
-                return Reply::error(format!(
+                return Err(Reply::error(format!(
                     "IOERR error or timeout {} to target instance",
                     if err.writing { "writing" } else { "reading" }
-                ));
+                )));
             }
         }
     }

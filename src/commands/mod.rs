@@ -3,8 +3,9 @@
 //! Each family file (`zset.rs`, `string.rs`, ...) exports a `COMMANDS` table of [`Spec`]s: the
 //! name, Redis's arity convention (positive = exact, negative = at least), flags, where the
 //! keys are, and the handler. A handler parses its own arguments, works on the keyspace
-//! through [`Ctx`], and returns a [`Reply`]; it never sees the protocol version except through
-//! `ctx.client.resp` when a reply shape depends on it.
+//! through [`Ctx`], and returns a [`CmdResult`]: `Ok` with its reply, or `Err` with an error
+//! reply, so that `?` ends it early on a helper's `Err(Reply)`. It never sees the protocol
+//! version except through `ctx.client.resp` when a reply shape depends on it.
 //!
 //! [`dispatch`] runs one request: lookup, arity, authentication, MULTI queueing, lock the
 //! shards the keys live in (in global order), run, then feed the AOF and serve clients that
@@ -63,12 +64,26 @@ use std::sync::OnceLock;
 /// Moved to crate::cmdspec; kept here for code written against the old path.
 pub use crate::cmdspec::{arity_ok, wrong_arity};
 
-pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
+/// What a handler returns: `Ok` with its reply, or `Err` with the error reply to send (so that
+/// `?` returns a helper's `Err(Reply)` early). Both are sent alike: the dispatcher takes the
+/// reply out of either ([`reply_of`]), and an error is recognised by the reply itself, never by
+/// which side it came on.
+pub type CmdResult = Result<Reply, Reply>;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+/// The reply a handler's result sends, `Ok` or `Err` alike.
+#[inline]
+pub fn reply_of(r: CmdResult) -> Reply {
+    match r {
+        Ok(r) | Err(r) => r,
+    }
+}
 
 /// A command that acts on the client's own session and takes whatever locks it needs itself
 /// (the transaction commands: MULTI and DISCARD change only the client, WATCH locks the keys
 /// it watches, EXEC locks every shard for its queue).
-pub type SessionHandler = fn(&Server, &mut Client, &[Bytes]) -> Reply;
+pub type SessionHandler = fn(&Server, &mut Client, &[Bytes]) -> CmdResult;
 
 /// How a command runs: what the table row holds instead of a handler caught by name.
 #[derive(Clone, Copy)]
@@ -812,7 +827,7 @@ pub fn dispatch_with<'a>(
         }
     }
     if let Run::Session(handler) = spec.run {
-        let reply = handler(srv, client, &args);
+        let reply = reply_of(handler(srv, client, &args));
         feed_monitors(srv, client, client.db, &args);
         count_transaction_command(srv, client, spec, &args, &reply, started);
         return done(reply);
@@ -1166,11 +1181,11 @@ pub fn run_locked<'a>(
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
     let busy = crate::watchdog::busy();
     let reply = match spec.run {
-        Run::Keyed(handler) => long::run_maybe_off_io(long, || handler(&mut ctx, args)),
+        Run::Keyed(handler) => long::run_maybe_off_io(long, || reply_of(handler(&mut ctx, args))),
         // Only UNWATCH gets here: queued in a transaction (MULTI, EXEC, DISCARD and WATCH
         // never are) and run by EXEC, which has already dropped the client's WATCHes, as
         // Redis's does, so it takes no lock.
-        Run::Session(handler) => handler(ctx.srv, ctx.client, args),
+        Run::Session(handler) => reply_of(handler(ctx.srv, ctx.client, args)),
     };
     drop(busy);
     let duration_us = started.elapsed().as_micros() as u64;
@@ -1321,17 +1336,6 @@ pub mod args {
     pub fn eq(a: &[u8], word: &str) -> bool {
         a.eq_ignore_ascii_case(word.as_bytes())
     }
-}
-
-/// `try_reply!(expr)`: unwrap a `Result<T, Reply>` or return the error reply.
-#[macro_export]
-macro_rules! try_reply {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return r,
-        }
-    };
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::persistence::snapshot;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -39,14 +39,16 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, bgsave, "server"),
 ];
 
-fn lastsave(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
-    Reply::Int(ctx.srv.lastsave.load(Ordering::Relaxed))
+fn lastsave(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.srv.lastsave.load(Ordering::Relaxed)))
 }
 
-fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     let srv = ctx.srv;
     if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
-        return Reply::error("ERR Background append only file rewriting already in progress");
+        return Err(Reply::error(
+            "ERR Background append only file rewriting already in progress",
+        ));
     }
     if snapshot::bgsave_running(srv) || ctx.in_exec {
         // As Redis with another child active (or inside EXEC, which holds every shard): the
@@ -58,48 +60,50 @@ fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
             .rewrite_scheduled
             .store(true, Ordering::SeqCst);
         srv.aof.inner.state.lock().consecutive_failures = 0;
-        return Reply::Status("Background append only file rewriting scheduled");
+        return Ok(Reply::Status(
+            "Background append only file rewriting scheduled",
+        ));
     }
-    crate::persistence::bgrewriteaof(srv)
+    Ok(crate::persistence::bgrewriteaof(srv))
 }
 
-fn save(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn save(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     let srv = ctx.srv;
     if snapshot::bgsave_running(srv) {
-        return Reply::error("ERR Background save already in progress");
+        return Err(Reply::error("ERR Background save already in progress"));
     }
     srv.aof.inner.snap.saves.fetch_add(1, Ordering::Relaxed);
     match snapshot::save(srv) {
-        Ok(()) => Reply::Ok,
-        Err(_) => Reply::error("ERR"),
+        Ok(()) => Ok(Reply::Ok),
+        Err(_) => Err(Reply::error("ERR")),
     }
 }
 
-fn bgsave(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn bgsave(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let srv = ctx.srv;
     let schedule = match a.len() {
         1 => false,
         2 if eq(&a[1], "schedule") => true,
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     if snapshot::bgsave_running(srv) {
-        return Reply::error("ERR Background save already in progress");
+        return Err(Reply::error("ERR Background save already in progress"));
     }
     // An AOF rewrite counts as Redis's other active child; inside EXEC every shard is held by
     // this very command, so the fork's all-shard lock must wait for the cron.
     if srv.aof.inner.rewriting.load(Ordering::SeqCst) || ctx.in_exec {
         if schedule || ctx.in_exec {
             srv.aof.inner.snap.scheduled.store(true, Ordering::SeqCst);
-            return Reply::Status("Background saving scheduled");
+            return Ok(Reply::Status("Background saving scheduled"));
         }
-        return Reply::error(
+        return Err(Reply::error(
             "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in \
              order to schedule a BGSAVE whenever possible.",
-        );
+        ));
     }
     match snapshot::bgsave_start(srv) {
-        Ok(()) => Reply::Status("Background saving started"),
-        Err(_) => Reply::error("ERR"),
+        Ok(()) => Ok(Reply::Status("Background saving started")),
+        Err(_) => Err(Reply::error("ERR")),
     }
 }
 

@@ -5,7 +5,7 @@
 //! them pre-encoded and marks the reply as a push).
 
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::client::Kind;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -120,47 +120,51 @@ fn do_unsubscribe(ctx: &mut Ctx, a: &[Bytes], kind: Kind) -> Reply {
     Reply::Raw(Bytes::from(out))
 }
 
-fn subscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    do_subscribe(ctx, a, Kind::Channel)
+fn subscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(do_subscribe(ctx, a, Kind::Channel))
 }
 
-fn psubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    do_subscribe(ctx, a, Kind::Pattern)
+fn psubscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(do_subscribe(ctx, a, Kind::Pattern))
 }
 
-fn ssubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn ssubscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // Inside a transaction a client expects one reply per command (Redis's DENY BLOCKING
     // rule; SUBSCRIBE and PSUBSCRIBE are exempt there for compatibility, SSUBSCRIBE is not).
     if ctx.in_exec {
-        return Reply::error("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");
+        return Err(Reply::error(
+            "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
+        ));
     }
-    do_subscribe(ctx, a, Kind::Shard)
+    Ok(do_subscribe(ctx, a, Kind::Shard))
 }
 
-fn unsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    do_unsubscribe(ctx, a, Kind::Channel)
+fn unsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(do_unsubscribe(ctx, a, Kind::Channel))
 }
 
-fn punsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    do_unsubscribe(ctx, a, Kind::Pattern)
+fn punsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(do_unsubscribe(ctx, a, Kind::Pattern))
 }
 
-fn sunsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    do_unsubscribe(ctx, a, Kind::Shard)
+fn sunsubscribe(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(do_unsubscribe(ctx, a, Kind::Shard))
 }
 
 /// MONITOR: from now on every command the server runs is sent to this client as a line.
-fn monitor(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn monitor(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     // Inside EXEC a client expects one reply per command (Redis's DENY BLOCKING rule).
     if ctx.in_exec {
-        return Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+        return Err(Reply::error(
+            "ERR MONITOR isn't allowed for DENY BLOCKING client",
+        ));
     }
     let info = ctx.client.info.clone();
     if ctx.srv.pubsub.add_monitor(&info) {
-        Reply::Ok
+        Ok(Reply::Ok)
     } else {
         // Already monitoring: ignored without a reply, as Redis.
-        Reply::NoReply
+        Ok(Reply::NoReply)
     }
 }
 
@@ -175,31 +179,31 @@ fn replicate_publish(ctx: &mut Ctx, a: &[Bytes]) {
     }
 }
 
-fn publish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn publish(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     replicate_publish(ctx, a);
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv
         .pubsub
         .publish(&a[1], &a[2], false, limit, ctx.now_ms());
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn spublish(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn spublish(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     replicate_publish(ctx, a);
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv
         .pubsub
         .publish(&a[1], &a[2], true, limit, ctx.now_ms());
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn pubsub(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn pubsub(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let ps = &ctx.srv.pubsub;
     match (sub.as_str(), a.len()) {
-        ("help", 2) => Reply::Array(
+        ("help", 2) => Ok(Reply::Array(
             [
                 "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "CHANNELS [<pattern>]",
@@ -219,7 +223,7 @@ fn pubsub(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::Status(s))
             .collect(),
-        ),
+        )),
         ("channels", 2 | 3) | ("shardchannels", 2 | 3) => {
             let kind = if sub == "channels" {
                 Kind::Channel
@@ -227,7 +231,7 @@ fn pubsub(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 Kind::Shard
             };
             let pat = a.get(2).map(|p| &p[..]);
-            Reply::Array(ps.active(kind, pat).into_iter().map(Reply::Bulk).collect())
+            Ok(Reply::Array(ps.active(kind, pat).into_iter().map(Reply::Bulk).collect()))
         }
         ("numsub", _) | ("shardnumsub", _) => {
             let kind = if sub == "numsub" {
@@ -240,15 +244,15 @@ fn pubsub(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 v.push(Reply::Bulk(c.clone()));
                 v.push(Reply::Int(ps.subscriber_count(kind, c) as i64));
             }
-            Reply::Array(v)
+            Ok(Reply::Array(v))
         }
-        ("numpat", 2) => Reply::Int(ps.len(Kind::Pattern) as i64),
-        ("help" | "channels" | "shardchannels" | "numpat", _) => Reply::error(format!(
+        ("numpat", 2) => Ok(Reply::Int(ps.len(Kind::Pattern) as i64)),
+        ("help" | "channels" | "shardchannels" | "numpat", _) => Err(Reply::error(format!(
             "ERR wrong number of arguments for 'pubsub|{sub}' command"
-        )),
-        _ => Reply::error(format!(
+        ))),
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }

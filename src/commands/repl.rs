@@ -8,7 +8,7 @@
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::client::ReplAction;
 use crate::protocol::Reply;
 use crate::state::repl::{Replica, Resync, ONLINE, WAIT_BGSAVE_START};
@@ -40,16 +40,18 @@ fn peer_ip(ctx: &Ctx) -> String {
 }
 
 /// SYNC and PSYNC replid offset.
-fn sync(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if ctx.client.repl.is_replica {
         // A replica asking again is ignored, as Redis ignores it.
-        return Reply::NoReply;
+        return Ok(Reply::NoReply);
     }
     if let Some(refusal) = crate::state::replica_link::sync_refusal(ctx.srv) {
-        return Reply::Error(refusal.into());
+        return Err(Reply::Error(refusal.into()));
     }
     if ctx.client.info.out_pending.load(Ordering::Relaxed) > 0 {
-        return Reply::error("ERR SYNC and PSYNC are invalid with pending output");
+        return Err(Reply::error(
+            "ERR SYNC and PSYNC are invalid with pending output",
+        ));
     }
     let srv = ctx.srv;
     let psync = eq(&a[0], "psync");
@@ -87,7 +89,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     "Partial resynchronization request from {} accepted. Sending {sent} bytes of backlog starting from offset {offset}.",
                     replica.describe()
                 );
-                return Reply::NoReply;
+                return Ok(Reply::NoReply);
             }
             Resync::Full(why) => {
                 if let Some(why) = why {
@@ -103,27 +105,27 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let backlog = srv.config.get_i64("repl-backlog-size").max(1) as usize;
     srv.repl.add_replica(replica, backlog);
     ctx.client.repl.action = Some(ReplAction::FullSync);
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 /// REPLCONF option value [option value ...].
-fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if a.len().is_multiple_of(2) {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     for pair in a[1..].chunks(2) {
         let (opt, val) = (&pair[0], &pair[1]);
         if eq(opt, "listening-port") {
             match crate::util::numtext::parse_i64(val) {
                 Some(p) => ctx.client.repl.listening_port = p as u16,
-                None => return Reply::error("ERR value is not an integer or out of range"),
+                None => return Err(Reply::error("ERR value is not an integer or out of range")),
             }
         } else if eq(opt, "ip-address") {
             if val.len() >= 46 {
-                return Reply::Error(format!(
+                return Err(Reply::Error(format!(
                     "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
                     val.len()
-                ));
+                )));
             }
             ctx.client.repl.announced_ip = Some(String::from_utf8_lossy(val).into_owned());
         } else if eq(opt, "capa") {
@@ -135,65 +137,69 @@ fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         } else if eq(opt, "ack") {
             // From a replica only, and never answered.
             if !ctx.client.repl.is_replica {
-                return Reply::NoReply;
+                return Ok(Reply::NoReply);
             }
             let Some(off) = crate::util::numtext::parse_i64(val) else {
-                return Reply::NoReply;
+                return Ok(Reply::NoReply);
             };
             if let Some(r) = ctx.srv.repl.find(ctx.client.id) {
                 r.ack_offset.fetch_max(off.max(0) as u64, Ordering::AcqRel);
                 r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
                 ctx.srv.repl.acked.notify_waiters();
             }
-            return Reply::NoReply;
+            return Ok(Reply::NoReply);
         } else if eq(opt, "getack") {
             // Only the master asks this of us, on the replication link.
             crate::state::replica_link::ack_requested(ctx.srv);
-            return Reply::NoReply;
+            return Ok(Reply::NoReply);
         } else if eq(opt, "rdb-only") {
             match crate::util::numtext::parse_i64(val) {
                 Some(v @ (0 | 1)) => ctx.client.repl.rdb_only = v == 1,
-                Some(_) => return Reply::error("ERR value is out of range, must be positive"),
-                None => return Reply::error("ERR value is not an integer or out of range"),
+                Some(_) => return Err(Reply::error("ERR value is out of range, must be positive")),
+                None => return Err(Reply::error("ERR value is not an integer or out of range")),
             }
         } else if eq(opt, "rdb-filter-only") {
             // The only include filter Redis 7.0 knows; none at all leaves the data out too.
             let text = String::from_utf8_lossy(val);
             for f in text.split_whitespace() {
                 if !f.eq_ignore_ascii_case("functions") {
-                    return Reply::Error(format!("ERR Unsupported rdb-filter-only option: {f}"));
+                    return Err(Reply::Error(format!(
+                        "ERR Unsupported rdb-filter-only option: {f}"
+                    )));
                 }
             }
             ctx.client.repl.rdb_functions_only = true;
         } else {
-            return Reply::Error(format!(
+            return Err(Reply::Error(format!(
                 "ERR Unrecognized REPLCONF option: {}",
                 String::from_utf8_lossy(opt)
-            ));
+            )));
         }
     }
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 /// WAIT numreplicas timeout.
-fn wait(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn wait(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if crate::state::replica_link::is_replica(ctx.srv) {
-        return Reply::error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+        return Err(Reply::error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
     }
     let Some(num) = crate::util::numtext::parse_i64(&a[1]) else {
-        return Reply::error("ERR value is not an integer or out of range");
+        return Err(Reply::error("ERR value is not an integer or out of range"));
     };
     let Some(timeout) = crate::util::numtext::parse_i64(&a[2]) else {
-        return Reply::error("ERR timeout is not an integer or out of range");
+        return Err(Reply::error(
+            "ERR timeout is not an integer or out of range",
+        ));
     };
     if timeout < 0 {
-        return Reply::error("ERR timeout is negative");
+        return Err(Reply::error("ERR timeout is negative"));
     }
     let target = ctx.client.repl.woff;
     let acked = ctx.srv.repl.acked_at_least(target) as i64;
     // Inside MULTI (EXEC) a client cannot block: the count as it is now.
     if acked >= num || ctx.in_exec {
-        return Reply::Int(acked);
+        return Ok(Reply::Int(acked));
     }
     let deadline_ms = if timeout > 0 {
         crate::clock::unix_ms().saturating_add(timeout)
@@ -206,13 +212,13 @@ fn wait(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         offset: target,
         deadline_ms,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 /// ROLE.
-fn role(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
+fn role(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     if let Some(r) = crate::state::replica_link::role_reply(ctx.srv) {
-        return r;
+        return Ok(r);
     }
     let srv = ctx.srv;
     let replicas = srv
@@ -230,20 +236,22 @@ fn role(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
             ])
         })
         .collect();
-    Reply::Array(vec![
+    Ok(Reply::Array(vec![
         Reply::bulk_slice(b"master"),
         Reply::Int(srv.repl.offset() as i64),
         Reply::Array(replicas),
-    ])
+    ]))
 }
 
 /// REPLICAOF host port | NO ONE.
-fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if ctx.client.repl.is_replica {
-        return Reply::error("ERR Command is not valid when client is a replica.");
+        return Err(Reply::error(
+            "ERR Command is not valid when client is a replica.",
+        ));
     }
     let reply = crate::state::replica_link::replicaof(ctx.srv, ctx.client.id, &a[1], &a[2]);
     // The process's OOM score follows its role (oom-score-adj-values' replica class).
     let _ = super::config_cmd::apply_oom_score_adj(ctx.srv);
-    reply
+    Ok(reply)
 }

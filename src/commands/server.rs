@@ -4,7 +4,7 @@
 
 use super::args::{eq, int, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use bytes::Bytes;
 
@@ -19,8 +19,8 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("memory", -2, READONLY, super::memory::MEMORY_KEYS, super::memory::memory, "server"),
 ];
 
-fn dbsize(ctx: &mut Ctx, _: &[Bytes]) -> Reply {
-    Reply::Int(ctx.db().len() as i64)
+fn dbsize(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
+    Ok(Reply::Int(ctx.db().len() as i64))
 }
 
 fn flush_mode(a: &[Bytes]) -> Result<(), Reply> {
@@ -47,10 +47,8 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
     removed
 }
 
-fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    if let Err(e) = flush_mode(a) {
-        return e;
-    }
+fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    flush_mode(a)?;
     let db = ctx.client.db;
     empty_db(ctx, db);
     let id = ctx.client.id;
@@ -58,13 +56,11 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         .tracking
         .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), false);
     ctx.dirty += 1;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    if let Err(e) = flush_mode(a) {
-        return e;
-    }
+fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    flush_mode(a)?;
     for db in 0..ctx.srv.keyspace.num_dbs() {
         empty_db(ctx, db);
     }
@@ -74,19 +70,19 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), true);
     crate::persistence::snapshot::after_flushall(ctx.srv);
     ctx.dirty += 1;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Ok(x) = int(&a[1]) else {
-        return Reply::error("ERR invalid first DB index");
+        return Err(Reply::error("ERR invalid first DB index"));
     };
     let Ok(y) = int(&a[2]) else {
-        return Reply::error("ERR invalid second DB index");
+        return Err(Reply::error("ERR invalid second DB index"));
     };
     let n = ctx.srv.keyspace.num_dbs() as i64;
     if x < 0 || x >= n || y < 0 || y >= n {
-        return Reply::error("ERR DB index is out of range");
+        return Err(Reply::error("ERR DB index is out of range"));
     }
     let (x, y) = (x as usize, y as usize);
     if x != y {
@@ -121,47 +117,43 @@ fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     }
     ctx.dirty += 1;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn time(_: &mut Ctx, _: &[Bytes]) -> Reply {
+fn time(_: &mut Ctx, _: &[Bytes]) -> CmdResult {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    Reply::Array(vec![
+    Ok(Reply::Array(vec![
         Reply::bulk(d.as_secs().to_string().into_bytes()),
         Reply::bulk(d.subsec_micros().to_string().into_bytes()),
-    ])
+    ]))
 }
 
-fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     for w in &a[1..] {
         let ok = ["nosave", "save", "now", "force", "abort"]
             .iter()
             .any(|o| eq(w, o));
         if !ok {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
     let has = |o: &str| a[1..].iter().any(|w| eq(w, o));
     let other_flags = ["nosave", "save", "now", "force"].iter().any(|o| has(o));
     if (has("abort") && other_flags) || (has("save") && has("nosave")) {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     if has("abort") {
         return if ctx.srv.signal_shutdown.abort() {
-            Reply::Ok
+            Ok(Reply::Ok)
         } else {
-            Reply::error("ERR No shutdown in progress.")
+            Err(Reply::error("ERR No shutdown in progress."))
         };
     }
-    if let Err(refusal) =
-        super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))
-    {
-        return refusal;
-    }
+    super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))?;
     crate::listeners::stop_all(ctx.srv);
     ctx.srv.request_shutdown();
     ctx.close_after_reply = true;
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }

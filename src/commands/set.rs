@@ -8,7 +8,7 @@
 use super::args::{eq, SYNTAX};
 use super::argv::{scan_reply, ArgReader};
 use super::hash::{rand_count, PickBudget};
-use super::{flags::*, Ctx, Keys, Spec};
+use super::{flags::*, CmdResult, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::notify;
 use crate::protocol::Reply;
@@ -75,16 +75,16 @@ fn get_set<'d>(
     }
 }
 
-fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let max = max_intset(ctx);
     let key = &args[1];
     let mut db = ctx.db();
-    let exists = crate::try_reply!(get_set(&mut db, key, false)).is_some();
+    let exists = get_set(&mut db, key, false)?.is_some();
     if !exists {
         db.insert(key, Value::Set(Box::new(Set::for_member(&args[2]))));
     }
     let Ok(Some(s)) = get_set(&mut db, key, false) else {
-        return Reply::error("ERR internal error: set vanished");
+        return Err(Reply::error("ERR internal error: set vanished"));
     };
     let added = args[2..].iter().filter(|m| s.add(m, max)).count();
     if added > 0 {
@@ -92,16 +92,15 @@ fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         db.notify(notify::SET, "sadd", key);
     }
     ctx.dirty += added as u64;
-    Reply::Int(added as i64)
+    Ok(Reply::Int(added as i64))
 }
 
-fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn srem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
     let mut db = ctx.db();
-    let s = match get_set(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(s)) => s,
+    let s = match get_set(&mut db, key, false)? {
+        None => return Ok(Reply::Int(0)),
+        Some(s) => s,
     };
     let mut removed = 0;
     for m in &args[2..] {
@@ -124,75 +123,66 @@ fn srem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     }
     ctx.dirty += removed as u64;
-    Reply::Int(removed)
+    Ok(Reply::Int(removed))
 }
 
-fn scard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn scard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match get_set(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(s) => Reply::Int(s.map_or(0, |s| s.len() as i64)),
-    }
+    let s = get_set(&mut db, &args[1], true)?;
+    Ok(Reply::Int(s.map_or(0, |s| s.len() as i64)))
 }
 
-fn sismember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sismember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match get_set(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(s) => Reply::Int(s.is_some_and(|s| s.contains(&args[2])) as i64),
-    }
+    let s = get_set(&mut db, &args[1], true)?;
+    Ok(Reply::Int(s.is_some_and(|s| s.contains(&args[2])) as i64))
 }
 
-fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match get_set(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(s) => Reply::Array(
-            args[2..]
-                .iter()
-                .map(|m| Reply::Int(s.as_ref().is_some_and(|s| s.contains(m)) as i64))
-                .collect(),
-        ),
-    }
+    let s = get_set(&mut db, &args[1], true)?;
+    Ok(Reply::Array(
+        args[2..]
+            .iter()
+            .map(|m| Reply::Int(s.as_ref().is_some_and(|s| s.contains(m)) as i64))
+            .collect(),
+    ))
 }
 
 fn members_reply(s: &Set) -> Reply {
     Reply::Set(s.iter().map(|m| bulk(&m)).collect())
 }
 
-fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match get_set(&mut db, &args[1], true) {
-        Err(e) => e,
-        Ok(None) => Reply::Set(Vec::new()),
-        Ok(Some(s)) => members_reply(s),
+    match get_set(&mut db, &args[1], true)? {
+        None => Ok(Reply::Set(Vec::new())),
+        Some(s) => Ok(members_reply(s)),
     }
 }
 
-fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut rng = rand::thread_rng();
     if args.len() == 2 {
         let mut db = ctx.db();
-        return match get_set(&mut db, &args[1], true) {
-            Err(e) => e,
-            Ok(None) => Reply::Null,
-            Ok(Some(s)) => s.random(&mut rng).map_or(Reply::Null, |m| bulk(&m)),
+        return match get_set(&mut db, &args[1], true)? {
+            None => Ok(Reply::Null),
+            Some(s) => s.random(&mut rng).map_or(Ok(Reply::Null), |m| Ok(bulk(&m))),
         };
     }
     if args.len() > 3 {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let cap = ctx.reply_cap();
-    let count = crate::try_reply!(rand_count(&args[2], cap));
+    let count = rand_count(&args[2], cap)?;
     let mut budget = PickBudget::new(cap);
     let mut db = ctx.db();
-    let s = match get_set(&mut db, &args[1], true) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Array(Vec::new()),
-        Ok(Some(s)) => s,
+    let s = match get_set(&mut db, &args[1], true)? {
+        None => return Ok(Reply::Array(Vec::new())),
+        Some(s) => s,
     };
     if count == 0 || s.is_empty() {
-        return Reply::Array(Vec::new());
+        return Ok(Reply::Array(Vec::new()));
     }
     if count < 0 {
         let mut picks = Vec::new();
@@ -206,46 +196,43 @@ fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 break;
             }
         }
-        return Reply::Array(picks);
+        return Ok(Reply::Array(picks));
     }
-    Reply::Array(
+    Ok(Reply::Array(
         s.random_distinct(count as usize, &mut rng)
             .into_iter()
             .map(|m| bulk(&m))
             .collect(),
-    )
+    ))
 }
 
-fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
     let mut rng = rand::thread_rng();
     if args.len() > 3 {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let count = if args.len() == 3 {
-        Some(crate::try_reply!(super::argv::positive_long(
-            &args[2], None
-        )))
+        Some(super::argv::positive_long(&args[2], None)?)
     } else {
         None
     };
     let mut db = ctx.db();
-    let s = match get_set(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => {
+    let s = match get_set(&mut db, key, false)? {
+        None => {
             return if count.is_some() {
-                Reply::Set(Vec::new())
+                Ok(Reply::Set(Vec::new()))
             } else {
-                Reply::Null
+                Ok(Reply::Null)
             }
         }
-        Ok(Some(s)) => s,
+        Some(s) => s,
     };
     let Some(count) = count else {
         let popped = s.pop_random(1, &mut rng);
         let empty = s.is_empty();
         let Some(m) = popped.into_iter().next() else {
-            return Reply::Null;
+            return Ok(Reply::Null);
         };
         if empty {
             db.remove(key);
@@ -262,10 +249,10 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             key.clone(),
             m.clone(),
         ]]);
-        return Reply::Bulk(m);
+        return Ok(Reply::Bulk(m));
     };
     if count == 0 {
-        return Reply::Set(Vec::new());
+        return Ok(Reply::Set(Vec::new()));
     }
     let all = count as u64 >= s.len() as u64;
     let popped = s.pop_random(count as usize, &mut rng);
@@ -293,24 +280,23 @@ fn spop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             .collect();
         ctx.propagate_as(cmds);
     }
-    Reply::Set(popped.into_iter().map(Reply::Bulk).collect())
+    Ok(Reply::Set(popped.into_iter().map(Reply::Bulk).collect()))
 }
 
-fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let max = max_intset(ctx);
     let (src, dst, m) = (&args[1], &args[2], &args[3]);
     let mut db = ctx.db();
-    let src_has = match get_set(&mut db, src, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(s)) => s.contains(m),
+    let src_has = match get_set(&mut db, src, false)? {
+        None => return Ok(Reply::Int(0)),
+        Some(s) => s.contains(m),
     };
-    let dst_exists = crate::try_reply!(get_set(&mut db, dst, false)).is_some();
+    let dst_exists = get_set(&mut db, dst, false)?.is_some();
     if src == dst {
-        return Reply::Int(src_has as i64);
+        return Ok(Reply::Int(src_has as i64));
     }
     if !src_has {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let src_empty = match get_set(&mut db, src, false) {
         Ok(Some(s)) => {
@@ -337,7 +323,7 @@ fn smove(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         db.notify(notify::SET, "sadd", dst);
     }
     ctx.dirty += 1 + added as u64;
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
 /// Type-check every key first (WRONGTYPE wins over everything), then return each key's size
@@ -455,11 +441,11 @@ fn set_op(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
     }
 }
 
-fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
+fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     let max = max_intset(ctx);
     let dst = &args[1];
     let mut db = ctx.db();
-    let res = crate::try_reply!(compute(&mut db, &args[2..], op, max, false));
+    let res = compute(&mut db, &args[2..], op, max, false)?;
     let n = res.len();
     if n > 0 {
         db.insert(dst, Value::Set(Box::new(res)));
@@ -476,25 +462,25 @@ fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
         db.notify(notify::GENERIC, "del", dst);
         ctx.dirty += 1;
     }
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn sinter(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    set_op(ctx, args, Op::Inter)
+fn sinter(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(set_op(ctx, args, Op::Inter))
 }
-fn sunion(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    set_op(ctx, args, Op::Union)
+fn sunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(set_op(ctx, args, Op::Union))
 }
-fn sdiff(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    set_op(ctx, args, Op::Diff)
+fn sdiff(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(set_op(ctx, args, Op::Diff))
 }
-fn sinterstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sinterstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     set_op_store(ctx, args, Op::Inter)
 }
-fn sunionstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sunionstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     set_op_store(ctx, args, Op::Union)
 }
-fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     set_op_store(ctx, args, Op::Diff)
 }
 
@@ -511,12 +497,14 @@ fn sintercard_keys(args: &[Bytes]) -> Vec<usize> {
     }
 }
 
-fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(n) = numkeys(&args[1]) else {
-        return Reply::error("ERR numkeys should be greater than 0");
+        return Err(Reply::error("ERR numkeys should be greater than 0"));
     };
     if n > args.len() - 2 {
-        return Reply::error("ERR Number of keys can't be greater than number of args");
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
     }
     let mut limit = 0usize;
     let mut i = 2 + n;
@@ -524,35 +512,34 @@ fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         if eq(&args[i], "limit") && i + 1 < args.len() {
             match crate::util::numtext::parse_i64(&args[i + 1]) {
                 Some(l) if l >= 0 => limit = l as usize,
-                _ => return Reply::error("ERR LIMIT can't be negative"),
+                _ => return Err(Reply::error("ERR LIMIT can't be negative")),
             }
             i += 2;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
     let keys = &args[2..2 + n];
     let mut db = ctx.db();
-    let sz = crate::try_reply!(sizes(&mut db, keys, true));
+    let sz = sizes(&mut db, keys, true)?;
     let limit = if limit == 0 { usize::MAX } else { limit };
-    Reply::Int(intersect(&mut db, keys, &sz, limit).len() as i64)
+    Ok(Reply::Int(intersect(&mut db, keys, &sz, limit).len() as i64))
 }
 
-fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut reader = ArgReader::new(args, 2);
-    let cursor = crate::try_reply!(reader.cursor());
+    let cursor = reader.cursor()?;
     let mut db = ctx.db();
-    let s = match get_set(&mut db, &args[1], true) {
-        Err(e) => return e,
-        Ok(None) => return scan_reply(0, Vec::new()),
-        Ok(Some(s)) => s,
+    let s = match get_set(&mut db, &args[1], true)? {
+        None => return Ok(scan_reply(0, Vec::new())),
+        Some(s) => s,
     };
-    let opts = crate::try_reply!(reader.scan_options(false));
+    let opts = reader.scan_options(false)?;
     let mut items = Vec::new();
     let next = s.scan(cursor, opts.count, |m| {
         if opts.matches(m) {
             items.push(bulk(m));
         }
     });
-    scan_reply(next, items)
+    Ok(scan_reply(next, items))
 }

@@ -8,7 +8,7 @@
 //! CONFIG SET requirepass/masterauth).
 
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::client::Client;
 use crate::protocol::Reply;
 use crate::state::slowlog::Entry;
@@ -93,11 +93,11 @@ pub fn record(srv: &Server, client: &Client, spec: &Spec, args: &[Bytes], durati
     super::latency::after_command(srv, spec, args, duration_us);
 }
 
-fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let log = &ctx.srv.slowlog;
     match (sub.as_str(), a.len()) {
-        ("help", 2) => Reply::Array(
+        ("help", 2) => Ok(Reply::Array(
             [
                 "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GET [<count>]",
@@ -115,20 +115,22 @@ fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
+        )),
         ("reset", 2) => {
             log.entries.lock().clear();
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        ("len", 2) => Reply::Int(log.len() as i64),
+        ("len", 2) => Ok(Reply::Int(log.len() as i64)),
         ("get", 2 | 3) => {
             let count = if a.len() == 3 {
                 match crate::util::numtext::parse_i64(&a[2]) {
                     Some(n) if n >= -1 => n,
                     Some(_) => {
-                        return Reply::error("ERR count should be greater than or equal to -1")
+                        return Err(Reply::error(
+                            "ERR count should be greater than or equal to -1",
+                        ))
                     }
-                    None => return Reply::error(super::args::NOT_INT),
+                    None => return Err(Reply::error(super::args::NOT_INT)),
                 }
             } else {
                 10
@@ -139,7 +141,7 @@ fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             } else {
                 (count as usize).min(entries.len())
             };
-            Reply::Array(
+            Ok(Reply::Array(
                 entries
                     .iter()
                     .take(n)
@@ -154,15 +156,15 @@ fn slowlog(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         ])
                     })
                     .collect(),
-            )
+            ))
         }
         ("help" | "reset" | "len" | "get", _) => {
-            crate::cmdspec::wrong_arity(&format!("slowlog|{sub}"))
+            Err(crate::cmdspec::wrong_arity(&format!("slowlog|{sub}")))
         }
-        _ => Reply::error(format!(
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

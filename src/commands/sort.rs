@@ -22,7 +22,7 @@
 
 use super::args::{eq, int, SYNTAX};
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use crate::types::list::List;
 use crate::types::{Value, WRONGTYPE};
@@ -191,17 +191,14 @@ struct Item {
     by_value: Option<Vec<u8>>,
 }
 
-fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn sort(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let read_only = eq(&a[0], "sort_ro");
     let full_key_access = crate::commands::acl::full_read_access(
         ctx.client,
         if read_only { "sort_ro" } else { "sort" },
         a,
     );
-    let mut o = match parse_options(a, read_only, full_key_access) {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
+    let mut o = parse_options(a, read_only, full_key_access)?;
     // Take the elements in the container's order (reversed by DESC for a list or sorted set
     // that is not sorted again).
     let in_script = ctx.client.in_script;
@@ -233,7 +230,7 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 }
                 v
             }
-            Some(_) => return Reply::error(WRONGTYPE),
+            Some(_) => return Err(Reply::error(WRONGTYPE)),
         }
     };
     let mut items = Vec::with_capacity(elements.len());
@@ -262,9 +259,9 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 match sort_score(text) {
                     Some(v) if !v.is_nan() => it.score = v,
                     _ => {
-                        return Reply::error(
+                        return Err(Reply::error(
                             "ERR One or more scores can't be converted into double",
-                        )
+                        ))
                     }
                 }
             }
@@ -327,14 +324,14 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     }
     match o.store {
-        None => Reply::Array(
+        None => Ok(Reply::Array(
             out.into_iter()
                 .map(|v| match v {
                     Some(v) => Reply::Bulk(Bytes::from(v)),
                     None => Reply::Null,
                 })
                 .collect(),
-        ),
+        )),
         Some(dest) => {
             let count = out.len();
             let mut db = ctx.db();
@@ -351,7 +348,7 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 db.notify(crate::notify::GENERIC, "del", dest);
                 ctx.dirty += 1;
             }
-            Reply::Int(count as i64)
+            Ok(Reply::Int(count as i64))
         }
     }
 }

@@ -10,7 +10,7 @@
 //! an XREADGROUP waiter whose key is deleted or whose group is destroyed gets Redis's error.
 
 use super::args::{eq, SYNTAX};
-use super::{flags::*, BlockRequest, Ctx, Keys, Spec};
+use super::{flags::*, BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
@@ -341,38 +341,37 @@ fn rewrite_trim(argv: &mut [Bytes], s: &Stream, t: &TrimArgs) {
     };
 }
 
-fn xadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let t = crate::try_reply!(parse_trim_args(ctx, a, true));
+fn xadd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let t = parse_trim_args(ctx, a, true)?;
     let field_pos = t.id_pos + 1;
     if a.len() < field_pos + 2 || (a.len() - field_pos) % 2 == 1 {
-        return crate::cmdspec::wrong_arity("xadd");
+        return Err(crate::cmdspec::wrong_arity("xadd"));
     }
     if let Some((id, true)) = t.id {
         if id.is_zero() {
-            return Reply::error("ERR The ID specified in XADD must be greater than 0-0");
+            return Err(Reply::error(
+                "ERR The ID specified in XADD must be greater than 0-0",
+            ));
         }
     }
     let limits = node_limits(ctx);
     let now = ctx.now_ms().max(0) as u64;
     let key = &a[1];
     let mut db = ctx.db();
-    let exists = match get_stream(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(s) => s.is_some(),
-    };
+    let exists = get_stream(&mut db, key, false)?.is_some();
     if !exists {
         if t.no_mkstream {
-            return Reply::Null;
+            return Ok(Reply::Null);
         }
         db.insert(key, Value::Stream(Box::default()));
     }
     let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-        return Reply::error("ERR internal error: stream vanished");
+        return Err(Reply::error("ERR internal error: stream vanished"));
     };
     if s.last_id == StreamId::MAX {
-        return Reply::error(
+        return Err(Reply::error(
             "ERR The stream has exhausted the last possible ID, unable to add more items",
-        );
+        ));
     }
     let (given, seq_given) = match t.id {
         Some((id, sg)) => (Some(id), sg),
@@ -381,13 +380,13 @@ fn xadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let id =
         match s.next_id(given, seq_given, now) {
             Some(id) => id,
-            None => return Reply::error(
+            None => return Err(Reply::error(
                 "ERR The ID specified in XADD is equal or smaller than the target stream top item",
-            ),
+            )),
         };
     let total: usize = a[field_pos..].iter().map(|f| f.len()).sum();
     if total > crate::types::stream::LISTPACK_MAX_SIZE {
-        return Reply::error("ERR Elements are too large to be stored");
+        return Err(Reply::error("ERR Elements are too large to be stored"));
     }
     s.append(id, &a[field_pos..], limits);
     let mut argv = a.to_vec();
@@ -408,59 +407,57 @@ fn xadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     ctx.dirty += 1;
     ctx.propagate_as(vec![argv]);
-    id_reply(id)
+    Ok(id_reply(id))
 }
 
-fn xlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match get_stream(&mut ctx.db(), &a[1], true) {
-        Err(e) => e,
-        Ok(None) => Reply::Int(0),
-        Ok(Some(s)) => Reply::Int(s.length as i64),
+fn xlen(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    match get_stream(&mut ctx.db(), &a[1], true)? {
+        None => Ok(Reply::Int(0)),
+        Some(s) => Ok(Reply::Int(s.length as i64)),
     }
 }
 
-fn xrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xrange(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     range(ctx, a, false)
 }
 
-fn xrevrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xrevrange(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     range(ctx, a, true)
 }
 
-fn range(ctx: &mut Ctx, a: &[Bytes], rev: bool) -> Reply {
+fn range(ctx: &mut Ctx, a: &[Bytes], rev: bool) -> CmdResult {
     let (start_arg, end_arg) = if rev { (&a[3], &a[2]) } else { (&a[2], &a[3]) };
-    let (mut start, sx) = crate::try_reply!(parse_interval(start_arg, 0));
+    let (mut start, sx) = parse_interval(start_arg, 0)?;
     if sx {
         match start.incr() {
             Some(s) => start = s,
-            None => return Reply::error("ERR invalid start ID for the interval"),
+            None => return Err(Reply::error("ERR invalid start ID for the interval")),
         }
     }
-    let (mut end, ex) = crate::try_reply!(parse_interval(end_arg, u64::MAX));
+    let (mut end, ex) = parse_interval(end_arg, u64::MAX)?;
     if ex {
         match end.decr() {
             Some(e) => end = e,
-            None => return Reply::error("ERR invalid end ID for the interval"),
+            None => return Err(Reply::error("ERR invalid end ID for the interval")),
         }
     }
     let mut count: i64 = -1;
     let mut j = 4;
     while j < a.len() {
         if eq(&a[j], "count") && j + 1 < a.len() {
-            count = crate::try_reply!(int(&a[j + 1])).max(0);
+            count = int(&a[j + 1])?.max(0);
             j += 2;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, &a[1], true) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Array(vec![]),
-        Ok(Some(s)) => s,
+    let s = match get_stream(&mut db, &a[1], true)? {
+        None => return Ok(Reply::Array(vec![])),
+        Some(s) => s,
     };
     if count == 0 {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     }
     let limit = if count < 0 {
         usize::MAX
@@ -472,23 +469,21 @@ fn range(ctx: &mut Ctx, a: &[Bytes], rev: bool) -> Reply {
         out.push(entry_reply(e));
         out.len() < limit
     });
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
-fn xdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xdel(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
     let mut db = ctx.db();
-    match get_stream(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(_)) => {}
+    if get_stream(&mut db, key, false)?.is_none() {
+        return Ok(Reply::Int(0));
     }
     let mut ids = Vec::with_capacity(a.len() - 2);
     for x in &a[2..] {
-        ids.push(crate::try_reply!(parse_strict_id(x)));
+        ids.push(parse_strict_id(x)?);
     }
     let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let deleted = s.delete_ids(&ids);
     if deleted > 0 {
@@ -496,20 +491,19 @@ fn xdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db.notify(notify::STREAM, "xdel", key);
         ctx.dirty += deleted;
     }
-    Reply::Int(deleted as i64)
+    Ok(Reply::Int(deleted as i64))
 }
 
-fn xtrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let t = crate::try_reply!(parse_trim_args(ctx, a, false));
+fn xtrim(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let t = parse_trim_args(ctx, a, false)?;
     let key = &a[1];
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::Int(0),
-        Ok(Some(s)) => s,
+    let s = match get_stream(&mut db, key, false)? {
+        None => return Ok(Reply::Int(0)),
+        Some(s) => s,
     };
     let Some(how) = t.trim else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let deleted = s.trim(how, t.approx, t.limit);
     if deleted > 0 {
@@ -522,48 +516,47 @@ fn xtrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ctx.dirty += deleted;
         ctx.propagate_as(vec![argv]);
     }
-    Reply::Int(deleted as i64)
+    Ok(Reply::Int(deleted as i64))
 }
 
-fn xsetid(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let id = crate::try_reply!(parse_strict_id(&a[2]));
+fn xsetid(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let id = parse_strict_id(&a[2])?;
     let mut entries_added: i64 = -1;
     let mut max_xdel = StreamId::MIN;
     let mut i = 3;
     while i < a.len() {
         let more = a.len() - 1 - i;
         if eq(&a[i], "entriesadded") && more > 0 {
-            entries_added = crate::try_reply!(int(&a[i + 1]));
+            entries_added = int(&a[i + 1])?;
             if entries_added < 0 {
-                return Reply::error("ERR entries_added must be positive");
+                return Err(Reply::error("ERR entries_added must be positive"));
             }
             i += 2;
         } else if eq(&a[i], "maxdeletedid") && more > 0 {
-            max_xdel = crate::try_reply!(parse_strict_id(&a[i + 1]));
+            max_xdel = parse_strict_id(&a[i + 1])?;
             if id < max_xdel {
-                return Reply::error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
+                return Err(Reply::error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"));
             }
             i += 2;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
     let key = &a[1];
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(None) => return Reply::error("ERR no such key"),
-        Ok(Some(s)) => s,
+    let s = match get_stream(&mut db, key, false)? {
+        None => return Err(Reply::error("ERR no such key")),
+        Some(s) => s,
     };
     if s.length > 0 {
         let maxid = s.edge_id(true).unwrap_or_default();
         if id < maxid {
-            return Reply::error(
+            return Err(Reply::error(
                 "ERR The ID specified in XSETID is smaller than the target stream top item",
-            );
+            ));
         }
         if entries_added != -1 && s.length > entries_added as u64 {
-            return Reply::error("ERR The entries_added specified in XSETID is smaller than the target stream length");
+            return Err(Reply::error("ERR The entries_added specified in XSETID is smaller than the target stream length"));
         }
     }
     s.last_id = id;
@@ -575,7 +568,7 @@ fn xsetid(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     db.notify(notify::STREAM, "xsetid", key);
     ctx.dirty += 1;
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -665,11 +658,11 @@ fn parse_read(ctx: &Ctx, a: &[Bytes], group_cmd: bool) -> Result<ReadArgs, Reply
     Ok(r)
 }
 
-fn xread(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xread(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     read_cmd(ctx, a, false)
 }
 
-fn xreadgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xreadgroup(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     read_cmd(ctx, a, true)
 }
 
@@ -819,43 +812,40 @@ fn read_reply(resp: Resp, items: Vec<(Bytes, Vec<Reply>)>) -> Reply {
     }
 }
 
-fn read_cmd(ctx: &mut Ctx, a: &[Bytes], group_cmd: bool) -> Reply {
-    let r = crate::try_reply!(parse_read(ctx, a, group_cmd));
+fn read_cmd(ctx: &mut Ctx, a: &[Bytes], group_cmd: bool) -> CmdResult {
+    let r = parse_read(ctx, a, group_cmd)?;
     let now = ctx.now_ms();
     let mut ids: Vec<StreamId> = Vec::with_capacity(r.keys.len());
     {
         let mut db = ctx.db();
         for (key, idarg) in r.keys.iter().zip(&r.id_args) {
-            let s = match get_stream(&mut db, key, true) {
-                Err(e) => return e,
-                Ok(s) => s,
-            };
+            let s = get_stream(&mut db, key, true)?;
             if let Some((gname, _)) = &r.group {
                 if !s
                     .as_ref()
                     .is_some_and(|s| s.groups.contains_key(&gname[..]))
                 {
-                    return Reply::error(format!(
+                    return Err(Reply::error(format!(
                         "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
                         String::from_utf8_lossy(key),
                         String::from_utf8_lossy(gname)
-                    ));
+                    )));
                 }
             }
             if &idarg[..] == b"$" {
                 if group_cmd {
-                    return Reply::error("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.");
+                    return Err(Reply::error("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."));
                 }
                 ids.push(s.map_or(StreamId::MIN, |s| s.last_id));
                 continue;
             } else if &idarg[..] == b">" {
                 if !group_cmd {
-                    return Reply::error("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.");
+                    return Err(Reply::error("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."));
                 }
                 ids.push(StreamId::MAX);
                 continue;
             }
-            ids.push(crate::try_reply!(parse_strict_id(idarg)));
+            ids.push(parse_strict_id(idarg)?);
         }
     }
     let mut log: Vec<Vec<Bytes>> = Vec::new();
@@ -941,13 +931,13 @@ fn read_cmd(ctx: &mut Ctx, a: &[Bytes], group_cmd: bool) -> Reply {
         ctx.propagate_as(log);
     }
     if !items.is_empty() {
-        return read_reply(ctx.client.resp, items);
+        return Ok(read_reply(ctx.client.resp, items));
     }
     let Some(block_ms) = r.block_ms else {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     };
     if ctx.in_exec {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     }
     // The waiter's arguments: name, protocol, count, NOACK, group, consumer, then key/ID
     // pairs with `$` resolved.
@@ -990,7 +980,7 @@ fn read_cmd(ctx: &mut Ctx, a: &[Bytes], group_cmd: bool) -> Reply {
         args: Some(wargs),
         serve_each: true,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 /// Serve a blocked XREAD / XREADGROUP from `key` (Redis's serveClientsBlockedOnStreamKey).
@@ -1133,8 +1123,8 @@ fn no_group(group: &[u8], key: &[u8]) -> Reply {
     ))
 }
 
-fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = crate::try_reply!(check_sub("xgroup", a));
+fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sub = check_sub("xgroup", a)?;
     let mut mkstream = false;
     let mut entries_read = INVALID_ENTRIES_READ;
     if a.len() >= 4 {
@@ -1146,18 +1136,20 @@ fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 mkstream = true;
                 i += 1;
             } else if (create || setid) && eq(&a[i], "entriesread") && i + 1 < a.len() {
-                entries_read = crate::try_reply!(int(&a[i + 1]));
+                entries_read = int(&a[i + 1])?;
                 if entries_read < 0 && entries_read != INVALID_ENTRIES_READ {
-                    return Reply::error("ERR value for ENTRIESREAD must be positive or -1");
+                    return Err(Reply::error(
+                        "ERR value for ENTRIESREAD must be positive or -1",
+                    ));
                 }
                 i += 2;
             } else {
-                return subcommand_syntax(a);
+                return Err(subcommand_syntax(a));
             }
         }
     }
     if sub == "help" {
-        return help(
+        return Ok(help(
             &a[0],
             &[
                 "CREATE <key> <groupname> <id|$> [option]",
@@ -1175,22 +1167,19 @@ fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
                 "    Set the current group ID and entries_read counter.",
             ],
-        );
+        ));
     }
     let key = &a[2];
     let gname = &a[3];
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let exists = match get_stream(&mut db, key, false) {
-        Err(e) => return e,
-        Ok(s) => s.map(|s| s.groups.contains_key(&gname[..])),
-    };
+    let exists = get_stream(&mut db, key, false)?.map(|s| s.groups.contains_key(&gname[..]));
     if !mkstream {
         let Some(has_group) = exists else {
-            return Reply::error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
+            return Err(Reply::error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."));
         };
         if !has_group && matches!(sub.as_str(), "setid" | "createconsumer" | "delconsumer") {
-            return no_group(gname, key);
+            return Err(no_group(gname, key));
         }
     }
     match sub.as_str() {
@@ -1201,74 +1190,74 @@ fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     _ => StreamId::MIN,
                 }
             } else {
-                crate::try_reply!(parse_strict_id(&a[4]))
+                parse_strict_id(&a[4])?
             };
             if exists.is_none() {
                 db.insert(key, Value::Stream(Box::default()));
                 db.modified(key);
             }
             let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-                return Reply::error("ERR internal error: stream vanished");
+                return Err(Reply::error("ERR internal error: stream vanished"));
             };
             if s.groups.contains_key(&gname[..]) {
-                return Reply::error("BUSYGROUP Consumer Group name already exists");
+                return Err(Reply::error("BUSYGROUP Consumer Group name already exists"));
             }
             s.groups.insert(gname.clone(), Group::new(id, entries_read));
             db.notify(notify::STREAM, "xgroup-create", key);
             ctx.dirty += 1;
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         "setid" if a.len() == 5 || a.len() == 7 => {
             let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             let id = if &a[4][..] == b"$" {
                 s.last_id
             } else {
-                crate::try_reply!(parse_id(&a[4], 0))
+                parse_id(&a[4], 0)?
             };
             let Some(g) = s.groups.get_mut(&gname[..]) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             g.last_id = id;
             g.entries_read = entries_read;
             db.notify(notify::STREAM, "xgroup-setid", key);
             ctx.dirty += 1;
-            Reply::Ok
+            Ok(Reply::Ok)
         }
         "destroy" if a.len() == 4 => {
             let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-                return Reply::Int(0);
+                return Ok(Reply::Int(0));
             };
             if s.groups.remove(&gname[..]).is_none() {
-                return Reply::Int(0);
+                return Ok(Reply::Int(0));
             }
             db.notify(notify::STREAM, "xgroup-destroy", key);
             // Wakes XREADGROUP clients blocked on the group, to tell them.
             db.modified(key);
             ctx.dirty += 1;
-            Reply::Int(1)
+            Ok(Reply::Int(1))
         }
         "createconsumer" if a.len() == 5 => {
             let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             let Some(g) = s.groups.get_mut(&gname[..]) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             let created = g.create_consumer(&a[4], now);
             if created {
                 db.notify(notify::STREAM, "xgroup-createconsumer", key);
                 ctx.dirty += 1;
             }
-            Reply::Int(i64::from(created))
+            Ok(Reply::Int(i64::from(created)))
         }
         "delconsumer" if a.len() == 5 => {
             let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             let Some(g) = s.groups.get_mut(&gname[..]) else {
-                return no_group(gname, key);
+                return Err(no_group(gname, key));
             };
             let pending = match g.delete_consumer(&a[4]) {
                 Some(n) => {
@@ -1278,31 +1267,29 @@ fn xgroup(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 }
                 None => 0,
             };
-            Reply::Int(pending as i64)
+            Ok(Reply::Int(pending as i64))
         }
-        _ => subcommand_syntax(a),
+        _ => Err(subcommand_syntax(a)),
     }
 }
 
-fn xack(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xack(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
     let mut db = ctx.db();
-    let has_group = match get_stream(&mut db, key, true) {
-        Err(e) => return e,
-        Ok(s) => s.is_some_and(|s| s.groups.contains_key(&a[2][..])),
-    };
+    let has_group =
+        get_stream(&mut db, key, true)?.is_some_and(|s| s.groups.contains_key(&a[2][..]));
     if !has_group {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let mut ids = Vec::with_capacity(a.len() - 3);
     for x in &a[3..] {
-        ids.push(crate::try_reply!(parse_strict_id(x)));
+        ids.push(parse_strict_id(x)?);
     }
     let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let Some(g) = s.groups.get_mut(&a[2][..]) else {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     };
     let mut acked = 0;
     for id in ids {
@@ -1311,15 +1298,15 @@ fn xack(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
     }
     ctx.dirty += acked;
-    Reply::Int(acked as i64)
+    Ok(Reply::Int(acked as i64))
 }
 
-fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let justinfo = a.len() == 3;
     let key = &a[1];
     let gname = &a[2];
     if a.len() != 3 && (a.len() < 6 || a.len() > 9) {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let mut start = StreamId::MIN;
     let mut end = StreamId::MAX;
@@ -1329,27 +1316,27 @@ fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if a.len() >= 6 {
         let mut si = 3;
         if eq(&a[3], "idle") {
-            minidle = crate::try_reply!(int(&a[4]));
+            minidle = int(&a[4])?;
             if a.len() < 8 {
-                return Reply::error(SYNTAX);
+                return Err(Reply::error(SYNTAX));
             }
             si += 2;
         }
-        count = crate::try_reply!(int(&a[si + 2])).max(0);
-        let (s, sx) = crate::try_reply!(parse_interval(&a[si], 0));
+        count = int(&a[si + 2])?.max(0);
+        let (s, sx) = parse_interval(&a[si], 0)?;
         start = s;
         if sx {
             match start.incr() {
                 Some(s) => start = s,
-                None => return Reply::error("ERR invalid start ID for the interval"),
+                None => return Err(Reply::error("ERR invalid start ID for the interval")),
             }
         }
-        let (e, ex) = crate::try_reply!(parse_interval(&a[si + 1], u64::MAX));
+        let (e, ex) = parse_interval(&a[si + 1], u64::MAX)?;
         end = e;
         if ex {
             match end.decr() {
                 Some(e) => end = e,
-                None => return Reply::error("ERR invalid end ID for the interval"),
+                None => return Err(Reply::error("ERR invalid end ID for the interval")),
             }
         }
         if si + 3 < a.len() {
@@ -1358,16 +1345,13 @@ fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, key, true) {
-        Err(e) => return e,
-        Ok(s) => s,
-    };
+    let s = get_stream(&mut db, key, true)?;
     let Some(g) = s.and_then(|s| s.groups.get_mut(&gname[..])) else {
-        return Reply::error(format!(
+        return Err(Reply::error(format!(
             "NOGROUP No such key '{}' or consumer group '{}'",
             String::from_utf8_lossy(key),
             String::from_utf8_lossy(gname)
-        ));
+        )));
     };
     if justinfo {
         let mut out = vec![Reply::Int(g.pel.len() as i64)];
@@ -1394,11 +1378,11 @@ fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 out.push(Reply::NullArray);
             }
         }
-        return Reply::Array(out);
+        return Ok(Reply::Array(out));
     }
     let ids: Vec<StreamId> = match consumer {
         Some(c) => match g.consumers.get(&c[..]) {
-            None => return Reply::Array(vec![]),
+            None => return Ok(Reply::Array(vec![])),
             Some(c) => {
                 if start > end {
                     Vec::new()
@@ -1432,7 +1416,7 @@ fn xpending(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Reply::Int(n.delivery_count as i64),
         ]));
     }
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 fn no_key_or_group(key: &[u8], group: &[u8]) -> Reply {
@@ -1443,22 +1427,19 @@ fn no_key_or_group(key: &[u8], group: &[u8]) -> Reply {
     ))
 }
 
-fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
     let gname = &a[2];
     let cname = &a[3];
     {
         let mut db = ctx.db();
-        let has = match get_stream(&mut db, key, true) {
-            Err(e) => return e,
-            Ok(s) => s.is_some_and(|s| s.groups.contains_key(&gname[..])),
-        };
+        let has =
+            get_stream(&mut db, key, true)?.is_some_and(|s| s.groups.contains_key(&gname[..]));
         if !has {
-            return no_key_or_group(key, gname);
+            return Err(no_key_or_group(key, gname));
         }
     }
-    let minidle =
-        crate::try_reply!(int_or(&a[4], "Invalid min-idle-time argument for XCLAIM")).max(0);
+    let minidle = int_or(&a[4], "Invalid min-idle-time argument for XCLAIM")?.max(0);
     let mut ids = Vec::new();
     let mut j = 5;
     while j < a.len() {
@@ -1483,27 +1464,22 @@ fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             justid = true;
         } else if eq(opt, "idle") && more > 0 {
             j += 1;
-            deliverytime =
-                crate::try_reply!(int_or(&a[j], "Invalid IDLE option argument for XCLAIM"));
+            deliverytime = int_or(&a[j], "Invalid IDLE option argument for XCLAIM")?;
             deliverytime = now.wrapping_sub(deliverytime);
         } else if eq(opt, "time") && more > 0 {
             j += 1;
-            deliverytime =
-                crate::try_reply!(int_or(&a[j], "Invalid TIME option argument for XCLAIM"));
+            deliverytime = int_or(&a[j], "Invalid TIME option argument for XCLAIM")?;
         } else if eq(opt, "retrycount") && more > 0 {
             j += 1;
-            retrycount = crate::try_reply!(int_or(
-                &a[j],
-                "Invalid RETRYCOUNT option argument for XCLAIM"
-            ));
+            retrycount = int_or(&a[j], "Invalid RETRYCOUNT option argument for XCLAIM")?;
         } else if eq(opt, "lastid") && more > 0 {
             j += 1;
-            last_id = crate::try_reply!(parse_strict_id(&a[j]));
+            last_id = parse_strict_id(&a[j])?;
         } else {
-            return Reply::error(format!(
+            return Err(Reply::error(format!(
                 "ERR Unrecognized XCLAIM option '{}'",
                 String::from_utf8_lossy(opt)
-            ));
+            )));
         }
         j += 1;
     }
@@ -1516,12 +1492,12 @@ fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let mut db = ctx.db();
     let Ok(Some(s)) = get_stream(&mut db, key, false) else {
-        return no_key_or_group(key, gname);
+        return Err(no_key_or_group(key, gname));
     };
     let mut groups = std::mem::take(&mut s.groups);
     let Some(g) = groups.get_mut(&gname[..]) else {
         s.groups = groups;
-        return no_key_or_group(key, gname);
+        return Err(no_key_or_group(key, gname));
     };
     let mut propagate_last_id = false;
     if last_id > g.last_id {
@@ -1587,23 +1563,19 @@ fn xclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     ctx.dirty += dirty;
     ctx.propagate_as(log);
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
-fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
     let gname = &a[2];
     let cname = &a[3];
-    let minidle = crate::try_reply!(int_or(
-        &a[4],
-        "Invalid min-idle-time argument for XAUTOCLAIM"
-    ))
-    .max(0);
-    let (mut start, sx) = crate::try_reply!(parse_interval(&a[5], 0));
+    let minidle = int_or(&a[4], "Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
+    let (mut start, sx) = parse_interval(&a[5], 0)?;
     if sx {
         match start.incr() {
             Some(s) => start = s,
-            None => return Reply::error("ERR invalid start ID for the interval"),
+            None => return Err(Reply::error("ERR invalid start ID for the interval")),
         }
     }
     let mut count: i64 = 100;
@@ -1615,29 +1587,26 @@ fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let max_count = i64::MAX / 16;
             count = match crate::util::numtext::parse_i64(&a[j + 1]) {
                 Some(c) if (1..=max_count).contains(&c) => c,
-                _ => return Reply::error("ERR COUNT must be > 0"),
+                _ => return Err(Reply::error("ERR COUNT must be > 0")),
             };
             j += 1;
         } else if eq(&a[j], "justid") {
             justid = true;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
         j += 1;
     }
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, key, true) {
-        Err(e) => return e,
-        Ok(s) => s,
-    };
+    let s = get_stream(&mut db, key, true)?;
     let Some(s) = s.filter(|s| s.groups.contains_key(&gname[..])) else {
-        return no_key_or_group(key, gname);
+        return Err(no_key_or_group(key, gname));
     };
     let mut groups = std::mem::take(&mut s.groups);
     let Some(g) = groups.get_mut(&gname[..]) else {
         s.groups = groups;
-        return no_key_or_group(key, gname);
+        return Err(no_key_or_group(key, gname));
     };
     let mut attempts = count.saturating_mul(10);
     let mut out = Vec::new();
@@ -1695,20 +1664,20 @@ fn xautoclaim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     ctx.dirty += dirty;
     ctx.propagate_as(log);
-    Reply::Array(vec![
+    Ok(Reply::Array(vec![
         id_reply(end),
         Reply::Array(out),
         Reply::Array(deleted),
-    ])
+    ]))
 }
 
 // ---------------------------------------------------------------------------------------
 // XINFO
 
-fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = crate::try_reply!(check_sub("xinfo", a));
+fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sub = check_sub("xinfo", a)?;
     if sub == "help" {
-        return help(
+        return Ok(help(
             &a[0],
             &[
                 "CONSUMERS <key> <groupname>",
@@ -1718,23 +1687,22 @@ fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 "STREAM <key> [FULL [COUNT <count>]",
                 "    Show information about the stream.",
             ],
-        );
+        ));
     }
     let key = &a[2];
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let s = match get_stream(&mut db, key, true) {
-        Err(e) => return e,
-        Ok(None) => return Reply::error("ERR no such key"),
-        Ok(Some(s)) => s,
+    let s = match get_stream(&mut db, key, true)? {
+        None => return Err(Reply::error("ERR no such key")),
+        Some(s) => s,
     };
     let bulk = |t: &'static str| Reply::bulk_slice(t.as_bytes());
     match sub.as_str() {
         "consumers" => {
             let Some(g) = s.groups.get(&a[3][..]) else {
-                return no_group(&a[3], key);
+                return Err(no_group(&a[3], key));
             };
-            Reply::Array(
+            Ok(Reply::Array(
                 g.consumers
                     .iter()
                     .map(|(n, c)| {
@@ -1748,9 +1716,9 @@ fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         ])
                     })
                     .collect(),
-            )
+            ))
         }
-        "groups" => Reply::Array(
+        "groups" => Ok(Reply::Array(
             s.groups
                 .iter()
                 .map(|(n, g)| {
@@ -1764,7 +1732,7 @@ fn xinfo(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     ])
                 })
                 .collect(),
-        ),
+        )),
         _ => stream_info(s, a),
     }
 }
@@ -1777,7 +1745,7 @@ fn entries_read_reply(g: &Group) -> Reply {
     }
 }
 
-fn stream_info(s: &Stream, a: &[Bytes]) -> Reply {
+fn stream_info(s: &Stream, a: &[Bytes]) -> CmdResult {
     let opts = &a[3..];
     let mut full = true;
     let mut count: i64 = 10;
@@ -1785,16 +1753,16 @@ fn stream_info(s: &Stream, a: &[Bytes]) -> Reply {
         full = false;
     } else {
         if opts.len() != 1 && opts.len() != 3 {
-            return subcommand_syntax(a);
+            return Err(subcommand_syntax(a));
         }
         if !eq(&opts[0], "full") {
-            return subcommand_syntax(a);
+            return Err(subcommand_syntax(a));
         }
         if opts.len() == 3 {
             if !eq(&opts[1], "count") {
-                return subcommand_syntax(a);
+                return Err(subcommand_syntax(a));
             }
-            count = crate::try_reply!(int(&opts[2]));
+            count = int(&opts[2])?;
             if count < 0 {
                 count = 10;
             }
@@ -1830,7 +1798,7 @@ fn stream_info(s: &Stream, a: &[Bytes]) -> Reply {
         });
         m.push((bulk("first-entry"), first));
         m.push((bulk("last-entry"), last));
-        return Reply::Map(m);
+        return Ok(Reply::Map(m));
     }
     let limit = if count == 0 {
         usize::MAX
@@ -1896,7 +1864,7 @@ fn stream_info(s: &Stream, a: &[Bytes]) -> Reply {
         })
         .collect();
     m.push((bulk("groups"), Reply::Array(groups)));
-    Reply::Map(m)
+    Ok(Reply::Map(m))
 }
 
 #[cfg(test)]

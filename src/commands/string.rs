@@ -11,7 +11,7 @@ use super::args::{eq, int, NOT_FLOAT, NOT_INT, SYNTAX};
 use super::argv::is_keyword;
 use super::errors::invalid_expire_time;
 use super::flags::*;
-use super::{Ctx, Keys, Spec};
+use super::{CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
 use crate::notify;
 use crate::protocol::Reply;
@@ -247,11 +247,11 @@ fn too_big() -> Reply {
     Reply::error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
 }
 
-fn get(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn get(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     match ctx.db().read(&a[1]) {
-        None => Reply::Null,
-        Some(Value::Str(s)) => Reply::bulk_of(s),
-        Some(_) => Reply::error(WRONGTYPE),
+        None => Ok(Reply::Null),
+        Some(Value::Str(s)) => Ok(Reply::bulk_of(s)),
+        Some(_) => Err(Reply::error(WRONGTYPE)),
     }
 }
 
@@ -397,12 +397,12 @@ fn store(ctx: &mut Ctx, key: &Bytes, val: Bytes, ttl: Ttl) {
     ctx.dirty += 1;
 }
 
-fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn set(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (key, val) = (&a[1], &a[2]);
-    let o = crate::try_reply!(StringOptions::parse(a, true));
+    let o = StringOptions::parse(a, true)?;
     // Redis checks the expiry value, then (with GET) the old value's type, then NX/XX.
     let ttl = match o.expire {
-        Some((unit, amount)) => Ttl::At(crate::try_reply!(expire_at(ctx, unit, amount, "set"))),
+        Some((unit, amount)) => Ttl::At(expire_at(ctx, unit, amount, "set")?),
         None if o.keepttl => Ttl::Keep,
         None => Ttl::Clear,
     };
@@ -416,13 +416,9 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     // Only SET ... GET needs the old value (and its type); NX/XX only need existence.
     let (old, exists) = if want_get {
-        match read_str(ctx, key) {
-            Ok(v) => {
-                let e = v.is_some();
-                (v, e)
-            }
-            Err(e) => return e,
-        }
+        let v = read_str(ctx, key)?;
+        let e = v.is_some();
+        (v, e)
     } else if cond != Cond::None {
         (None, ctx.db().exists(key))
     } else {
@@ -441,18 +437,18 @@ fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     if want_get {
         return match old {
-            Some(v) => Reply::Bulk(v),
-            None => Reply::Null,
+            Some(v) => Ok(Reply::Bulk(v)),
+            None => Ok(Reply::Null),
         };
     }
     if go {
-        Reply::Ok
+        Ok(Reply::Ok)
     } else {
-        Reply::Null
+        Ok(Reply::Null)
     }
 }
 
-fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn setex(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let cmd = if eq(&a[0], "setex") {
         "setex"
     } else {
@@ -463,52 +459,52 @@ fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     } else {
         ExpireUnit::Px
     };
-    let at = crate::try_reply!(expire_at(ctx, unit, &a[2], cmd));
+    let at = expire_at(ctx, unit, &a[2], cmd)?;
     store(ctx, &a[1], a[3].clone(), Ttl::At(at));
     propagate_set(ctx, &a[1], &a[3], Ttl::At(at));
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if ctx.db().exists(&a[1]) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     store(ctx, &a[1], a[2].clone(), Ttl::Clear);
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
-fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let old = crate::try_reply!(read_str(ctx, &a[1]));
+fn getset(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let old = read_str(ctx, &a[1])?;
     store(ctx, &a[1], a[2].clone(), Ttl::Clear);
     match old {
-        Some(v) => Reply::Bulk(v),
-        None => Reply::Null,
+        Some(v) => Ok(Reply::Bulk(v)),
+        None => Ok(Reply::Null),
     }
 }
 
-fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match crate::try_reply!(read_str(ctx, &a[1])) {
+fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    match read_str(ctx, &a[1])? {
         Some(v) => {
             ctx.db().remove(&a[1]);
             ctx.db().modified(&a[1]);
             ctx.notify(notify::GENERIC, "del", &a[1]);
             ctx.dirty += 1;
             ctx.propagate_as(vec![vec![Bytes::from_static(b"DEL"), a[1].clone()]]);
-            Reply::Bulk(v)
+            Ok(Reply::Bulk(v))
         }
-        None => Reply::Null,
+        None => Ok(Reply::Null),
     }
 }
 
-fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn getex(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let key = &a[1];
-    let o = crate::try_reply!(StringOptions::parse(a, false));
+    let o = StringOptions::parse(a, false)?;
     // Redis looks the key up (nil, WRONGTYPE) before it checks the expiry value.
-    let Some(v) = crate::try_reply!(read_str(ctx, key)) else {
-        return Reply::Null;
+    let Some(v) = read_str(ctx, key)? else {
+        return Ok(Reply::Null);
     };
     let ttl = match o.expire {
-        Some((unit, amount)) => Ttl::At(crate::try_reply!(expire_at(ctx, unit, amount, "getex"))),
+        Some((unit, amount)) => Ttl::At(expire_at(ctx, unit, amount, "getex")?),
         None if o.persist => Ttl::Persist,
         None => Ttl::Unchanged,
     };
@@ -538,12 +534,12 @@ fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         _ => {}
     }
-    Reply::Bulk(v)
+    Ok(Reply::Bulk(v))
 }
 
-fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn mget(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    Reply::Array(
+    Ok(Reply::Array(
         a[1..]
             .iter()
             .map(|k| match db.read(k) {
@@ -551,28 +547,28 @@ fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 _ => Reply::Null,
             })
             .collect(),
-    )
+    ))
 }
 
-fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn mset(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let nx = eq(&a[0], "msetnx");
     if a.len().is_multiple_of(2) {
-        return wrong_arity(if nx { "msetnx" } else { "mset" });
+        return Err(wrong_arity(if nx { "msetnx" } else { "mset" }));
     }
     if nx && a[1..].chunks(2).any(|p| ctx.db().exists(&p[0])) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     for p in a[1..].chunks(2) {
         store(ctx, &p[0], p[1].clone(), Ttl::Clear);
     }
     if nx {
-        Reply::Int(1)
+        Ok(Reply::Int(1))
     } else {
-        Reply::Ok
+        Ok(Reply::Ok)
     }
 }
 
-fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn append(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let max = max_len(ctx);
     let mut db = ctx.db();
     let new_len = match db.value(&a[1]) {
@@ -582,7 +578,7 @@ fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         Some(Value::Str(s)) => {
             if (s.len() + a[2].len()) as i64 > max {
-                return too_big();
+                return Err(too_big());
             }
             let mut v = std::mem::take(s).into_vec();
             v.extend_from_slice(&a[2]);
@@ -590,31 +586,29 @@ fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             *s = CompactBytes::from_vec(v);
             n
         }
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     db.modified(&a[1]);
     db.notify(notify::STRING, "append", &a[1]);
     ctx.dirty += 1;
-    Reply::Int(new_len as i64)
+    Ok(Reply::Int(new_len as i64))
 }
 
-fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match read_str(ctx, &a[1]) {
-        Ok(v) => Reply::Int(v.map_or(0, |s| s.len() as i64)),
-        Err(e) => e,
-    }
+fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let v = read_str(ctx, &a[1])?;
+    Ok(Reply::Int(v.map_or(0, |s| s.len() as i64)))
 }
 
-fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (Ok(mut start), Ok(mut end)) = (int(&a[2]), int(&a[3])) else {
-        return Reply::error(NOT_INT);
+        return Err(Reply::error(NOT_INT));
     };
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
-        return Reply::bulk_slice(b"");
+    let Some(s) = read_str(ctx, &a[1])? else {
+        return Ok(Reply::bulk_slice(b""));
     };
     let len = s.len() as i64;
     if start < 0 && end < 0 && start > end {
-        return Reply::bulk_slice(b"");
+        return Ok(Reply::bulk_slice(b""));
     }
     if start < 0 {
         start += len;
@@ -628,17 +622,17 @@ fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         end = len - 1;
     }
     if len == 0 || start > end {
-        return Reply::bulk_slice(b"");
+        return Ok(Reply::bulk_slice(b""));
     }
-    Reply::Bulk(s.slice(start as usize..=end as usize))
+    Ok(Reply::Bulk(s.slice(start as usize..=end as usize)))
 }
 
-fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Ok(offset) = int(&a[2]) else {
-        return Reply::error(NOT_INT);
+        return Err(Reply::error(NOT_INT));
     };
     if offset < 0 {
-        return Reply::error("ERR offset is out of range");
+        return Err(Reply::error("ERR offset is out of range"));
     }
     let max = max_len(ctx);
     let patch = &a[3];
@@ -646,16 +640,16 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let cur = match db.value(&a[1]) {
         None => None,
         Some(Value::Str(s)) => Some(s.len()),
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     if patch.is_empty() {
-        return Reply::Int(cur.unwrap_or(0) as i64);
+        return Ok(Reply::Int(cur.unwrap_or(0) as i64));
     }
     if offset
         .checked_add(patch.len() as i64)
         .is_none_or(|end| end > max)
     {
-        return too_big();
+        return Err(too_big());
     }
     let off = offset as usize;
     let mut v: Vec<u8> = match db.value(&a[1]) {
@@ -677,19 +671,19 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     db.modified(&a[1]);
     db.notify(notify::STRING, "setrange", &a[1]);
     ctx.dirty += 1;
-    Reply::Int(n as i64)
+    Ok(Reply::Int(n as i64))
 }
 
-fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn incr(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let name = a[0].to_ascii_lowercase();
     let delta = match &name[..] {
         b"incr" => 1,
         b"decr" => -1,
-        b"incrby" => crate::try_reply!(int(&a[2])),
+        b"incrby" => int(&a[2])?,
         _ => {
-            let d = crate::try_reply!(int(&a[2]));
+            let d = int(&a[2])?;
             if d == i64::MIN {
-                return Reply::error("ERR decrement would overflow");
+                return Err(Reply::error("ERR decrement would overflow"));
             }
             -d
         }
@@ -699,12 +693,12 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         None => 0,
         Some(Value::Str(s)) => match parse_i64(s) {
             Some(v) => v,
-            None => return Reply::error(NOT_INT),
+            None => return Err(Reply::error(NOT_INT)),
         },
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     let Some(new) = cur.checked_add(delta) else {
-        return Reply::error("ERR increment or decrement would overflow");
+        return Err(Reply::error("ERR increment or decrement would overflow"));
     };
     let mut text = Vec::with_capacity(20);
     format_i64(new, &mut text);
@@ -715,29 +709,29 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     db.modified(&a[1]);
     db.notify(notify::STRING, "incrby", &a[1]);
     ctx.dirty += 1;
-    Reply::Int(new)
+    Ok(Reply::Int(new))
 }
 
-fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // Redis checks the key's type, then its value, then the increment.
     let mut db = ctx.db();
     let cur = match db.value(&a[1]) {
         None => LongDouble::from_i64(0),
         Some(Value::Str(s)) => match LongDouble::parse(s) {
             Some(v) => v,
-            None => return Reply::error(NOT_FLOAT),
+            None => return Err(Reply::error(NOT_FLOAT)),
         },
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     let Some(incr) = LongDouble::parse(&a[2]) else {
-        return Reply::error(NOT_FLOAT);
+        return Err(Reply::error(NOT_FLOAT));
     };
     let new = cur.add(incr);
     if !new.is_finite() {
-        return Reply::error("ERR increment would produce NaN or Infinity");
+        return Err(Reply::error("ERR increment would produce NaN or Infinity"));
     }
     let Some(text) = new.format_human() else {
-        return Reply::error(NOT_FLOAT);
+        return Err(Reply::error(NOT_FLOAT));
     };
     let text = Bytes::from(text);
     match db.value(&a[1]) {
@@ -749,7 +743,7 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     ctx.dirty += 1;
     // Replay the result, not the addition: float arithmetic must not drift across replays.
     propagate_set(ctx, &a[1], &text, Ttl::Keep);
-    Reply::Bulk(text)
+    Ok(Reply::Bulk(text))
 }
 
 fn bit_offset(a: &[u8], max_len: i64) -> Result<u64, Reply> {
@@ -761,13 +755,13 @@ fn bit_offset(a: &[u8], max_len: i64) -> Result<u64, Reply> {
     Ok(v as u64)
 }
 
-fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let max = max_len(ctx);
-    let off = crate::try_reply!(bit_offset(&a[2], max));
+    let off = bit_offset(&a[2], max)?;
     let bit = match &a[3][..] {
         b"1" => 1u8,
         b"0" => 0u8,
-        _ => return Reply::error("ERR bit is not an integer or out of range"),
+        _ => return Err(Reply::error("ERR bit is not an integer or out of range")),
     };
     let byte = (off >> 3) as usize;
     let mask = 1u8 << (7 - (off & 7));
@@ -775,7 +769,7 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let (mut v, existed): (Vec<u8>, bool) = match db.value(&a[1]) {
         None => (Vec::new(), false),
         Some(Value::Str(s)) => (std::mem::take(s).into_vec(), true),
-        Some(_) => return Reply::error(WRONGTYPE),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
     // As Redis: a new key or a longer string always counts as a change; otherwise only a bit
     // that flips does (so a no-op SETBIT is neither logged nor signalled).
@@ -798,20 +792,20 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db.notify(notify::STRING, "setbit", &a[1]);
         ctx.dirty += 1;
     }
-    Reply::Int(old)
+    Ok(Reply::Int(old))
 }
 
-fn getbit(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn getbit(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let max = max_len(ctx);
-    let off = crate::try_reply!(bit_offset(&a[2], max));
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
-        return Reply::Int(0);
+    let off = bit_offset(&a[2], max)?;
+    let Some(s) = read_str(ctx, &a[1])? else {
+        return Ok(Reply::Int(0));
     };
     let byte = (off >> 3) as usize;
     if byte >= s.len() {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
-    Reply::Int(((s[byte] >> (7 - (off & 7))) & 1) as i64)
+    Ok(Reply::Int(((s[byte] >> (7 - (off & 7))) & 1) as i64))
 }
 
 /// A BITCOUNT/BITPOS range over a string of `strlen` bytes, in Redis's steps: negative
@@ -854,30 +848,30 @@ fn range_unit(a: &[u8]) -> Result<bool, Reply> {
 
 /// BITCOUNT key [start end [BYTE|BIT]]: the key is looked up before the range is parsed, as
 /// in Redis (so a missing key answers 0 whatever the arguments).
-fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
-        return Reply::Int(0);
+fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let Some(s) = read_str(ctx, &a[1])? else {
+        return Ok(Reply::Int(0));
     };
     let strlen = s.len() as i64;
     let (start, end, first_mask, last_mask) = match a.len() {
         2 => (0, strlen - 1, 0, 0),
         4 | 5 => {
-            let x = crate::try_reply!(int(&a[2]));
-            let y = crate::try_reply!(int(&a[3]));
+            let x = int(&a[2])?;
+            let y = int(&a[3])?;
             if x < 0 && y < 0 && x > y {
-                return Reply::Int(0);
+                return Ok(Reply::Int(0));
             }
             let isbit = if a.len() == 5 {
-                crate::try_reply!(range_unit(&a[4]))
+                range_unit(&a[4])?
             } else {
                 false
             };
             byte_range(x, y, strlen, isbit)
         }
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     if start > end {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let (start, end) = (start as usize, end as usize);
     let mut n: i64 = s[start..=end]
@@ -887,7 +881,7 @@ fn bitcount(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     // Bits of the edge bytes outside a BIT range were counted: take them off.
     n -= i64::from((s[start] & first_mask).count_ones());
     n -= i64::from((s[end] & last_mask).count_ones());
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
 /// Redis's `redisBitpos`: the first bit equal to `bit` in `bytes`; not found, -1 when looking
@@ -908,29 +902,29 @@ fn first_bit(bytes: &[u8], bit: u8) -> i64 {
 }
 
 /// BITPOS key bit [start [end [BYTE|BIT]]], in Redis's order of checks.
-fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let bit = crate::try_reply!(int(&a[2]));
+fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let bit = int(&a[2])?;
     if bit != 0 && bit != 1 {
-        return Reply::error("ERR The bit argument must be 1 or 0.");
+        return Err(Reply::error("ERR The bit argument must be 1 or 0."));
     }
     let bit = bit as u8;
-    let Some(s) = crate::try_reply!(read_str(ctx, &a[1])) else {
-        return Reply::Int(if bit == 1 { -1 } else { 0 });
+    let Some(s) = read_str(ctx, &a[1])? else {
+        return Ok(Reply::Int(if bit == 1 { -1 } else { 0 }));
     };
     let strlen = s.len() as i64;
     let mut end_given = false;
     let (start, end, first_mask, last_mask) = match a.len() {
         3 => (0, strlen - 1, 0, 0),
         4..=6 => {
-            let start = crate::try_reply!(int(&a[3]));
+            let start = int(&a[3])?;
             let isbit = if a.len() == 6 {
-                crate::try_reply!(range_unit(&a[5]))
+                range_unit(&a[5])?
             } else {
                 false
             };
             let end = if a.len() >= 5 {
                 end_given = true;
-                crate::try_reply!(int(&a[4]))
+                int(&a[4])?
             } else if isbit {
                 (strlen << 3) + 7
             } else {
@@ -938,10 +932,10 @@ fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             };
             byte_range(start, end, strlen, isbit)
         }
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     if start > end {
-        return Reply::Int(-1);
+        return Ok(Reply::Int(-1));
     }
     let (mut start, end) = (start as usize, end as usize);
     let mut bytes = end - start + 1;
@@ -972,24 +966,32 @@ fn bitpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     // With an explicit end, a clear bit "past the range" is not in it.
     if end_given && bit == 0 && pos == (bytes as i64) << 3 {
-        return Reply::Int(-1);
+        return Ok(Reply::Int(-1));
     }
-    Reply::Int(if pos == -1 {
+    Ok(Reply::Int(if pos == -1 {
         -1
     } else {
         pos + ((start as i64) << 3)
-    })
+    }))
 }
 
-fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // Redis reads both keys (and checks their types) before the options.
     let x = match read_str(ctx, &a[1]) {
         Ok(v) => v.unwrap_or_default(),
-        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+        Err(_) => {
+            return Err(Reply::error(
+                "ERR The specified keys must contain string values",
+            ))
+        }
     };
     let y = match read_str(ctx, &a[2]) {
         Ok(v) => v.unwrap_or_default(),
-        Err(_) => return Reply::error("ERR The specified keys must contain string values"),
+        Err(_) => {
+            return Err(Reply::error(
+                "ERR The specified keys must contain string values",
+            ))
+        }
     };
     let (mut want_len, mut want_idx, mut with_len) = (false, false, false);
     let mut min_len: i64 = 0;
@@ -1002,21 +1004,23 @@ fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         } else if eq(&a[i], "withmatchlen") {
             with_len = true;
         } else if eq(&a[i], "minmatchlen") && i + 1 < a.len() {
-            min_len = crate::try_reply!(int(&a[i + 1])).max(0);
+            min_len = int(&a[i + 1])?.max(0);
             i += 1;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
         i += 1;
     }
     if want_len && want_idx {
-        return Reply::error("ERR If you want both the length and indexes, please just use IDX.");
+        return Err(Reply::error(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
     }
     let (n, m) = (x.len(), y.len());
     if (n as u64 + 1) * (m as u64 + 1) > (1u64 << 32) {
-        return Reply::error(
+        return Err(Reply::error(
             "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
-        );
+        ));
     }
     // dp[i][j] = LCS length of x[..i], y[..j]
     let w = m + 1;
@@ -1032,7 +1036,7 @@ fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let total = dp[n * w + m] as i64;
     if want_len {
-        return Reply::Int(total);
+        return Ok(Reply::Int(total));
     }
     // Walk back collecting the common string and, for IDX, the matching ranges.
     let mut out = vec![0u8; total as usize];
@@ -1082,10 +1086,10 @@ fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     flush(&mut cur, &mut matches);
     if want_idx {
-        return Reply::Map(vec![
+        return Ok(Reply::Map(vec![
             (Reply::bulk_slice(b"matches"), Reply::Array(matches)),
             (Reply::bulk_slice(b"len"), Reply::Int(total)),
-        ]);
+        ]));
     }
-    Reply::bulk(out)
+    Ok(Reply::bulk(out))
 }

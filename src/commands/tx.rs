@@ -6,7 +6,7 @@
 //! checks WATCH: a watched key modified since WATCH (its shard flagged the client) or expired
 //! since then aborts with a null reply. Errors inside EXEC do not roll anything back.
 
-use super::{lookup, run_locked, Keys, Spec};
+use super::{lookup, run_locked, CmdResult, Keys, Spec};
 use crate::client::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
@@ -62,41 +62,41 @@ pub static COMMANDS: &[Spec] = &[
 
 const SKIP_SLOWLOG: u32 = 0;
 
-fn multi(_: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+fn multi(_: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     if client.multi.is_some() {
-        return Reply::error("ERR MULTI calls can not be nested");
+        return Err(Reply::error("ERR MULTI calls can not be nested"));
     }
     client.multi = Some(Vec::new());
     client.multi_abort = false;
     client.info.multi.store(true, Ordering::Relaxed);
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn discard(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+fn discard(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     if client.multi.is_none() {
-        return Reply::error("ERR DISCARD without MULTI");
+        return Err(Reply::error("ERR DISCARD without MULTI"));
     }
     reset_multi(client);
     unwatch_all(srv, client);
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn watch_command(srv: &Server, client: &mut Client, args: &[Bytes]) -> Reply {
+fn watch_command(srv: &Server, client: &mut Client, args: &[Bytes]) -> CmdResult {
     if client.multi.is_some() {
-        return Reply::error("ERR WATCH inside MULTI is not allowed");
+        return Err(Reply::error("ERR WATCH inside MULTI is not allowed"));
     }
     watch(srv, client, &args[1..]);
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
-fn unwatch(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+fn unwatch(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     unwatch_all(srv, client);
-    Reply::Ok
+    Ok(Reply::Ok)
 }
 
 /// EXEC, and what follows it for client-side caching: CLIENT CACHING applied to the whole
 /// transaction, and the invalidations its writes caused go out (Redis sends them after EXEC).
-fn exec_command(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
+fn exec_command(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     let reply = exec(srv, client);
     client.tracking_caching = false;
     if srv.tracking.is_active() {
@@ -104,7 +104,7 @@ fn exec_command(srv: &Server, client: &mut Client, _: &[Bytes]) -> Reply {
         srv.tracking
             .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
     }
-    reply
+    Ok(reply)
 }
 
 /// Leave MULTI without running it (an EXEC refused while a script is busy).

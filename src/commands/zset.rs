@@ -13,13 +13,12 @@ use super::args::{eq, float, int, NOT_INT, SYNTAX};
 use super::argv::{block_timeout_ms, is_keyword, scan_reply, ArgReader};
 use super::flags::*;
 use super::hash::PickBudget;
-use super::{BlockRequest, Ctx, Keys, Spec};
+use super::{BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
 use crate::protocol::reply::MemberList;
 use crate::protocol::{Reply, Resp};
-use crate::try_reply;
 use crate::types::zset::{InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet};
 use crate::types::{Value, WRONGTYPE};
 use crate::util::numtext::{format_f64, parse_i64};
@@ -572,7 +571,7 @@ pub(crate) fn store_result<'m>(
 // ---------------------------------------------------------------------------------------------
 // ZADD / ZINCRBY.
 
-pub(crate) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+pub(crate) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (mut nx, mut xx, mut ch, mut incr, mut gt, mut lt) =
         (false, false, false, false, false, false);
     let mut idx = 2;
@@ -597,22 +596,28 @@ pub(crate) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     let rest = &args[idx..];
     if rest.is_empty() || !rest.len().is_multiple_of(2) {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     if nx && xx {
-        return Reply::error("ERR XX and NX options at the same time are not compatible");
+        return Err(Reply::error(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
     }
     if (nx && (gt || lt)) || (gt && lt) {
-        return Reply::error("ERR GT, LT, and/or NX options at the same time are not compatible");
+        return Err(Reply::error(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
     }
     if incr && rest.len() > 2 {
-        return Reply::error("ERR INCR option supports a single increment-element pair");
+        return Err(Reply::error(
+            "ERR INCR option supports a single increment-element pair",
+        ));
     }
     let mut scores = Vec::with_capacity(rest.len() / 2);
     for pair in rest.chunks_exact(2) {
-        scores.push(try_reply!(float(&pair[0])));
+        scores.push(float(&pair[0])?);
     }
-    generic_zadd(
+    Ok(generic_zadd(
         ctx,
         &args[1],
         rest,
@@ -625,7 +630,7 @@ pub(crate) fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             gt,
             lt,
         },
-    )
+    ))
 }
 
 #[derive(Clone, Copy)]
@@ -736,16 +741,16 @@ fn generic_zadd(ctx: &mut Ctx, key: &[u8], pairs: &[Bytes], scores: &[f64], f: Z
     }
 }
 
-fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     // Redis runs ZINCRBY through ZADD's parser: a ZADD flag where the increment goes leaves
     // an odd number of score/member arguments, a syntax error.
     if ["nx", "xx", "ch", "incr", "gt", "lt"]
         .iter()
         .any(|f| is_keyword(&args[2], f))
     {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
-    let incr = try_reply!(float(&args[2]));
+    let incr = float(&args[2])?;
     let pairs = [args[2].clone(), args[3].clone()];
     let flags = ZaddFlags {
         nx: false,
@@ -755,17 +760,17 @@ fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         gt: false,
         lt: false,
     };
-    generic_zadd(ctx, &args[1], &pairs, &[incr], flags)
+    Ok(generic_zadd(ctx, &args[1], &pairs, &[incr], flags))
 }
 
 // ---------------------------------------------------------------------------------------------
 // ZREM, ZCARD, ZSCORE, ZMSCORE, ZRANK.
 
-fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let key = &args[1][..];
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.value(key))) else {
-        return Reply::Int(0);
+    let Some(z) = as_zset(db.value(key))? else {
+        return Ok(Reply::Int(0));
     };
     let mut deleted = 0;
     for m in &args[2..] {
@@ -788,28 +793,28 @@ fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     }
     ctx.dirty += deleted;
-    Reply::Int(deleted as i64)
+    Ok(Reply::Int(deleted as i64))
 }
 
-fn zcard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zcard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match try_reply!(as_zset(db.read(&args[1]))) {
-        Some(z) => Reply::Int(z.len() as i64),
-        None => Reply::Int(0),
+    match as_zset(db.read(&args[1]))? {
+        Some(z) => Ok(Reply::Int(z.len() as i64)),
+        None => Ok(Reply::Int(0)),
     }
 }
 
-fn zscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match try_reply!(as_zset(db.read(&args[1]))).and_then(|z| z.score(&args[2])) {
-        Some(s) => Reply::Double(s),
-        None => Reply::Null,
+    match as_zset(db.read(&args[1]))?.and_then(|z| z.score(&args[2])) {
+        Some(s) => Ok(Reply::Double(s)),
+        None => Ok(Reply::Null),
     }
 }
 
-fn zmscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zmscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    let z = try_reply!(as_zset(db.read(&args[1])));
+    let z = as_zset(db.read(&args[1]))?;
     let out = args[2..]
         .iter()
         .map(|m| match z.as_ref().and_then(|z| z.score(m)) {
@@ -817,30 +822,30 @@ fn zmscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             None => Reply::Null,
         })
         .collect();
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
-fn zrank_generic(ctx: &mut Ctx, args: &[Bytes], reverse: bool) -> Reply {
+fn zrank_generic(ctx: &mut Ctx, args: &[Bytes], reverse: bool) -> CmdResult {
     let withscore = match args.len() {
         3 => false,
         4 if eq(&args[3], "withscore") => true,
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     let mut db = ctx.db();
-    let found = try_reply!(as_zset(db.read(&args[1]))).and_then(|z| z.rank(&args[2], reverse));
+    let found = as_zset(db.read(&args[1]))?.and_then(|z| z.rank(&args[2], reverse));
     match (found, withscore) {
-        (Some((r, _)), false) => Reply::Int(r as i64),
-        (Some((r, s)), true) => Reply::Array(vec![Reply::Int(r as i64), Reply::Double(s)]),
-        (None, false) => Reply::Null,
-        (None, true) => Reply::NullArray,
+        (Some((r, _)), false) => Ok(Reply::Int(r as i64)),
+        (Some((r, s)), true) => Ok(Reply::Array(vec![Reply::Int(r as i64), Reply::Double(s)])),
+        (None, false) => Ok(Reply::Null),
+        (None, true) => Ok(Reply::NullArray),
     }
 }
 
-fn zrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrank_generic(ctx, args, false)
 }
 
-fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrank_generic(ctx, args, true)
 }
 
@@ -871,7 +876,7 @@ fn zrange_generic(
     dst: Option<&[u8]>,
     mut rtype: RangeType,
     mut dir: Direction,
-) -> Reply {
+) -> CmdResult {
     let store = dst.is_some();
     let mut withscores = false;
     let mut offset: i64 = 0;
@@ -883,8 +888,8 @@ fn zrange_generic(
         if !store && eq(a, "withscores") {
             withscores = true;
         } else if eq(a, "limit") && left >= 2 {
-            offset = try_reply!(int(&args[j + 1]));
-            limit = try_reply!(int(&args[j + 2]));
+            offset = int(&args[j + 1])?;
+            limit = int(&args[j + 2])?;
             j += 2;
         } else if dir == Direction::Auto && eq(a, "rev") {
             dir = Direction::Reverse;
@@ -893,7 +898,7 @@ fn zrange_generic(
         } else if rtype == RangeType::Auto && eq(a, "byscore") {
             rtype = RangeType::Score;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
         j += 1;
     }
@@ -904,14 +909,14 @@ fn zrange_generic(
         rtype = RangeType::Rank;
     }
     if limit != -1 && rtype == RangeType::Rank {
-        return Reply::error(
+        return Err(Reply::error(
             "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        );
+        ));
     }
     if withscores && rtype == RangeType::Lex {
-        return Reply::error(
+        return Err(Reply::error(
             "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
-        );
+        ));
     }
     let reverse = dir == Direction::Reverse;
     let (mut min_idx, mut max_idx) = (key_idx + 1, key_idx + 2);
@@ -924,21 +929,18 @@ fn zrange_generic(
         Lex(LexRange),
     }
     let parsed = match rtype {
-        RangeType::Score => Parsed::Score(try_reply!(parse_score_range(
-            &args[min_idx],
-            &args[max_idx]
-        ))),
-        RangeType::Lex => Parsed::Lex(try_reply!(parse_lex_range(&args[min_idx], &args[max_idx]))),
+        RangeType::Score => Parsed::Score(parse_score_range(&args[min_idx], &args[max_idx])?),
+        RangeType::Lex => Parsed::Lex(parse_lex_range(&args[min_idx], &args[max_idx])?),
         _ => {
-            let s = try_reply!(int(&args[min_idx]));
-            let e = try_reply!(int(&args[max_idx]));
+            let s = int(&args[min_idx])?;
+            let e = int(&args[max_idx])?;
             Parsed::Rank(s, e)
         }
     };
     let mut items = MemberList::default();
     {
         let mut db = ctx.db();
-        let z = try_reply!(as_zset(db.read(&args[key_idx])));
+        let z = as_zset(db.read(&args[key_idx]))?;
         if let Some(z) = z {
             if let Parsed::Rank(s, e) = parsed {
                 if let Some((s, e)) = rank_range(s, e, z.len()) {
@@ -968,59 +970,59 @@ fn zrange_generic(
         }
     }
     if let Some(dst) = dst {
-        return store_result(ctx, dst, items.iter(), "zrangestore");
+        return Ok(store_result(ctx, dst, items.iter(), "zrangestore"));
     }
     if withscores {
-        Reply::ScoredMembers(items)
+        Ok(Reply::ScoredMembers(items))
     } else {
-        Reply::Members(items)
+        Ok(Reply::Members(items))
     }
 }
 
-fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Auto, Direction::Auto)
 }
 
-fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let dst = args[1].clone();
     zrange_generic(ctx, args, 2, Some(&dst), RangeType::Auto, Direction::Auto)
 }
 
-fn zrevrange(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrevrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Rank, Direction::Reverse)
 }
 
-fn zrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Score, Direction::Forward)
 }
 
-fn zrevrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrevrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Score, Direction::Reverse)
 }
 
-fn zrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Lex, Direction::Forward)
 }
 
-fn zrevrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrevrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zrange_generic(ctx, args, 1, None, RangeType::Lex, Direction::Reverse)
 }
 
-fn zcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let r = try_reply!(parse_score_range(&args[2], &args[3]));
+fn zcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let r = parse_score_range(&args[2], &args[3])?;
     let mut db = ctx.db();
-    match try_reply!(as_zset(db.read(&args[1]))) {
-        Some(z) => Reply::Int(z.count_in_score_range(&r) as i64),
-        None => Reply::Int(0),
+    match as_zset(db.read(&args[1]))? {
+        Some(z) => Ok(Reply::Int(z.count_in_score_range(&r) as i64)),
+        None => Ok(Reply::Int(0)),
     }
 }
 
-fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let r = try_reply!(parse_lex_range(&args[2], &args[3]));
+fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let r = parse_lex_range(&args[2], &args[3])?;
     let mut db = ctx.db();
-    match try_reply!(as_zset(db.read(&args[1]))) {
-        Some(z) => Reply::Int(z.count_in_lex_range(&r) as i64),
-        None => Reply::Int(0),
+    match as_zset(db.read(&args[1]))? {
+        Some(z) => Ok(Reply::Int(z.count_in_lex_range(&r) as i64)),
+        None => Ok(Reply::Int(0)),
     }
 }
 
@@ -1033,11 +1035,11 @@ enum RemRange {
     Lex(LexRange),
 }
 
-fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
+fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> CmdResult {
     let key = &args[1][..];
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.value(key))) else {
-        return Reply::Int(0);
+    let Some(z) = as_zset(db.value(key))? else {
+        return Ok(Reply::Int(0));
     };
     let event = match r {
         RemRange::Rank(..) => "zremrangebyrank",
@@ -1064,22 +1066,22 @@ fn zremrange_generic(ctx: &mut Ctx, args: &[Bytes], r: RemRange) -> Reply {
         }
     }
     ctx.dirty += removed as u64;
-    Reply::Int(removed as i64)
+    Ok(Reply::Int(removed as i64))
 }
 
-fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let s = try_reply!(int(&args[2]));
-    let e = try_reply!(int(&args[3]));
+fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let s = int(&args[2])?;
+    let e = int(&args[3])?;
     zremrange_generic(ctx, args, RemRange::Rank(s, e))
 }
 
-fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let r = try_reply!(parse_score_range(&args[2], &args[3]));
+fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let r = parse_score_range(&args[2], &args[3])?;
     zremrange_generic(ctx, args, RemRange::Score(r))
 }
 
-fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let r = try_reply!(parse_lex_range(&args[2], &args[3]));
+fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let r = parse_lex_range(&args[2], &args[3])?;
     zremrange_generic(ctx, args, RemRange::Lex(r))
 }
 
@@ -1194,16 +1196,16 @@ fn setop_generic(
     numkeys_idx: usize,
     dst: Option<&[u8]>,
     op: SetOp,
-) -> Reply {
-    let numkeys = try_reply!(int(&args[numkeys_idx]));
+) -> CmdResult {
+    let numkeys = int(&args[numkeys_idx])?;
     if numkeys < 1 {
         let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-        return Reply::error(format!(
+        return Err(Reply::error(format!(
             "ERR at least 1 input key is needed for '{name}' command"
-        ));
+        )));
     }
     if numkeys as u64 > (args.len() - numkeys_idx - 1) as u64 {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let n = numkeys as usize;
     let keys = &args[numkeys_idx + 1..numkeys_idx + 1 + n];
@@ -1212,7 +1214,7 @@ fn setop_generic(
     {
         let mut db = ctx.db();
         for k in keys {
-            lens.push(try_reply!(src_len(&mut db, k)));
+            lens.push(src_len(&mut db, k)?);
         }
     }
     let mut weights = vec![1.0f64; n];
@@ -1229,7 +1231,7 @@ fn setop_generic(
             for w in weights.iter_mut() {
                 *w = match crate::util::numtext::parse_f64(&args[j]) {
                     Some(v) => v,
-                    None => return Reply::error("ERR weight value is not a float"),
+                    None => return Err(Reply::error("ERR weight value is not a float")),
                 };
                 j += 1;
             }
@@ -1242,7 +1244,7 @@ fn setop_generic(
             } else if eq(v, "max") {
                 Aggregate::Max
             } else {
-                return Reply::error(SYNTAX);
+                return Err(Reply::error(SYNTAX));
             };
             j += 2;
         } else if dst.is_none() && !cardinality_only && eq(a, "withscores") {
@@ -1251,11 +1253,11 @@ fn setop_generic(
         } else if cardinality_only && remaining >= 2 && eq(a, "limit") {
             limit = match parse_i64(&args[j + 1]) {
                 Some(v) if v >= 0 => v as usize,
-                _ => return Reply::error("ERR LIMIT can't be negative"),
+                _ => return Err(Reply::error("ERR LIMIT can't be negative")),
             };
             j += 2;
         } else {
-            return Reply::error(SYNTAX);
+            return Err(Reply::error(SYNTAX));
         }
     }
 
@@ -1331,7 +1333,7 @@ fn setop_generic(
     }
     if cardinality_only {
         let c = acc.len();
-        return Reply::Int(if limit > 0 { c.min(limit) } else { c } as i64);
+        return Ok(Reply::Int(if limit > 0 { c.min(limit) } else { c } as i64));
     }
     let items = sorted_result(acc);
     if let Some(dst) = dst {
@@ -1340,43 +1342,52 @@ fn setop_generic(
             SetOp::Inter | SetOp::InterCard => "zinterstore",
             SetOp::Diff => "zdiffstore",
         };
-        return store_result(ctx, dst, items.iter().map(|(m, s)| (&m[..], *s)), event);
+        return Ok(store_result(
+            ctx,
+            dst,
+            items.iter().map(|(m, s)| (&m[..], *s)),
+            event,
+        ));
     }
     if withscores {
-        Reply::ScoredMembers(items.iter().map(|(m, s)| (&m[..], *s)).collect())
+        Ok(Reply::ScoredMembers(
+            items.iter().map(|(m, s)| (&m[..], *s)).collect(),
+        ))
     } else {
-        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+        Ok(Reply::Array(
+            items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect(),
+        ))
     }
 }
 
-fn zunionstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zunionstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let dst = args[1].clone();
     setop_generic(ctx, args, 2, Some(&dst), SetOp::Union)
 }
 
-fn zinterstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zinterstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let dst = args[1].clone();
     setop_generic(ctx, args, 2, Some(&dst), SetOp::Inter)
 }
 
-fn zdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zdiffstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let dst = args[1].clone();
     setop_generic(ctx, args, 2, Some(&dst), SetOp::Diff)
 }
 
-fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     setop_generic(ctx, args, 1, None, SetOp::Union)
 }
 
-fn zinter(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zinter(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     setop_generic(ctx, args, 1, None, SetOp::Inter)
 }
 
-fn zdiff(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zdiff(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     setop_generic(ctx, args, 1, None, SetOp::Diff)
 }
 
-fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     setop_generic(ctx, args, 1, None, SetOp::InterCard)
 }
 
@@ -1452,14 +1463,14 @@ fn pop_from(
     (reply, n)
 }
 
-fn zpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
+fn zpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
     if args.len() > 3 {
-        return Reply::error(SYNTAX);
+        return Err(Reply::error(SYNTAX));
     }
     let count: Option<usize> = if args.len() == 3 {
         match parse_i64(&args[2]) {
             Some(c) if c >= 0 => Some(c as usize),
-            _ => return Reply::error("ERR value is out of range, must be positive"),
+            _ => return Err(Reply::error("ERR value is out of range, must be positive")),
         }
     } else {
         None
@@ -1470,22 +1481,22 @@ fn zpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
     };
     let key = &args[1][..];
     let mut db = ctx.db();
-    if try_reply!(as_zset(db.value(key))).is_none() {
-        return Reply::Array(Vec::new());
+    if as_zset(db.value(key))?.is_none() {
+        return Ok(Reply::Array(Vec::new()));
     }
     if count == Some(0) {
-        return Reply::Array(Vec::new());
+        return Ok(Reply::Array(Vec::new()));
     }
     let (reply, n) = pop_from(&mut db, key, count.unwrap_or(1), max, shape);
     ctx.dirty += n as u64;
-    reply
+    Ok(reply)
 }
 
-fn zpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zpopmin(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zpop_generic(ctx, args, false)
 }
 
-fn zpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zpop_generic(ctx, args, true)
 }
 
@@ -1553,38 +1564,38 @@ fn mpop_first_nonempty(
         ctx.propagate_as(vec![vec![
             pop_name(p.max),
             k.clone(),
-            Bytes::from(p.count.to_string()),
+            Bytes::from(n.to_string()),
         ]]);
         return Ok(Some(reply));
     }
     Ok(None)
 }
 
-fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let p = try_reply!(parse_mpop(args, 1));
+fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let p = parse_mpop(args, 1)?;
     let keys = &args[p.first_key..p.first_key + p.numkeys];
-    if let Some(reply) = try_reply!(mpop_first_nonempty(ctx, keys, &p)) {
-        return reply;
+    if let Some(reply) = mpop_first_nonempty(ctx, keys, &p)? {
+        return Ok(reply);
     }
-    Reply::NullArray
+    Ok(Reply::NullArray)
 }
 
-fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
+fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
     let now = ctx.now_ms();
-    let timeout = try_reply!(block_timeout_ms(&args[args.len() - 1], now));
+    let timeout = block_timeout_ms(&args[args.len() - 1], now)?;
     let keys = &args[1..args.len() - 1];
     let mut db = ctx.db();
     for k in keys {
-        if try_reply!(as_zset(db.value(k))).is_none() {
+        if as_zset(db.value(k))?.is_none() {
             continue;
         }
         let (reply, n) = pop_from(&mut db, k, 1, max, PopShape::KeyFlat);
         ctx.dirty += n as u64;
         ctx.propagate_as(vec![vec![pop_name(max), k.clone()]]);
-        return reply;
+        return Ok(reply);
     }
     if ctx.in_exec {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     }
     ctx.block = Some(BlockRequest {
         keys: keys.to_vec(),
@@ -1594,28 +1605,28 @@ fn bzpop_generic(ctx: &mut Ctx, args: &[Bytes], max: bool) -> Reply {
         args: None,
         serve_each: false,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
-fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bzpop_generic(ctx, args, false)
 }
 
-fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bzpop_generic(ctx, args, true)
 }
 
-fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms();
     // Redis reads numkeys, MIN|MAX and COUNT before the timeout.
-    let p = try_reply!(parse_mpop(args, 2));
-    let timeout = try_reply!(block_timeout_ms(&args[1], now));
+    let p = parse_mpop(args, 2)?;
+    let timeout = block_timeout_ms(&args[1], now)?;
     let keys = &args[p.first_key..p.first_key + p.numkeys];
-    if let Some(reply) = try_reply!(mpop_first_nonempty(ctx, keys, &p)) {
-        return reply;
+    if let Some(reply) = mpop_first_nonempty(ctx, keys, &p)? {
+        return Ok(reply);
     }
     if ctx.in_exec {
-        return Reply::NullArray;
+        return Ok(Reply::NullArray);
     }
     ctx.block = Some(BlockRequest {
         keys: keys.to_vec(),
@@ -1625,7 +1636,7 @@ fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         args: None,
         serve_each: false,
     });
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
 /// True if `key` holds a non-empty sorted set (what a blocked pop can be served from).
@@ -1650,13 +1661,14 @@ fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec
         return None;
     }
     let p = parse_mpop(&w.args, 2).ok()?;
-    let (reply, _) = pop_from(db, key, p.count, p.max, PopShape::KeyNested);
+    let (reply, n) = pop_from(db, key, p.count, p.max, PopShape::KeyNested);
+    // Logged with the count popped, as Redis (a replica must not pop what arrived since).
     Some((
         reply,
         vec![vec![
             pop_name(p.max),
             Bytes::copy_from_slice(key),
-            Bytes::from(p.count.to_string()),
+            Bytes::from(n.to_string()),
         ]],
     ))
 }
@@ -1664,44 +1676,44 @@ fn serve_bzmpop(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec
 // ---------------------------------------------------------------------------------------------
 // ZRANDMEMBER.
 
-fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args.len() == 2 {
         let mut db = ctx.db();
-        let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
-            return Reply::Null;
+        let Some(z) = as_zset(db.read(&args[1]))? else {
+            return Ok(Reply::Null);
         };
         let r = rand::thread_rng().gen_range(0..z.len());
         return match z.get_by_rank(r) {
-            Some((m, _)) => bulk(m),
-            None => Reply::Null,
+            Some((m, _)) => Ok(bulk(m)),
+            None => Ok(Reply::Null),
         };
     }
     let l = match parse_i64(&args[2]) {
         Some(v) if v > i64::MIN => v,
         Some(_) => {
-            return Reply::error(format!(
+            return Err(Reply::error(format!(
                 "ERR value is out of range, value must between {} and {}",
                 -i64::MAX,
                 i64::MAX
-            ))
+            )))
         }
-        None => return Reply::error(NOT_INT),
+        None => return Err(Reply::error(NOT_INT)),
     };
     let withscores = match args.len() {
         3 => false,
         4 if eq(&args[3], "withscores") => true,
-        _ => return Reply::error(SYNTAX),
+        _ => return Err(Reply::error(SYNTAX)),
     };
     if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
-        return Reply::error("ERR value is out of range");
+        return Err(Reply::error("ERR value is out of range"));
     }
     let cap = ctx.reply_cap();
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
-        return Reply::Array(Vec::new());
+    let Some(z) = as_zset(db.read(&args[1]))? else {
+        return Ok(Reply::Array(Vec::new()));
     };
     if l == 0 {
-        return Reply::Array(Vec::new());
+        return Ok(Reply::Array(Vec::new()));
     }
     let len = z.len();
     let mut rng = rand::thread_rng();
@@ -1710,7 +1722,7 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     if l < 0 {
         // Repetitions allowed.
         let n = l.unsigned_abs();
-        try_reply!(PickBudget::check(n, cap));
+        PickBudget::check(n, cap)?;
         let mut budget = PickBudget::new(cap);
         for _ in 0..n {
             let r = rng.gen_range(0..len);
@@ -1751,23 +1763,23 @@ fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
         }
     }
     if withscores {
-        Reply::ScoredMembers(items)
+        Ok(Reply::ScoredMembers(items))
     } else {
-        Reply::Members(items)
+        Ok(Reply::Members(items))
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // ZSCAN.
 
-fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut reader = ArgReader::new(args, 2);
-    let cursor = try_reply!(reader.cursor());
+    let cursor = reader.cursor()?;
     let mut db = ctx.db();
-    let Some(z) = try_reply!(as_zset(db.read(&args[1]))) else {
-        return scan_reply(0, Vec::new());
+    let Some(z) = as_zset(db.read(&args[1]))? else {
+        return Ok(scan_reply(0, Vec::new()));
     };
-    let opts = try_reply!(reader.scan_options(false));
+    let opts = reader.scan_options(false)?;
     let mut out = Vec::new();
     let next = z.scan(cursor, opts.count, |m, s| {
         if opts.matches(m) {
@@ -1775,7 +1787,7 @@ fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             out.push(Reply::Bulk(f64_text(s)));
         }
     });
-    scan_reply(next, out)
+    Ok(scan_reply(next, out))
 }
 
 #[cfg(test)]

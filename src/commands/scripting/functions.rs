@@ -15,7 +15,7 @@
 use super::engine::{CommandError, Loading};
 use super::{shebang_flag, ScriptFlags};
 use crate::commands::args::eq;
-use crate::commands::Ctx;
+use crate::commands::{CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::state::scripts::LibraryPolicy as Policy;
 pub(crate) use crate::state::scripts::{FunctionInfo, Library, Registry};
@@ -418,40 +418,40 @@ fn flag_names(flags: u8) -> Vec<Reply> {
 }
 
 /// FUNCTION <subcommand>.
-pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let scripts = &ctx.srv.scripts;
     match sub.as_str() {
-        "load" if a.len() >= 3 => load(ctx, a),
+        "load" if a.len() >= 3 => Ok(load(ctx, a)),
         "delete" if a.len() == 3 => {
             let name = String::from_utf8_lossy(&a[2]).into_owned();
             let mut registry = scripts.functions.lock();
             let Some(lib) = registry.libraries.remove(&name) else {
-                return Reply::error("ERR Library not found");
+                return Err(Reply::error("ERR Library not found"));
             };
             for f in &lib.functions {
                 registry.functions.remove(&f.name.to_ascii_lowercase());
             }
             drop(registry);
             ctx.dirty += 1;
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        "flush" if a.len() > 3 => Reply::error(
+        "flush" if a.len() > 3 => Err(Reply::error(
             "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
-        ),
+        )),
         "flush" => {
             if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
-                return Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+                return Err(Reply::error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"));
             }
             let mut registry = scripts.functions.lock();
             registry.libraries.clear();
             registry.functions.clear();
             drop(registry);
             ctx.dirty += 1;
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        "list" => list(ctx, a),
-        "kill" if a.len() == 2 => super::kill_running(scripts, false),
+        "list" => Ok(list(ctx, a)),
+        "kill" if a.len() == 2 => Ok(super::kill_running(scripts, false)),
         "stats" if a.len() == 2 => {
             let registry = scripts.functions.lock();
             let running = match scripts.running_function() {
@@ -465,7 +465,7 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 ]),
                 None => Reply::Null,
             };
-            Reply::Map(vec![
+            Ok(Reply::Map(vec![
                 (Reply::bulk_slice(b"running_script"), running),
                 (
                     Reply::bulk_slice(b"engines"),
@@ -483,14 +483,14 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         ]),
                     )]),
                 ),
-            ])
+            ]))
         }
-        "dump" if a.len() == 2 => dump(ctx),
-        "restore" if a.len() > 4 => Reply::error(
+        "dump" if a.len() == 2 => Ok(dump(ctx)),
+        "restore" if a.len() > 4 => Err(Reply::error(
             "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
-        ),
-        "restore" if a.len() >= 3 => restore(ctx, a),
-        "help" if a.len() == 2 => Reply::Array(
+        )),
+        "restore" if a.len() >= 3 => Ok(restore(ctx, a)),
+        "help" if a.len() == 2 => Ok(Reply::Array(
             [
                 "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "LOAD [REPLACE] <FUNCTION CODE>",
@@ -536,14 +536,14 @@ pub(super) fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
+        )),
         "load" | "delete" | "kill" | "stats" | "help" | "dump" | "restore" => {
-            crate::cmdspec::wrong_arity(&format!("function|{sub}"))
+            Err(crate::cmdspec::wrong_arity(&format!("function|{sub}")))
         }
-        _ => Reply::Error(format!(
+        _ => Err(Reply::Error(format!(
             "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

@@ -49,7 +49,7 @@ pub(crate) use functions::restore_libraries;
 
 use crate::commands::args::{eq, int};
 use crate::commands::flags::*;
-use crate::commands::{Ctx, Keys, Spec};
+use crate::commands::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::{Reply, Resp};
 pub use crate::state::scripts::Scripts;
 use crate::state::scripts::{RunningScript, Script, ScriptFlags};
@@ -522,24 +522,25 @@ fn parse_numkeys(a: &[Bytes]) -> Result<usize, Reply> {
     Ok(n as usize)
 }
 
-fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn eval(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let by_sha = eq(&a[0], "evalsha") || eq(&a[0], "evalsha_ro");
     if let Some(mode) = ctx.client.lua_debug {
         if !debugger::active() {
             if by_sha {
                 if a[1].len() != 40 {
-                    return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+                    return Err(Reply::error(
+                        "NOSCRIPT No matching script. Please use EVAL.",
+                    ));
                 }
-                return Reply::error("ERR Please use EVAL instead of EVALSHA for debugging");
+                return Err(Reply::error(
+                    "ERR Please use EVAL instead of EVALSHA for debugging",
+                ));
             }
-            return eval_debugging(ctx, a, mode);
+            return Ok(eval_debugging(ctx, a, mode));
         }
     }
     let read_only_command = eq(&a[0], "eval_ro") || eq(&a[0], "evalsha_ro");
-    let numkeys = match parse_numkeys(a) {
-        Ok(n) => n,
-        Err(e) => return e,
-    };
+    let numkeys = parse_numkeys(a)?;
     let scripts = &ctx.srv.scripts;
     // A SHA as clients send it (40 hex digits) is looked up without an allocation.
     let mut lower = [0u8; 40];
@@ -553,7 +554,11 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         };
         match scripts.cache.lock().get(sha.as_ref()) {
             Some(s) => (sha, s.clone()),
-            None => return Reply::error("NOSCRIPT No matching script. Please use EVAL."),
+            None => {
+                return Err(Reply::error(
+                    "NOSCRIPT No matching script. Please use EVAL.",
+                ))
+            }
         }
     } else {
         let sha = sha1_hex(&a[1]);
@@ -562,7 +567,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Some(s) => (std::borrow::Cow::Owned(sha), s),
             None => match Script::parse(&a[1]) {
                 Ok(s) => (std::borrow::Cow::Owned(sha), s),
-                Err(e) => return Reply::Error(e),
+                Err(e) => return Err(Reply::Error(e)),
             },
         }
     };
@@ -573,7 +578,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         script: &script,
         remember: !by_sha,
     };
-    run_atomically(ctx, target, read_only_command, keys, argv)
+    Ok(run_atomically(ctx, target, read_only_command, keys, argv))
 }
 
 /// Commands that may start a debugging session for a client that asked for SCRIPT DEBUG
@@ -627,7 +632,7 @@ fn eval_debugging(ctx: &mut Ctx, a: &[Bytes], mode: DebugMode) -> Reply {
         tracing::warn!("Redis synchronous debugging eval session started");
     }
     debugger::start(io, &a[1]);
-    let reply = eval(ctx, a);
+    let reply = crate::commands::reply_of(eval(ctx, a));
     let fd = debugger::end();
     if mode == DebugMode::Forked {
         if let Some(fd) = fd {
@@ -802,25 +807,27 @@ fn run_atomically(
 }
 
 /// FCALL / FCALL_RO function numkeys [key ...] [arg ...].
-fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let read_only_command = eq(&a[0], "fcall_ro");
     let name = String::from_utf8_lossy(&a[1]).into_owned();
     let Some((library, info)) = functions::find(ctx, &name) else {
-        return Reply::error("ERR Function not found");
+        return Err(Reply::error("ERR Function not found"));
     };
     let Ok(n) = int(&a[2]) else {
-        return Reply::error("ERR Bad number of keys provided");
+        return Err(Reply::error("ERR Bad number of keys provided"));
     };
     if n > (a.len() - 3) as i64 {
-        return Reply::error("ERR Number of keys can't be greater than number of args");
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
     }
     if n < 0 {
-        return Reply::error("ERR Number of keys can't be negative");
+        return Err(Reply::error("ERR Number of keys can't be negative"));
     }
     let numkeys = n as usize;
     let keys = &a[3..3 + numkeys];
     let argv = &a[3 + numkeys..];
-    run_atomically(
+    Ok(run_atomically(
         ctx,
         Target::Function {
             library: &library,
@@ -830,7 +837,7 @@ fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         read_only_command,
         keys,
         argv,
-    )
+    ))
 }
 
 /// SCRIPT KILL / FUNCTION KILL (`eval`: which of the two asks).
@@ -983,7 +990,7 @@ fn over_maxmemory(ctx: &Ctx) -> bool {
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP.
-fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+fn script(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let scripts = &ctx.srv.scripts;
     match sub.as_str() {
@@ -991,20 +998,20 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let sha = sha1_hex(&a[2]);
             let script = match Script::parse(&a[2]) {
                 Ok(s) => s,
-                Err(e) => return Reply::Error(e),
+                Err(e) => return Err(Reply::Error(e)),
             };
             // Compiled now, as Redis does, so a script that does not compile is refused.
             match engine::with_engine(scripts.engine_id(), |e| e.compile(&sha, script.code())) {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => return e,
-                Err(e) => return Reply::Error(e),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => return Err(Reply::Error(e)),
             }
             scripts.cache.lock().entry(sha.clone()).or_insert(script);
-            Reply::Bulk(Bytes::from(sha))
+            Ok(Reply::Bulk(Bytes::from(sha)))
         }
         "exists" if a.len() >= 3 => {
             let cache = scripts.cache.lock();
-            Reply::Array(
+            Ok(Reply::Array(
                 a[2..]
                     .iter()
                     .map(|s| {
@@ -1012,20 +1019,20 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                         Reply::Int(i64::from(cache.contains_key(&sha)))
                     })
                     .collect(),
-            )
+            ))
         }
         "flush" if a.len() <= 3 => {
             if a.len() == 3 && !(eq(&a[2], "async") || eq(&a[2], "sync")) {
-                return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                return Err(Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
             }
             scripts.cache.lock().clear();
             scripts.generation.fetch_add(1, Ordering::AcqRel);
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        "kill" if a.len() == 2 => kill_running(scripts, true),
+        "kill" if a.len() == 2 => Ok(kill_running(scripts, true)),
         "debug" if a.len() == 3 => {
             if ctx.client.output_pending {
-                return Reply::error("ERR SCRIPT DEBUG must be called outside a pipeline");
+                return Err(Reply::error("ERR SCRIPT DEBUG must be called outside a pipeline"));
             }
             let mode = if eq(&a[2], "no") {
                 None
@@ -1034,12 +1041,12 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             } else if eq(&a[2], "sync") {
                 Some(DebugMode::Sync)
             } else {
-                return Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO");
+                return Err(Reply::error("ERR Use SCRIPT DEBUG YES/SYNC/NO"));
             };
             ctx.client.lua_debug = mode;
-            Reply::Ok
+            Ok(Reply::Ok)
         }
-        "help" if a.len() == 2 => Reply::Array(
+        "help" if a.len() == 2 => Ok(Reply::Array(
             [
                 "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DEBUG (YES|SYNC|NO)",
@@ -1062,14 +1069,14 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .iter()
             .map(|s| Reply::StatusOwned(s.to_string()))
             .collect(),
-        ),
+        )),
         "load" | "exists" | "flush" | "kill" | "help" | "debug" => {
-            crate::cmdspec::wrong_arity(&format!("script|{sub}"))
+            Err(crate::cmdspec::wrong_arity(&format!("script|{sub}")))
         }
-        _ => Reply::error(format!(
+        _ => Err(Reply::error(format!(
             "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 

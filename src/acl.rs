@@ -27,6 +27,7 @@ pub(crate) use crate::commands::acl::{
     check, check_user, default_user_nopass, full_read_access, log_auth_failure, log_denial,
     starts_authenticated, user_revoked,
 };
+use crate::config::dir;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
@@ -867,7 +868,7 @@ impl Acl {
         acl.users
             .write()
             .insert(b"default".to_vec(), Arc::new(RwLock::new(default)));
-        acl.set_requirepass(&config.get("requirepass").unwrap_or_default());
+        acl.set_requirepass(&config.text(dir::REQUIREPASS));
         acl
     }
 

@@ -18,6 +18,7 @@ use crate::client::ClientInfo;
 /// handler); kept here for code written against the old path until the branches are merged.
 #[allow(unused_imports)]
 pub(crate) use crate::commands::client::client_subcommand;
+use crate::config::dir;
 use crate::state::tracking::State;
 pub(crate) use crate::state::tracking::{Options, Tracking};
 use crate::state::Server;
@@ -202,7 +203,7 @@ impl Tracking {
 
     /// Past `tracking-table-max-keys`, forget keys (each with an invalidation).
     fn evict_over_limit(&self, s: &mut State, srv: &Server) -> Vec<Delivery> {
-        let max = srv.config.get_i64("tracking-table-max-keys");
+        let max = srv.config.int(dir::TRACKING_TABLE_MAX_KEYS);
         let mut out = Vec::new();
         if max <= 0 {
             return out;

@@ -5,14 +5,16 @@
 //! /etc/redis/redis.conf among them) either starts Podium or stops it with a reason:
 //! - [`EXTRA`]: directives accepted with no effect, each with the reason in its help text
 //!   (tuning knobs of machinery Podium does not have: the defragmenter, replication links,
-//!   cluster buses), plus a few Podium acts on (eviction, latency tracking);
+//!   cluster buses), plus a few Podium acts on (eviction, latency tracking, the replication
+//!   link); its rows are declared as the core table's are, each with its typed identifier
+//!   ([`extra_ids`], read through [`crate::config::dir`]) and update hook;
 //! - [`refusal`]: directives, or values of them, that would need a feature Podium lacks
 //!   (replication, cluster mode, TLS, modules, syslog ...), refused with a message saying so;
-//! - [`memory_min`]: Redis's lower bounds of the two buffer limits;
 //! - [`merge_obuf_limits`]: `client-output-buffer-limit`, given one class per line as Redis
 //!   allows, merged into the full three-class value.
 
-use crate::config::{Kind, Param};
+use crate::config::{count, dir, Kind};
+use std::sync::atomic::Ordering::Relaxed;
 
 // The row constructors of the core table, under the names this table reads best with.
 use crate::config::{alias as aka, fixed as fixed_row, p as row};
@@ -23,96 +25,102 @@ const UINT: Kind = Kind::Int {
 };
 const PORT: Kind = Kind::Int { min: 0, max: 65535 };
 const YES_NO: Kind = Kind::Bool;
+const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
 const NO_CLUSTER: &str =
     "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
 const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
 
-/// Directives of Redis 7.0 that the core table does not list.
-pub static EXTRA: &[Param] = &[
+directive_table! {
+    /// Directives of Redis 7.0 that the core table does not list.
+    pub static EXTRA, identifiers in mod extra_ids, listed in EXTRA_IDS,
+        first crate::config::CORE_IDS.len();
     // Eviction (see crate::evict).
-    row(
+    LFU_LOG_FACTOR: Int = row(
         "lfu-log-factor",
         UINT,
         "10",
         "LFU counter growth: higher means more hits per counter step",
-    ),
-    row(
+    )
+    .on_set(|_, v| crate::keyspace::access::set_lfu_log_factor(v)),
+    LFU_DECAY_TIME: Int = row(
         "lfu-decay-time",
         UINT,
         "1",
         "LFU counter decay: minutes per halving step (0 = never decay)",
-    ),
-    row(
+    )
+    .on_set(|_, v| crate::keyspace::access::set_lfu_decay_time(v)),
+    MAXMEMORY_EVICTION_TENACITY: Int = row(
         "maxmemory-eviction-tenacity",
         Kind::Int { min: 0, max: 100 },
         "10",
         "how long one command may evict before the rest is left to later commands",
     ),
-    row(
+    MAXMEMORY_CLIENTS: Text = row(
         "maxmemory-clients",
         Kind::Str,
         "0",
         "client eviction: disconnect the biggest clients when all clients' buffers reach this (bytes, or % of maxmemory; 0 = off)",
     ),
     // Latency tracking (INFO latencystats).
-    row(
+    LATENCY_TRACKING: Flag = row(
         "latency-tracking",
         YES_NO,
         "yes",
         "per-command latency percentiles in INFO latencystats",
-    ),
-    row(
+    )
+    .on_set(|c, v| c.hot.latency_tracking.store(v == "yes", Relaxed)),
+    LATENCY_TRACKING_INFO_PERCENTILES: Text = row(
         "latency-tracking-info-percentiles",
         Kind::Words,
         "50 99 99.9",
         "percentiles INFO latencystats reports",
     ),
     // Memory and process tuning.
-    row(
+    JEMALLOC_BG_THREAD: Flag = row(
         "jemalloc-bg-thread",
         YES_NO,
         "yes",
         "accepted, no effect: Podium's jemalloc returns freed pages at once (decay 0), so a purging thread has nothing to do",
     ),
-    row(
+    ACTIVEDEFRAG: Flag = row(
         "activedefrag",
         YES_NO,
         "no",
         "refused unless no, with Redis's words for a build without a defragmenter: Podium has none (freed pages go back to the OS at once)",
     ),
-    row(
+    ACTIVE_DEFRAG_IGNORE_BYTES: Int = row(
         "active-defrag-ignore-bytes",
-        Kind::Memory,
+        Kind::Memory { min: 1 },
         "104857600",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_THRESHOLD_LOWER: Int = row(
         "active-defrag-threshold-lower",
         Kind::Int { min: 0, max: 1000 },
         "10",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_THRESHOLD_UPPER: Int = row(
         "active-defrag-threshold-upper",
         Kind::Int { min: 0, max: 1000 },
         "100",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_CYCLE_MIN: Int = row(
         "active-defrag-cycle-min",
         Kind::Int { min: 1, max: 99 },
         "1",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_CYCLE_MAX: Int = row(
         "active-defrag-cycle-max",
         Kind::Int { min: 1, max: 99 },
         "25",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_MAX_SCAN_FIELDS: Int = row(
         "active-defrag-max-scan-fields",
         Kind::Int {
             min: 1,
@@ -121,109 +129,120 @@ pub static EXTRA: &[Param] = &[
         "1000",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    fixed_row(
+    DISABLE_THP: Flag = fixed_row(
         "disable-thp",
         YES_NO,
         "yes",
         "turn transparent huge pages off for the process at startup (prctl PR_SET_THP_DISABLE)",
     ),
-    fixed_row(
+    IO_THREADS_DO_READS: Flag = fixed_row(
         "io-threads-do-reads",
         YES_NO,
         "no",
         "accepted, no effect: every Podium worker thread reads and parses its own clients",
     ),
-    row(
+    OOM_SCORE_ADJ: Text = row(
         "oom-score-adj",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         "no",
         "let the kernel's OOM killer see the server with an adjusted score (yes = relative)",
     ),
-    row(
+    OOM_SCORE_ADJ_VALUES: Text = row(
         "oom-score-adj-values",
         Kind::Words,
         "0 200 800",
         "OOM score adjustments of the server, a replica (not built: unused) and a BGSAVE child",
     ),
-    row(
+    PROC_TITLE_TEMPLATE: Text = row(
         "proc-title-template",
         Kind::Str,
         "{title} {listen-addr} {server-mode}",
         "the process title ps and /proc/<pid>/cmdline show: {title} {listen-addr} {server-mode} {config-file} {port} {tls-port} {unixsocket}; forked children show redis-rdb-bgsave / redis-aof-rewrite as {title}",
     ),
-    fixed_row(
+    SERVER_CPULIST: Text = fixed_row(
         "server_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    BIO_CPULIST: Text = fixed_row(
         "bio_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    AOF_REWRITE_CPULIST: Text = fixed_row(
         "aof_rewrite_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    BGSAVE_CPULIST: Text = fixed_row(
         "bgsave_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    row(
+    IGNORE_WARNINGS: Text = row(
         "ignore-warnings",
         Kind::Str,
         "",
         "accepted, no effect: Podium prints none of Redis's kernel warnings",
     ),
-    row(
+    CRASH_LOG_ENABLED: Flag = row(
         "crash-log-enabled",
         YES_NO,
         "yes",
         "write a bug report with a stack trace to the log when the process dies of a fatal signal",
     ),
-    row(
+    CRASH_MEMCHECK_ENABLED: Flag = row(
         "crash-memcheck-enabled",
         YES_NO,
         "yes",
         "accepted, no effect: the crash report has no memory test (Redis's runs one after a crash)",
     ),
-    row(
+    USE_EXIT_ON_PANIC: Flag = row(
         "use-exit-on-panic",
         YES_NO,
         "no",
         "accepted, no effect: a Rust panic is reported by the runtime",
-    ),
-    row(
+    )
+    .hidden(),
+    SHUTDOWN_TIMEOUT: Int = row(
         "shutdown-timeout",
         UINT,
         "10",
         "accepted, no effect: SHUTDOWN does not wait for replicas to catch up (a known gap, README)",
     ),
-    row(
+    SHUTDOWN_ON_SIGINT: Text = row(
         "shutdown-on-sigint",
         Kind::Words,
         "default",
         "what SIGINT does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
     ),
-    row(
+    SHUTDOWN_ON_SIGTERM: Text = row(
         "shutdown-on-sigterm",
         Kind::Words,
         "default",
         "what SIGTERM does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
     ),
-    row(
+    WATCHDOG_PERIOD: Int = row(
         "watchdog-period",
         UINT,
         "0",
         "as Redis: milliseconds a command may run before its thread's stack trace is logged (0: off)",
-    ),
-    row(
+    )
+    .hidden()
+    .on_set(|c, v| {
+        // As Redis, a period under two cron periods is raised, and CONFIG GET shows that.
+        let hz = c.hot.hz.load(Relaxed).max(1) as u64;
+        let period = count(v) as u64;
+        let applied = crate::watchdog::apply(period, hz);
+        if applied != period {
+            c.store(dir::WATCHDOG_PERIOD, applied.to_string());
+        }
+    }),
+    KEY_LOAD_DELAY: Int = row(
         "key-load-delay",
         Kind::Int {
             min: i32::MIN as i64,
@@ -231,8 +250,9 @@ pub static EXTRA: &[Param] = &[
         },
         "0",
         "sleep this many microseconds per key while loading an RDB file (negative -N: 1 us once in N keys), for tests",
-    ),
-    row(
+    )
+    .hidden(),
+    LOADING_PROCESS_EVENTS_INTERVAL_BYTES: Int = row(
         "loading-process-events-interval-bytes",
         Kind::Int {
             min: 1024,
@@ -240,28 +260,29 @@ pub static EXTRA: &[Param] = &[
         },
         "2097152",
         "accepted, no effect: Podium serves clients on other threads while it loads",
-    ),
+    )
+    .hidden(),
     // RDB knobs Debian's file sets.
-    row(
+    RDB_SAVE_INCREMENTAL_FSYNC: Flag = row(
         "rdb-save-incremental-fsync",
         YES_NO,
         "yes",
         "accepted, no effect: Podium fsyncs an RDB file once, when it is complete",
     ),
     // Logging.
-    fixed_row(
+    SYSLOG_ENABLED: Flag = fixed_row(
         "syslog-enabled",
         YES_NO,
         "no",
         "logging to syslog is not supported: only 'no' is accepted (use logfile)",
     ),
-    fixed_row(
+    SYSLOG_IDENT: Text = fixed_row(
         "syslog-ident",
         Kind::Str,
         "redis",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    fixed_row(
+    SYSLOG_FACILITY: Text = fixed_row(
         "syslog-facility",
         Kind::Enum(&[
             "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
@@ -269,26 +290,27 @@ pub static EXTRA: &[Param] = &[
         "local0",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    row(
+    HLL_SPARSE_MAX_BYTES: Int = row(
         "hll-sparse-max-bytes",
-        Kind::Memory,
+        MEMORY,
         "3000",
         "largest sparse HyperLogLog string, in bytes, before it is converted to dense",
-    ),
+    )
+    .on_set(|c, v| c.hot.hll_sparse_max_bytes.store(count(v), Relaxed)),
     // Stream node sizes (crate::types::stream); then features Podium does not have.
-    row(
+    STREAM_NODE_MAX_BYTES: Int = row(
         "stream-node-max-bytes",
-        Kind::Memory,
+        MEMORY,
         "4096",
         "streams: a new node (listpack) starts past this many bytes (0 = no limit)",
     ),
-    row(
+    STREAM_NODE_MAX_ENTRIES: Int = row(
         "stream-node-max-entries",
         UINT,
         "100",
         "streams: a new node (listpack) starts past this many entries (0 = no limit)",
     ),
-    fixed_row(
+    SOCKET_MARK_ID: Int = fixed_row(
         "socket-mark-id",
         Kind::Int {
             min: 0,
@@ -298,7 +320,7 @@ pub static EXTRA: &[Param] = &[
         "socket marks are not supported: only 0 is accepted",
     ),
     // Replication.
-    aka(
+    REPLICAOF: Text = aka(
         fixed_row(
             "replicaof",
             Kind::Words,
@@ -307,25 +329,25 @@ pub static EXTRA: &[Param] = &[
         ),
         &["slaveof"],
     ),
-    row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
-    row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
-    row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
-    row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
-    row(
+    MASTERAUTH: Text = row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
+    MASTERUSER: Text = row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
+    REPL_DISKLESS_SYNC: Flag = row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
+    REPL_DISKLESS_SYNC_MAX_REPLICAS: Int = row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
+    REPL_DISKLESS_LOAD: Text = row(
         "repl-diskless-load",
         Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
         "accepted, no effect: a Podium replica writes the master's image to disk and loads it from there (Redis's 'disabled')",
     ),
-    row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
-    row(
+    REPL_DISABLE_TCP_NODELAY: Flag = row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
+    REPL_BACKLOG_SIZE: Int = row(
         "repl-backlog-size",
-        Kind::Memory,
+        Kind::Memory { min: 1 },
         "1048576",
         "as Redis: the bytes of stream kept for replicas that reconnect (PSYNC)",
     ),
-    row("repl-backlog-ttl", UINT, "3600", "as Redis: seconds without replicas before the backlog is freed"),
-    row(
+    REPL_BACKLOG_TTL: Int = row("repl-backlog-ttl", UINT, "3600", "as Redis: seconds without replicas before the backlog is freed"),
+    REPL_TIMEOUT: Int = row(
         "repl-timeout",
         Kind::Int {
             min: 1,
@@ -334,7 +356,7 @@ pub static EXTRA: &[Param] = &[
         "60",
         "as Redis: a silent master, or a replica that stops acknowledging, is disconnected after it",
     ),
-    aka(
+    REPL_PING_REPLICA_PERIOD: Int = aka(
         row(
             "repl-ping-replica-period",
             Kind::Int {
@@ -346,96 +368,96 @@ pub static EXTRA: &[Param] = &[
         ),
         &["repl-ping-slave-period"],
     ),
-    aka(
+    REPLICA_PRIORITY: Int = aka(
         row("replica-priority", UINT, "100", "as Redis: shown in INFO (slave_priority) for Sentinel"),
         &["slave-priority"],
     ),
-    aka(
+    REPLICA_LAZY_FLUSH: Flag = aka(
         row("replica-lazy-flush", YES_NO, "no", "accepted, no effect: a replica empties its data set before loading the master's image in one step either way"),
         &["slave-lazy-flush"],
     ),
-    aka(
+    REPLICA_IGNORE_MAXMEMORY: Flag = aka(
         row("replica-ignore-maxmemory", YES_NO, "yes", "as Redis: a replica evicts nothing while set (the master's deletions arrive in the stream)"),
         &["slave-ignore-maxmemory"],
     ),
-    row("replica-announced", YES_NO, "yes", "as Redis: shown in INFO (replica_announced) for Sentinel"),
-    aka(
+    REPLICA_ANNOUNCED: Flag = row("replica-announced", YES_NO, "yes", "as Redis: shown in INFO (replica_announced) for Sentinel"),
+    REPLICA_ANNOUNCE_IP: Text = aka(
         row("replica-announce-ip", Kind::Str, "", "as Redis: the address a replica gives its master (REPLCONF ip-address)"),
         &["slave-announce-ip"],
     ),
-    aka(
+    REPLICA_ANNOUNCE_PORT: Int = aka(
         row("replica-announce-port", PORT, "0", "as Redis: the port a replica gives its master (REPLCONF listening-port)"),
         &["slave-announce-port"],
     ),
-    row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
-    row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
+    REPLICA_IGNORE_DISK_WRITE_ERRORS: Flag = row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
+    BIND_SOURCE_ADDR: Text = row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
     // Cluster.
-    fixed_row(
+    CLUSTER_ENABLED: Flag = fixed_row(
         "cluster-enabled",
         YES_NO,
         "no",
         "cluster mode is not supported: only 'no' is accepted",
     ),
-    fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
-    row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
-    fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
-    row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
-    aka(
+    CLUSTER_CONFIG_FILE: Text = fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
+    CLUSTER_NODE_TIMEOUT: Int = row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
+    CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_REQUIRE_FULL_COVERAGE: Flag = row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
+    CLUSTER_REPLICA_NO_FAILOVER: Flag = aka(
         row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER),
         &["cluster-slave-no-failover"],
     ),
-    aka(
+    CLUSTER_REPLICA_VALIDITY_FACTOR: Int = aka(
         row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER),
         &["cluster-slave-validity-factor"],
     ),
-    row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
-    row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
-    row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
-    row(
+    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
+    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
+    CLUSTER_ALLOW_READS_WHEN_DOWN: Flag = row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
+    CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN: Flag = row(
         "cluster-allow-pubsubshard-when-down",
         YES_NO,
         "yes",
         NO_CLUSTER,
     ),
-    row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
-    row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
-    row("cluster-announce-port", PORT, "0", NO_CLUSTER),
-    row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
-    row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
-    row(
+    CLUSTER_ANNOUNCE_IP: Text = row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_HOSTNAME: Text = row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_PORT: Int = row("cluster-announce-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_BUS_PORT: Int = row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_PREFERRED_ENDPOINT_TYPE: Text = row(
         "cluster-preferred-endpoint-type",
         Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
         "ip",
         NO_CLUSTER,
     ),
-    row("cluster-link-sendbuf-limit", Kind::Memory, "0", NO_CLUSTER),
+    CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", NO_CLUSTER),
     // TLS.
-    fixed_row("tls-port", PORT, "0", NO_TLS),
-    row("tls-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-key-file", Kind::Str, "", NO_TLS),
-    row("tls-key-file-pass", Kind::Str, "", NO_TLS),
-    row("tls-client-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-client-key-file", Kind::Str, "", NO_TLS),
-    row("tls-client-key-file-pass", Kind::Str, "", NO_TLS),
-    row("tls-dh-params-file", Kind::Str, "", NO_TLS),
-    row("tls-ca-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-ca-cert-dir", Kind::Str, "", NO_TLS),
-    row("tls-protocols", Kind::Str, "", NO_TLS),
-    row("tls-ciphers", Kind::Str, "", NO_TLS),
-    row("tls-ciphersuites", Kind::Str, "", NO_TLS),
-    row(
+    TLS_PORT: Int = fixed_row("tls-port", PORT, "0", NO_TLS),
+    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", NO_TLS),
+    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", NO_TLS),
+    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", NO_TLS),
+    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", NO_TLS),
+    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", NO_TLS),
+    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", NO_TLS),
+    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", NO_TLS),
+    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", NO_TLS),
+    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", NO_TLS),
+    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", NO_TLS),
+    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", NO_TLS),
+    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", NO_TLS),
+    TLS_AUTH_CLIENTS: Text = row(
         "tls-auth-clients",
         Kind::Enum(&["no", "yes", "optional"]),
         "yes",
         NO_TLS,
     ),
-    row("tls-replication", YES_NO, "no", NO_TLS),
-    row("tls-cluster", YES_NO, "no", NO_TLS),
-    row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
-    row("tls-session-caching", YES_NO, "yes", NO_TLS),
-    row("tls-session-cache-size", UINT, "20480", NO_TLS),
-    row("tls-session-cache-timeout", UINT, "300", NO_TLS),
-];
+    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", NO_TLS),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", NO_TLS),
+    TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
+    TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", NO_TLS),
+    TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", NO_TLS),
+    TLS_SESSION_CACHE_TIMEOUT: Int = row("tls-session-cache-timeout", UINT, "300", NO_TLS),
+}
 
 /// Directives whose every value but the default needs a feature Podium lacks: the reason.
 fn unsupported_unless_default(name: &str) -> Option<&'static str> {
@@ -555,19 +577,6 @@ fn memory_or_percent(value: &str) -> Result<Option<i64>, String> {
         Some(n) if n >= 0 => Ok(None),
         _ => Err("argument must be a memory or percent value".into()),
     }
-}
-
-/// Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows them only when
-/// asked for by their exact name, not through a pattern.
-pub fn hidden(name: &str) -> bool {
-    matches!(
-        name,
-        "use-exit-on-panic"
-            | "rdb-key-save-delay"
-            | "key-load-delay"
-            | "watchdog-period"
-            | "loading-process-events-interval-bytes"
-    )
 }
 
 /// What a shutdown does: SHUTDOWN's options, and `shutdown-on-sigint` / `shutdown-on-sigterm`.
@@ -695,15 +704,6 @@ pub fn refused_keyword(name: &str) -> Option<&'static str> {
         "sentinel" => "Sentinel mode is not supported",
         _ => return None,
     })
-}
-
-/// Redis's lower bound of a memory directive, where it has one above zero.
-pub fn memory_min(name: &str) -> Option<i64> {
-    match name {
-        "proto-max-bulk-len" | "client-query-buffer-limit" => Some(1024 * 1024),
-        "active-defrag-ignore-bytes" | "repl-backlog-size" => Some(1),
-        _ => None,
-    }
 }
 
 /// One class of `client-output-buffer-limit`.

@@ -48,6 +48,9 @@ pub enum Kind {
 /// once for every directive when the configuration is created, with the stored value.
 pub type Hook = fn(&Config, &str);
 
+/// See [`Param::check`].
+pub type Check = fn(&str) -> Result<String, String>;
+
 pub struct Param {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
@@ -61,6 +64,12 @@ pub struct Param {
     /// One of Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows it
     /// only when asked for by its exact name, not through a pattern.
     pub hidden: bool,
+    /// The directive's own rule beyond its kind, if it has one: checks a normalised value and
+    /// returns it in the form CONFIG GET shows (Err: Redis's reason).
+    pub check: Option<Check>,
+    /// Why every value but the default is refused: the feature it would need, which Podium
+    /// lacks (cluster mode, TLS, syslog ...).
+    pub unsupported: Option<&'static str>,
 }
 
 impl Param {
@@ -73,6 +82,18 @@ impl Param {
     /// This row as a hidden parameter.
     pub(crate) const fn hidden(mut self) -> Param {
         self.hidden = true;
+        self
+    }
+
+    /// This row with its own value rule `check`.
+    pub(crate) const fn checked(mut self, check: Check) -> Param {
+        self.check = Some(check);
+        self
+    }
+
+    /// This row refusing any value but its default, for `reason`.
+    pub(crate) const fn unsupported(mut self, reason: &'static str) -> Param {
+        self.unsupported = Some(reason);
         self
     }
 }
@@ -92,6 +113,8 @@ pub(crate) const fn p(
         help,
         on_set: None,
         hidden: false,
+        check: None,
+        unsupported: None,
     }
 }
 
@@ -1173,9 +1196,11 @@ impl Config {
         } else {
             normalise(idx, words)?
         };
-        crate::config::directives::validate(prm.name, &v)?;
-        let v = crate::config::directives::canonical(prm.name, v);
-        if let Some(why) = crate::config::directives::refusal(prm.name, &v, prm.default) {
+        let v = match prm.check {
+            Some(check) => check(&v)?,
+            None => v,
+        };
+        if let Some(why) = crate::config::directives::refusal(prm, &v) {
             return Err(why);
         }
         Ok(v)

@@ -13,7 +13,7 @@
 //! - [`merge_obuf_limits`]: `client-output-buffer-limit`, given one class per line as Redis
 //!   allows, merged into the full three-class value.
 
-use crate::config::{count, dir, Kind};
+use crate::config::{count, dir, Kind, Param};
 use std::sync::atomic::Ordering::Relaxed;
 
 // The row constructors of the core table, under the names this table reads best with.
@@ -31,6 +31,9 @@ const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its i
 const NO_CLUSTER: &str =
     "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
 const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
+/// Why a TLS directive's other values are refused (the session-cache knobs and
+/// tls-auth-clients mean nothing without TLS and are accepted).
+const TLS_UNSUPPORTED: &str = "TLS is not supported";
 
 directive_table! {
     /// Directives of Redis 7.0 that the core table does not list.
@@ -62,7 +65,8 @@ directive_table! {
         Kind::Str,
         "0",
         "client eviction: disconnect the biggest clients when all clients' buffers reach this (bytes, or % of maxmemory; 0 = off)",
-    ),
+    )
+    .checked(maxmemory_clients),
     // Latency tracking (INFO latencystats).
     LATENCY_TRACKING: Flag = row(
         "latency-tracking",
@@ -76,7 +80,8 @@ directive_table! {
         Kind::Words,
         "50 99 99.9",
         "percentiles INFO latencystats reports",
-    ),
+    )
+    .checked(latency_percentiles),
     // Memory and process tuning.
     JEMALLOC_BG_THREAD: Flag = row(
         "jemalloc-bg-thread",
@@ -89,7 +94,10 @@ directive_table! {
         YES_NO,
         "no",
         "refused unless no, with Redis's words for a build without a defragmenter: Podium has none (freed pages go back to the OS at once)",
-    ),
+    )
+    // Redis's own refusal when built without its defragmenter (Debian's package, built
+    // against the system jemalloc, refuses it the same way).
+    .unsupported("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"),
     ACTIVE_DEFRAG_IGNORE_BYTES: Int = row(
         "active-defrag-ignore-bytes",
         Kind::Memory { min: 1 },
@@ -152,7 +160,8 @@ directive_table! {
         Kind::Words,
         "0 200 800",
         "OOM score adjustments of the server, a replica (not built: unused) and a BGSAVE child",
-    ),
+    )
+    .checked(oom_score_adj_directive),
     PROC_TITLE_TEMPLATE: Text = row(
         "proc-title-template",
         Kind::Str,
@@ -219,13 +228,15 @@ directive_table! {
         Kind::Words,
         "default",
         "what SIGINT does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
-    ),
+    )
+    .checked(shutdown_directive),
     SHUTDOWN_ON_SIGTERM: Text = row(
         "shutdown-on-sigterm",
         Kind::Words,
         "default",
         "what SIGTERM does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
-    ),
+    )
+    .checked(shutdown_directive),
     WATCHDOG_PERIOD: Int = row(
         "watchdog-period",
         UINT,
@@ -275,7 +286,8 @@ directive_table! {
         YES_NO,
         "no",
         "logging to syslog is not supported: only 'no' is accepted (use logfile)",
-    ),
+    )
+    .unsupported("logging to syslog is not supported (use logfile)"),
     SYSLOG_IDENT: Text = fixed_row(
         "syslog-ident",
         Kind::Str,
@@ -318,7 +330,8 @@ directive_table! {
         },
         "0",
         "socket marks are not supported: only 0 is accepted",
-    ),
+    )
+    .unsupported("socket marks are not supported"),
     // Replication.
     REPLICAOF: Text = aka(
         fixed_row(
@@ -328,7 +341,8 @@ directive_table! {
             "the master to follow from startup (REPLICAOF changes it at run time)",
         ),
         &["slaveof"],
-    ),
+    )
+    .checked(replicaof),
     MASTERAUTH: Text = row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
     MASTERUSER: Text = row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
     REPL_DISKLESS_SYNC: Flag = row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
@@ -397,7 +411,8 @@ directive_table! {
         YES_NO,
         "no",
         "cluster mode is not supported: only 'no' is accepted",
-    ),
+    )
+    .unsupported("cluster mode is not supported"),
     CLUSTER_CONFIG_FILE: Text = fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
     CLUSTER_NODE_TIMEOUT: Int = row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
     CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
@@ -432,109 +447,112 @@ directive_table! {
     ),
     CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", NO_CLUSTER),
     // TLS.
-    TLS_PORT: Int = fixed_row("tls-port", PORT, "0", NO_TLS),
-    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", NO_TLS),
-    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", NO_TLS),
-    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", NO_TLS),
-    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", NO_TLS),
-    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", NO_TLS),
-    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", NO_TLS),
-    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", NO_TLS),
-    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", NO_TLS),
-    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", NO_TLS),
-    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", NO_TLS),
-    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", NO_TLS),
-    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", NO_TLS),
+    TLS_PORT: Int = fixed_row("tls-port", PORT, "0", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
     TLS_AUTH_CLIENTS: Text = row(
         "tls-auth-clients",
         Kind::Enum(&["no", "yes", "optional"]),
         "yes",
         NO_TLS,
     ),
-    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", NO_TLS),
-    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", NO_TLS),
+    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
     TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
     TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", NO_TLS),
     TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", NO_TLS),
     TLS_SESSION_CACHE_TIMEOUT: Int = row("tls-session-cache-timeout", UINT, "300", NO_TLS),
 }
 
-/// Directives whose every value but the default needs a feature Podium lacks: the reason.
-fn unsupported_unless_default(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "cluster-enabled" => "cluster mode is not supported",
-        "syslog-enabled" => "logging to syslog is not supported (use logfile)",
-        "socket-mark-id" => "socket marks are not supported",
-        // Redis's own refusal when built without its defragmenter (Debian's package, built
-        // against the system jemalloc, refuses it the same way).
-        "activedefrag" => {
-            "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"
-        }
-        "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
-        n if n.starts_with("tls-")
-            && !matches!(
-                n,
-                "tls-auth-clients"
-                    | "tls-prefer-server-ciphers"
-                    | "tls-session-caching"
-                    | "tls-session-cache-size"
-                    | "tls-session-cache-timeout"
-            ) =>
-        {
-            "TLS is not supported"
-        }
-        _ => return None,
-    })
-}
-
-/// Why `name` set to `value` (already normalised; `default` is the directive's default) is
-/// refused, if it is.
-pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
-    let reason = unsupported_unless_default(name)?;
-    if value == default {
+/// Why `value` (already normalised) of directive `prm` is refused, if it is: a directive
+/// whose every value but the default needs a feature Podium lacks ([`Param::unsupported`]).
+pub fn refusal(prm: &Param, value: &str) -> Option<String> {
+    let reason = prm.unsupported?;
+    if value == prm.default {
         return None;
     }
     Some(reason.to_string())
 }
 
-/// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
-/// from 0 to 100, as Redis requires.
-pub fn validate(name: &str, value: &str) -> Result<(), String> {
-    if name == "replicaof" && !value.trim().is_empty() {
-        // `replicaof <host> <port>` or `replicaof no one`, as Redis checks it.
+/// `replicaof <host> <port>` or `replicaof no one`, as Redis checks it (empty: none).
+fn replicaof(value: &str) -> Result<String, String> {
+    if !value.trim().is_empty() {
         let w: Vec<&str> = value.split_whitespace().collect();
         if w.len() != 2 {
             return Err("wrong number of arguments".into());
         }
-        if w[0].eq_ignore_ascii_case("no") && w[1].eq_ignore_ascii_case("one") {
-            return Ok(());
-        }
-        if !w[1].parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
+        let no_one = w[0].eq_ignore_ascii_case("no") && w[1].eq_ignore_ascii_case("one");
+        if !no_one && !w[1].parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
             return Err("Invalid master port".into());
         }
     }
-    if name == "maxmemory-clients" {
-        return memory_or_percent(value).map(|_| ());
-    }
-    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
-        return shutdown_flags(value).map(|_| ());
-    }
-    if name == "oom-score-adj-values" {
-        oom_score_adj_values(value)?;
-    }
-    if name == "latency-tracking-info-percentiles" {
-        for w in value.split_whitespace() {
-            match w.parse::<f64>() {
-                Ok(p) if (0.0..=100.0).contains(&p) => {}
-                Ok(_) => return Err(
+    Ok(value.to_string())
+}
+
+/// `maxmemory-clients`: a memory amount, shown in bytes, or a percentage of `maxmemory`.
+fn maxmemory_clients(value: &str) -> Result<String, String> {
+    Ok(match memory_or_percent(value)? {
+        Some(percent) => format!("{percent}%"),
+        None => crate::config::parse_memory(value).map_or(value.to_string(), |b| b.to_string()),
+    })
+}
+
+/// `shutdown-on-sigint` / `shutdown-on-sigterm`: the flags in SHUTDOWN's order.
+fn shutdown_directive(value: &str) -> Result<String, String> {
+    shutdown_flags(value).map(|flags| flags.to_string())
+}
+
+/// `oom-score-adj-values`: see [`oom_score_adj_values`]; kept as given.
+fn oom_score_adj_directive(value: &str) -> Result<String, String> {
+    oom_score_adj_values(value).map(|_| value.to_string())
+}
+
+/// The percentiles INFO latencystats reports: numbers from 0 to 100, as Redis requires, each
+/// shown as C's `%f` with trailing zeros trimmed ("50.0" is "50", "12.3456789" is
+/// "12.345679"), as Redis rewrites them.
+fn latency_percentiles(value: &str) -> Result<String, String> {
+    let mut shown = Vec::new();
+    for w in value.split_whitespace() {
+        match w.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => {
+                let text = format!("{p:.6}");
+                shown.push(text.trim_end_matches('0').trim_end_matches('.').to_string());
+            }
+            Ok(_) => {
+                return Err(
                     "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
                         .into(),
-                ),
-                Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+                )
             }
+            Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
         }
     }
-    Ok(())
+    Ok(shown.join(" "))
 }
 
 /// `oom-score-adj-values`: three integers (server, replica, background child), each within
@@ -637,65 +655,6 @@ pub fn shutdown_flags(value: &str) -> Result<ShutdownFlags, String> {
 
 const SHUTDOWN_FLAG_WORDS: &str =
     "argument(s) must be one of the following: default, save, nosave, now, force";
-
-/// The form CONFIG GET shows a validated value in, where Redis rewrites it: each percentile
-/// of latency-tracking-info-percentiles as C's `%f` with trailing zeros trimmed ("50.0" is
-/// "50", "12.3456789" is "12.345679").
-pub fn canonical(name: &str, value: String) -> String {
-    if name == "maxmemory-clients" {
-        return match memory_or_percent(&value) {
-            Ok(Some(percent)) => format!("{percent}%"),
-            Ok(None) => {
-                crate::config::parse_memory(&value).map_or(value, |bytes| bytes.to_string())
-            }
-            Err(_) => value,
-        };
-    }
-    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
-        return match shutdown_flags(&value) {
-            Ok(flags) => flags.to_string(),
-            Err(_) => value,
-        };
-    }
-    if name != "latency-tracking-info-percentiles" {
-        return value;
-    }
-    value
-        .split_whitespace()
-        .map(|w| {
-            let p: f64 = w.parse().unwrap_or(0.0);
-            let text = format!("{p:.6}");
-            text.trim_end_matches('0').trim_end_matches('.').to_string()
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-#[cfg(test)]
-mod canonical_tests {
-    #[test]
-    fn percentiles_read_back_as_redis_prints_them() {
-        assert_eq!(
-            super::canonical(
-                "latency-tracking-info-percentiles",
-                "0.0 50.0 99.9 100.0 12.3456789 1e1".into()
-            ),
-            "0 50 99.9 100 12.345679 10"
-        );
-        assert_eq!(super::canonical("dir", "0.0".into()), "0.0");
-        assert_eq!(
-            super::canonical("shutdown-on-sigint", "force now nosave".into()),
-            "nosave now force"
-        );
-        assert_eq!(
-            super::canonical("shutdown-on-sigterm", "default".into()),
-            "default"
-        );
-        assert!(super::validate("shutdown-on-sigint", "save nosave").is_err());
-        assert!(super::validate("shutdown-on-sigint", "").is_err());
-        assert!(super::validate("shutdown-on-sigint", "bla").is_err());
-    }
-}
 
 /// Why a directive of redis.conf that is not a configuration parameter is refused.
 pub fn refused_keyword(name: &str) -> Option<&'static str> {
@@ -831,17 +790,67 @@ mod tests {
     }
 
     #[test]
+    fn value_rules_read_back_as_redis_prints_them() {
+        let check = |id: usize, v: &str| (crate::config::params()[id].check.expect("a rule"))(v);
+        assert_eq!(
+            check(
+                dir::LATENCY_TRACKING_INFO_PERCENTILES.index(),
+                "0.0 50.0 99.9 100.0 12.3456789 1e1"
+            )
+            .unwrap(),
+            "0 50 99.9 100 12.345679 10"
+        );
+        assert!(crate::config::params()[dir::DIR.index()].check.is_none());
+        let sigint = dir::SHUTDOWN_ON_SIGINT.index();
+        assert_eq!(
+            check(sigint, "force now nosave").unwrap(),
+            "nosave now force"
+        );
+        assert_eq!(
+            check(dir::SHUTDOWN_ON_SIGTERM.index(), "default").unwrap(),
+            "default"
+        );
+        assert!(check(sigint, "save nosave").is_err());
+        assert!(check(sigint, "").is_err());
+        assert!(check(sigint, "bla").is_err());
+        let clients = dir::MAXMEMORY_CLIENTS.index();
+        assert_eq!(check(clients, "1kb").unwrap(), "1024");
+        assert_eq!(check(clients, "5%").unwrap(), "5%");
+        assert!(check(clients, "101%").is_err());
+        let replicaof = dir::REPLICAOF.index();
+        assert_eq!(check(replicaof, "").unwrap(), "");
+        assert_eq!(check(replicaof, "no one").unwrap(), "no one");
+        assert_eq!(
+            check(replicaof, "h 70000").unwrap_err(),
+            "Invalid master port"
+        );
+    }
+
+    #[test]
     fn refusals_name_the_missing_feature() {
-        assert!(refusal("replicaof", "127.0.0.1 6379", "").is_none());
-        assert!(refusal("bind-source-addr", "127.0.0.1", "").is_none());
-        assert!(refusal("cluster-enabled", "no", "no").is_none());
-        assert!(refusal("cluster-enabled", "yes", "no")
+        let prm = |id: usize| crate::config::params()[id];
+        assert!(refusal(prm(dir::REPLICAOF.index()), "127.0.0.1 6379").is_none());
+        assert!(refusal(prm(dir::BIND_SOURCE_ADDR.index()), "127.0.0.1").is_none());
+        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "no").is_none());
+        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes")
             .unwrap()
             .contains("cluster"));
-        assert!(refusal("tls-cert-file", "x.pem", "")
+        assert!(refusal(prm(dir::TLS_CERT_FILE.index()), "x.pem")
             .unwrap()
             .contains("TLS"));
-        assert!(refusal("tls-session-cache-size", "1", "20480").is_none());
+        assert!(refusal(prm(dir::TLS_SESSION_CACHE_SIZE.index()), "1").is_none());
+        // Every TLS directive but the ones meaningless without TLS refuses a value.
+        for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
+            let accepted = matches!(
+                p.name,
+                "tls-auth-clients"
+                    | "tls-prefer-server-ciphers"
+                    | "tls-session-caching"
+                    | "tls-session-cache-size"
+                    | "tls-session-cache-timeout"
+            );
+            assert_eq!(p.unsupported.is_none(), accepted, "{}", p.name);
+        }
         assert!(refused_keyword("LOADMODULE").unwrap().contains("modules"));
         assert!(refused_keyword("port").is_none());
     }

@@ -881,7 +881,7 @@ fn good_replicas_required(c: &Config, _: &str) {
     c.hot.good_replicas_required.store(required, Relaxed);
 }
 
-/// Values read on hot paths, mirrored from the text table.
+/// Values read on hot paths, mirrored from the text table by the rows' update hooks.
 #[derive(Default)]
 pub struct Hot {
     pub zset_max_entries: AtomicUsize,
@@ -1100,13 +1100,13 @@ impl Config {
             config_file: None,
         };
         for i in 0..params().len() {
-            c.refresh_hot(i);
+            c.run_hook(i);
         }
         c
     }
 
     /// Run directive `idx`'s update hook on its stored value.
-    fn refresh_hot(&self, idx: usize) {
+    fn run_hook(&self, idx: usize) {
         if let Some(hook) = params()[idx].on_set {
             // Cloned: a hook may store a value of its own (see Config::store).
             let v = self.values.read()[idx].clone();
@@ -1181,7 +1181,7 @@ impl Config {
             v = change_dir(&v)?;
         }
         self.values.write()[idx] = v;
-        self.refresh_hot(idx);
+        self.run_hook(idx);
         Ok(())
     }
 
@@ -1326,7 +1326,7 @@ impl Config {
             }
         }
         for (idx, _) in staged {
-            self.refresh_hot(idx);
+            self.run_hook(idx);
         }
         Ok(changed)
     }

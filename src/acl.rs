@@ -18,6 +18,7 @@
 
 use crate::acl_commands::{CATEGORIES, COMMANDS};
 use crate::cmdspec::{Begin, Find};
+use crate::config::dir;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
@@ -858,7 +859,7 @@ impl Acl {
         acl.users
             .write()
             .insert(b"default".to_vec(), Arc::new(RwLock::new(default)));
-        acl.set_requirepass(&config.get("requirepass").unwrap_or_default());
+        acl.set_requirepass(&config.text(dir::REQUIREPASS));
         acl
     }
 

@@ -12,6 +12,7 @@
 //!
 //! [`ClientInfo::memory_bytes`]: crate::client::ClientInfo::memory_bytes
 
+use crate::config::dir;
 use crate::state::Server;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,7 +45,7 @@ pub(crate) fn limit_for(value: &str, maxmemory: i64) -> u64 {
 /// Read the configuration again (at startup, on CONFIG SET of `maxmemory-clients` or
 /// `maxmemory`, and each cron tick).
 pub(crate) fn configure(srv: &Server) {
-    let value = srv.config.get("maxmemory-clients").unwrap_or_default();
+    let value = srv.config.text(dir::MAXMEMORY_CLIENTS);
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     LIMIT.store(limit_for(&value, max), Ordering::Relaxed);
 }

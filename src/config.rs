@@ -1,20 +1,26 @@
 //! Configuration: the directive table, redis.conf-syntax files, command-line overrides and
 //! the runtime CONFIG GET/SET view.
 //!
-//! Every directive Podium understands is one row of [`PARAMS`] with its type, default and
-//! aliases (`zset-max-ziplist-entries` is an alias of `zset-max-listpack-entries`, as in
-//! Redis 7). Values are kept as their canonical text (what CONFIG GET prints) and the few that
-//! commands read on hot paths are mirrored into atomics ([`Hot`]). Unknown directives in a file
-//! or on the command line are a startup error naming the line.
-
-pub mod directives;
+//! Every directive Podium understands is one row of [`PARAMS`] or [`directives::EXTRA`]: its
+//! name and aliases (`zset-max-ziplist-entries` is an alias of `zset-max-listpack-entries`, as
+//! in Redis 7), type and bounds ([`Kind`]), default, help text and update hook (what a new
+//! value changes beyond the stored text, [`Param::on_set`]). Each row is declared with a typed
+//! identifier ([`dir`]: `dir::REPL_TIMEOUT` is an `Id<Int>`), and code reads a setting through
+//! it ([`Config::int`], [`Config::flag`], [`Config::text`]): an index into the value array, no
+//! name search, and a misspelt or mistyped directive does not compile. Names are looked up only
+//! where the user gives one: CONFIG GET/SET, the config file, the command line, CONFIG REWRITE.
+//! Values are kept as their canonical text (what CONFIG GET prints) and the few that commands
+//! read on hot paths are mirrored into atomics ([`Hot`]) by their rows' hooks. Unknown
+//! directives in a file or on the command line are a startup error naming the line.
 
 use crate::protocol::split_args;
 /// Moved to crate::util; kept here for code written against the old path.
 #[allow(unused_imports)]
 pub(crate) use crate::util::strerror;
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering::{self, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize};
 
 /// How a directive's value is checked and normalised.
 #[derive(Clone, Copy, Debug)]
@@ -23,8 +29,11 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
-    /// A byte count with optional unit (k, kb, m, mb, g, gb); printed as plain bytes.
-    Memory,
+    /// A byte count with optional unit (k, kb, m, mb, g, gb); printed as plain bytes. `min` is
+    /// Redis's lower bound where it has one above zero (the two buffer limits).
+    Memory {
+        min: i64,
+    },
     Bool,
     Enum(&'static [&'static str]),
     Str,
@@ -34,6 +43,14 @@ pub enum Kind {
     Words,
 }
 
+/// What a new value of a directive changes beyond its stored text (a hot atomic, the
+/// watchdog, the log level ...): run after every startup or CONFIG SET of the directive, and
+/// once for every directive when the configuration is created, with the stored value.
+pub type Hook = fn(&Config, &str);
+
+/// See [`Param::check`].
+pub type Check = fn(&str) -> Result<String, String>;
+
 pub struct Param {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
@@ -42,6 +59,43 @@ pub struct Param {
     /// Settable with CONFIG SET at run time.
     pub mutable: bool,
     pub help: &'static str,
+    /// The update hook, if a value does more than sit in the table.
+    pub on_set: Option<Hook>,
+    /// One of Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows it
+    /// only when asked for by its exact name, not through a pattern.
+    pub hidden: bool,
+    /// The directive's own rule beyond its kind, if it has one: checks a normalised value and
+    /// returns it in the form CONFIG GET shows (Err: Redis's reason).
+    pub check: Option<Check>,
+    /// Why every value but the default is refused: the feature it would need, which Podium
+    /// lacks (cluster mode, TLS, syslog ...).
+    pub unsupported: Option<&'static str>,
+}
+
+impl Param {
+    /// This row with update hook `hook`.
+    pub(crate) const fn on_set(mut self, hook: Hook) -> Param {
+        self.on_set = Some(hook);
+        self
+    }
+
+    /// This row as a hidden parameter.
+    pub(crate) const fn hidden(mut self) -> Param {
+        self.hidden = true;
+        self
+    }
+
+    /// This row with its own value rule `check`.
+    pub(crate) const fn checked(mut self, check: Check) -> Param {
+        self.check = Some(check);
+        self
+    }
+
+    /// This row refusing any value but its default, for `reason`.
+    pub(crate) const fn unsupported(mut self, reason: &'static str) -> Param {
+        self.unsupported = Some(reason);
+        self
+    }
 }
 
 pub(crate) const fn p(
@@ -57,6 +111,10 @@ pub(crate) const fn p(
         default,
         mutable: true,
         help,
+        on_set: None,
+        hidden: false,
+        check: None,
+        unsupported: None,
     }
 }
 
@@ -67,12 +125,8 @@ pub(crate) const fn fixed(
     help: &'static str,
 ) -> Param {
     Param {
-        name,
-        aliases: &[],
-        kind,
-        default,
         mutable: false,
-        help,
+        ..p(name, kind, default, help)
     }
 }
 
@@ -81,6 +135,115 @@ pub(crate) const fn alias(mut prm: Param, aliases: &'static [&'static str]) -> P
     prm
 }
 
+/// What a directive's identifier reads as: [`Config::int`] (an integer or memory directive).
+pub enum Int {}
+/// [`Config::flag`]: a yes/no directive.
+pub enum Flag {}
+/// [`Config::text`]: any other directive (strings, enums, word lists, octal), or any directive
+/// as CONFIG GET shows it.
+pub enum Text {}
+
+/// A directive's identifier: its row's position in [`params`], typed by what the value reads
+/// as. Made only by [`directive_table!`], from the row itself.
+pub struct Id<T> {
+    index: u16,
+    reads_as: PhantomData<fn() -> T>,
+}
+
+impl<T> Id<T> {
+    const fn at(index: usize) -> Id<T> {
+        assert!(index <= u16::MAX as usize);
+        Id {
+            index: index as u16,
+            reads_as: PhantomData,
+        }
+    }
+
+    /// The row's position in [`params`] (and the value's in the value array).
+    pub const fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// The directive's name, as CONFIG GET lists it.
+    pub fn name(self) -> &'static str {
+        params()[self.index()].name
+    }
+
+    /// A (name, value) pair for [`Config::set_runtime`], named by this identifier.
+    pub fn with(self, value: impl Into<String>) -> (String, String) {
+        (self.name().to_string(), value.into())
+    }
+}
+
+// By hand: derived impls would require the marker types to implement the traits too.
+impl<T> Clone for Id<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Id<T> {}
+impl<T> PartialEq for Id<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+    }
+}
+impl<T> Eq for Id<T> {}
+impl<T> std::fmt::Debug for Id<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Declares a table of directive rows and, from the same list, one identifier per row
+/// (`IDENT: Int = p("name", ...)` gives `pub const IDENT: Id<Int>` in `mod $ids`), numbered
+/// by an enum whose variants are the rows in order, so a row and its identifier cannot drift
+/// apart. `$first` is the table's first position in [`params`]; `$list` names a slice of
+/// (position, identifier, read type) for the consistency tests and for the next table's
+/// `$first`.
+macro_rules! directive_table {
+    (
+        $(#[$doc:meta])*
+        pub static $table:ident, identifiers in mod $ids:ident, listed in $list:ident,
+            first $first:expr;
+        $( $id:ident : $ty:ident = $row:expr ),* $(,)?
+    ) => {
+        $(#[$doc])*
+        pub static $table: &[$crate::config::Param] = &[ $($row),* ];
+
+        /// The typed identifiers of the rows of
+        #[doc = concat!("[`", stringify!($table), "`]")]
+        /// (re-exported by [`crate::config::dir`]).
+        pub mod $ids {
+            #[allow(unused_imports)]
+            use $crate::config::{Flag, Id, Int, Text};
+
+            /// The rows, in order: a variant's discriminant is its row's place in the table.
+            #[allow(non_camel_case_types, clippy::upper_case_acronyms, dead_code)]
+            enum Row {
+                $($id),*
+            }
+
+            $( pub const $id: Id<$ty> = Id::at($first + Row::$id as usize); )*
+        }
+
+        /// (position, identifier, read type) of every row of
+        #[doc = concat!("[`", stringify!($table), "`]")]
+        #[cfg_attr(not(test), allow(dead_code))]
+        pub(crate) const $list: &[(usize, &str, &str)] =
+            &[ $( ($ids::$id.index(), stringify!($id), stringify!($ty)) ),* ];
+    };
+}
+
+pub mod directives;
+
+/// Every directive's typed identifier: `dir::APPENDONLY`, `dir::REPL_TIMEOUT` ... (the
+/// directive's name in capitals, `-` as `_`).
+pub mod dir {
+    pub use super::core_ids::*;
+    pub use super::directives::extra_ids::*;
+}
+
+const MEMORY: Kind = Kind::Memory { min: 0 };
 const INT: Kind = Kind::Int {
     min: 0,
     max: i64::MAX,
@@ -90,101 +253,106 @@ const INT_ANY: Kind = Kind::Int {
     max: i64::MAX,
 };
 
-/// Every directive Podium accepts.
-pub static PARAMS: &[Param] = &[
-    p(
+directive_table! {
+    /// Podium's core directives (the rest of Redis 7.0's vocabulary is
+    /// [`directives::EXTRA`]).
+    pub static PARAMS, identifiers in mod core_ids, listed in CORE_IDS, first 0;
+    PORT: Int = p(
         "port",
         Kind::Int { min: 0, max: 65535 },
         "6379",
         "TCP port to listen on",
     ),
-    p(
+    BIND: Text = p(
         "bind",
         Kind::Words,
         "* -::*",
         "addresses to listen on (* = all IPv4, ::* = all IPv6, -addr = skip if absent)",
     ),
-    fixed(
+    DATABASES: Int = fixed(
         "databases",
         Kind::Int { min: 1, max: 1024 },
         "16",
         "number of databases",
     ),
-    fixed(
+    SHARDS_PER_DB: Int = fixed(
         "shards-per-db",
         Kind::Int { min: 1, max: 1024 },
         "16",
         "lock shards per database (Podium)",
     ),
-    fixed(
+    THREADS: Int = fixed(
         "threads",
         Kind::Int { min: 0, max: 256 },
         "0",
         "worker threads, 0 = one per core (Podium)",
     ),
-    fixed(
+    DAEMONIZE: Flag = fixed(
         "daemonize",
         Kind::Bool,
         "no",
         "fork into the background at startup (before any thread starts); logs go to logfile, or nowhere if it is empty",
     ),
-    fixed(
+    SUPERVISED: Text = fixed(
         "supervised",
         Kind::Enum(&["no", "upstart", "systemd", "auto"]),
         "no",
         "systemd: report READY=1, STATUS and STOPPING=1 to $NOTIFY_SOCKET; upstart: raise SIGSTOP when ready; auto: by the environment",
     ),
-    fixed("pidfile", Kind::Str, "", "file to write the process id to"),
-    fixed(
+    PIDFILE: Text = fixed("pidfile", Kind::Str, "", "file to write the process id to"),
+    UNIXSOCKET: Text = fixed(
         "unixsocket",
         Kind::Str,
         "",
         "also listen on this Unix socket path (empty = no Unix socket)",
     ),
-    fixed(
+    UNIXSOCKETPERM: Text = fixed(
         "unixsocketperm",
         Kind::Octal,
         "0",
         "permissions of the Unix socket, octal (0 = as the umask leaves them)",
     ),
-    p(
+    PROTECTED_MODE: Flag = p(
         "protected-mode",
         Kind::Bool,
         "yes",
         "with no password for the default user, refuse clients not on 127.0.0.1 or ::1",
     ),
-    fixed(
+    TCP_BACKLOG: Int = fixed(
         "tcp-backlog",
         INT,
         "511",
         "listen(2) backlog of the TCP sockets",
     ),
-    p(
+    TIMEOUT: Int = p(
         "timeout",
         INT,
         "0",
         "close idle clients after this many seconds (0 = never)",
-    ),
-    p("tcp-keepalive", INT, "300", "TCP keepalive seconds"),
-    p(
+    )
+    .on_set(|c, v| c.hot.timeout.store(num(v), Relaxed)),
+    TCP_KEEPALIVE: Int = p("tcp-keepalive", INT, "300", "TCP keepalive seconds"),
+    LOGLEVEL: Text = p(
         "loglevel",
         Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         "notice",
         "log verbosity",
-    ),
-    fixed(
+    )
+    .on_set(|_, v| crate::log::set_level(v)),
+    LOGFILE: Text = fixed(
         "logfile",
         Kind::Str,
         "",
         "log file (empty = standard output)",
     ),
-    p(
+    REQUIREPASS: Text = p(
         "requirepass",
         Kind::Str,
         "",
         "password for AUTH (empty = none)",
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.requirepass_set.store(!v.is_empty(), Relaxed)),
+    MAXCLIENTS: Int = p(
         "maxclients",
         Kind::Int {
             min: 1,
@@ -193,13 +361,14 @@ pub static PARAMS: &[Param] = &[
         "10000",
         "maximum connected clients",
     ),
-    p(
+    MAXMEMORY: Int = p(
         "maxmemory",
-        Kind::Memory,
+        MEMORY,
         "0",
         "memory limit in bytes (0 = none)",
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.maxmemory.store(num(v), Relaxed)),
+    MAXMEMORY_POLICY: Text = p(
         "maxmemory-policy",
         // Redis's order, which its error text lists.
         Kind::Enum(&[
@@ -214,39 +383,47 @@ pub static PARAMS: &[Param] = &[
         ]),
         "noeviction",
         "what a write does over maxmemory: evict keys by this policy, or fail with -OOM (noeviction)",
-    ),
-    p("maxmemory-samples", INT, "5", "keys sampled per eviction round (more is closer to true LRU/LFU/TTL order)"),
-    p(
+    )
+    .on_set(|_, v| crate::keyspace::access::set_policy(v)),
+    MAXMEMORY_SAMPLES: Int = p("maxmemory-samples", INT, "5", "keys sampled per eviction round (more is closer to true LRU/LFU/TTL order)"),
+    HZ: Int = p(
         "hz",
         Kind::Int { min: 1, max: 500 },
         "10",
         "background task frequency (expiry reaper)",
-    ),
-    p(
+    )
+    .on_set(|c, v| {
+        c.hot.hz.store(num(v), Relaxed);
+        crate::watchdog::apply(c.int(dir::WATCHDOG_PERIOD).max(0) as u64, count(v) as u64);
+    }),
+    DYNAMIC_HZ: Flag = p(
         "dynamic-hz",
         Kind::Bool,
         "yes",
         "accepted, no effect: Podium's cron runs at hz whatever the number of clients",
     ),
-    p(
+    ACTIVE_EXPIRE_EFFORT: Int = p(
         "active-expire-effort",
         Kind::Int { min: 1, max: 10 },
         "1",
         "reaper effort 1..10",
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.active_expire_effort.store(num(v), Relaxed)),
+    PROTO_MAX_BULK_LEN: Int = p(
         "proto-max-bulk-len",
-        Kind::Memory,
+        Kind::Memory { min: 1024 * 1024 },
         "536870912",
         "largest accepted bulk argument",
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.proto_max_bulk_len.store(num(v), Relaxed)),
+    CLIENT_QUERY_BUFFER_LIMIT: Int = p(
         "client-query-buffer-limit",
-        Kind::Memory,
+        Kind::Memory { min: 1024 * 1024 },
         "1073741824",
         "largest query buffer per client",
-    ),
-    alias(
+    )
+    .on_set(|c, v| c.hot.query_buffer_limit.store(num(v), Relaxed)),
+    ZSET_MAX_LISTPACK_ENTRIES: Int = alias(
         p(
             "zset-max-listpack-entries",
             INT,
@@ -254,8 +431,9 @@ pub static PARAMS: &[Param] = &[
             "small sorted-set encoding: max members",
         ),
         &["zset-max-ziplist-entries"],
-    ),
-    alias(
+    )
+    .on_set(|c, v| c.hot.zset_max_entries.store(count(v), Relaxed)),
+    ZSET_MAX_LISTPACK_VALUE: Int = alias(
         p(
             "zset-max-listpack-value",
             INT,
@@ -263,8 +441,9 @@ pub static PARAMS: &[Param] = &[
             "small sorted-set encoding: max member bytes",
         ),
         &["zset-max-ziplist-value"],
-    ),
-    alias(
+    )
+    .on_set(|c, v| c.hot.zset_max_value.store(count(v), Relaxed)),
+    HASH_MAX_LISTPACK_ENTRIES: Int = alias(
         p(
             "hash-max-listpack-entries",
             INT,
@@ -272,8 +451,9 @@ pub static PARAMS: &[Param] = &[
             "small hash encoding: max fields",
         ),
         &["hash-max-ziplist-entries"],
-    ),
-    alias(
+    )
+    .on_set(|c, v| c.hot.hash_max_entries.store(count(v), Relaxed)),
+    HASH_MAX_LISTPACK_VALUE: Int = alias(
         p(
             "hash-max-listpack-value",
             INT,
@@ -281,14 +461,16 @@ pub static PARAMS: &[Param] = &[
             "small hash encoding: max value bytes",
         ),
         &["hash-max-ziplist-value"],
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.hash_max_value.store(count(v), Relaxed)),
+    SET_MAX_INTSET_ENTRIES: Int = p(
         "set-max-intset-entries",
         INT,
         "512",
         "integer set encoding: max members",
-    ),
-    alias(
+    )
+    .on_set(|c, v| c.hot.set_max_intset.store(count(v), Relaxed)),
+    LIST_MAX_LISTPACK_SIZE: Int = alias(
         p(
             "list-max-listpack-size",
             INT_ANY,
@@ -297,145 +479,146 @@ pub static PARAMS: &[Param] = &[
         ),
         &["list-max-ziplist-size"],
     ),
-    p(
+    LIST_COMPRESS_DEPTH: Int = p(
         "list-compress-depth",
         INT,
         "0",
         "accepted, no effect: Podium does not compress list nodes",
     ),
-    p(
+    DIR: Text = p(
         "dir",
         Kind::Str,
         ".",
         "working directory for the RDB file and the append-only files",
     ),
-    p(
+    DBFILENAME: Text = p(
         "dbfilename",
         Kind::Str,
         "dump.rdb",
         "name of the RDB snapshot file in dir",
     ),
-    p(
+    SAVE: Text = p(
         "save",
         Kind::Words,
         "3600 1 300 100 60 10000",
         "save points: BGSAVE after <seconds> if at least <changes> writes (pairs; \"\" for none)",
     ),
-    p(
+    APPENDONLY: Flag = p(
         "appendonly",
         Kind::Bool,
         "no",
         "enable the append-only file",
-    ),
-    fixed(
+    )
+    .on_set(|c, v| c.hot.appendonly.store(v == "yes", Relaxed)),
+    APPENDFILENAME: Text = fixed(
         "appendfilename",
         Kind::Str,
         "appendonly.aof",
         "base name of AOF files",
     ),
-    fixed(
+    APPENDDIRNAME: Text = fixed(
         "appenddirname",
         Kind::Str,
         "appendonlydir",
         "directory holding the AOF files",
     ),
-    p(
+    APPENDFSYNC: Text = p(
         "appendfsync",
         Kind::Enum(&["always", "everysec", "no"]),
         "everysec",
         "fsync policy",
     ),
-    p(
+    NO_APPENDFSYNC_ON_REWRITE: Flag = p(
         "no-appendfsync-on-rewrite",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium's AOF rewrite does not compete with the fsync of the live file",
     ),
-    p(
+    AUTO_AOF_REWRITE_PERCENTAGE: Int = p(
         "auto-aof-rewrite-percentage",
         INT,
         "100",
         "rewrite when the AOF grew by this percent",
     ),
-    p(
+    AUTO_AOF_REWRITE_MIN_SIZE: Int = p(
         "auto-aof-rewrite-min-size",
-        Kind::Memory,
+        MEMORY,
         "67108864",
         "smallest AOF to rewrite automatically",
     ),
-    p(
+    AOF_LOAD_TRUNCATED: Flag = p(
         "aof-load-truncated",
         Kind::Bool,
         "yes",
         "load an AOF whose last command is truncated",
     ),
-    p(
+    AOF_MAX_SIZE: Int = p(
         "aof-max-size",
-        Kind::Memory,
+        MEMORY,
         "0",
         "fail AOF writes that would grow the file past this many bytes with ENOSPC (0: no limit; for testing disk-full handling, as Redis's hidden aof-max-size)",
     ),
-    p(
+    AOF_USE_RDB_PREAMBLE: Flag = p(
         "aof-use-rdb-preamble",
         Kind::Bool,
         "yes",
         "AOF rewrites write the base as an RDB file (<name>.<n>.base.rdb); no: RESP commands",
     ),
-    p(
+    AOF_DISABLE_AUTO_GC: Flag = p(
         "aof-disable-auto-gc",
         Kind::Bool,
         "no",
         "yes: files a rewrite replaced stay in the AOF directory, listed as history in the manifest; set back to no, they are deleted at once",
     ),
-    p(
+    AOF_TIMESTAMP_ENABLED: Flag = p(
         "aof-timestamp-enabled",
         Kind::Bool,
         "no",
         "yes: a #TS:<unix seconds> line before the first logged command of each second and atop a RESP rewrite base, as Redis writes them",
     ),
-    p(
+    AOF_REWRITE_INCREMENTAL_FSYNC: Flag = p(
         "aof-rewrite-incremental-fsync",
         Kind::Bool,
         "yes",
         "accepted, no effect: Podium fsyncs a rewritten AOF once, when it is complete",
     ),
-    p(
+    LAZYFREE_LAZY_EVICTION: Flag = p(
         "lazyfree-lazy-eviction",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
-    p(
+    LAZYFREE_LAZY_EXPIRE: Flag = p(
         "lazyfree-lazy-expire",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium frees expired values outside the shard locks already",
     ),
-    p(
+    LAZYFREE_LAZY_SERVER_DEL: Flag = p(
         "lazyfree-lazy-server-del",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
-    p(
+    LAZYFREE_LAZY_USER_DEL: Flag = p(
         "lazyfree-lazy-user-del",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
-    p(
+    LAZYFREE_LAZY_USER_FLUSH: Flag = p(
         "lazyfree-lazy-user-flush",
         Kind::Bool,
         "no",
         "accepted, no effect: Podium frees big values outside the shard locks already",
     ),
-    p(
+    IO_THREADS: Int = p(
         "io-threads",
         Kind::Int { min: 1, max: 128 },
         "1",
         "accepted, no effect: every worker thread (see threads) does its own clients' I/O",
     ),
-    alias(
+    BUSY_REPLY_THRESHOLD: Int = alias(
         p(
             "busy-reply-threshold",
             INT,
@@ -443,21 +626,25 @@ pub static PARAMS: &[Param] = &[
             "ms a script runs before other clients get -BUSY",
         ),
         &["lua-time-limit"],
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.busy_reply_threshold.store(num(v), Relaxed)),
+    SLOWLOG_LOG_SLOWER_THAN: Int = p(
         "slowlog-log-slower-than",
         INT_ANY,
         "10000",
         "log commands slower than this many microseconds in the SLOWLOG (-1 = never, 0 = all)",
-    ),
-    p("slowlog-max-len", INT, "128", "entries kept in the SLOWLOG"),
-    p(
+    )
+    .on_set(|c, v| c.hot.slowlog_slower_than.store(num(v), Relaxed)),
+    SLOWLOG_MAX_LEN: Int = p("slowlog-max-len", INT, "128", "entries kept in the SLOWLOG")
+    .on_set(|c, v| c.hot.slowlog_max_len.store(num(v), Relaxed)),
+    LATENCY_MONITOR_THRESHOLD: Int = p(
         "latency-monitor-threshold",
         INT,
         "0",
         "record LATENCY events of at least this many milliseconds (0 = off)",
-    ),
-    p(
+    )
+    .on_set(|c, v| c.hot.latency_threshold_ms.store(num(v), Relaxed)),
+    TRACKING_TABLE_MAX_KEYS: Int = p(
         "tracking-table-max-keys",
         Kind::Int {
             min: 0,
@@ -466,13 +653,17 @@ pub static PARAMS: &[Param] = &[
         "1000000",
         "most keys remembered for client-side caching (0: no limit); past it keys are invalidated",
     ),
-    p(
+    NOTIFY_KEYSPACE_EVENTS: Text = p(
         "notify-keyspace-events",
         Kind::Str,
         "",
         "keyspace event classes published over Pub/Sub (K E g $ l s h z x e t m d n A)",
-    ),
-    alias(
+    )
+    .on_set(|c, v| {
+        let flags = crate::keyspace::events::parse_flags(v).unwrap_or(0);
+        c.hot.notify_flags.store(flags, Relaxed);
+    }),
+    MIN_REPLICAS_TO_WRITE: Int = alias(
         p(
             "min-replicas-to-write",
             INT,
@@ -480,8 +671,9 @@ pub static PARAMS: &[Param] = &[
             "as Redis: writes need this many online replicas that acknowledged within min-replicas-max-lag (0 = none), else -NOREPLICAS",
         ),
         &["min-slaves-to-write"],
-    ),
-    alias(
+    )
+    .on_set(good_replicas_required),
+    MIN_REPLICAS_MAX_LAG: Int = alias(
         p(
             "min-replicas-max-lag",
             INT,
@@ -489,8 +681,9 @@ pub static PARAMS: &[Param] = &[
             "lag in seconds a good replica may have (0 turns min-replicas-to-write off)",
         ),
         &["min-slaves-max-lag"],
-    ),
-    alias(
+    )
+    .on_set(good_replicas_required),
+    REPLICA_SERVE_STALE_DATA: Flag = alias(
         p(
             "replica-serve-stale-data",
             Kind::Bool,
@@ -499,7 +692,7 @@ pub static PARAMS: &[Param] = &[
         ),
         &["slave-serve-stale-data"],
     ),
-    alias(
+    REPLICA_READ_ONLY: Flag = alias(
         p(
             "replica-read-only",
             Kind::Bool,
@@ -508,123 +701,154 @@ pub static PARAMS: &[Param] = &[
         ),
         &["slave-read-only"],
     ),
-    p(
+    RDB_KEY_SAVE_DELAY: Int = p(
         "rdb-key-save-delay",
         INT_ANY,
         "0",
         "sleep this many microseconds per key while saving (negative -N: 1 us once in N keys), for tests",
-    ),
-    p(
+    )
+    .hidden(),
+    RDBCOMPRESSION: Flag = p(
         "rdbcompression",
         Kind::Bool,
         "yes",
         "LZF-compress strings longer than 20 bytes in RDB files",
     ),
-    p(
+    RDBCHECKSUM: Flag = p(
         "rdbchecksum",
         Kind::Bool,
         "yes",
         "end RDB files with a CRC-64 (no: write zero, and loading skips the check)",
     ),
-    p(
+    SANITIZE_DUMP_PAYLOAD: Text = p(
         "sanitize-dump-payload",
         Kind::Enum(&["no", "yes", "clients"]),
         "no",
         "RESTORE validates every payload in full whatever this says (as `yes`)",
     ),
-    p(
+    STOP_WRITES_ON_BGSAVE_ERROR: Flag = p(
         "stop-writes-on-bgsave-error",
         Kind::Bool,
         "yes",
         "refuse writes with -MISCONF while the last BGSAVE failed and save points are set",
     ),
-    p(
+    RDB_DEL_SYNC_FILES: Flag = p(
         "rdb-del-sync-files",
         Kind::Bool,
         "no",
         "as Redis: without save points or AOF, the RDB file written only to synchronize a replica is deleted once sent",
     ),
-    p(
+    ALWAYS_SHOW_LOGO: Flag = p(
         "always-show-logo",
         Kind::Bool,
         "no",
         "print the startup banner (port, pid) even when the log is not a terminal",
     ),
-    fixed(
+    SET_PROC_TITLE: Flag = fixed(
         "set-proc-title",
         Kind::Bool,
         "yes",
         "no: the process keeps the command line it was started with (children included)",
     ),
-    p(
+    ACTIVEREHASHING: Flag = p(
         "activerehashing",
         Kind::Bool,
         "yes",
         "accepted, no effect: Podium's hash tables resize incrementally on their own",
     ),
-    p(
+    CLIENT_OUTPUT_BUFFER_LIMIT: Text = p(
         "client-output-buffer-limit",
         Kind::Words,
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
         "per class (normal, replica, pubsub): hard limit, soft limit and seconds over the soft limit before a client with that much reply data pending is disconnected (all three enforced)",
-    ),
-    fixed(
+    )
+    .on_set(|c, v| {
+        // Only the classes named change; the stored text becomes all three.
+        c.store(dir::CLIENT_OUTPUT_BUFFER_LIMIT, c.hot.obuf.apply(v));
+    }),
+    ENABLE_DEBUG_COMMAND: Text = fixed(
         "enable-debug-command",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
         "who may run DEBUG: no one, anyone, or clients on 127.0.0.1/::1 (local)",
     ),
-    fixed(
+    ENABLE_PROTECTED_CONFIGS: Text = fixed(
         "enable-protected-configs",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
         "who may CONFIG SET dir and dbfilename: no one, anyone, or local clients",
     ),
-    fixed(
+    ACLFILE: Text = fixed(
         "aclfile",
         Kind::Str,
         "",
         "file of ACL users (ACL LOAD/SAVE); not together with user directives",
     ),
-    p(
+    ACLLOG_MAX_LEN: Int = p(
         "acllog-max-len",
         INT,
         "128",
         "entries kept in the ACL LOG",
     ),
-    p(
+    ACL_PUBSUB_DEFAULT: Text = p(
         "acl-pubsub-default",
         Kind::Enum(&["allchannels", "resetchannels"]),
         "resetchannels",
         "channel permissions of new users and selectors",
     ),
-    fixed(
+    ENABLE_MODULE_COMMAND: Text = fixed(
         "enable-module-command",
         Kind::Enum(&["no", "yes", "local"]),
         "no",
         "no effect: Podium loads no modules, MODULE is an unknown command whatever this says",
     ),
-    p(
+    REPL_DISKLESS_SYNC_DELAY: Int = p(
         "repl-diskless-sync-delay",
         INT,
         "5",
         "accepted, no effect: a Podium master sends its image from disk, where Redis starts at once too"
     ),
-    p(
+    PROPAGATION_ERROR_BEHAVIOR: Text = p(
         "propagation-error-behavior",
         Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
         "ignore",
         "a command from the AOF or (on a replica) from its master that fails: logged as Redis logs it and skipped (ignore), or ends the server (panic; panic-on-replicas: only a read-only replica's master stream)",
     ),
-];
+}
 
 /// Directives CONFIG SET refuses unless `enable-protected-configs` allows the client (Redis
 /// 7.0's PROTECTED_CONFIG set): they choose where files are written.
-pub(crate) const PROTECTED: &[&str] = &["dir", "dbfilename"];
+pub(crate) const PROTECTED: &[usize] = &[dir::DIR.index(), dir::DBFILENAME.index()];
 
 /// Directives CONFIG SET refuses with `-LOADING` while the data set loads (Redis's
 /// DENY_LOADING_CONFIG): changing them then would pull the files out from under the load.
-pub(crate) const DENY_LOADING: &[&str] = &["appendonly", "dir", "repl-diskless-load"];
+pub(crate) const DENY_LOADING: &[usize] = &[
+    dir::APPENDONLY.index(),
+    dir::DIR.index(),
+    dir::REPL_DISKLESS_LOAD.index(),
+];
+
+/// The directives a CONFIG SET changed, in the order it named them.
+#[derive(Debug)]
+pub struct Changed(Vec<usize>);
+
+impl Changed {
+    pub fn contains<T>(&self, id: Id<T>) -> bool {
+        self.0.contains(&id.index())
+    }
+
+    /// Of `ids`, the one the CONFIG SET named first.
+    pub fn first_of<T>(&self, ids: &[Id<T>]) -> Option<Id<T>> {
+        self.0
+            .iter()
+            .find_map(|i| ids.iter().find(|id| id.index() == *i).copied())
+    }
+
+    /// The changed directives' names.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.0.iter().map(|i| params()[*i].name)
+    }
+}
 
 /// Whether a `no | yes | local` directive (enable-protected-configs, enable-debug-command)
 /// allows a client, `local` meaning one connected from 127.0.0.1 or ::1 (Redis's
@@ -641,7 +865,23 @@ pub static RENAME_COMMAND: std::sync::OnceLock<RenameCommand> = std::sync::OnceL
 /// The `rename-command` handler: (old name, new name or "" to disable) -> Err with Redis's text.
 pub type RenameCommand = fn(&str, &str) -> Result<(), String>;
 
-/// Values read on hot paths, mirrored from the text table.
+/// A checked integer value as a hook reads it (0 if it were not one, as a read by name gave).
+fn num(v: &str) -> i64 {
+    v.parse().unwrap_or(0)
+}
+
+/// [`num`] as a count: a negative value is 0.
+fn count(v: &str) -> usize {
+    num(v).max(0) as usize
+}
+
+/// Hook of `min-replicas-to-write` and `min-replicas-max-lag`: see [`Hot`].
+fn good_replicas_required(c: &Config, _: &str) {
+    let required = c.int(dir::MIN_REPLICAS_TO_WRITE) > 0 && c.int(dir::MIN_REPLICAS_MAX_LAG) > 0;
+    c.hot.good_replicas_required.store(required, Relaxed);
+}
+
+/// Values read on hot paths, mirrored from the text table by the rows' update hooks.
 #[derive(Default)]
 pub struct Hot {
     pub zset_max_entries: AtomicUsize,
@@ -686,17 +926,15 @@ pub struct Config {
 }
 
 /// Every directive: [`PARAMS`], then the rest of Redis 7.0's vocabulary
-/// ([`crate::config::directives::EXTRA`]). Values are indexed by position in this list.
+/// ([`crate::config::directives::EXTRA`]). Values are indexed by position in this list, which
+/// is what an [`Id`] holds (the two tables share no name: a test checks it).
 pub fn params() -> &'static [&'static Param] {
     static ALL: std::sync::OnceLock<Vec<&'static Param>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
-        let mut v: Vec<&'static Param> = PARAMS.iter().collect();
-        for e in crate::config::directives::EXTRA {
-            if !v.iter().any(|p| p.name == e.name) {
-                v.push(e);
-            }
-        }
-        v
+        PARAMS
+            .iter()
+            .chain(crate::config::directives::EXTRA)
+            .collect()
     })
 }
 
@@ -747,31 +985,32 @@ fn save_points_text(words: &[String]) -> Result<String, String> {
 
 /// A stored value as CONFIG GET shows it: `notify-keyspace-events` is kept as set (its `n`
 /// must survive an `A`) and shown in Redis's canonical letters.
-fn shown(prm: &Param, v: &str) -> String {
-    match prm.name {
-        "notify-keyspace-events" => {
-            crate::keyspace::events::normalise(v).unwrap_or_else(|_| v.to_string())
-        }
+fn shown(idx: usize, v: &str) -> String {
+    if idx == dir::NOTIFY_KEYSPACE_EVENTS.index() {
+        crate::keyspace::events::normalise(v).unwrap_or_else(|_| v.to_string())
+    } else if idx == dir::DIR.index() {
         // `dir` is the working directory (see change_dir): show where the process really is.
-        "dir" => std::env::current_dir()
+        std::env::current_dir()
             .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| v.to_string()),
-        _ => v.to_string(),
+            .unwrap_or_else(|_| v.to_string())
+    } else {
+        v.to_string()
     }
 }
 
 /// Check and normalise a value for a parameter. Err carries Redis's reason text.
-fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
-    if prm.name == "client-output-buffer-limit" {
+fn normalise(idx: usize, words: &[String]) -> Result<String, String> {
+    let prm = params()[idx];
+    if idx == dir::CLIENT_OUTPUT_BUFFER_LIMIT.index() {
         let w: Vec<&str> = words.iter().map(|s| s.as_str()).collect();
         crate::config::parse_obuf_limits(&w)?;
     }
-    if prm.name == "notify-keyspace-events" && words.len() == 1 {
+    if idx == dir::NOTIFY_KEYSPACE_EVENTS.index() && words.len() == 1 {
         // Kept as given (CONFIG GET renders it as Redis does, which can hide `n` behind `A`).
         crate::keyspace::events::normalise(&words[0])?;
     }
     if let Kind::Words = prm.kind {
-        if prm.name == "save" {
+        if idx == dir::SAVE.index() {
             return save_points_text(words);
         }
         return Ok(words.join(" "));
@@ -792,17 +1031,15 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             }
             Ok(n.to_string())
         }
-        Kind::Memory => {
+        Kind::Memory { min } => {
             let n = parse_memory(v)
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| "argument must be a memory value".to_string())?;
-            if let Some(min) = crate::config::directives::memory_min(prm.name) {
-                if n < min {
-                    return Err(format!(
-                        "argument must be between {min} and {} inclusive",
-                        i64::MAX
-                    ));
-                }
+            if n < min {
+                return Err(format!(
+                    "argument must be between {min} and {} inclusive",
+                    i64::MAX
+                ));
             }
             Ok(n.to_string())
         }
@@ -820,10 +1057,10 @@ fn normalise(prm: &Param, words: &[String]) -> Result<String, String> {
             }
         }
         // As Redis: the RDB file lives in `dir`; a path would write elsewhere.
-        Kind::Str if prm.name == "dbfilename" && v.contains('/') => {
+        Kind::Str if idx == dir::DBFILENAME.index() && v.contains('/') => {
             Err("dbfilename can't be a path, just a filename".into())
         }
-        Kind::Str if prm.name == "proc-title-template" && !crate::proctitle::validate(v) => {
+        Kind::Str if idx == dir::PROC_TITLE_TEMPLATE.index() && !crate::proctitle::validate(v) => {
             Err("template format is invalid or contains unknown variables".into())
         }
         Kind::Str => Ok(v.clone()),
@@ -863,77 +1100,48 @@ impl Config {
             config_file: None,
         };
         for i in 0..params().len() {
-            c.refresh_hot(i);
+            c.run_hook(i);
         }
         c
     }
 
-    fn refresh_hot(&self, idx: usize) {
-        let v = self.values.read()[idx].clone();
-        let n = v.parse::<i64>().unwrap_or(0);
-        let u = n.max(0) as usize;
-        let h = &self.hot;
-        match params()[idx].name {
-            "zset-max-listpack-entries" => h.zset_max_entries.store(u, Ordering::Relaxed),
-            "zset-max-listpack-value" => h.zset_max_value.store(u, Ordering::Relaxed),
-            "hash-max-listpack-entries" => h.hash_max_entries.store(u, Ordering::Relaxed),
-            "hash-max-listpack-value" => h.hash_max_value.store(u, Ordering::Relaxed),
-            "set-max-intset-entries" => h.set_max_intset.store(u, Ordering::Relaxed),
-            "hll-sparse-max-bytes" => h.hll_sparse_max_bytes.store(u, Ordering::Relaxed),
-            "maxmemory" => h.maxmemory.store(n, Ordering::Relaxed),
-            "proto-max-bulk-len" => h.proto_max_bulk_len.store(n, Ordering::Relaxed),
-            "client-query-buffer-limit" => h.query_buffer_limit.store(n, Ordering::Relaxed),
-            "hz" => {
-                h.hz.store(n, Ordering::Relaxed);
-                crate::watchdog::apply(self.get_i64("watchdog-period").max(0) as u64, u as u64);
-            }
-            // As Redis, a period under two cron periods is raised, and CONFIG GET shows that.
-            "watchdog-period" => {
-                let hz = h.hz.load(Ordering::Relaxed).max(1) as u64;
-                let applied = crate::watchdog::apply(u as u64, hz);
-                if applied != u as u64 {
-                    self.values.write()[idx] = applied.to_string();
-                }
-            }
-            "active-expire-effort" => h.active_expire_effort.store(n, Ordering::Relaxed),
-            "appendonly" => h.appendonly.store(v == "yes", Ordering::Relaxed),
-            "requirepass" => h.requirepass_set.store(!v.is_empty(), Ordering::Relaxed),
-            "timeout" => h.timeout.store(n, Ordering::Relaxed),
-            "busy-reply-threshold" => h.busy_reply_threshold.store(n, Ordering::Relaxed),
-            "notify-keyspace-events" => h.notify_flags.store(
-                crate::keyspace::events::parse_flags(&v).unwrap_or(0),
-                Ordering::Relaxed,
-            ),
-            // Only the classes named change; the stored text becomes all three.
-            "client-output-buffer-limit" => self.values.write()[idx] = h.obuf.apply(&v),
-            "slowlog-log-slower-than" => h.slowlog_slower_than.store(n, Ordering::Relaxed),
-            "slowlog-max-len" => h.slowlog_max_len.store(n, Ordering::Relaxed),
-            "latency-monitor-threshold" => h.latency_threshold_ms.store(n, Ordering::Relaxed),
-            "latency-tracking" => h.latency_tracking.store(v == "yes", Ordering::Relaxed),
-            "min-replicas-to-write" | "min-replicas-max-lag" => h.good_replicas_required.store(
-                self.get_i64("min-replicas-to-write") > 0
-                    && self.get_i64("min-replicas-max-lag") > 0,
-                Ordering::Relaxed,
-            ),
-            name @ ("maxmemory-policy" | "lfu-log-factor" | "lfu-decay-time") => {
-                crate::keyspace::access::configure(name, &v)
-            }
-            "loglevel" => crate::log::set_level(&v),
-            _ => {}
+    /// Run directive `idx`'s update hook on its stored value.
+    fn run_hook(&self, idx: usize) {
+        if let Some(hook) = params()[idx].on_set {
+            // Cloned: a hook may store a value of its own (see Config::store).
+            let v = self.values.read()[idx].clone();
+            hook(self, &v);
         }
     }
 
-    /// Current text value of a parameter (by name or alias).
+    /// Replace a stored value from an update hook, where applying the value changed it (the
+    /// watchdog's lower bound, the output-buffer classes merged into one text).
+    fn store<T>(&self, id: Id<T>, text: String) {
+        self.values.write()[id.index()] = text;
+    }
+
+    /// An integer or memory directive's value (memory in bytes).
+    pub fn int(&self, id: Id<Int>) -> i64 {
+        // Checked when it was set, so it parses; 0 is what a by-name read gave otherwise.
+        self.values.read()[id.index()].parse().unwrap_or(0)
+    }
+
+    /// A yes/no directive's value.
+    pub fn flag(&self, id: Id<Flag>) -> bool {
+        self.values.read()[id.index()] == "yes"
+    }
+
+    /// A directive's value as CONFIG GET shows it.
+    pub fn text<T>(&self, id: Id<T>) -> String {
+        let i = id.index();
+        shown(i, &self.values.read()[i])
+    }
+
+    /// Current text value of a directive named by the user (by name or alias), as CONFIG GET
+    /// shows it; code reads through the typed [`Config::int`], [`Config::flag`],
+    /// [`Config::text`].
     pub fn get(&self, name: &str) -> Option<String> {
-        find(name).map(|i| shown(params()[i], &self.values.read()[i]))
-    }
-
-    pub fn get_i64(&self, name: &str) -> i64 {
-        self.get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
-    }
-
-    pub fn get_bool(&self, name: &str) -> bool {
-        self.get(name).as_deref() == Some("yes")
+        find(name).map(|i| shown(i, &self.values.read()[i]))
     }
 
     /// Set at startup (file or command line): any known directive, mutable or not.
@@ -960,7 +1168,7 @@ impl Config {
         }
         let idx = find(name).ok_or_else(|| format!("unknown directive '{name}'"))?;
         let mut v = self.checked_value(idx, words)?;
-        if params()[idx].name == "save" {
+        if idx == dir::SAVE.index() {
             // redis.conf: the first `save` line replaces the default save points, each later
             // one adds to them; `save ""` clears them.
             let first = !self.save_loaded.swap(true, Ordering::Relaxed);
@@ -969,11 +1177,11 @@ impl Config {
                 v = format!("{old} {v}");
             }
         }
-        if params()[idx].name == "dir" {
+        if idx == dir::DIR.index() {
             v = change_dir(&v)?;
         }
         self.values.write()[idx] = v;
-        self.refresh_hot(idx);
+        self.run_hook(idx);
         Ok(())
     }
 
@@ -982,15 +1190,17 @@ impl Config {
     /// feature Podium lacks.
     fn checked_value(&self, idx: usize, words: &[String]) -> Result<String, String> {
         let prm = params()[idx];
-        let v = if prm.name == "client-output-buffer-limit" {
+        let v = if idx == dir::CLIENT_OUTPUT_BUFFER_LIMIT.index() {
             let current = self.values.read()[idx].clone();
             crate::config::directives::merge_obuf_limits(&current, words)?
         } else {
-            normalise(prm, words)?
+            normalise(idx, words)?
         };
-        crate::config::directives::validate(prm.name, &v)?;
-        let v = crate::config::directives::canonical(prm.name, v);
-        if let Some(why) = crate::config::directives::refusal(prm.name, &v, prm.default) {
+        let v = match prm.check {
+            Some(check) => check(&v)?,
+            None => v,
+        };
+        if let Some(why) = crate::config::directives::refusal(prm, &v) {
             return Err(why);
         }
         Ok(v)
@@ -998,7 +1208,7 @@ impl Config {
 
     /// CONFIG SET of several parameters, all or nothing, from the server itself (no
     /// protected-config check). Err is the full error text.
-    pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
+    pub fn set_runtime(&self, pairs: &[(String, String)]) -> Result<Changed, String> {
         self.set_runtime_for(pairs, None, false)
     }
 
@@ -1011,7 +1221,7 @@ impl Config {
         pairs: &[(String, String)],
         local_client: bool,
         loading: bool,
-    ) -> Result<Vec<&'static str>, String> {
+    ) -> Result<Changed, String> {
         self.set_runtime_for(pairs, Some(local_client), loading)
     }
 
@@ -1020,13 +1230,12 @@ impl Config {
         pairs: &[(String, String)],
         client_local: Option<bool>,
         loading: bool,
-    ) -> Result<Vec<&'static str>, String> {
+    ) -> Result<Changed, String> {
         let protected_allowed = match client_local {
             None => true,
-            Some(local) => protected_action_allowed(
-                &self.get("enable-protected-configs").unwrap_or_default(),
-                local,
-            ),
+            Some(local) => {
+                protected_action_allowed(&self.text(dir::ENABLE_PROTECTED_CONFIGS), local)
+            }
         };
         // First every name, as Redis looks at them all before any value: the reply prefers a
         // loading refusal, then the first unknown name, then the last other refusal.
@@ -1043,21 +1252,23 @@ impl Config {
             // Podium's own start-up-only directives take CONFIG SET of the value they already
             // have (nothing changes), so a tool writing back CONFIG GET * works; Redis's
             // immutable ones are refused whatever the value, as Redis refuses them.
-            let unchanged_podium_setting = matches!(prm.name, "shards-per-db" | "threads")
-                && self.get(prm.name).as_deref() == Some(value.trim());
+            let unchanged_podium_setting = [dir::SHARDS_PER_DB, dir::THREADS]
+                .iter()
+                .any(|id| id.index() == idx)
+                && shown(idx, &self.values.read()[idx]) == value.trim();
             if !prm.mutable && !unchanged_podium_setting {
                 refusal = Some(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
                 ));
                 continue;
             }
-            if !protected_allowed && PROTECTED.contains(&prm.name) {
+            if !protected_allowed && PROTECTED.contains(&idx) {
                 refusal = Some(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config"
                 ));
                 continue;
             }
-            if loading && DENY_LOADING.contains(&prm.name) {
+            if loading && DENY_LOADING.contains(&idx) {
                 deny_loading = true;
                 continue;
             }
@@ -1100,24 +1311,24 @@ impl Config {
         // working directory (as Redis's chdir), so a missing directory fails here and is
         // never created.
         for (idx, v) in staged.iter_mut() {
-            if params()[*idx].name == "dir" {
+            if *idx == dir::DIR.index() {
                 *v = change_dir(v).map_err(|e| {
                     format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}")
                 })?;
             }
         }
-        let mut names = Vec::new();
+        let mut changed = Changed(Vec::new());
         {
             let mut vals = self.values.write();
             for (idx, v) in &staged {
                 vals[*idx] = v.clone();
-                names.push(params()[*idx].name);
+                changed.0.push(*idx);
             }
         }
         for (idx, _) in staged {
-            self.refresh_hot(idx);
+            self.run_hook(idx);
         }
-        Ok(names)
+        Ok(changed)
     }
 
     /// CONFIG GET: (name, value) for every parameter or alias matching one of the patterns.
@@ -1126,7 +1337,7 @@ impl Config {
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, prm) in params().iter().enumerate() {
             // Hidden parameters answer only to their exact name, never to a pattern.
-            let hidden = crate::directives::hidden(prm.name);
+            let hidden = prm.hidden;
             for name in std::iter::once(&prm.name).chain(prm.aliases.iter()) {
                 if patterns
                     .iter()
@@ -1134,7 +1345,7 @@ impl Config {
                     .any(|p| crate::util::numtext::glob_match(p, name.as_bytes(), true))
                     && !out.iter().any(|(n, _)| n == name)
                 {
-                    out.push((name.to_string(), shown(prm, &vals[i])));
+                    out.push((name.to_string(), shown(i, &vals[i])));
                 }
             }
         }
@@ -1147,7 +1358,8 @@ impl Config {
         params()
             .iter()
             .zip(vals.iter())
-            .map(|(p, v)| (p.name, shown(p, v)))
+            .enumerate()
+            .map(|(i, (p, v))| (p.name, shown(i, v)))
             .collect()
     }
 
@@ -1192,21 +1404,21 @@ impl Config {
     /// `title` (a child's: "redis-rdb-bgsave", as Redis names them). None under
     /// `set-proc-title no`, or if the template does not expand (it is validated when set).
     pub fn proc_title(&self, title: Option<&str>) -> Option<String> {
-        if !self.get_bool("set-proc-title") {
+        if !self.flag(dir::SET_PROC_TITLE) {
             return None;
         }
-        let template = self.get("proc-title-template").unwrap_or_default();
-        let port = self.get_i64("port");
+        let template = self.text(dir::PROC_TITLE_TEMPLATE);
+        let port = self.int(dir::PORT);
         let var = |name: &str| -> Option<String> {
             Some(match name {
                 "title" => title.unwrap_or(crate::proctitle::argv0()).to_string(),
                 "listen-addr" if port != 0 => {
-                    let bind = self.get("bind").unwrap_or_default();
+                    let bind = self.text(dir::BIND);
                     let first = bind.split_whitespace().next().unwrap_or("*");
                     format!("{first}:{port}")
                 }
                 "listen-addr" => {
-                    format!("unixsocket:{}", self.get("unixsocket").unwrap_or_default())
+                    format!("unixsocket:{}", self.text(dir::UNIXSOCKET))
                 }
                 // Neither cluster nor sentinel mode exists here.
                 "server-mode" => String::new(),
@@ -1216,8 +1428,8 @@ impl Config {
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "-".into()),
                 "port" => port.to_string(),
-                "tls-port" => self.get_i64("tls-port").to_string(),
-                "unixsocket" => self.get("unixsocket").unwrap_or_default(),
+                "tls-port" => self.int(dir::TLS_PORT).to_string(),
+                "unixsocket" => self.text(dir::UNIXSOCKET),
                 _ => return None,
             })
         };
@@ -1510,7 +1722,7 @@ mod tests {
         assert!(err.starts_with("f.conf:3:"), "{err}");
         c.load_text("appendonly yes\nsave 3600 1 300 100\n", "f")
             .unwrap();
-        assert!(c.get_bool("appendonly"));
+        assert!(c.flag(dir::APPENDONLY));
         assert_eq!(c.get("save").as_deref(), Some("3600 1 300 100"));
     }
 
@@ -1539,6 +1751,91 @@ mod tests {
             .set_runtime(&[("dbfilename".into(), "a/b.rdb".into())])
             .unwrap_err();
         assert!(e.contains("can't be a path"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod typed {
+    use super::*;
+
+    /// The macro numbers identifiers by their rows, so this holds by construction; the test
+    /// also catches a name used twice (a second row would never be found by name) and an
+    /// identifier whose read type does not fit its row's kind.
+    #[test]
+    fn every_identifier_names_its_row() {
+        let ids: Vec<&(usize, &str, &str)> = CORE_IDS.iter().chain(directives::EXTRA_IDS).collect();
+        assert_eq!(ids.len(), params().len());
+        for (pos, (index, ident, reads_as)) in ids.into_iter().enumerate() {
+            assert_eq!(*index, pos, "{ident}");
+            let prm = params()[pos];
+            assert_eq!(prm.name.to_ascii_uppercase().replace('-', "_"), *ident);
+            for name in std::iter::once(&prm.name).chain(prm.aliases) {
+                assert_eq!(find(name), Some(pos), "{name} names two rows");
+            }
+            let fits = match prm.kind {
+                Kind::Int { .. } | Kind::Memory { .. } => "Int",
+                Kind::Bool => "Flag",
+                _ => "Text",
+            };
+            assert_eq!(*reads_as, fits, "{} reads as {reads_as}", prm.name);
+        }
+        assert_eq!(dir::REPL_TIMEOUT.name(), "repl-timeout");
+        assert_eq!(
+            dir::ZSET_MAX_LISTPACK_ENTRIES.name(),
+            "zset-max-listpack-entries"
+        );
+    }
+
+    #[test]
+    fn typed_reads_agree_with_reads_by_name() {
+        let c = Config::new();
+        c.set_runtime(&[
+            dir::MAXMEMORY.with("2mb"),
+            dir::APPENDONLY.with("yes"),
+            dir::REPL_TIMEOUT.with("7"),
+            dir::SLOWLOG_LOG_SLOWER_THAN.with("-1"),
+        ])
+        .expect("set");
+        for (pos, (_, _, reads_as)) in CORE_IDS.iter().chain(directives::EXTRA_IDS).enumerate() {
+            let by_name = c.get(params()[pos].name).expect("known");
+            assert_eq!(c.text(Id::<Text>::at(pos)), by_name);
+            match *reads_as {
+                "Int" => assert_eq!(c.int(Id::at(pos)).to_string(), by_name),
+                "Flag" => assert_eq!(c.flag(Id::at(pos)), by_name == "yes"),
+                _ => {}
+            }
+        }
+        assert_eq!(c.int(dir::MAXMEMORY), 2 << 20);
+        assert!(c.flag(dir::APPENDONLY));
+        assert_eq!(c.int(dir::SLOWLOG_LOG_SLOWER_THAN), -1);
+    }
+
+    #[test]
+    fn hooks_follow_every_change() {
+        let c = Config::new();
+        assert_eq!(c.hot.hz.load(Relaxed), 10);
+        assert!(!c.hot.good_replicas_required.load(Relaxed));
+        let changed = c
+            .set_runtime(&[
+                dir::HZ.with("100"),
+                dir::MIN_REPLICAS_TO_WRITE.with("1"),
+                dir::CLIENT_OUTPUT_BUFFER_LIMIT.with("pubsub 1 2 3"),
+            ])
+            .expect("set");
+        assert!(changed.contains(dir::HZ) && !changed.contains(dir::PORT));
+        let first = changed.first_of(&[dir::MIN_REPLICAS_MAX_LAG, dir::MIN_REPLICAS_TO_WRITE]);
+        assert_eq!(first, Some(dir::MIN_REPLICAS_TO_WRITE));
+        assert_eq!(c.hot.hz.load(Relaxed), 100);
+        // min-replicas-max-lag is 10 by default: both are now set.
+        assert!(c.hot.good_replicas_required.load(Relaxed));
+        assert_eq!(c.hot.obuf.pubsub().hard, 1);
+        assert_eq!(
+            c.text(dir::CLIENT_OUTPUT_BUFFER_LIMIT),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 1 2 3"
+        );
+        c.set_runtime(&[dir::MIN_REPLICAS_MAX_LAG.with("0")])
+            .expect("set");
+        assert!(!c.hot.good_replicas_required.load(Relaxed));
     }
 }
 

@@ -157,7 +157,7 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
                 st.rewrite_line(name, line, force_all || c != defaults[i]);
             }
         }
-        (_, Kind::Memory) => {
+        (_, Kind::Memory { .. }) => {
             let bytes = parse_memory(value).unwrap_or(0);
             st.rewrite_line(name, format!("{name} {}", format_memory(bytes)), force);
         }

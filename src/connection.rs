@@ -14,6 +14,7 @@
 use crate::client::{Client, ClientInfo, ReplyMode};
 use crate::clock::unix_ms;
 use crate::commands::{dispatch_with, Outcome};
+use crate::config::dir;
 use crate::keyspace::Guards;
 use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply};
@@ -34,7 +35,7 @@ pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
             return;
         }
     };
-    sock.set_keepalive(srv.config.get_i64("tcp-keepalive"));
+    sock.set_keepalive(srv.config.int(dir::TCP_KEEPALIVE));
     serve_socket(srv, sock, peer.to_string()).await
 }
 
@@ -55,7 +56,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     let laddr = sock.local_addr();
     let now = unix_ms();
     let info = Arc::new(ClientInfo::new(id, peer, laddr, now));
-    let maxclients = srv.config.get_i64("maxclients").max(1) as usize;
+    let maxclients = srv.config.int(dir::MAXCLIENTS).max(1) as usize;
     let admitted = {
         let mut clients = srv.clients.lock();
         if clients.len() >= maxclients {
@@ -75,7 +76,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         return;
     }
     if crate::net::protected_mode_refuses(
-        srv.config.get_bool("protected-mode"),
+        srv.config.flag(dir::PROTECTED_MODE),
         crate::commands::acl::default_user_nopass(&srv),
         &info.addr,
     ) {

@@ -17,9 +17,10 @@
 //! evicts at once. Nothing to evict means -OOM; running out
 //! of the `maxmemory-eviction-tenacity` time budget lets the command through, as Redis does.
 
+use crate::config::dir;
 pub use crate::keyspace::access::{
-    configure, frequency, idle_ms, initial_access, lfu_mode, policy, set_frequency, set_idle_secs,
-    touch, Policy, EVICTED_KEYS,
+    frequency, idle_ms, initial_access, lfu_mode, policy, set_frequency, set_idle_secs, touch,
+    Policy, EVICTED_KEYS,
 };
 use crate::keyspace::Entry;
 use crate::state::Server;
@@ -189,8 +190,8 @@ pub fn free_memory(srv: &Server) -> Outcome {
     if policy == Policy::NoEviction {
         return Outcome::Fail;
     }
-    let samples = srv.config.get_i64("maxmemory-samples").max(1) as usize;
-    let limit = time_limit_us(srv.config.get_i64("maxmemory-eviction-tenacity"));
+    let samples = srv.config.int(dir::MAXMEMORY_SAMPLES).max(1) as usize;
+    let limit = time_limit_us(srv.config.int(dir::MAXMEMORY_EVICTION_TENACITY));
     let start = Instant::now();
     let mut rng = rand::thread_rng();
     let mut evicted = 0u64;

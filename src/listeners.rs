@@ -7,6 +7,7 @@
 //! no TCP address (the Unix socket, if any, stays). Connections already accepted are not
 //! affected.
 
+use crate::config::dir;
 use crate::state::Server;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ pub(crate) fn bind(
 ) -> Result<Vec<std::net::TcpListener>, String> {
     let backlog = srv
         .config
-        .get_i64("tcp-backlog")
+        .int(dir::TCP_BACKLOG)
         .clamp(1, i64::from(i32::MAX)) as i32;
     crate::net::bind_listeners(bind, port, backlog)
 }
@@ -138,12 +139,12 @@ pub(crate) fn values_before(srv: &Server, pairs: &[(String, String)]) -> Vec<(St
 /// reason, as Redis rolls back a CONFIG SET whose apply step fails.
 pub(crate) fn apply_config_set(
     srv: &Server,
-    names: &[&str],
+    changed: &crate::config::Changed,
     before: &[(String, String)],
 ) -> Result<(), String> {
-    let changed = if names.contains(&"port") {
+    let changed = if changed.contains(dir::PORT) {
         "port"
-    } else if names.contains(&"bind") {
+    } else if changed.contains(dir::BIND) {
         "bind"
     } else {
         return Ok(());
@@ -154,8 +155,8 @@ pub(crate) fn apply_config_set(
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.clone())
     };
-    let bind_text = srv.config.get("bind").unwrap_or_default();
-    let port = srv.config.get_i64("port");
+    let bind_text = srv.config.text(dir::BIND);
+    let port = srv.config.int(dir::PORT);
     let old_bind = old("bind").unwrap_or_else(|| bind_text.clone());
     let old_port = old("port")
         .and_then(|p| p.parse::<i64>().ok())

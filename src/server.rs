@@ -5,6 +5,7 @@
 //! [`crate::connection`]) and runs the cron (active expiry at `hz`) until SHUTDOWN or a signal.
 
 use crate::clock::{resync_wall_clock, unix_ms};
+use crate::config::dir;
 use crate::config::Config;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -156,12 +157,12 @@ impl Server {
 pub fn run(config: Config) -> Result<(), String> {
     // Fork before the runtime (or anything else) starts a thread; the log and the pidfile
     // name the process that serves.
-    let daemonized = config.get_bool("daemonize");
+    let daemonized = config.flag(dir::DAEMONIZE);
     if daemonized {
         crate::process::daemonize()?;
     }
     init_logging(&config);
-    let threads = match config.get_i64("threads") {
+    let threads = match config.int(dir::THREADS) {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
@@ -181,11 +182,11 @@ pub fn run(config: Config) -> Result<(), String> {
         b.disable_lifo_slot();
         b
     };
-    if config.get_bool("disable-thp") {
+    if config.flag(dir::DISABLE_THP) {
         crate::process::disable_thp();
     }
     let _pidfile = crate::process::Pidfile::create(crate::process::pidfile_path(
-        &config.get("pidfile").unwrap_or_default(),
+        &config.text(dir::PIDFILE),
         daemonized,
     ));
     crate::commands::install_hooks();
@@ -209,8 +210,8 @@ pub fn run(config: Config) -> Result<(), String> {
 /// Point the log at the configured file and level and print the lines Redis prints before
 /// the server is built (tools and Redis's test harness read them).
 fn init_logging(config: &Config) {
-    crate::log::set_level(&config.get("loglevel").unwrap_or_default());
-    crate::log::set_logfile(&config.get("logfile").unwrap_or_default());
+    crate::log::set_level(&config.text(dir::LOGLEVEL));
+    crate::log::set_logfile(&config.text(dir::LOGFILE));
     crate::log::install();
     let pid = std::process::id();
     let version = env!("CARGO_PKG_VERSION");
@@ -227,9 +228,9 @@ fn init_logging(config: &Config) {
 /// " PID: <pid>" (its default.conf sets `always-show-logo yes`).
 fn log_banner(config: &Config, port: u16) {
     let pid = std::process::id();
-    let to_terminal = config.get("logfile").unwrap_or_default().is_empty()
+    let to_terminal = config.text(dir::LOGFILE).is_empty()
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
-    if config.get_bool("always-show-logo") || to_terminal {
+    if config.flag(dir::ALWAYS_SHOW_LOGO) || to_terminal {
         crate::log::raw(&format!(
             "\n    Podium {} {} bit, Redis 7.0 protocol\n    Running in standalone mode\n    Port: {port}\n    PID: {pid}\n\n",
             env!("CARGO_PKG_VERSION"),
@@ -244,10 +245,11 @@ fn log_banner(config: &Config, port: u16) {
 /// `unixsocketperm` (octal, as in redis.conf; 0 leaves the umask's). A stale socket file at
 /// the path is removed first, as Redis does.
 fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener, String)>, String> {
-    let Some(path) = config.get("unixsocket").filter(|p| !p.is_empty()) else {
+    let path = config.text(dir::UNIXSOCKET);
+    if path.is_empty() {
         return Ok(None);
-    };
-    let perm = config.get("unixsocketperm").unwrap_or_default();
+    }
+    let perm = config.text(dir::UNIXSOCKETPERM);
     let perm = u32::from_str_radix(&perm, 8)
         .map_err(|_| format!("unixsocketperm {perm} is not an octal permission"))?;
     let _ = std::fs::remove_file(&path);
@@ -265,10 +267,10 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
 
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
-    crate::crash::install(srv.config.get_bool("crash-log-enabled"));
+    crate::crash::install(srv.config.flag(dir::CRASH_LOG_ENABLED));
     crate::commands::acl::load_users_at_startup(&srv)?;
-    let port = srv.config.get_i64("port") as u16;
-    let bind = srv.config.get("bind").unwrap_or_default();
+    let port = srv.config.int(dir::PORT) as u16;
+    let bind = srv.config.text(dir::BIND);
     let _ = srv.listeners.serve.set(|srv, sock, peer| {
         tokio::spawn(crate::connection::handle(srv, sock, peer));
     });
@@ -323,7 +325,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::replication::replica::install(&srv);
     start_replication_cron(&srv);
     // `replicaof host port` in the configuration: follow it from the start.
-    if let Some(target) = srv.config.get("replicaof").filter(|t| !t.trim().is_empty()) {
+    let target = srv.config.text(dir::REPLICAOF);
+    if !target.trim().is_empty() {
         let mut w = target.split_whitespace();
         if let (Some(host), Some(Ok(port))) = (w.next(), w.next().map(|p| p.parse::<u16>())) {
             srv.repl.start_following();
@@ -331,7 +334,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             let _ = crate::commands::config_cmd::apply_oom_score_adj(&srv);
         }
     }
-    let supervisor = crate::process::supervisor(&srv.config.get("supervised").unwrap_or_default());
+    let supervisor = crate::process::supervisor(&srv.config.text(dir::SUPERVISED));
     crate::process::notify_ready(supervisor);
     let cron_srv = srv.clone();
     tokio::spawn(async move {
@@ -358,7 +361,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                     st.net_output_bytes.load(Ordering::Relaxed),
                 ],
             );
-            crate::crash::set_enabled(cron_srv.config.get_bool("crash-log-enabled"));
+            crate::crash::set_enabled(cron_srv.config.flag(dir::CRASH_LOG_ENABLED));
             if cron_srv.signal_shutdown.cron_paused() {
                 continue;
             }
@@ -392,7 +395,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::commands::scripting::kill_forked_sessions();
     crate::process::notify_stopping(supervisor);
     crate::persistence::shutdown(&srv);
-    if let Some(path) = srv.config.get("unixsocket").filter(|p| !p.is_empty()) {
+    let path = srv.config.text(dir::UNIXSOCKET);
+    if !path.is_empty() {
         let _ = std::fs::remove_file(path);
     }
     tracing::info!("Podium is now ready to exit, bye bye...");
@@ -418,10 +422,10 @@ fn start_replication_cron(srv: &Arc<Server>) {
                 return;
             }
             tick += 1;
-            let period = srv.config.get_i64("repl-ping-replica-period").max(1) as u64;
-            let ttl = srv.config.get_i64("repl-backlog-ttl");
+            let period = srv.config.int(dir::REPL_PING_REPLICA_PERIOD).max(1) as u64;
+            let ttl = srv.config.int(dir::REPL_BACKLOG_TTL);
             srv.repl.cron(tick, period, ttl, srv.replica_obuf_limit());
-            let timeout_ms = srv.config.get_i64("repl-timeout").max(1) * 1000;
+            let timeout_ms = srv.config.int(dir::REPL_TIMEOUT).max(1) * 1000;
             srv.repl.drop_silent_replicas(timeout_ms);
         }
     });

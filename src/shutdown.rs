@@ -10,6 +10,7 @@
 //! shutdown is under way exits at once, removing the temporary RDB file, as Redis's "You
 //! insist" does.
 
+use crate::config::dir;
 use crate::state::Server;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,15 +23,10 @@ pub(crate) async fn wait_for_exit(srv: &Arc<Server>) -> Result<(), String> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let state = &srv.signal_shutdown;
     loop {
-        let directive = tokio::select! {
+        let (name, directive) = tokio::select! {
             _ = srv.shutdown.notified() => return Ok(()),
-            _ = sigint.recv() => "shutdown-on-sigint",
-            _ = sigterm.recv() => "shutdown-on-sigterm",
-        };
-        let name = if directive == "shutdown-on-sigint" {
-            "SIGINT"
-        } else {
-            "SIGTERM"
+            _ = sigint.recv() => ("SIGINT", dir::SHUTDOWN_ON_SIGINT),
+            _ = sigterm.recv() => ("SIGTERM", dir::SHUTDOWN_ON_SIGTERM),
         };
         tracing::warn!("Received {name} scheduling shutdown...");
         state.scheduled.store(true, Ordering::SeqCst);
@@ -48,8 +44,7 @@ pub(crate) async fn wait_for_exit(srv: &Arc<Server>) -> Result<(), String> {
             continue;
         }
         let flags =
-            crate::directives::shutdown_flags(&srv.config.get(directive).unwrap_or_default())
-                .unwrap_or_default();
+            crate::directives::shutdown_flags(&srv.config.text(directive)).unwrap_or_default();
         srv.shutting_down.store(true, Ordering::SeqCst);
         let saver = srv.clone();
         let save = tokio::task::spawn_blocking(move || {

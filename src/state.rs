@@ -18,6 +18,7 @@ pub(crate) mod tracking;
 use crate::blocking::Registry;
 use crate::client::ClientInfo;
 use crate::clock::unix_ms;
+use crate::config::dir;
 use crate::config::Config;
 use crate::keyspace::Keyspace;
 use aof::Aof;
@@ -98,14 +99,14 @@ pub struct Server {
 
 impl Server {
     pub fn new(config: Config) -> Server {
-        let dbs = config.get_i64("databases").max(1) as usize;
-        let shards = config.get_i64("shards-per-db").max(1) as usize;
+        let dbs = config.int(dir::DATABASES).max(1) as usize;
+        let shards = config.int(dir::SHARDS_PER_DB).max(1) as usize;
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
         Server {
             keyspace: Keyspace::new(dbs, shards),
-            port: AtomicI64::new(config.get_i64("port")),
+            port: AtomicI64::new(config.int(dir::PORT)),
             acl: crate::acl::Acl::new(&config),
             config,
             stats: Stats::default(),

@@ -14,6 +14,7 @@
 //! bounds the table: past it, keys are evicted with an invalidation.
 
 use crate::client::ClientInfo;
+use crate::config::dir;
 use crate::state::tracking::State;
 pub(crate) use crate::state::tracking::{Options, Tracking};
 use crate::state::Server;
@@ -198,7 +199,7 @@ impl Tracking {
 
     /// Past `tracking-table-max-keys`, forget keys (each with an invalidation).
     fn evict_over_limit(&self, s: &mut State, srv: &Server) -> Vec<Delivery> {
-        let max = srv.config.get_i64("tracking-table-max-keys");
+        let max = srv.config.int(dir::TRACKING_TABLE_MAX_KEYS);
         let mut out = Vec::new();
         if max <= 0 {
             return out;

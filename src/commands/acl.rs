@@ -5,6 +5,7 @@ use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
 use crate::acl::{self, Denied, UserRef};
 use crate::client::Client;
+use crate::config::dir;
 use crate::protocol::Reply;
 use crate::state::Server;
 use bytes::Bytes;
@@ -30,7 +31,7 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let srv = ctx.srv;
-    let pubsub_all = srv.config.get("acl-pubsub-default").as_deref() == Some("allchannels");
+    let pubsub_all = srv.config.text(dir::ACL_PUBSUB_DEFAULT) == "allchannels";
     match (sub.as_str(), a.len()) {
         ("setuser", n) if n >= 3 => {
             let name = &a[2];
@@ -213,7 +214,7 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn aclfile(ctx: &Ctx) -> String {
-    ctx.srv.config.get("aclfile").unwrap_or_default()
+    ctx.srv.config.text(dir::ACLFILE)
 }
 
 /// Hex characters from the operating system's random source.
@@ -268,7 +269,7 @@ pub(crate) fn load_file(srv: &crate::state::Server, path: &str) -> Result<(), St
         )
     })?;
     let defs = parse_acl_file(&text, path)?;
-    let requirepass = srv.config.get("requirepass").unwrap_or_default();
+    let requirepass = srv.config.text(dir::REQUIREPASS);
     srv.acl.replace_all(&defs, &requirepass)
 }
 
@@ -287,7 +288,7 @@ pub(crate) fn save_file(srv: &crate::state::Server, path: &str) -> std::io::Resu
 /// At startup: users from `user` directives or from `aclfile` (not both, as Redis).
 pub(crate) fn load_users_at_startup(srv: &crate::state::Server) -> Result<(), String> {
     let users = srv.config.acl_users.lock().clone();
-    let file = srv.config.get("aclfile").unwrap_or_default();
+    let file = srv.config.text(dir::ACLFILE);
     if !users.is_empty() && !file.is_empty() {
         return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
     }
@@ -306,7 +307,7 @@ pub(crate) fn load_users_at_startup(srv: &crate::state::Server) -> Result<(), St
                 .collect()
         })
         .collect();
-    let requirepass = srv.config.get("requirepass").unwrap_or_default();
+    let requirepass = srv.config.text(dir::REQUIREPASS);
     srv.acl
         .replace_all(&defs, &requirepass)
         .map_err(|e| format!("Error in user declaration: {e}"))
@@ -405,7 +406,7 @@ pub(crate) fn log_denial(
         .map(|u| u.read().name.clone())
         .unwrap_or_default();
     srv.acl.log_denial(
-        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        srv.config.int(dir::ACLLOG_MAX_LEN).max(0) as usize,
         denied,
         context,
         &object,
@@ -427,7 +428,7 @@ pub(crate) fn log_auth_failure(
         "toplevel"
     };
     srv.acl.log_denial(
-        srv.config.get_i64("acllog-max-len").max(0) as usize,
+        srv.config.int(dir::ACLLOG_MAX_LEN).max(0) as usize,
         Denied::Auth,
         context,
         command,

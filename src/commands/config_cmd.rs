@@ -5,6 +5,7 @@
 use super::flags::*;
 use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
+use crate::config::dir;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -38,13 +39,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     )
                 })
                 .collect();
-            let was_aof = ctx.srv.config.get_bool("appendonly");
+            let was_aof = ctx.srv.config.flag(dir::APPENDONLY);
             let oom_before = (
-                ctx.srv.config.get("oom-score-adj").unwrap_or_default(),
-                ctx.srv
-                    .config
-                    .get("oom-score-adj-values")
-                    .unwrap_or_default(),
+                ctx.srv.config.text(dir::OOM_SCORE_ADJ),
+                ctx.srv.config.text(dir::OOM_SCORE_ADJ_VALUES),
             );
             let before = crate::listeners::values_before(ctx.srv, &pairs);
             let local = crate::net::is_local_peer(&ctx.client.info.addr);
@@ -53,62 +51,67 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 .config
                 .set_runtime_checked(&pairs, local, ctx.srv.aof.loading())
             {
-                Ok(names) => {
-                    if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &names, &before) {
+                Ok(changed) => {
+                    if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &changed, &before) {
                         return Err(Reply::Error(e));
                     }
-                    if names.contains(&"requirepass") {
-                        let pass = ctx.srv.config.get("requirepass").unwrap_or_default();
+                    if changed.contains(dir::REQUIREPASS) {
+                        let pass = ctx.srv.config.text(dir::REQUIREPASS);
                         ctx.srv.acl.set_requirepass(&pass);
                     }
-                    if let Some(name) = names
-                        .iter()
-                        .find(|n| **n == "oom-score-adj" || **n == "oom-score-adj-values")
+                    if let Some(id) =
+                        changed.first_of(&[dir::OOM_SCORE_ADJ, dir::OOM_SCORE_ADJ_VALUES])
                     {
+                        let name = id.name();
                         if let Err(e) = apply_oom_score_adj(ctx.srv) {
                             tracing::warn!("{e}");
                             let _ = ctx.srv.config.set_runtime(&[
-                                ("oom-score-adj".into(), oom_before.0),
-                                ("oom-score-adj-values".into(), oom_before.1),
+                                dir::OOM_SCORE_ADJ.with(oom_before.0),
+                                dir::OOM_SCORE_ADJ_VALUES.with(oom_before.1),
                             ]);
                             let _ = apply_oom_score_adj(ctx.srv);
                             return Err(Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs.")));
                         }
                     }
-                    if names.contains(&"tracking-table-max-keys") {
+                    if changed.contains(dir::TRACKING_TABLE_MAX_KEYS) {
                         ctx.srv.tracking.limit_changed();
                     }
-                    if names.contains(&"maxmemory") || names.contains(&"maxmemory-clients") {
+                    if changed.contains(dir::MAXMEMORY) || changed.contains(dir::MAXMEMORY_CLIENTS)
+                    {
                         crate::client_evict::configure(ctx.srv);
                     }
-                    if names.contains(&"maxmemory") {
+                    if changed.contains(dir::MAXMEMORY) {
                         crate::evict::after_maxmemory_set(ctx.srv, !ctx.in_exec);
                     }
-                    if names.contains(&"repl-backlog-size") {
-                        let size = ctx.srv.config.get_i64("repl-backlog-size").max(1) as usize;
+                    if changed.contains(dir::REPL_BACKLOG_SIZE) {
+                        let size = ctx.srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
                         ctx.srv.repl.resize_backlog(size);
                     }
-                    if names.contains(&"aof-timestamp-enabled") {
+                    if changed.contains(dir::AOF_TIMESTAMP_ENABLED) {
                         ctx.srv.aof.config_changed(&ctx.srv.config);
                     }
-                    let aof_now = ctx.srv.config.get_bool("appendonly");
-                    if names.contains(&"appendonly")
+                    let aof_now = ctx.srv.config.flag(dir::APPENDONLY);
+                    if changed.contains(dir::APPENDONLY)
                         && aof_now != was_aof
                         && crate::persistence::set_appendonly(ctx.srv, aof_now, ctx.in_exec)
                             .is_err()
                     {
                         // The reason is in the log, as Redis words it.
-                        let _ = ctx.srv.config.set_runtime(&[(
-                            "appendonly".into(),
-                            if was_aof { "yes" } else { "no" }.into(),
-                        )]);
+                        let _ = ctx
+                            .srv
+                            .config
+                            .set_runtime(&[dir::APPENDONLY.with(if was_aof {
+                                "yes"
+                            } else {
+                                "no"
+                            })]);
                         return Err(Reply::error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs."));
                     }
-                    if names.contains(&"proc-title-template") {
+                    if changed.contains(dir::PROC_TITLE_TEMPLATE) {
                         ctx.srv.config.show_proc_title();
                     }
-                    if names.contains(&"aof-disable-auto-gc")
-                        && !ctx.srv.config.get_bool("aof-disable-auto-gc")
+                    if changed.contains(dir::AOF_DISABLE_AUTO_GC)
+                        && !ctx.srv.config.flag(dir::AOF_DISABLE_AUTO_GC)
                     {
                         crate::persistence::rewrite::delete_history(ctx.srv);
                     }
@@ -174,9 +177,9 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// Apply the configured `oom-score-adj` to the process (the replica class while it is one).
 pub(crate) fn apply_oom_score_adj(srv: &crate::state::Server) -> Result<(), String> {
-    let mode = srv.config.get("oom-score-adj").unwrap_or_default();
+    let mode = srv.config.text(dir::OOM_SCORE_ADJ);
     let values = crate::config::directives::oom_score_adj_values(
-        &srv.config.get("oom-score-adj-values").unwrap_or_default(),
+        &srv.config.text(dir::OOM_SCORE_ADJ_VALUES),
     )?;
     let class = usize::from(crate::state::replica_link::is_replica(srv));
     crate::process::apply_oom_score_adj(&mode, values, class)

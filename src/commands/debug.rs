@@ -8,6 +8,7 @@
 
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
+use crate::config::dir;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,9 +31,9 @@ pub fn active_expire_enabled() -> bool {
 
 /// Whether `enable-debug-command` lets this client run DEBUG.
 fn allowed(ctx: &Ctx) -> bool {
-    match ctx.srv.config.get("enable-debug-command").as_deref() {
-        Some("yes") => true,
-        Some("local") => {
+    match ctx.srv.config.text(dir::ENABLE_DEBUG_COMMAND).as_str() {
+        "yes" => true,
+        "local" => {
             let addr = &ctx.client.info.addr;
             addr.starts_with("127.") || addr.starts_with("[::1]") || addr.starts_with('/')
         }

@@ -25,6 +25,7 @@
 //! LOADAOF [`crate::persistence::debug_loadaof`].
 
 use super::Ctx;
+use crate::config::dir;
 use crate::keyspace::Entry;
 use crate::protocol::Reply;
 use crate::types::Value;
@@ -83,12 +84,8 @@ pub(crate) const HELP: &[&str] = &[
 /// one node holding them all, never compressed, its element bytes, and the
 /// `list-max-listpack-size` setting (which Podium's list does not use; see the README).
 fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
-    let lzf = ctx.srv.config.get_bool("rdbcompression");
-    let listpack_max = ctx
-        .srv
-        .config
-        .get("list-max-listpack-size")
-        .unwrap_or_default();
+    let lzf = ctx.srv.config.flag(dir::RDBCOMPRESSION);
+    let listpack_max = ctx.srv.config.text(dir::LIST_MAX_LISTPACK_SIZE);
     let mut db = ctx.db();
     let Some(e) = db.peek_stored(key) else {
         return Reply::error("ERR no such key");
@@ -271,12 +268,7 @@ fn populate(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     };
     // Redis would try to allocate any size; Podium holds a value to the size a client could
     // send in one argument.
-    let max_bulk = ctx
-        .srv
-        .config
-        .get("proto-max-bulk-len")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(512 << 20);
+    let max_bulk = u64::try_from(ctx.srv.config.int(dir::PROTO_MAX_BULK_LEN)).unwrap_or(512 << 20);
     if size.is_some_and(|s| s > max_bulk) {
         return Reply::error(
             "ERR DEBUG POPULATE value size is larger than proto-max-bulk-len, refused",

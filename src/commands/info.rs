@@ -3,6 +3,7 @@
 
 use super::flags::*;
 use super::{table, CmdResult, Ctx, Keys, Spec};
+use crate::config::dir;
 use crate::protocol::Reply;
 use crate::version::REDIS_VERSION;
 use bytes::Bytes;
@@ -140,7 +141,7 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     .count();
                 kv("connected_clients", clients.len().to_string());
                 kv("cluster_connections", "0".into());
-                kv("maxclients", srv.config.get_i64("maxclients").to_string());
+                kv("maxclients", srv.config.int(dir::MAXCLIENTS).to_string());
                 kv("client_recent_max_input_buffer", "0".into());
                 kv("client_recent_max_output_buffer", "0".into());
                 kv("blocked_clients", (blocked + postponed).to_string());
@@ -155,10 +156,7 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 let maxmemory = srv.config.hot.maxmemory.load(Ordering::Relaxed);
                 kv("maxmemory", maxmemory.to_string());
                 kv("maxmemory_human", human(maxmemory.max(0) as usize));
-                kv(
-                    "maxmemory_policy",
-                    srv.config.get("maxmemory-policy").unwrap_or_default(),
-                );
+                kv("maxmemory_policy", srv.config.text(dir::MAXMEMORY_POLICY));
                 for (k, v) in after {
                     kv(k, v);
                 }

@@ -5,6 +5,7 @@ use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::argv::{range_long, scan_reply, ArgReader};
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
+use crate::config::dir;
 use crate::keyspace::NO_EXPIRE;
 use crate::protocol::Reply;
 use crate::types::Value;
@@ -500,7 +501,7 @@ fn refcount(srv: &crate::state::Server, v: &Value) -> i64 {
         return 1;
     };
     let small = s.len() <= 20 && parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n));
-    let policy = srv.config.get("maxmemory-policy").unwrap_or_default();
+    let policy = srv.config.text(dir::MAXMEMORY_POLICY);
     let per_object_clock = srv
         .config
         .hot

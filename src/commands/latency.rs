@@ -9,6 +9,7 @@
 
 use super::flags::*;
 use super::{table, CmdResult, Ctx, Keys, Spec};
+use crate::config::dir;
 use crate::protocol::Reply;
 pub use crate::state::latency::Monitor;
 use crate::state::latency::Series;
@@ -315,8 +316,7 @@ pub fn info_lines(srv: &Server) -> Vec<(String, String)> {
     }
     let percentiles: Vec<f64> = srv
         .config
-        .get("latency-tracking-info-percentiles")
-        .unwrap_or_default()
+        .text(dir::LATENCY_TRACKING_INFO_PERCENTILES)
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .collect();

@@ -28,6 +28,7 @@ pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod info;
+use crate::config::dir;
 /// Moved to `state::introspect` (the error counters live in the shared state); the old path
 /// stays for code written against it.
 pub use crate::state::introspect;
@@ -583,12 +584,12 @@ pub fn report_propagation_error(
             srv.stats
                 .unexpected_error_replies
                 .fetch_add(1, Ordering::Relaxed);
-            let behavior = srv.config.get("propagation-error-behavior");
+            let behavior = srv.config.text(dir::PROPAGATION_ERROR_BEHAVIOR);
             let panic = match source {
-                PropagationSource::AofLoader => behavior.as_deref() == Some("panic"),
+                PropagationSource::AofLoader => behavior == "panic",
                 PropagationSource::Master => {
-                    srv.config.get_bool("replica-read-only")
-                        && matches!(behavior.as_deref(), Some("panic" | "panic-on-replicas"))
+                    srv.config.flag(dir::REPLICA_READ_ONLY)
+                        && matches!(behavior.as_str(), "panic" | "panic-on-replicas")
                 }
             };
             if panic {
@@ -912,11 +913,12 @@ pub(crate) fn after_unblocked(
 /// the client (`yes`, or `local` for a client on 127.0.0.1 or ::1): Redis's wording otherwise.
 fn protected_command_refusal(srv: &Server, name: &str, peer: &str) -> Option<Reply> {
     let (label, directive) = match name {
-        "debug" => ("DEBUG", "enable-debug-command"),
-        "module" => ("MODULE", "enable-module-command"),
+        "debug" => ("DEBUG", dir::ENABLE_DEBUG_COMMAND),
+        "module" => ("MODULE", dir::ENABLE_MODULE_COMMAND),
         _ => return None,
     };
-    let setting = srv.config.get(directive).unwrap_or_default();
+    let setting = srv.config.text(directive);
+    let directive = directive.name();
     if crate::config::protected_action_allowed(&setting, crate::net::is_local_peer(peer)) {
         return None;
     }
@@ -947,7 +949,7 @@ fn evict_before_command(srv: &Server) -> bool {
     let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
     max > 0
         && !srv.aof.loading()
-        && !(srv.repl.is_following() && srv.config.get_bool("replica-ignore-maxmemory"))
+        && !(srv.repl.is_following() && srv.config.flag(dir::REPLICA_IGNORE_MAXMEMORY))
         && crate::evict::counted_memory(srv) > max
         && crate::evict::free_memory(srv) == crate::evict::Outcome::Fail
 }
@@ -1074,8 +1076,8 @@ pub(crate) fn no_good_replicas(srv: &Server) -> Option<Reply> {
     {
         return None;
     }
-    let need = srv.config.get_i64("min-replicas-to-write").max(0) as usize;
-    let lag = srv.config.get_i64("min-replicas-max-lag");
+    let need = srv.config.int(dir::MIN_REPLICAS_TO_WRITE).max(0) as usize;
+    let lag = srv.config.int(dir::MIN_REPLICAS_MAX_LAG);
     (srv.repl.good_replicas(lag) < need)
         .then(|| Reply::error("NOREPLICAS Not enough good replicas to write."))
 }

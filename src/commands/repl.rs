@@ -10,6 +10,7 @@ use super::args::{eq, SYNTAX};
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
 use crate::client::ReplAction;
+use crate::config::dir;
 use crate::protocol::Reply;
 use crate::state::repl::{Replica, Resync, ONLINE, WAIT_BGSAVE_START};
 use bytes::Bytes;
@@ -102,7 +103,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         }
     }
     srv.repl.sync_full.fetch_add(1, Ordering::Relaxed);
-    let backlog = srv.config.get_i64("repl-backlog-size").max(1) as usize;
+    let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
     srv.repl.add_replica(replica, backlog);
     ctx.client.repl.action = Some(ReplAction::FullSync);
     Ok(Reply::NoReply)

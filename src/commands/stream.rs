@@ -12,6 +12,7 @@
 use super::args::{eq, SYNTAX};
 use super::{flags::*, BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
+use crate::config::dir;
 use crate::keyspace::DbHandle;
 use crate::notify;
 use crate::protocol::{Reply, Resp};
@@ -220,8 +221,8 @@ fn get_stream<'d>(
 
 fn node_limits(ctx: &Ctx) -> NodeLimits {
     NodeLimits {
-        max_bytes: ctx.srv.config.get_i64("stream-node-max-bytes").max(0) as usize,
-        max_entries: ctx.srv.config.get_i64("stream-node-max-entries").max(0) as usize,
+        max_bytes: ctx.srv.config.int(dir::STREAM_NODE_MAX_BYTES).max(0) as usize,
+        max_entries: ctx.srv.config.int(dir::STREAM_NODE_MAX_ENTRIES).max(0) as usize,
     }
 }
 
@@ -319,7 +320,7 @@ fn parse_trim_args(ctx: &Ctx, a: &[Bytes], xadd: bool) -> Result<TrimArgs, Reply
             ));
         }
     } else if t.approx {
-        let per_node = ctx.srv.config.get_i64("stream-node-max-entries");
+        let per_node = ctx.srv.config.int(dir::STREAM_NODE_MAX_ENTRIES);
         let mut limit = per_node.saturating_mul(100);
         if limit <= 0 {
             limit = 10000;

@@ -5,14 +5,16 @@
 //! /etc/redis/redis.conf among them) either starts Podium or stops it with a reason:
 //! - [`EXTRA`]: directives accepted with no effect, each with the reason in its help text
 //!   (tuning knobs of machinery Podium does not have: the defragmenter, replication links,
-//!   cluster buses), plus a few Podium acts on (eviction, latency tracking);
+//!   cluster buses), plus a few Podium acts on (eviction, latency tracking, the replication
+//!   link); its rows are declared as the core table's are, each with its typed identifier
+//!   ([`extra_ids`], read through [`crate::config::dir`]) and update hook;
 //! - [`refusal`]: directives, or values of them, that would need a feature Podium lacks
 //!   (replication, cluster mode, TLS, modules, syslog ...), refused with a message saying so;
-//! - [`memory_min`]: Redis's lower bounds of the two buffer limits;
 //! - [`merge_obuf_limits`]: `client-output-buffer-limit`, given one class per line as Redis
 //!   allows, merged into the full three-class value.
 
-use crate::config::{Kind, Param};
+use crate::config::{count, dir, Kind, Param};
+use std::sync::atomic::Ordering::Relaxed;
 
 // The row constructors of the core table, under the names this table reads best with.
 use crate::config::{alias as aka, fixed as fixed_row, p as row};
@@ -23,96 +25,110 @@ const UINT: Kind = Kind::Int {
 };
 const PORT: Kind = Kind::Int { min: 0, max: 65535 };
 const YES_NO: Kind = Kind::Bool;
+const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
 const NO_CLUSTER: &str =
     "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
 const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
+/// Why a TLS directive's other values are refused (the session-cache knobs and
+/// tls-auth-clients mean nothing without TLS and are accepted).
+const TLS_UNSUPPORTED: &str = "TLS is not supported";
 
-/// Directives of Redis 7.0 that the core table does not list.
-pub static EXTRA: &[Param] = &[
+directive_table! {
+    /// Directives of Redis 7.0 that the core table does not list.
+    pub static EXTRA, identifiers in mod extra_ids, listed in EXTRA_IDS,
+        first crate::config::CORE_IDS.len();
     // Eviction (see crate::evict).
-    row(
+    LFU_LOG_FACTOR: Int = row(
         "lfu-log-factor",
         UINT,
         "10",
         "LFU counter growth: higher means more hits per counter step",
-    ),
-    row(
+    )
+    .on_set(|_, v| crate::keyspace::access::set_lfu_log_factor(v)),
+    LFU_DECAY_TIME: Int = row(
         "lfu-decay-time",
         UINT,
         "1",
         "LFU counter decay: minutes per halving step (0 = never decay)",
-    ),
-    row(
+    )
+    .on_set(|_, v| crate::keyspace::access::set_lfu_decay_time(v)),
+    MAXMEMORY_EVICTION_TENACITY: Int = row(
         "maxmemory-eviction-tenacity",
         Kind::Int { min: 0, max: 100 },
         "10",
         "how long one command may evict before the rest is left to later commands",
     ),
-    row(
+    MAXMEMORY_CLIENTS: Text = row(
         "maxmemory-clients",
         Kind::Str,
         "0",
         "client eviction: disconnect the biggest clients when all clients' buffers reach this (bytes, or % of maxmemory; 0 = off)",
-    ),
+    )
+    .checked(maxmemory_clients),
     // Latency tracking (INFO latencystats).
-    row(
+    LATENCY_TRACKING: Flag = row(
         "latency-tracking",
         YES_NO,
         "yes",
         "per-command latency percentiles in INFO latencystats",
-    ),
-    row(
+    )
+    .on_set(|c, v| c.hot.latency_tracking.store(v == "yes", Relaxed)),
+    LATENCY_TRACKING_INFO_PERCENTILES: Text = row(
         "latency-tracking-info-percentiles",
         Kind::Words,
         "50 99 99.9",
         "percentiles INFO latencystats reports",
-    ),
+    )
+    .checked(latency_percentiles),
     // Memory and process tuning.
-    row(
+    JEMALLOC_BG_THREAD: Flag = row(
         "jemalloc-bg-thread",
         YES_NO,
         "yes",
         "accepted, no effect: Podium's jemalloc returns freed pages at once (decay 0), so a purging thread has nothing to do",
     ),
-    row(
+    ACTIVEDEFRAG: Flag = row(
         "activedefrag",
         YES_NO,
         "no",
         "refused unless no, with Redis's words for a build without a defragmenter: Podium has none (freed pages go back to the OS at once)",
-    ),
-    row(
+    )
+    // Redis's own refusal when built without its defragmenter (Debian's package, built
+    // against the system jemalloc, refuses it the same way).
+    .unsupported("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"),
+    ACTIVE_DEFRAG_IGNORE_BYTES: Int = row(
         "active-defrag-ignore-bytes",
-        Kind::Memory,
+        Kind::Memory { min: 1 },
         "104857600",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_THRESHOLD_LOWER: Int = row(
         "active-defrag-threshold-lower",
         Kind::Int { min: 0, max: 1000 },
         "10",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_THRESHOLD_UPPER: Int = row(
         "active-defrag-threshold-upper",
         Kind::Int { min: 0, max: 1000 },
         "100",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_CYCLE_MIN: Int = row(
         "active-defrag-cycle-min",
         Kind::Int { min: 1, max: 99 },
         "1",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_CYCLE_MAX: Int = row(
         "active-defrag-cycle-max",
         Kind::Int { min: 1, max: 99 },
         "25",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    row(
+    ACTIVE_DEFRAG_MAX_SCAN_FIELDS: Int = row(
         "active-defrag-max-scan-fields",
         Kind::Int {
             min: 1,
@@ -121,109 +137,123 @@ pub static EXTRA: &[Param] = &[
         "1000",
         "accepted, no effect: Podium has no active defragmenter",
     ),
-    fixed_row(
+    DISABLE_THP: Flag = fixed_row(
         "disable-thp",
         YES_NO,
         "yes",
         "turn transparent huge pages off for the process at startup (prctl PR_SET_THP_DISABLE)",
     ),
-    fixed_row(
+    IO_THREADS_DO_READS: Flag = fixed_row(
         "io-threads-do-reads",
         YES_NO,
         "no",
         "accepted, no effect: every Podium worker thread reads and parses its own clients",
     ),
-    row(
+    OOM_SCORE_ADJ: Text = row(
         "oom-score-adj",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         "no",
         "let the kernel's OOM killer see the server with an adjusted score (yes = relative)",
     ),
-    row(
+    OOM_SCORE_ADJ_VALUES: Text = row(
         "oom-score-adj-values",
         Kind::Words,
         "0 200 800",
         "OOM score adjustments of the server, a replica (not built: unused) and a BGSAVE child",
-    ),
-    row(
+    )
+    .checked(oom_score_adj_directive),
+    PROC_TITLE_TEMPLATE: Text = row(
         "proc-title-template",
         Kind::Str,
         "{title} {listen-addr} {server-mode}",
         "the process title ps and /proc/<pid>/cmdline show: {title} {listen-addr} {server-mode} {config-file} {port} {tls-port} {unixsocket}; forked children show redis-rdb-bgsave / redis-aof-rewrite as {title}",
     ),
-    fixed_row(
+    SERVER_CPULIST: Text = fixed_row(
         "server_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    BIO_CPULIST: Text = fixed_row(
         "bio_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    AOF_REWRITE_CPULIST: Text = fixed_row(
         "aof_rewrite_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    fixed_row(
+    BGSAVE_CPULIST: Text = fixed_row(
         "bgsave_cpulist",
         Kind::Str,
         "",
         "accepted, no effect: Podium does not pin threads to CPUs",
     ),
-    row(
+    IGNORE_WARNINGS: Text = row(
         "ignore-warnings",
         Kind::Str,
         "",
         "accepted, no effect: Podium prints none of Redis's kernel warnings",
     ),
-    row(
+    CRASH_LOG_ENABLED: Flag = row(
         "crash-log-enabled",
         YES_NO,
         "yes",
         "write a bug report with a stack trace to the log when the process dies of a fatal signal",
     ),
-    row(
+    CRASH_MEMCHECK_ENABLED: Flag = row(
         "crash-memcheck-enabled",
         YES_NO,
         "yes",
         "accepted, no effect: the crash report has no memory test (Redis's runs one after a crash)",
     ),
-    row(
+    USE_EXIT_ON_PANIC: Flag = row(
         "use-exit-on-panic",
         YES_NO,
         "no",
         "accepted, no effect: a Rust panic is reported by the runtime",
-    ),
-    row(
+    )
+    .hidden(),
+    SHUTDOWN_TIMEOUT: Int = row(
         "shutdown-timeout",
         UINT,
         "10",
         "accepted, no effect: SHUTDOWN does not wait for replicas to catch up (a known gap, README)",
     ),
-    row(
+    SHUTDOWN_ON_SIGINT: Text = row(
         "shutdown-on-sigint",
         Kind::Words,
         "default",
         "what SIGINT does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
-    ),
-    row(
+    )
+    .checked(shutdown_directive),
+    SHUTDOWN_ON_SIGTERM: Text = row(
         "shutdown-on-sigterm",
         Kind::Words,
         "default",
         "what SIGTERM does: default (save if save points exist), save, nosave, now, force (exit even if the save fails)",
-    ),
-    row(
+    )
+    .checked(shutdown_directive),
+    WATCHDOG_PERIOD: Int = row(
         "watchdog-period",
         UINT,
         "0",
         "as Redis: milliseconds a command may run before its thread's stack trace is logged (0: off)",
-    ),
-    row(
+    )
+    .hidden()
+    .on_set(|c, v| {
+        // As Redis, a period under two cron periods is raised, and CONFIG GET shows that.
+        let hz = c.hot.hz.load(Relaxed).max(1) as u64;
+        let period = count(v) as u64;
+        let applied = crate::watchdog::apply(period, hz);
+        if applied != period {
+            c.store(dir::WATCHDOG_PERIOD, applied.to_string());
+        }
+    }),
+    KEY_LOAD_DELAY: Int = row(
         "key-load-delay",
         Kind::Int {
             min: i32::MIN as i64,
@@ -231,8 +261,9 @@ pub static EXTRA: &[Param] = &[
         },
         "0",
         "sleep this many microseconds per key while loading an RDB file (negative -N: 1 us once in N keys), for tests",
-    ),
-    row(
+    )
+    .hidden(),
+    LOADING_PROCESS_EVENTS_INTERVAL_BYTES: Int = row(
         "loading-process-events-interval-bytes",
         Kind::Int {
             min: 1024,
@@ -240,28 +271,30 @@ pub static EXTRA: &[Param] = &[
         },
         "2097152",
         "accepted, no effect: Podium serves clients on other threads while it loads",
-    ),
+    )
+    .hidden(),
     // RDB knobs Debian's file sets.
-    row(
+    RDB_SAVE_INCREMENTAL_FSYNC: Flag = row(
         "rdb-save-incremental-fsync",
         YES_NO,
         "yes",
         "accepted, no effect: Podium fsyncs an RDB file once, when it is complete",
     ),
     // Logging.
-    fixed_row(
+    SYSLOG_ENABLED: Flag = fixed_row(
         "syslog-enabled",
         YES_NO,
         "no",
         "logging to syslog is not supported: only 'no' is accepted (use logfile)",
-    ),
-    fixed_row(
+    )
+    .unsupported("logging to syslog is not supported (use logfile)"),
+    SYSLOG_IDENT: Text = fixed_row(
         "syslog-ident",
         Kind::Str,
         "redis",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    fixed_row(
+    SYSLOG_FACILITY: Text = fixed_row(
         "syslog-facility",
         Kind::Enum(&[
             "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
@@ -269,26 +302,27 @@ pub static EXTRA: &[Param] = &[
         "local0",
         "accepted, no effect: syslog-enabled yes is refused",
     ),
-    row(
+    HLL_SPARSE_MAX_BYTES: Int = row(
         "hll-sparse-max-bytes",
-        Kind::Memory,
+        MEMORY,
         "3000",
         "largest sparse HyperLogLog string, in bytes, before it is converted to dense",
-    ),
+    )
+    .on_set(|c, v| c.hot.hll_sparse_max_bytes.store(count(v), Relaxed)),
     // Stream node sizes (crate::types::stream); then features Podium does not have.
-    row(
+    STREAM_NODE_MAX_BYTES: Int = row(
         "stream-node-max-bytes",
-        Kind::Memory,
+        MEMORY,
         "4096",
         "streams: a new node (listpack) starts past this many bytes (0 = no limit)",
     ),
-    row(
+    STREAM_NODE_MAX_ENTRIES: Int = row(
         "stream-node-max-entries",
         UINT,
         "100",
         "streams: a new node (listpack) starts past this many entries (0 = no limit)",
     ),
-    fixed_row(
+    SOCKET_MARK_ID: Int = fixed_row(
         "socket-mark-id",
         Kind::Int {
             min: 0,
@@ -296,9 +330,10 @@ pub static EXTRA: &[Param] = &[
         },
         "0",
         "socket marks are not supported: only 0 is accepted",
-    ),
+    )
+    .unsupported("socket marks are not supported"),
     // Replication.
-    aka(
+    REPLICAOF: Text = aka(
         fixed_row(
             "replicaof",
             Kind::Words,
@@ -306,26 +341,27 @@ pub static EXTRA: &[Param] = &[
             "the master to follow from startup (REPLICAOF changes it at run time)",
         ),
         &["slaveof"],
-    ),
-    row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
-    row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
-    row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
-    row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
-    row(
+    )
+    .checked(replicaof),
+    MASTERAUTH: Text = row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
+    MASTERUSER: Text = row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
+    REPL_DISKLESS_SYNC: Flag = row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
+    REPL_DISKLESS_SYNC_MAX_REPLICAS: Int = row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
+    REPL_DISKLESS_LOAD: Text = row(
         "repl-diskless-load",
         Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
         "accepted, no effect: a Podium replica writes the master's image to disk and loads it from there (Redis's 'disabled')",
     ),
-    row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
-    row(
+    REPL_DISABLE_TCP_NODELAY: Flag = row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
+    REPL_BACKLOG_SIZE: Int = row(
         "repl-backlog-size",
-        Kind::Memory,
+        Kind::Memory { min: 1 },
         "1048576",
         "as Redis: the bytes of stream kept for replicas that reconnect (PSYNC)",
     ),
-    row("repl-backlog-ttl", UINT, "3600", "as Redis: seconds without replicas before the backlog is freed"),
-    row(
+    REPL_BACKLOG_TTL: Int = row("repl-backlog-ttl", UINT, "3600", "as Redis: seconds without replicas before the backlog is freed"),
+    REPL_TIMEOUT: Int = row(
         "repl-timeout",
         Kind::Int {
             min: 1,
@@ -334,7 +370,7 @@ pub static EXTRA: &[Param] = &[
         "60",
         "as Redis: a silent master, or a replica that stops acknowledging, is disconnected after it",
     ),
-    aka(
+    REPL_PING_REPLICA_PERIOD: Int = aka(
         row(
             "repl-ping-replica-period",
             Kind::Int {
@@ -346,173 +382,177 @@ pub static EXTRA: &[Param] = &[
         ),
         &["repl-ping-slave-period"],
     ),
-    aka(
+    REPLICA_PRIORITY: Int = aka(
         row("replica-priority", UINT, "100", "as Redis: shown in INFO (slave_priority) for Sentinel"),
         &["slave-priority"],
     ),
-    aka(
+    REPLICA_LAZY_FLUSH: Flag = aka(
         row("replica-lazy-flush", YES_NO, "no", "accepted, no effect: a replica empties its data set before loading the master's image in one step either way"),
         &["slave-lazy-flush"],
     ),
-    aka(
+    REPLICA_IGNORE_MAXMEMORY: Flag = aka(
         row("replica-ignore-maxmemory", YES_NO, "yes", "as Redis: a replica evicts nothing while set (the master's deletions arrive in the stream)"),
         &["slave-ignore-maxmemory"],
     ),
-    row("replica-announced", YES_NO, "yes", "as Redis: shown in INFO (replica_announced) for Sentinel"),
-    aka(
+    REPLICA_ANNOUNCED: Flag = row("replica-announced", YES_NO, "yes", "as Redis: shown in INFO (replica_announced) for Sentinel"),
+    REPLICA_ANNOUNCE_IP: Text = aka(
         row("replica-announce-ip", Kind::Str, "", "as Redis: the address a replica gives its master (REPLCONF ip-address)"),
         &["slave-announce-ip"],
     ),
-    aka(
+    REPLICA_ANNOUNCE_PORT: Int = aka(
         row("replica-announce-port", PORT, "0", "as Redis: the port a replica gives its master (REPLCONF listening-port)"),
         &["slave-announce-port"],
     ),
-    row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
-    row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
+    REPLICA_IGNORE_DISK_WRITE_ERRORS: Flag = row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
+    BIND_SOURCE_ADDR: Text = row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
     // Cluster.
-    fixed_row(
+    CLUSTER_ENABLED: Flag = fixed_row(
         "cluster-enabled",
         YES_NO,
         "no",
         "cluster mode is not supported: only 'no' is accepted",
-    ),
-    fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
-    row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
-    fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
-    row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
-    aka(
+    )
+    .unsupported("cluster mode is not supported"),
+    CLUSTER_CONFIG_FILE: Text = fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
+    CLUSTER_NODE_TIMEOUT: Int = row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
+    CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_REQUIRE_FULL_COVERAGE: Flag = row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
+    CLUSTER_REPLICA_NO_FAILOVER: Flag = aka(
         row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER),
         &["cluster-slave-no-failover"],
     ),
-    aka(
+    CLUSTER_REPLICA_VALIDITY_FACTOR: Int = aka(
         row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER),
         &["cluster-slave-validity-factor"],
     ),
-    row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
-    row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
-    row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
-    row(
+    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
+    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
+    CLUSTER_ALLOW_READS_WHEN_DOWN: Flag = row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
+    CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN: Flag = row(
         "cluster-allow-pubsubshard-when-down",
         YES_NO,
         "yes",
         NO_CLUSTER,
     ),
-    row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
-    row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
-    row("cluster-announce-port", PORT, "0", NO_CLUSTER),
-    row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
-    row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
-    row(
+    CLUSTER_ANNOUNCE_IP: Text = row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_HOSTNAME: Text = row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_PORT: Int = row("cluster-announce-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_BUS_PORT: Int = row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_PREFERRED_ENDPOINT_TYPE: Text = row(
         "cluster-preferred-endpoint-type",
         Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
         "ip",
         NO_CLUSTER,
     ),
-    row("cluster-link-sendbuf-limit", Kind::Memory, "0", NO_CLUSTER),
+    CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", NO_CLUSTER),
     // TLS.
-    fixed_row("tls-port", PORT, "0", NO_TLS),
-    row("tls-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-key-file", Kind::Str, "", NO_TLS),
-    row("tls-key-file-pass", Kind::Str, "", NO_TLS),
-    row("tls-client-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-client-key-file", Kind::Str, "", NO_TLS),
-    row("tls-client-key-file-pass", Kind::Str, "", NO_TLS),
-    row("tls-dh-params-file", Kind::Str, "", NO_TLS),
-    row("tls-ca-cert-file", Kind::Str, "", NO_TLS),
-    row("tls-ca-cert-dir", Kind::Str, "", NO_TLS),
-    row("tls-protocols", Kind::Str, "", NO_TLS),
-    row("tls-ciphers", Kind::Str, "", NO_TLS),
-    row("tls-ciphersuites", Kind::Str, "", NO_TLS),
-    row(
+    TLS_PORT: Int = fixed_row("tls-port", PORT, "0", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_AUTH_CLIENTS: Text = row(
         "tls-auth-clients",
         Kind::Enum(&["no", "yes", "optional"]),
         "yes",
         NO_TLS,
     ),
-    row("tls-replication", YES_NO, "no", NO_TLS),
-    row("tls-cluster", YES_NO, "no", NO_TLS),
-    row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
-    row("tls-session-caching", YES_NO, "yes", NO_TLS),
-    row("tls-session-cache-size", UINT, "20480", NO_TLS),
-    row("tls-session-cache-timeout", UINT, "300", NO_TLS),
-];
-
-/// Directives whose every value but the default needs a feature Podium lacks: the reason.
-fn unsupported_unless_default(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "cluster-enabled" => "cluster mode is not supported",
-        "syslog-enabled" => "logging to syslog is not supported (use logfile)",
-        "socket-mark-id" => "socket marks are not supported",
-        // Redis's own refusal when built without its defragmenter (Debian's package, built
-        // against the system jemalloc, refuses it the same way).
-        "activedefrag" => {
-            "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"
-        }
-        "tls-port" | "tls-replication" | "tls-cluster" => "TLS is not supported",
-        n if n.starts_with("tls-")
-            && !matches!(
-                n,
-                "tls-auth-clients"
-                    | "tls-prefer-server-ciphers"
-                    | "tls-session-caching"
-                    | "tls-session-cache-size"
-                    | "tls-session-cache-timeout"
-            ) =>
-        {
-            "TLS is not supported"
-        }
-        _ => return None,
-    })
+    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", NO_TLS)
+    .unsupported(TLS_UNSUPPORTED),
+    TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
+    TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", NO_TLS),
+    TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", NO_TLS),
+    TLS_SESSION_CACHE_TIMEOUT: Int = row("tls-session-cache-timeout", UINT, "300", NO_TLS),
 }
 
-/// Why `name` set to `value` (already normalised; `default` is the directive's default) is
-/// refused, if it is.
-pub fn refusal(name: &str, value: &str, default: &str) -> Option<String> {
-    let reason = unsupported_unless_default(name)?;
-    if value == default {
+/// Why `value` (already normalised) of directive `prm` is refused, if it is: a directive
+/// whose every value but the default needs a feature Podium lacks ([`Param::unsupported`]).
+pub fn refusal(prm: &Param, value: &str) -> Option<String> {
+    let reason = prm.unsupported?;
+    if value == prm.default {
         return None;
     }
     Some(reason.to_string())
 }
 
-/// Checks beyond the value's kind: the percentiles INFO latencystats reports are numbers
-/// from 0 to 100, as Redis requires.
-pub fn validate(name: &str, value: &str) -> Result<(), String> {
-    if name == "replicaof" && !value.trim().is_empty() {
-        // `replicaof <host> <port>` or `replicaof no one`, as Redis checks it.
+/// `replicaof <host> <port>` or `replicaof no one`, as Redis checks it (empty: none).
+fn replicaof(value: &str) -> Result<String, String> {
+    if !value.trim().is_empty() {
         let w: Vec<&str> = value.split_whitespace().collect();
         if w.len() != 2 {
             return Err("wrong number of arguments".into());
         }
-        if w[0].eq_ignore_ascii_case("no") && w[1].eq_ignore_ascii_case("one") {
-            return Ok(());
-        }
-        if !w[1].parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
+        let no_one = w[0].eq_ignore_ascii_case("no") && w[1].eq_ignore_ascii_case("one");
+        if !no_one && !w[1].parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
             return Err("Invalid master port".into());
         }
     }
-    if name == "maxmemory-clients" {
-        return memory_or_percent(value).map(|_| ());
-    }
-    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
-        return shutdown_flags(value).map(|_| ());
-    }
-    if name == "oom-score-adj-values" {
-        oom_score_adj_values(value)?;
-    }
-    if name == "latency-tracking-info-percentiles" {
-        for w in value.split_whitespace() {
-            match w.parse::<f64>() {
-                Ok(p) if (0.0..=100.0).contains(&p) => {}
-                Ok(_) => return Err(
+    Ok(value.to_string())
+}
+
+/// `maxmemory-clients`: a memory amount, shown in bytes, or a percentage of `maxmemory`.
+fn maxmemory_clients(value: &str) -> Result<String, String> {
+    Ok(match memory_or_percent(value)? {
+        Some(percent) => format!("{percent}%"),
+        None => crate::config::parse_memory(value).map_or(value.to_string(), |b| b.to_string()),
+    })
+}
+
+/// `shutdown-on-sigint` / `shutdown-on-sigterm`: the flags in SHUTDOWN's order.
+fn shutdown_directive(value: &str) -> Result<String, String> {
+    shutdown_flags(value).map(|flags| flags.to_string())
+}
+
+/// `oom-score-adj-values`: see [`oom_score_adj_values`]; kept as given.
+fn oom_score_adj_directive(value: &str) -> Result<String, String> {
+    oom_score_adj_values(value).map(|_| value.to_string())
+}
+
+/// The percentiles INFO latencystats reports: numbers from 0 to 100, as Redis requires, each
+/// shown as C's `%f` with trailing zeros trimmed ("50.0" is "50", "12.3456789" is
+/// "12.345679"), as Redis rewrites them.
+fn latency_percentiles(value: &str) -> Result<String, String> {
+    let mut shown = Vec::new();
+    for w in value.split_whitespace() {
+        match w.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => {
+                let text = format!("{p:.6}");
+                shown.push(text.trim_end_matches('0').trim_end_matches('.').to_string());
+            }
+            Ok(_) => {
+                return Err(
                     "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
                         .into(),
-                ),
-                Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+                )
             }
+            Err(_) => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
         }
     }
-    Ok(())
+    Ok(shown.join(" "))
 }
 
 /// `oom-score-adj-values`: three integers (server, replica, background child), each within
@@ -555,19 +595,6 @@ fn memory_or_percent(value: &str) -> Result<Option<i64>, String> {
         Some(n) if n >= 0 => Ok(None),
         _ => Err("argument must be a memory or percent value".into()),
     }
-}
-
-/// Redis's hidden parameters (testing and debugging knobs): CONFIG GET shows them only when
-/// asked for by their exact name, not through a pattern.
-pub fn hidden(name: &str) -> bool {
-    matches!(
-        name,
-        "use-exit-on-panic"
-            | "rdb-key-save-delay"
-            | "key-load-delay"
-            | "watchdog-period"
-            | "loading-process-events-interval-bytes"
-    )
 }
 
 /// What a shutdown does: SHUTDOWN's options, and `shutdown-on-sigint` / `shutdown-on-sigterm`.
@@ -629,65 +656,6 @@ pub fn shutdown_flags(value: &str) -> Result<ShutdownFlags, String> {
 const SHUTDOWN_FLAG_WORDS: &str =
     "argument(s) must be one of the following: default, save, nosave, now, force";
 
-/// The form CONFIG GET shows a validated value in, where Redis rewrites it: each percentile
-/// of latency-tracking-info-percentiles as C's `%f` with trailing zeros trimmed ("50.0" is
-/// "50", "12.3456789" is "12.345679").
-pub fn canonical(name: &str, value: String) -> String {
-    if name == "maxmemory-clients" {
-        return match memory_or_percent(&value) {
-            Ok(Some(percent)) => format!("{percent}%"),
-            Ok(None) => {
-                crate::config::parse_memory(&value).map_or(value, |bytes| bytes.to_string())
-            }
-            Err(_) => value,
-        };
-    }
-    if name == "shutdown-on-sigint" || name == "shutdown-on-sigterm" {
-        return match shutdown_flags(&value) {
-            Ok(flags) => flags.to_string(),
-            Err(_) => value,
-        };
-    }
-    if name != "latency-tracking-info-percentiles" {
-        return value;
-    }
-    value
-        .split_whitespace()
-        .map(|w| {
-            let p: f64 = w.parse().unwrap_or(0.0);
-            let text = format!("{p:.6}");
-            text.trim_end_matches('0').trim_end_matches('.').to_string()
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-#[cfg(test)]
-mod canonical_tests {
-    #[test]
-    fn percentiles_read_back_as_redis_prints_them() {
-        assert_eq!(
-            super::canonical(
-                "latency-tracking-info-percentiles",
-                "0.0 50.0 99.9 100.0 12.3456789 1e1".into()
-            ),
-            "0 50 99.9 100 12.345679 10"
-        );
-        assert_eq!(super::canonical("dir", "0.0".into()), "0.0");
-        assert_eq!(
-            super::canonical("shutdown-on-sigint", "force now nosave".into()),
-            "nosave now force"
-        );
-        assert_eq!(
-            super::canonical("shutdown-on-sigterm", "default".into()),
-            "default"
-        );
-        assert!(super::validate("shutdown-on-sigint", "save nosave").is_err());
-        assert!(super::validate("shutdown-on-sigint", "").is_err());
-        assert!(super::validate("shutdown-on-sigint", "bla").is_err());
-    }
-}
-
 /// Why a directive of redis.conf that is not a configuration parameter is refused.
 pub fn refused_keyword(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_lowercase().as_str() {
@@ -695,15 +663,6 @@ pub fn refused_keyword(name: &str) -> Option<&'static str> {
         "sentinel" => "Sentinel mode is not supported",
         _ => return None,
     })
-}
-
-/// Redis's lower bound of a memory directive, where it has one above zero.
-pub fn memory_min(name: &str) -> Option<i64> {
-    match name {
-        "proto-max-bulk-len" | "client-query-buffer-limit" => Some(1024 * 1024),
-        "active-defrag-ignore-bytes" | "repl-backlog-size" => Some(1),
-        _ => None,
-    }
 }
 
 /// One class of `client-output-buffer-limit`.
@@ -831,17 +790,67 @@ mod tests {
     }
 
     #[test]
+    fn value_rules_read_back_as_redis_prints_them() {
+        let check = |id: usize, v: &str| (crate::config::params()[id].check.expect("a rule"))(v);
+        assert_eq!(
+            check(
+                dir::LATENCY_TRACKING_INFO_PERCENTILES.index(),
+                "0.0 50.0 99.9 100.0 12.3456789 1e1"
+            )
+            .unwrap(),
+            "0 50 99.9 100 12.345679 10"
+        );
+        assert!(crate::config::params()[dir::DIR.index()].check.is_none());
+        let sigint = dir::SHUTDOWN_ON_SIGINT.index();
+        assert_eq!(
+            check(sigint, "force now nosave").unwrap(),
+            "nosave now force"
+        );
+        assert_eq!(
+            check(dir::SHUTDOWN_ON_SIGTERM.index(), "default").unwrap(),
+            "default"
+        );
+        assert!(check(sigint, "save nosave").is_err());
+        assert!(check(sigint, "").is_err());
+        assert!(check(sigint, "bla").is_err());
+        let clients = dir::MAXMEMORY_CLIENTS.index();
+        assert_eq!(check(clients, "1kb").unwrap(), "1024");
+        assert_eq!(check(clients, "5%").unwrap(), "5%");
+        assert!(check(clients, "101%").is_err());
+        let replicaof = dir::REPLICAOF.index();
+        assert_eq!(check(replicaof, "").unwrap(), "");
+        assert_eq!(check(replicaof, "no one").unwrap(), "no one");
+        assert_eq!(
+            check(replicaof, "h 70000").unwrap_err(),
+            "Invalid master port"
+        );
+    }
+
+    #[test]
     fn refusals_name_the_missing_feature() {
-        assert!(refusal("replicaof", "127.0.0.1 6379", "").is_none());
-        assert!(refusal("bind-source-addr", "127.0.0.1", "").is_none());
-        assert!(refusal("cluster-enabled", "no", "no").is_none());
-        assert!(refusal("cluster-enabled", "yes", "no")
+        let prm = |id: usize| crate::config::params()[id];
+        assert!(refusal(prm(dir::REPLICAOF.index()), "127.0.0.1 6379").is_none());
+        assert!(refusal(prm(dir::BIND_SOURCE_ADDR.index()), "127.0.0.1").is_none());
+        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "no").is_none());
+        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes")
             .unwrap()
             .contains("cluster"));
-        assert!(refusal("tls-cert-file", "x.pem", "")
+        assert!(refusal(prm(dir::TLS_CERT_FILE.index()), "x.pem")
             .unwrap()
             .contains("TLS"));
-        assert!(refusal("tls-session-cache-size", "1", "20480").is_none());
+        assert!(refusal(prm(dir::TLS_SESSION_CACHE_SIZE.index()), "1").is_none());
+        // Every TLS directive but the ones meaningless without TLS refuses a value.
+        for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
+            let accepted = matches!(
+                p.name,
+                "tls-auth-clients"
+                    | "tls-prefer-server-ciphers"
+                    | "tls-session-caching"
+                    | "tls-session-cache-size"
+                    | "tls-session-cache-timeout"
+            );
+            assert_eq!(p.unsupported.is_none(), accepted, "{}", p.name);
+        }
         assert!(refused_keyword("LOADMODULE").unwrap().contains("modules"));
         assert!(refused_keyword("port").is_none());
     }

@@ -73,25 +73,30 @@ const POLICIES: [Policy; 8] = [
     Policy::VolatileTtl,
 ];
 
-/// Called when `maxmemory-policy`, `lfu-log-factor` or `lfu-decay-time` change.
-pub fn configure(name: &str, value: &str) {
-    match name {
-        "maxmemory-policy" => {
-            let p = Policy::parse(value);
-            let idx = POLICIES.iter().position(|x| *x == p).unwrap_or(0);
-            POLICY.store(idx as u8, Ordering::Relaxed);
-            LFU.store(p.is_lfu(), Ordering::Relaxed);
-        }
-        "lfu-log-factor" => LFU_LOG_FACTOR.store(
-            value.parse::<u64>().unwrap_or(10).min(u64::from(u32::MAX)) as u32,
-            Ordering::Relaxed,
-        ),
-        "lfu-decay-time" => LFU_DECAY_TIME.store(
-            value.parse::<u64>().unwrap_or(1).min(u64::from(u32::MAX)) as u32,
-            Ordering::Relaxed,
-        ),
-        _ => {}
-    }
+/// The update hooks of `maxmemory-policy`, `lfu-log-factor` and `lfu-decay-time` (their
+/// configuration rows call them): the policy and LFU parameters every access reads.
+/// `maxmemory-policy`.
+pub fn set_policy(value: &str) {
+    let p = Policy::parse(value);
+    let idx = POLICIES.iter().position(|x| *x == p).unwrap_or(0);
+    POLICY.store(idx as u8, Ordering::Relaxed);
+    LFU.store(p.is_lfu(), Ordering::Relaxed);
+}
+
+/// `lfu-log-factor`.
+pub fn set_lfu_log_factor(value: &str) {
+    LFU_LOG_FACTOR.store(
+        value.parse::<u64>().unwrap_or(10).min(u64::from(u32::MAX)) as u32,
+        Ordering::Relaxed,
+    );
+}
+
+/// `lfu-decay-time`.
+pub fn set_lfu_decay_time(value: &str) {
+    LFU_DECAY_TIME.store(
+        value.parse::<u64>().unwrap_or(1).min(u64::from(u32::MAX)) as u32,
+        Ordering::Relaxed,
+    );
 }
 
 pub fn policy() -> Policy {

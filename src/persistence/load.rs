@@ -13,6 +13,7 @@
 //! file and the byte offset, and the server refuses to start.
 
 use crate::client::{Client, ClientInfo};
+use crate::config::dir;
 use crate::state::Server;
 use bytes::Bytes;
 use std::path::Path;
@@ -215,7 +216,7 @@ pub fn load_file(
                 data.len()
             ));
         }
-        if !srv.config.get_bool("aof-load-truncated") {
+        if !srv.config.flag(dir::AOF_LOAD_TRUNCATED) {
             return Err(format!(
                 "Unexpected end of file reading the append only file {shown} (the last complete command ends at \
                  offset {valid_up_to} of {}). You can: 1) Make a backup of your AOF file, then use \

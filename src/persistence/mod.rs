@@ -31,6 +31,7 @@ pub(crate) mod rdb_stream;
 pub mod rewrite;
 pub mod snapshot;
 
+use crate::config::dir;
 use crate::protocol::Reply;
 pub use crate::state::aof::{Aof, FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO};
 pub(crate) use crate::state::aof::{Inner, Out};
@@ -74,10 +75,10 @@ pub(crate) fn upcalls() -> &'static Upcalls {
         .expect("commands::install_hooks runs before anything is loaded or saved")
 }
 
-fn fsync_mode(s: Option<String>) -> u8 {
-    match s.as_deref() {
-        Some("always") => FSYNC_ALWAYS,
-        Some("no") => FSYNC_NO,
+fn fsync_mode(s: &str) -> u8 {
+    match s {
+        "always" => FSYNC_ALWAYS,
+        "no" => FSYNC_NO,
         _ => FSYNC_EVERYSEC,
     }
 }
@@ -147,7 +148,7 @@ impl Aof {
     pub fn config_changed(&self, config: &crate::config::Config) {
         self.inner
             .timestamps
-            .store(config.get_bool("aof-timestamp-enabled"), Ordering::Relaxed);
+            .store(config.flag(dir::AOF_TIMESTAMP_ENABLED), Ordering::Relaxed);
     }
 
     /// Feed `cmds` (database, command) as one unbroken run: nothing another thread feeds
@@ -358,7 +359,7 @@ impl Inner {
 
     /// Pick up `aof-max-size` from the config.
     fn refresh_max_size(&self, srv: &Server) {
-        let max = srv.config.get_i64("aof-max-size").max(0) as u64;
+        let max = srv.config.int(dir::AOF_MAX_SIZE).max(0) as u64;
         self.max_size.store(max, Ordering::Relaxed);
     }
 
@@ -431,7 +432,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
         }
         next_tick = Instant::now() + tick;
         let Some(srv) = srv.upgrade() else { return };
-        let mode = fsync_mode(srv.config.get("appendfsync"));
+        let mode = fsync_mode(&srv.config.text(dir::APPENDFSYNC));
         inner.mode.store(mode, Ordering::Relaxed);
         inner.refresh_max_size(&srv);
         snapshot::cron(&srv);
@@ -467,15 +468,9 @@ fn start_writer(srv: &Server) {
 }
 
 pub(crate) fn paths(srv: &Server) -> (PathBuf, String) {
-    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
-    let dirname = srv
-        .config
-        .get("appenddirname")
-        .unwrap_or_else(|| "appendonlydir".into());
-    let filename = srv
-        .config
-        .get("appendfilename")
-        .unwrap_or_else(|| "appendonly.aof".into());
+    let dir = srv.config.text(dir::DIR);
+    let dirname = srv.config.text(dir::APPENDDIRNAME);
+    let filename = srv.config.text(dir::APPENDFILENAME);
     (manifest::aof_dir(&dir, &dirname), filename)
 }
 
@@ -506,7 +501,7 @@ fn file_size(path: &std::path::Path) -> u64 {
 
 /// True when [`startup`] will load data: the AOF (`appendonly yes`) or the RDB file.
 pub fn will_load(srv: &Server) -> bool {
-    srv.config.get_bool("appendonly") || snapshot::rdb_path(srv).exists()
+    srv.config.flag(dir::APPENDONLY) || snapshot::rdb_path(srv).exists()
 }
 
 /// Replay the files `m` names in `dir`, in order: the number of commands and each file's size.
@@ -623,11 +618,12 @@ impl From<String> for Fatal {
 fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     let inner = &srv.aof.inner;
     srv.aof.config_changed(&srv.config);
-    inner
-        .mode
-        .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
+    inner.mode.store(
+        fsync_mode(&srv.config.text(dir::APPENDFSYNC)),
+        Ordering::Relaxed,
+    );
     start_writer(srv);
-    if !srv.config.get_bool("appendonly") {
+    if !srv.config.flag(dir::APPENDONLY) {
         // As Redis: without the AOF, the dataset comes from `dir/dbfilename` when it exists.
         let path = snapshot::rdb_path(srv);
         if path.exists() {
@@ -704,7 +700,7 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     })?;
     if m.is_empty() {
         // Starting from an empty dataset: a base file holding it, in the configured format.
-        let preamble = srv.config.get_bool("aof-use-rdb-preamble");
+        let preamble = srv.config.flag(dir::AOF_USE_RDB_PREAMBLE);
         let name = m.next_base(&filename, preamble);
         let size = rewrite::write_base_file(srv, &dir, &name, preamble)
             .map_err(|e| format!("Can't create the AOF base file {name}: {e}"))?;
@@ -771,7 +767,7 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
 
 /// A Redis 6-style single-file AOF, `<dir>/<appendfilename>`, if there is one.
 fn legacy_aof(srv: &Server, filename: &str) -> Option<PathBuf> {
-    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
+    let dir = srv.config.text(dir::DIR);
     let p = std::path::Path::new(&dir).join(filename);
     p.is_file().then_some(p)
 }
@@ -938,9 +934,10 @@ pub fn set_appendonly(srv: &Server, on: bool, in_exec: bool) -> Result<(), Strin
         if inner.enabled.load(Ordering::SeqCst) || inner.waiting_rewrite.load(Ordering::SeqCst) {
             return Ok(());
         }
-        inner
-            .mode
-            .store(fsync_mode(srv.config.get("appendfsync")), Ordering::Relaxed);
+        inner.mode.store(
+            fsync_mode(&srv.config.text(dir::APPENDFSYNC)),
+            Ordering::Relaxed,
+        );
         start_writer(srv);
         inner.waiting_rewrite.store(true, Ordering::SeqCst);
         if snapshot::bgsave_running(srv) {

@@ -29,6 +29,7 @@
 
 use super::manifest;
 use super::{create_aof_dir, encode_command, encode_select, open_append, paths};
+use crate::config::dir;
 use crate::keyspace::Shard;
 use crate::persistence::snapshot::{self, SaveOpts};
 use crate::state::Server;
@@ -76,7 +77,7 @@ pub fn remove_temp_files(dir: &Path) {
 
 /// `dir`: where the child writes its temporary file (Redis's working directory).
 fn server_dir(srv: &Server) -> PathBuf {
-    let d = srv.config.get("dir").unwrap_or_default();
+    let d = srv.config.text(dir::DIR);
     PathBuf::from(if d.is_empty() { ".".to_string() } else { d })
 }
 
@@ -93,9 +94,9 @@ pub(crate) struct BaseJob {
 impl BaseJob {
     pub(crate) fn from_config(srv: &Server) -> BaseJob {
         BaseJob {
-            preamble: srv.config.get_bool("aof-use-rdb-preamble"),
+            preamble: srv.config.flag(dir::AOF_USE_RDB_PREAMBLE),
             opts: SaveOpts::from_config(srv, true),
-            timestamps: srv.config.get_bool("aof-timestamp-enabled"),
+            timestamps: srv.config.flag(dir::AOF_TIMESTAMP_ENABLED),
             now: crate::clock::unix_ms(),
             used_mem: crate::alloc::used_memory(),
         }
@@ -508,7 +509,7 @@ fn finish(srv: &Server, temp: &Path, aofdir: &Path, filename: &str) -> Result<()
 /// `aof-disable-auto-gc yes` (Redis's aofDelHistoryFiles). After a rewrite, at startup, on
 /// DEBUG LOADAOF and when `aof-disable-auto-gc` is set back to no.
 pub fn delete_history(srv: &Server) {
-    if srv.config.get_bool("aof-disable-auto-gc") {
+    if srv.config.flag(dir::AOF_DISABLE_AUTO_GC) {
         return;
     }
     let inner = &srv.aof.inner;
@@ -588,8 +589,8 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     {
         return;
     }
-    let perc = srv.config.get_i64("auto-aof-rewrite-percentage");
-    let min = srv.config.get_i64("auto-aof-rewrite-min-size").max(0) as u64;
+    let perc = srv.config.int(dir::AUTO_AOF_REWRITE_PERCENTAGE);
+    let min = srv.config.int(dir::AUTO_AOF_REWRITE_MIN_SIZE).max(0) as u64;
     if perc <= 0 {
         return;
     }

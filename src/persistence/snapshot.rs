@@ -24,6 +24,7 @@
 //! (`Private_Dirty` of `/proc/self/smaps_rollup`) through a pipe, as Redis does.
 
 use super::rdb::{self, Limits, Reader};
+use crate::config::dir;
 use crate::keyspace::Shard;
 use crate::state::Server;
 use crate::types::Value;
@@ -68,9 +69,9 @@ pub(crate) struct SaveOpts {
 impl SaveOpts {
     pub(crate) fn from_config(srv: &Server, aof_base: bool) -> SaveOpts {
         SaveOpts {
-            compress: srv.config.get_bool("rdbcompression"),
-            checksum: srv.config.get_bool("rdbchecksum"),
-            key_delay: srv.config.get_i64("rdb-key-save-delay"),
+            compress: srv.config.flag(dir::RDBCOMPRESSION),
+            checksum: srv.config.flag(dir::RDBCHECKSUM),
+            key_delay: srv.config.int(dir::RDB_KEY_SAVE_DELAY),
             aof_base,
             functions: srv.scripts.library_codes(),
         }
@@ -515,8 +516,8 @@ pub(crate) fn parse(
 pub(crate) fn limits(srv: &Server) -> Limits {
     Limits {
         hash: crate::types::hash::HashLimits {
-            max_entries: srv.config.get_i64("hash-max-listpack-entries").max(0) as usize,
-            max_value: srv.config.get_i64("hash-max-listpack-value").max(0) as usize,
+            max_entries: srv.config.int(dir::HASH_MAX_LISTPACK_ENTRIES).max(0) as usize,
+            max_value: srv.config.int(dir::HASH_MAX_LISTPACK_VALUE).max(0) as usize,
         },
         zset: srv.config.zset_limits(),
         set_max_intset: srv.config.hot.set_max_intset.load(Ordering::Relaxed),
@@ -539,7 +540,7 @@ fn apply_locked(
     let st = &srv.aof.inner.snap;
     let total_keys = parsed.keys.len().max(1) as u64;
     let total_bytes = st.load_total_bytes.load(Ordering::Relaxed);
-    let mut delay = srv.config.get_i64("key-load-delay");
+    let mut delay = srv.config.int(dir::KEY_LOAD_DELAY);
     for k in parsed.keys {
         // Progress for INFO (loading_loaded_bytes): the file was parsed in full before this,
         // so bytes are counted in proportion to the keys inserted.
@@ -547,7 +548,7 @@ fn apply_locked(
             st.load_done_bytes
                 .store(total_bytes * n / total_keys, Ordering::Relaxed);
             // Re-read now and then: tests lower it with CONFIG SET while a load runs.
-            delay = srv.config.get_i64("key-load-delay");
+            delay = srv.config.int(dir::KEY_LOAD_DELAY);
         }
         debug_delay(delay);
         let shard = &mut guards[k.db][ks.shard_of(&k.key)];
@@ -743,17 +744,14 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
 
 /// `dir/dbfilename`.
 pub(crate) fn rdb_path(srv: &Server) -> PathBuf {
-    let dir = srv.config.get("dir").unwrap_or_else(|| ".".into());
-    let name = srv
-        .config
-        .get("dbfilename")
-        .unwrap_or_else(|| "dump.rdb".into());
+    let dir = srv.config.text(dir::DIR);
+    let name = srv.config.text(dir::DBFILENAME);
     Path::new(&dir).join(name)
 }
 
 /// The configured save points: (seconds, changes) pairs.
 pub(crate) fn save_points(srv: &Server) -> Vec<(i64, u64)> {
-    let text = srv.config.get("save").unwrap_or_default();
+    let text = srv.config.text(dir::SAVE);
     let nums: Vec<i64> = text
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
@@ -781,7 +779,7 @@ pub(crate) fn bgsave_running(srv: &Server) -> bool {
 pub fn write_refusal(srv: &Server) -> Option<&'static str> {
     let st = &srv.aof.inner.snap;
     if st.last_bgsave_ok.load(Ordering::Relaxed)
-        || !srv.config.get_bool("stop-writes-on-bgsave-error")
+        || !srv.config.flag(dir::STOP_WRITES_ON_BGSAVE_ERROR)
         || save_points(srv).is_empty()
     {
         return None;
@@ -1059,9 +1057,9 @@ fn report_pipe() -> std::io::Result<(i32, i32)> {
 /// A fork child's OOM score (oom-score-adj-values' third value), computed before the fork.
 fn child_oom_score(srv: &Server) -> Option<i32> {
     crate::process::oom_score_for_child(
-        &srv.config.get("oom-score-adj").unwrap_or_default(),
+        &srv.config.text(dir::OOM_SCORE_ADJ),
         crate::config::directives::oom_score_adj_values(
-            &srv.config.get("oom-score-adj-values").unwrap_or_default(),
+            &srv.config.text(dir::OOM_SCORE_ADJ_VALUES),
         )
         .unwrap_or([0, 200, 800]),
     )

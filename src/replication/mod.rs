@@ -23,6 +23,7 @@
 pub mod replica;
 
 use crate::client::Client;
+use crate::config::dir;
 use crate::net::ClientSocket;
 use crate::protocol::Reply;
 use crate::state::repl::{ONLINE, SEND_BULK, WAIT_BGSAVE_START};
@@ -188,7 +189,7 @@ async fn send_functions_image(
 
 /// `rdb-del-sync-files yes`: without persistence, the file written only for replicas goes.
 fn delete_sync_file(srv: &Server, path: &std::path::Path) {
-    if !srv.config.get_bool("rdb-del-sync-files")
+    if !srv.config.flag(dir::RDB_DEL_SYNC_FILES)
         || srv.aof.is_enabled()
         || !crate::persistence::snapshot::save_points(srv).is_empty()
         || srv.repl.replicas().iter().any(|r| r.state() != ONLINE)

@@ -8,6 +8,7 @@
 //! bytes are then relayed unchanged to our own replicas, so offsets agree along a chain.
 
 use crate::client::{Client, ClientInfo, ROLE_MASTER};
+use crate::config::dir;
 use crate::protocol::Reply;
 use crate::state::replica_link::LinkState;
 use crate::state::Server;
@@ -110,14 +111,14 @@ async fn link_once(
     let link = &srv.master_link;
     link.set_state(generation, LinkState::Connecting);
     tracing::info!("Connecting to MASTER {host}:{port}");
-    let timeout = Duration::from_secs(srv.config.get_i64("repl-timeout").max(1) as u64);
-    let source = srv.config.get("bind-source-addr").unwrap_or_default();
+    let timeout = Duration::from_secs(srv.config.int(dir::REPL_TIMEOUT).max(1) as u64);
+    let source = srv.config.text(dir::BIND_SOURCE_ADDR);
     let sock = match tokio::time::timeout(timeout, connect(host, port, &source)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {e}")),
         Err(_) => return Err("Timeout connecting to the MASTER...".into()),
     };
-    let _ = sock.set_nodelay(!srv.config.get_bool("repl-disable-tcp-nodelay"));
+    let _ = sock.set_nodelay(!srv.config.flag(dir::REPL_DISABLE_TCP_NODELAY));
     tracing::info!("MASTER <-> REPLICA sync started");
     link.set_state(generation, LinkState::Handshake);
     let mut m = Link {
@@ -134,9 +135,9 @@ async fn link_once(
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
     tracing::info!("Master replied to PING, replication can continue...");
-    let auth = srv.config.get("masterauth").unwrap_or_default();
+    let auth = srv.config.text(dir::MASTERAUTH);
     if !auth.is_empty() {
-        let user = srv.config.get("masteruser").unwrap_or_default();
+        let user = srv.config.text(dir::MASTERUSER);
         let reply = if user.is_empty() {
             m.command(&[b"AUTH", auth.as_bytes()]).await?
         } else {
@@ -147,7 +148,7 @@ async fn link_once(
             return Err(format!("Unable to AUTH to MASTER: {reply}"));
         }
     }
-    let announce_port = match srv.config.get_i64("replica-announce-port") {
+    let announce_port = match srv.config.int(dir::REPLICA_ANNOUNCE_PORT) {
         0 => srv.port.load(Ordering::Relaxed),
         p => p,
     };
@@ -163,7 +164,7 @@ async fn link_once(
             "(Non critical) Master does not understand REPLCONF listening-port: {reply}"
         );
     }
-    let ip = srv.config.get("replica-announce-ip").unwrap_or_default();
+    let ip = srv.config.text(dir::REPLICA_ANNOUNCE_IP);
     if !ip.is_empty() {
         let reply = m
             .command(&[b"REPLCONF", b"ip-address", ip.as_bytes()])
@@ -209,7 +210,7 @@ async fn link_once(
         };
         tracing::info!("Full resync from master: {id}:{off}");
         receive_image(srv, generation, &mut m).await?;
-        let backlog = srv.config.get_i64("repl-backlog-size").max(1) as usize;
+        let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
         srv.repl.adopt_history(id, off, backlog);
         link.processed.store(off as i64, Ordering::Relaxed);
         tracing::info!("MASTER <-> REPLICA sync: Finished with success");

@@ -7,6 +7,7 @@
 //! generation number: a task of an older generation sees it and ends, so at most one link
 //! acts at a time.
 
+use crate::config::dir;
 use crate::protocol::Reply;
 use crate::state::Server;
 use bytes::Bytes;
@@ -169,14 +170,14 @@ pub(crate) fn refusal(
     }
     let i = srv.master_link.info.lock();
     let l = i.as_ref()?;
-    if is_write && srv.config.get_bool("replica-read-only") {
+    if is_write && srv.config.flag(dir::REPLICA_READ_ONLY) {
         return Some(Reply::error(
             "READONLY You can't write against a read only replica.",
         ));
     }
     if l.state != Some(LinkState::Connected)
         && !stale_ok
-        && !srv.config.get_bool("replica-serve-stale-data")
+        && !srv.config.flag(dir::REPLICA_SERVE_STALE_DATA)
     {
         return Some(Reply::error(
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
@@ -190,12 +191,12 @@ pub(crate) fn refusal(
 pub(crate) fn running_stale(srv: &Server) -> bool {
     let i = srv.master_link.info.lock();
     matches!(i.as_ref(), Some(l) if l.state != Some(LinkState::Connected))
-        && !srv.config.get_bool("replica-serve-stale-data")
+        && !srv.config.flag(dir::REPLICA_SERVE_STALE_DATA)
 }
 
 /// A read-only replica (its clients may not write).
 pub(crate) fn read_only(srv: &Server) -> bool {
-    is_replica(srv) && srv.config.get_bool("replica-read-only")
+    is_replica(srv) && srv.config.flag(dir::REPLICA_READ_ONLY)
 }
 
 /// REPLICAOF host port | NO ONE, for client `client_id`.
@@ -306,11 +307,11 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
     }
     out.push((
         "slave_priority".into(),
-        srv.config.get_i64("replica-priority").to_string(),
+        srv.config.int(dir::REPLICA_PRIORITY).to_string(),
     ));
     out.push((
         "slave_read_only".into(),
-        if srv.config.get_bool("replica-read-only") {
+        if srv.config.flag(dir::REPLICA_READ_ONLY) {
             "1"
         } else {
             "0"
@@ -319,7 +320,7 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
     ));
     out.push((
         "replica_announced".into(),
-        if srv.config.get_bool("replica-announced") {
+        if srv.config.flag(dir::REPLICA_ANNOUNCED) {
             "1"
         } else {
             "0"

@@ -13,12 +13,14 @@ PODIUM = target/release/podium
 
 # Redis's Tcl suites in external mode (a fresh Podium per suite). FULL_SUITES pass in full;
 # RATCHETS (suite:min-passed) are still being completed (what each lacks: README, "Redis's own test suites").
-# (Suites that pass in full natively run only there: native mode runs every external test too.)
-FULL_SUITES = unit/type/zset unit/type/set unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace
+# Suites that pass in full natively run only there (native mode runs every external test too);
+# unit/type/set stays here: natively its one more test reads Redis's dict rehashing state
+# (DEBUG HTSTATS-KEY), which Podium's tables do not have (98/99 natively).
+FULL_SUITES = unit/type/set
 RATCHETS =
 # Suites in the suites' native mode (they start Podium themselves): NATIVE_FULL pass in full,
 # NATIVE_SUITES are suite:min-passed.
-NATIVE_FULL = unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4
+NATIVE_FULL = unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4
 NATIVE_SUITES = unit/maxmemory:30 unit/other:25 integration/corrupt-dump:58
 
 .PHONY: build run test unit-test suites bench clean

@@ -14,9 +14,6 @@
 //! directives in a file or on the command line are a startup error naming the line.
 
 use crate::protocol::split_args;
-/// Moved to crate::util; kept here for code written against the old path.
-#[allow(unused_imports)]
-pub(crate) use crate::util::strerror;
 use parking_lot::RwLock;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{self, Relaxed};

@@ -189,13 +189,8 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
     }
 }
 
-/// The new text of the configuration file, from its old text and the running values.
-pub fn rewritten_text(old: &str, cfg: &Config) -> String {
-    rewritten_text_with(old, cfg, false)
-}
-
-/// [`rewritten_text`]; with `force_all`, every directive gets a line even at its default
-/// (DEBUG CONFIG-REWRITE-FORCE-ALL).
+/// The new text of the configuration file, from its old text and the running values; with
+/// `force_all`, every directive gets a line even at its default (DEBUG CONFIG-REWRITE-FORCE-ALL).
 fn rewritten_text_with(old: &str, cfg: &Config, force_all: bool) -> String {
     let mut st = State::read(old);
     for (prm, (_, value)) in params().iter().zip(cfg.all()) {
@@ -272,7 +267,7 @@ mod tests {
             ("requirepass".into(), "a b\"c".into()),
         ])
         .unwrap();
-        let text = rewritten_text(old, &cfg);
+        let text = rewritten_text_with(old, &cfg, false);
         assert!(
             text.starts_with(
                 "# my server\nport 7000\n\n# memory\nmaxmemory 2gb\nsave 900 1\n\n\
@@ -305,7 +300,7 @@ mod tests {
         let again = Config::new();
         again.load_text(&forced, "forced").unwrap();
         assert_eq!(again.all(), cfg.all());
-        let text = rewritten_text("", &cfg);
+        let text = rewritten_text_with("", &cfg, false);
         assert!(
             text.contains("client-output-buffer-limit normal 1mb 0 0\n"),
             "{text}"

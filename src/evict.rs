@@ -19,8 +19,7 @@
 
 use crate::config::dir;
 pub use crate::keyspace::access::{
-    frequency, idle_ms, initial_access, lfu_mode, policy, set_frequency, set_idle_secs, touch,
-    Policy, EVICTED_KEYS,
+    frequency, idle_ms, lfu_mode, policy, set_frequency, set_idle_secs, Policy, EVICTED_KEYS,
 };
 use crate::keyspace::Entry;
 use crate::state::Server;

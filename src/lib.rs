@@ -5,42 +5,42 @@
 //! (databases, shards, expiry), [`types`] (the skip list and other value types),
 //! [`persistence`] (the append-only file) and [`config`].
 
-pub mod acl;
-pub mod acl_commands;
+pub(crate) mod acl;
+pub(crate) mod acl_commands;
 pub mod alloc;
-pub mod arrival;
-pub mod blocking;
-pub mod client;
+pub(crate) mod arrival;
+pub(crate) mod blocking;
+pub(crate) mod client;
 pub(crate) mod client_evict;
-pub mod clock;
-pub mod cmdspec;
+pub(crate) mod clock;
+pub(crate) mod cmdspec;
 pub mod commands;
 pub mod config;
-pub mod config_rewrite;
+pub(crate) mod config_rewrite;
 pub mod connection;
 pub(crate) mod crash;
 /// Moved to `config::directives`; the old path stays for code written against it.
 pub use config::directives;
-pub mod evict;
-pub mod keyspace;
+pub(crate) mod evict;
+pub(crate) mod keyspace;
 pub(crate) mod listeners;
-pub mod log;
-pub mod net;
-pub mod notify;
+pub(crate) mod log;
+pub(crate) mod net;
+pub(crate) mod notify;
 pub(crate) mod obuf;
 pub mod persistence;
-pub mod process;
+pub(crate) mod process;
 pub mod proctitle;
 pub mod protocol;
-pub mod pubsub;
+pub(crate) mod pubsub;
 pub(crate) mod querybuf;
-pub mod replication;
+pub(crate) mod replication;
 
 pub mod server;
 pub(crate) mod shutdown;
-pub mod state;
-pub mod tracking;
+pub(crate) mod state;
+pub(crate) mod tracking;
 pub mod types;
 pub mod util;
-pub mod version;
-pub mod watchdog;
+pub(crate) mod version;
+pub(crate) mod watchdog;

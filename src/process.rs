@@ -239,35 +239,6 @@ pub fn disable_thp() {
     unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
-/// A TCP listener on `addr` with `backlog` (tcp-backlog), address reuse on as Redis sets it.
-pub fn tcp_listener(
-    addr: std::net::SocketAddr,
-    backlog: u32,
-) -> io::Result<tokio::net::TcpListener> {
-    let sock = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        let s = tokio::net::TcpSocket::new_v6()?;
-        // As Redis: an IPv6 listener serves IPv6 only (127.0.0.1 and ::1 are bound apart).
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
-        let on: libc::c_int = 1;
-        // SAFETY: setsockopt reads one c_int from a live local on an open socket.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_IPV6,
-                libc::IPV6_V6ONLY,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-        s
-    };
-    sock.set_reuseaddr(true)?;
-    sock.bind(addr)?;
-    sock.listen(backlog)
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -171,7 +171,9 @@ fn script_kill_stops_every_killable_script_and_busy_names_the_oldest() {
     redis::cmd("CONFIG")
         .arg("SET")
         .arg("lua-time-limit")
-        .arg(10)
+        // Both scripts must start before the first turns the server busy (then the second
+        // would get -BUSY): 200 ms leaves room for a loaded machine to start the second.
+        .arg(200)
         .query::<()>(&mut con)
         .unwrap();
     let runners: Vec<_> = [0usize, 1]
@@ -186,7 +188,7 @@ fn script_kill_stops_every_killable_script_and_busy_names_the_oldest() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(600));
     let busy = redis::cmd("PING").query::<String>(&mut con).unwrap_err();
     assert_eq!(busy.code(), Some("BUSY"));
     redis::cmd("SCRIPT")

@@ -502,11 +502,32 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains(msg), "{input}: {e}");
         }
-        // Deep nesting is refused, not a crash.
-        let e = lua
-            .load("return cmsgpack.unpack(string.rep(string.char(0x91), 100000))")
-            .eval::<LuaValue>()
-            .unwrap_err();
-        assert!(e.to_string().contains("stack overflow"), "{e}");
+    }
+
+    /// Deep nesting is refused, not a crash. Run on a thread with the stack a worker gets in a
+    /// release build's terms: an unoptimised build's frames are several times larger, and the
+    /// 1,000 levels MAX_DECODE_DEPTH allows overflow a test thread's 2 MiB there.
+    #[test]
+    fn deep_nesting_is_refused() {
+        let stack = if cfg!(debug_assertions) {
+            16 << 20
+        } else {
+            2 << 20
+        };
+        std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(|| {
+                let lua = Lua::new();
+                let g = lua.globals();
+                register(&lua, &g).unwrap();
+                let e = lua
+                    .load("return cmsgpack.unpack(string.rep(string.char(0x91), 100000))")
+                    .eval::<LuaValue>()
+                    .unwrap_err();
+                assert!(e.to_string().contains("stack overflow"), "{e}");
+            })
+            .expect("spawn the test thread")
+            .join()
+            .expect("the decoder stopped at its depth limit");
     }
 }

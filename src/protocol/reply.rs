@@ -358,6 +358,24 @@ pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Append a double as Redis 7.0 does: RESP3 `,%.17g`, RESP2 a bulk string of the same text.
 pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
+    // A whole-number score (the usual leaderboard score) goes straight into the reply: its
+    // length is known from its digit count, so nothing is formatted aside and copied.
+    if let Some((negative, u)) = crate::util::numtext::small_whole(d) {
+        let digits = crate::util::numtext::digit_count(u);
+        let len = digits + usize::from(negative);
+        match resp {
+            Resp::V3 => out.push(b','),
+            Resp::V2 => header(out, b'$', len),
+        }
+        if negative {
+            out.push(b'-');
+        }
+        let at = out.len();
+        out.resize(at + digits, 0);
+        crate::util::numtext::write_digits(u, &mut out[at..]);
+        out.extend_from_slice(b"\r\n");
+        return;
+    }
     let text = f64_text(d);
     match resp {
         Resp::V3 => {
@@ -389,6 +407,54 @@ fn encode_scored(list: &MemberList, resp: Resp, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    /// The whole-number path of `encode_double` writes what the general formatter writes, at
+    /// every digit count, both signs and the edges of the path (0, -0, 1e15, fractions).
+    #[test]
+    fn whole_scores_encode_as_the_general_text() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1e15,
+            -1e15,
+            1e15 - 1.0,
+            0.5,
+            -2.5,
+            1e-3,
+            f64::NAN,
+        ];
+        let mut p = 1.0f64;
+        for _ in 0..16 {
+            for d in [p, p - 1.0, p + 1.0, 3.0 * p, 9.0 * p] {
+                values.push(d);
+                values.push(-d);
+            }
+            p *= 10.0;
+        }
+        for d in values {
+            let text = crate::util::numtext::f64_text(d);
+            let text = text.as_bytes();
+            for resp in [super::Resp::V2, super::Resp::V3] {
+                let mut got = Vec::new();
+                super::encode_double(d, resp, &mut got);
+                let want = match resp {
+                    super::Resp::V2 => {
+                        let mut w = format!("${}\r\n", text.len()).into_bytes();
+                        w.extend_from_slice(text);
+                        w.extend_from_slice(b"\r\n");
+                        w
+                    }
+                    super::Resp::V3 => [b",", text, b"\r\n"].concat(),
+                };
+                assert_eq!(got, want, "{d} {}", String::from_utf8_lossy(text));
+            }
+        }
+        let mut n = Vec::new();
+        crate::util::numtext::format_i64(-1234567890123456789, &mut n);
+        crate::util::numtext::format_i64(0, &mut n);
+        crate::util::numtext::format_i64(i64::MIN, &mut n);
+        assert_eq!(n, b"-12345678901234567890-9223372036854775808");
+    }
+
     use super::*;
 
     fn both(r: Reply) -> (String, String) {

@@ -67,10 +67,53 @@ pub fn format_i64(v: i64, out: &mut Vec<u8>) {
     format_u64(v.unsigned_abs(), out);
 }
 
-fn format_u64(u: u64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 20];
-    let i = u64_digits(u, &mut buf);
-    out.extend_from_slice(&buf[i..]);
+/// Fast u64 -> decimal text, appended to `out`: the digits are written where they end up,
+/// not into a scratch buffer first (copying out bytes just stored one or two at a time makes
+/// the wide loads of the copy wait on store forwarding, a stall per number in a reply).
+pub fn format_u64(u: u64, out: &mut Vec<u8>) {
+    let n = digit_count(u);
+    let at = out.len();
+    out.resize(at + n, 0);
+    write_digits(u, &mut out[at..]);
+}
+
+/// How many decimal digits `u` has.
+pub fn digit_count(u: u64) -> usize {
+    match u.checked_ilog10() {
+        Some(l) => l as usize + 1,
+        None => 1,
+    }
+}
+
+/// Write `u`'s decimal digits into `dst`, which is exactly [`digit_count`]`(u)` bytes long.
+pub fn write_digits(mut u: u64, dst: &mut [u8]) {
+    let mut i = dst.len();
+    while u >= 100 {
+        let r = (u % 100) as usize * 2;
+        u /= 100;
+        i -= 2;
+        dst[i..i + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    }
+    if u >= 10 {
+        let r = u as usize * 2;
+        dst[i - 2..i].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    } else {
+        dst[i - 1] = b'0' + u as u8;
+    }
+}
+
+/// `d` when %.17g prints it as plain digits: a nonzero whole number below 1e15 (leaderboard
+/// scores usually are), as (negative, magnitude). The round trip through i64 is exact below
+/// 2^63 and cheaper than `fract()`, a libm call on baseline x86-64. Zero (and -0) are left to
+/// the general path for the sign.
+#[inline]
+pub fn small_whole(d: f64) -> Option<(bool, u64)> {
+    let a = d.abs();
+    if a < 1e15 && a != 0.0 && (a as i64) as f64 == a {
+        Some((d < 0.0, a as u64))
+    } else {
+        None
+    }
 }
 
 fn format_u128(mut u: u128, out: &mut Vec<u8>) {
@@ -700,17 +743,11 @@ pub fn f64_text(d: f64) -> F64Text {
         start: 0,
         len: 0,
     };
-    // Fast path: whole numbers below 1e15 print as plain digits under %.17g (leaderboard
-    // scores usually are such integers), written right-aligned in place. The round trip
-    // through i64 is exact below 2^63 and cheaper than `fract()`, a libm call on baseline
-    // x86-64. Zero (and -0) take the general path for its sign.
-    let a = d.abs();
-    if a < 1e15 && a != 0.0 && (a as i64) as f64 == a {
-        let mut tail = [0u8; 20];
-        let i = u64_digits(a as u64, &mut tail);
-        t.buf[12..].copy_from_slice(&tail);
-        let mut start = 12 + i;
-        if d < 0.0 {
+    // Fast path (see `small_whole`): the digits written right-aligned, in place.
+    if let Some((negative, u)) = small_whole(d) {
+        let mut start = 32 - digit_count(u);
+        write_digits(u, &mut t.buf[start..]);
+        if negative {
             start -= 1;
             t.buf[start] = b'-';
         }
@@ -718,6 +755,7 @@ pub fn f64_text(d: f64) -> F64Text {
         t.len = 32;
         return t;
     }
+    let a = d.abs();
     if d.is_sign_negative() {
         t.push(b'-');
     }

@@ -2,11 +2,13 @@
 //! `used_memory` reports bytes actually allocated (as Redis's zmalloc does), not an estimate.
 //!
 //! jemalloc's options are set by the binary (`src/main.rs`, `MALLOC_CONF`): freed pages go back
-//! to the OS at once and large blocks carry no cache-colouring page, which keeps RSS within a
-//! few hundred KiB of `used_memory` on a 1M-member sorted set (see README, "Memory accounting").
+//! to the OS within 100 ms and large blocks carry no cache-colouring page, which keeps RSS within
+//! a few hundred KiB of `used_memory` on a 1M-member sorted set (see README, "Memory
+//! accounting"). `jemalloc-bg-thread` (as Redis's) starts jemalloc's purging thread, so an idle
+//! server still gives its freed pages back ([`set_background_thread`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use tikv_jemallocator::Jemalloc;
 
 /// An allocator that counts the bytes it hands out into [`used_memory`].
@@ -148,6 +150,61 @@ fn mallctl_usize(name: &std::ffi::CStr) -> Option<usize> {
     (rc == 0).then_some(value)
 }
 
+/// `jemalloc-bg-thread`'s value, and whether the server has started (daemonized) so the thread
+/// may run: a thread started before a fork is not in the child.
+static BACKGROUND_THREAD_WANTED: AtomicBool = AtomicBool::new(true);
+static BACKGROUND_THREAD_ALLOWED: AtomicBool = AtomicBool::new(false);
+
+/// `jemalloc-bg-thread yes|no`: jemalloc's purging thread on or off, at once when the server
+/// runs, otherwise once it starts ([`allow_background_thread`]), as Redis applies it.
+pub fn set_background_thread(on: bool) {
+    BACKGROUND_THREAD_WANTED.store(on, Ordering::Relaxed);
+    if BACKGROUND_THREAD_ALLOWED.load(Ordering::Relaxed) {
+        apply_background_thread(on);
+    }
+}
+
+/// The server has started (after daemonizing): apply `jemalloc-bg-thread` from now on.
+pub fn allow_background_thread() {
+    BACKGROUND_THREAD_ALLOWED.store(true, Ordering::Relaxed);
+    apply_background_thread(BACKGROUND_THREAD_WANTED.load(Ordering::Relaxed));
+}
+
+/// Whether jemalloc's purging thread runs.
+pub fn background_thread() -> bool {
+    let mut on = false;
+    let mut len = std::mem::size_of::<bool>();
+    // SAFETY: "background_thread" is a bool control, read into a live bool whose size we pass.
+    // Covered by `background_thread_follows_the_setting`.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"background_thread".as_ptr(),
+            (&mut on as *mut bool).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    rc == 0 && on
+}
+
+fn apply_background_thread(mut on: bool) {
+    // SAFETY: "background_thread" is a bool control, written from a live bool whose size we
+    // pass; no old value is read. Covered by `background_thread_follows_the_setting`.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"background_thread".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&mut on as *mut bool).cast(),
+            std::mem::size_of::<bool>(),
+        )
+    };
+    if rc != 0 {
+        tracing::warn!("jemalloc-bg-thread: jemalloc refused to switch its purging thread ({rc})");
+    }
+}
+
 /// jemalloc's current totals (all zero if its statistics are not compiled in).
 pub(crate) fn allocator_stats() -> AllocatorStats {
     let mut epoch: u64 = 1;
@@ -248,6 +305,16 @@ mod tests {
             // Freeing does not lower the peak, and a later sample keeps it.
             assert!(sample_peak() >= high);
         }
+    }
+
+    #[test]
+    fn background_thread_follows_the_setting() {
+        use super::*;
+        allow_background_thread();
+        set_background_thread(true);
+        assert!(background_thread());
+        set_background_thread(false);
+        assert!(!background_thread());
     }
 
     #[test]

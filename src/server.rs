@@ -190,6 +190,8 @@ pub fn run(config: Config) -> Result<(), String> {
         daemonized,
     ));
     crate::commands::install_hooks();
+    // jemalloc's purging thread (`jemalloc-bg-thread`) only now: the fork is behind us.
+    crate::alloc::allow_background_thread();
     let server = Server::new(config).into_arc();
     // Redis sets its OOM score at startup and only logs a failure.
     if let Err(e) = crate::commands::config_cmd::apply_oom_score_adj(&server) {

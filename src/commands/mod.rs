@@ -155,14 +155,7 @@ impl Spec {
         handler: Handler,
         group: &'static str,
     ) -> Spec {
-        Spec {
-            name,
-            arity,
-            flags,
-            keys,
-            run: Run::Keyed(handler),
-            group,
-        }
+        Spec::with_run(name, arity, flags, keys, Run::Keyed(handler), group)
     }
 
     /// A row whose command runs on the client's session (see [`Run::Session`]).
@@ -174,12 +167,23 @@ impl Spec {
         handler: SessionHandler,
         group: &'static str,
     ) -> Spec {
+        Spec::with_run(name, arity, flags, keys, Run::Session(handler), group)
+    }
+
+    const fn with_run(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: Keys,
+        run: Run,
+        group: &'static str,
+    ) -> Spec {
         Spec {
             name,
             arity,
             flags,
             keys,
-            run: Run::Session(handler),
+            run,
             group,
         }
     }

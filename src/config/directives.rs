@@ -87,8 +87,9 @@ directive_table! {
         "jemalloc-bg-thread",
         YES_NO,
         "yes",
-        "accepted, no effect: Podium's jemalloc returns freed pages at once (decay 0), so a purging thread has nothing to do",
-    ),
+        "jemalloc's purging thread: returns freed pages to the OS when the server is idle",
+    )
+    .on_set(|_, v| crate::alloc::set_background_thread(v == "yes")),
     ACTIVEDEFRAG: Flag = row(
         "activedefrag",
         YES_NO,

@@ -717,23 +717,10 @@ impl F64Text {
 }
 
 /// Decimal digits of `u`, written at the end of `buf`; returns where they start.
-fn u64_digits(mut u: u64, buf: &mut [u8; 20]) -> usize {
-    let mut i = buf.len();
-    while u >= 100 {
-        let r = (u % 100) as usize * 2;
-        u /= 100;
-        i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
-    }
-    if u >= 10 {
-        let r = u as usize * 2;
-        i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
-    } else {
-        i -= 1;
-        buf[i] = b'0' + u as u8;
-    }
-    i
+fn u64_digits(u: u64, buf: &mut [u8; 20]) -> usize {
+    let start = buf.len() - digit_count(u);
+    write_digits(u, &mut buf[start..]);
+    start
 }
 
 /// [`format_f64`]'s text on the stack.

@@ -943,3 +943,40 @@ fn the_process_title_follows_proc_title_template() {
     );
     srv.stop();
 }
+
+/// `jemalloc-bg-thread` (Redis's default yes) runs jemalloc's purging threads, and CONFIG SET
+/// stops and restarts them: counted by thread name in /proc.
+#[test]
+fn jemalloc_bg_thread_starts_and_stops_the_purging_threads() {
+    let srv = Podium::start(&[]);
+    let purgers = || {
+        std::fs::read_dir(format!("/proc/{}/task", srv.pid()))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|c| c.trim() == "jemalloc_bg_thd")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    wait_for("purging threads at start", Duration::from_secs(5), || {
+        purgers() > 0
+    });
+    let mut c = srv.con();
+    for (value, running) in [("no", false), ("yes", true)] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("jemalloc-bg-thread")
+            .arg(value)
+            .query(&mut c)
+            .unwrap();
+        wait_for(
+            &format!("purging threads after jemalloc-bg-thread {value}"),
+            Duration::from_secs(5),
+            || (purgers() > 0) == running,
+        );
+    }
+}

@@ -519,6 +519,48 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
 
 /// Look a command up by its name as sent (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Cmd> {
+    // A pipeline repeats a few commands, and a script's calls a few more: a small cache of
+    // names found on this thread, as sent (case and all), answers without lowercasing and
+    // hashing them. Uncached, a lookup was about 330 instructions; a script alternating
+    // ZINCRBY and ZREVRANK missed a one-entry cache every time. The table never changes once
+    // built, so a remembered row stays right.
+    let (Some(&first), Some(&last)) = (name.first(), name.last()) else {
+        return lookup_uncached(name);
+    };
+    if name.len() > LAST_NAME_MAX {
+        return lookup_uncached(name);
+    }
+    let slot =
+        (name.len() + usize::from(first | 0x20) * 3 + usize::from(last | 0x20)) % LOOKUP_SLOTS;
+    RECENT_LOOKUPS.with(|recent| {
+        let (len, sent, row) = recent[slot].get();
+        if let Some(row) = row {
+            if usize::from(len) == name.len() && &sent[..name.len()] == name {
+                return Some(row);
+            }
+        }
+        let row = lookup_uncached(name)?;
+        let mut sent = [0u8; LAST_NAME_MAX];
+        sent[..name.len()].copy_from_slice(name);
+        recent[slot].set((name.len() as u8, sent, Some(row)));
+        Some(row)
+    })
+}
+
+/// The longest command name [`lookup`] remembers, and how many it remembers (one per slot).
+const LAST_NAME_MAX: usize = 22;
+const LOOKUP_SLOTS: usize = 8;
+
+type RecentLookup = std::cell::Cell<(u8, [u8; LAST_NAME_MAX], Option<&'static Cmd>)>;
+
+thread_local! {
+    /// [`lookup`]'s recent hits on this thread: a name's length and bytes as sent, its row.
+    static RECENT_LOOKUPS: [RecentLookup; LOOKUP_SLOTS] = const {
+        [const { std::cell::Cell::new((0, [0; LAST_NAME_MAX], None)) }; LOOKUP_SLOTS]
+    };
+}
+
+fn lookup_uncached(name: &[u8]) -> Option<&'static Cmd> {
     let mut buf = [0u8; 64];
     if name.len() > buf.len() {
         return None;
@@ -1347,6 +1389,41 @@ pub mod args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The recent-lookups cache answers as the table does: every command in any case, in an
+    /// order that makes names share slots, and unknown names (which it must not remember).
+    #[test]
+    fn cached_lookups_match_the_table() {
+        let names: Vec<&str> = table().keys().copied().collect();
+        for round in 0..3 {
+            for (i, name) in names.iter().enumerate() {
+                let sent = match (round + i) % 3 {
+                    0 => name.to_string(),
+                    1 => name.to_ascii_uppercase(),
+                    _ => name
+                        .chars()
+                        .enumerate()
+                        .map(|(j, c)| {
+                            if j % 2 == 0 {
+                                c.to_ascii_uppercase()
+                            } else {
+                                c
+                            }
+                        })
+                        .collect(),
+                };
+                let row = lookup(sent.as_bytes()).map(|c| c.name);
+                assert_eq!(row, Some(*name), "{sent}");
+                assert!(
+                    lookup(format!("{sent}x").as_bytes()).is_none()
+                        || table().contains_key(format!("{name}x").as_str())
+                );
+            }
+        }
+        assert!(lookup(b"").is_none());
+        assert!(lookup(b"no-such-command").is_none());
+        assert!(lookup(&[0xff, 0xfe]).is_none());
+    }
 
     #[test]
     fn every_command_is_registered_once() {

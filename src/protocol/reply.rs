@@ -370,9 +370,7 @@ pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
         if negative {
             out.push(b'-');
         }
-        let at = out.len();
-        out.resize(at + digits, 0);
-        crate::util::numtext::write_digits(u, &mut out[at..]);
+        crate::util::numtext::format_u64(u, out);
         out.extend_from_slice(b"\r\n");
         return;
     }

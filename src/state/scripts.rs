@@ -8,10 +8,66 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 
-/// The script cache's map: looked up on every EVAL and EVALSHA, so a fast hasher (hashbrown's
-/// default) rather than SipHash; script names are SHA1 digests, not chosen by an attacker
-/// in a way a weaker hash would suffer from more than any other key.
-type ScriptMap = hashbrown::HashMap<String, Script>;
+/// The script cache: scripts by SHA (EVALSHA, SCRIPT EXISTS), and the SHA of each cached body
+/// (EVAL), so that an EVAL of a script already cached costs a hash-table probe instead of a
+/// SHA1 of its text. Both maps use hashbrown's default hasher (seeded per map), which is
+/// looked up on every EVAL and EVALSHA; a body is kept once, shared by the two maps.
+#[derive(Default)]
+pub(crate) struct ScriptCache {
+    by_sha: hashbrown::HashMap<String, Script>,
+    sha_of_body: hashbrown::HashMap<Bytes, [u8; 40]>,
+}
+
+impl ScriptCache {
+    /// The script named `sha` (lowercase hex).
+    pub(crate) fn get(&self, sha: &str) -> Option<&Script> {
+        self.by_sha.get(sha)
+    }
+
+    /// The SHA and script of a cached body.
+    pub(crate) fn find_body(&self, body: &[u8]) -> Option<([u8; 40], &Script)> {
+        let sha = *self.sha_of_body.get(body)?;
+        let script = self.by_sha.get(std::str::from_utf8(&sha).ok()?)?;
+        Some((sha, script))
+    }
+
+    /// Cache `script` under `sha` unless it is there already. Its body is copied: the one
+    /// given may be a slice of a client's read buffer, which the cache must not keep alive.
+    pub(crate) fn insert(&mut self, sha: &str, script: &Script) {
+        if self.by_sha.contains_key(sha) {
+            return;
+        }
+        let mut script = script.clone();
+        script.body = Bytes::copy_from_slice(&script.body);
+        if let Ok(name) = <[u8; 40]>::try_from(sha.as_bytes()) {
+            self.sha_of_body.insert(script.body.clone(), name);
+        }
+        self.by_sha.insert(sha.to_string(), script);
+    }
+
+    pub(crate) fn contains(&self, sha: &str) -> bool {
+        self.by_sha.contains_key(sha)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.by_sha.len()
+    }
+
+    /// Cached scripts and the bytes they hold (their text and SHA names).
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        let bytes = self
+            .by_sha
+            .iter()
+            .map(|(sha, s)| sha.len() + s.body.len())
+            .sum();
+        (self.by_sha.len(), bytes)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.by_sha.clear();
+        self.sha_of_body.clear();
+    }
+}
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
@@ -40,7 +96,7 @@ pub(crate) struct ScriptFlags(pub(crate) Option<u8>);
 #[derive(Default)]
 pub struct Scripts {
     /// Scripts by lowercase hex SHA1.
-    pub(crate) cache: Mutex<ScriptMap>,
+    pub(crate) cache: Mutex<ScriptCache>,
     /// Bumped by SCRIPT FLUSH: a thread's Lua state built for an older generation is dropped.
     pub(crate) generation: AtomicU64,
     /// The scripts running now, oldest first: several at once when they lock disjoint
@@ -221,4 +277,49 @@ pub(crate) fn take_script_feed() -> Vec<LoggedCommand> {
     SCRIPT_FEED
         .with(|f| f.borrow_mut().take())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(body: Bytes) -> Script {
+        Script {
+            body,
+            flags: ScriptFlags(None),
+            one_db: true,
+            declared_keys_only: true,
+            code_start: 0,
+        }
+    }
+
+    /// EVAL finds a cached body by its text, under the SHA it was cached with; the cache keeps
+    /// its own copy of the body (not the request buffer it came in), and FLUSH forgets both.
+    #[test]
+    fn bodies_are_found_by_text_and_copied() {
+        let sha = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";
+        let request = Bytes::from_static(b"*3\r\n$4\r\neval\r\n$8\r\nreturn 1\r\n");
+        let body = request.slice(18..26);
+        assert_eq!(&body[..], b"return 1");
+        let mut cache = ScriptCache::default();
+        assert!(cache.find_body(b"return 1").is_none());
+        cache.insert(sha, &script(body.clone()));
+        let (name, found) = cache.find_body(b"return 1").expect("cached");
+        assert_eq!(&name[..], sha.as_bytes());
+        assert_eq!(&found.body[..], b"return 1");
+        assert_ne!(
+            found.body.as_ptr(),
+            body.as_ptr(),
+            "the cache copies the body"
+        );
+        assert!(cache.contains(sha));
+        assert_eq!(cache.usage(), (1, 40 + 8));
+        // A second insert under the same name keeps the first entry.
+        cache.insert(sha, &script(Bytes::from_static(b"return 2")));
+        assert_eq!(cache.len(), 1);
+        assert!(cache.find_body(b"return 2").is_none());
+        cache.clear();
+        assert!(cache.find_body(b"return 1").is_none());
+        assert!(!cache.contains(sha));
+    }
 }

@@ -299,6 +299,16 @@ unsafe fn call_from_lua(state: *mut ffi::lua_State, raise: bool) -> c_int {
                     Some(Reply::Bulk(b)) => {
                         ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
                     }
+                    Some(Reply::BulkShort(b)) => {
+                        let b = b.as_bytes();
+                        ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+                    }
+                    // A RESP2 double is a bulk string of its text (ZINCRBY, ZSCORE).
+                    Some(Reply::Double(d)) if !resp3 => {
+                        let t = crate::util::numtext::f64_text(*d);
+                        let t = t.as_bytes();
+                        ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
+                    }
                     Some(Reply::Ok) => push_field_table(state, b"ok", |s| {
                         ffi::lua_pushlstring(s, c"OK".as_ptr(), 2);
                     }),

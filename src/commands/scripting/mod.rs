@@ -293,9 +293,7 @@ impl Scripts {
     /// Scripts in the EVAL cache and the bytes they hold (their text and SHA names): MEMORY
     /// STATS `lua.caches`, MEMORY DOCTOR's many-scripts check.
     pub(crate) fn cache_usage(&self) -> (usize, usize) {
-        let cache = self.cache.lock();
-        let bytes = cache.iter().map(|(sha, s)| sha.len() + s.body.len()).sum();
-        (cache.len(), bytes)
+        self.cache.lock().usage()
     }
 
     /// Bytes the FUNCTION libraries hold (their code and names): MEMORY STATS
@@ -544,6 +542,8 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let scripts = &ctx.srv.scripts;
     // A SHA as clients send it (40 hex digits) is looked up without an allocation.
     let mut lower = [0u8; 40];
+    // Cache the script once it compiled: an EVAL of a body not cached yet.
+    let mut remember = !by_sha;
     let (sha, script) = if by_sha {
         let sha = if a[1].len() == 40 && a[1].is_ascii() {
             lower.copy_from_slice(&a[1]);
@@ -561,12 +561,21 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
         }
     } else {
-        let sha = sha1_hex(&a[1]);
-        let cached = scripts.cache.lock().get(&sha).cloned();
+        // A body run before is found by its text; a new one is named by its SHA1.
+        let cached = scripts
+            .cache
+            .lock()
+            .find_body(&a[1])
+            .map(|(sha, s)| (sha, s.clone()));
         match cached {
-            Some(s) => (std::borrow::Cow::Owned(sha), s),
+            Some((sha, s)) => {
+                lower = sha;
+                remember = false;
+                let sha = std::str::from_utf8(&lower).unwrap_or_default();
+                (std::borrow::Cow::Borrowed(sha), s)
+            }
             None => match Script::parse(&a[1]) {
-                Ok(s) => (std::borrow::Cow::Owned(sha), s),
+                Ok(s) => (std::borrow::Cow::Owned(sha1_hex(&a[1])), s),
                 Err(e) => return Err(Reply::Error(e)),
             },
         }
@@ -576,7 +585,7 @@ fn eval(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let target = Target::Eval {
         sha: &sha,
         script: &script,
-        remember: !by_sha,
+        remember,
     };
     Ok(run_atomically(ctx, target, read_only_command, keys, argv))
 }
@@ -770,13 +779,7 @@ fn run_atomically(
                 } = &target
                 {
                     if compiled {
-                        inv.ctx
-                            .srv
-                            .scripts
-                            .cache
-                            .lock()
-                            .entry(sha.to_string())
-                            .or_insert_with(|| (*script).clone());
+                        inv.ctx.srv.scripts.cache.lock().insert(sha, script);
                     }
                 }
                 reply
@@ -918,8 +921,8 @@ fn declared_flags(srv: &crate::state::Server, name: &str, args: &[Bytes]) -> Opt
                 .scripts
                 .cache
                 .lock()
-                .get(&sha1_hex(body))
-                .map(|s| s.flags);
+                .find_body(body)
+                .map(|(_, s)| s.flags);
             match cached {
                 Some(f) => f,
                 None => shebang(body).ok()?.0,
@@ -1006,7 +1009,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 Ok(Err(e)) => return Err(e),
                 Err(e) => return Err(Reply::Error(e)),
             }
-            scripts.cache.lock().entry(sha.clone()).or_insert(script);
+            scripts.cache.lock().insert(&sha, &script);
             Ok(Reply::Bulk(Bytes::from(sha)))
         }
         "exists" if a.len() >= 3 => {
@@ -1016,7 +1019,7 @@ fn script(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     .iter()
                     .map(|s| {
                         let sha = String::from_utf8_lossy(s).to_ascii_lowercase();
-                        Reply::Int(i64::from(cache.contains_key(&sha)))
+                        Reply::Int(i64::from(cache.contains(&sha)))
                     })
                     .collect(),
             ))

@@ -446,6 +446,12 @@ async fn serve_client(
             return Ok(());
         }
         if sent < out.len() {
+            if crate::util::write_turn::enabled() {
+                crate::util::write_turn::WriteTurn::default().await;
+                if info.killed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+            }
             // Under appendfsync always, nothing is acknowledged before it is on disk.
             srv.aof.wait_durable(srv.aof.last_seq()).await;
             send(srv, sock, &info, &mut out, &mut sent)?;

@@ -170,18 +170,20 @@ pub fn run(config: Config) -> Result<(), String> {
     };
     // Several worker threads keep requests of different connections in arrival order.
     crate::arrival::enable(threads > 1);
-    // On one core a single-threaded scheduler avoids the work-stealing machinery entirely.
-    let mut builder = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        // Connections woken together are served in the order they were woken (their
-        // requests' arrival order), not the last one first: see .cargo/config.toml.
-        #[cfg(tokio_unstable)]
-        b.disable_lifo_slot();
-        b
-    };
+    // The multi-threaded scheduler even for one worker: a script or a long command that runs
+    // past its first milliseconds hands the worker's role to another thread
+    // (`block_in_place`), so other clients keep being served (-BUSY, SCRIPT KILL, SHUTDOWN
+    // NOSAVE) as Redis serves them from inside a long script. The single-threaded scheduler
+    // cannot hand off: a runaway script held the only thread and nothing could stop it, on a
+    // process confined to one core (`taskset`, a container with one CPU) or with `threads 1`.
+    // It was 2-5% cheaper per request at P=1 (measured 2026-11-26 with redis-benchmark
+    // against the pinned server).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads.max(1));
+    // Connections woken together are served in the order they were woken (their requests'
+    // arrival order), not the last one first: see .cargo/config.toml.
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
     if config.flag(dir::DISABLE_THP) {
         crate::process::disable_thp();
     }
@@ -198,9 +200,13 @@ pub fn run(config: Config) -> Result<(), String> {
         tracing::warn!("{e}");
     }
     let aof = server.aof.clone();
-    builder
-        .enable_all()
-        .on_thread_park(move || aof.executor_idle());
+    // One thread: replies are written in a burst before the thread sleeps (see
+    // crate::util::write_turn), after the AOF's group commit is kicked off.
+    crate::util::write_turn::set_enabled(threads <= 1);
+    builder.enable_all().on_thread_park(move || {
+        aof.executor_idle();
+        crate::util::write_turn::parking();
+    });
     let rt = builder
         .build()
         .map_err(|e| format!("can't start runtime: {e}"))?;

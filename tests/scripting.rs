@@ -329,7 +329,19 @@ fn scripts_are_atomic_and_logged_as_their_effects() {
 
 #[test]
 fn a_long_script_gets_busy_replies_and_script_kill() {
-    let s = Podium::start(&["--threads", "2"]);
+    a_long_script_can_be_killed("2");
+}
+
+/// With one worker thread (`threads 1`, or a process confined to one core) too: the script
+/// hands the worker's role to another thread, as on several. (The single-threaded scheduler
+/// Podium used on one core could not, and a runaway script held the server for good.)
+#[test]
+fn a_long_script_can_be_killed_with_one_thread() {
+    a_long_script_can_be_killed("1");
+}
+
+fn a_long_script_can_be_killed(threads: &str) {
+    let s = Podium::start(&["--threads", threads]);
     let mut con = s.con();
     redis::cmd("CONFIG")
         .arg("SET")

@@ -594,3 +594,66 @@ fn object_refcount_follows_redis_shared_integers() {
     }
     assert_eq!(refcount(&mut con, "small"), 1);
 }
+
+/// With one thread, replies wait for the thread's turn to write (written together before it
+/// sleeps, as Redis's beforeSleep writes them). Many clients at once, pipelined and not, one
+/// of them reading a large reply slowly: every client gets exactly its own replies, in order,
+/// and none waits (a turn that never came would leave them hanging until the read timeout).
+#[test]
+fn one_thread_writes_every_reply_in_its_turn() {
+    let srv = Podium::start(&["--threads", "1", "--save", ""]);
+    let port = srv.port;
+    let mut workers = Vec::new();
+    for c in 0..24usize {
+        workers.push(std::thread::spawn(move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            let depth = 1 + c % 5;
+            let mut expected = 0u64;
+            for _ in 0..200 {
+                let mut req = Vec::new();
+                for _ in 0..depth {
+                    req.extend_from_slice(
+                        format!("*2\r\n$4\r\nINCR\r\n${}\r\nc{c}\r\n", format!("c{c}").len())
+                            .as_bytes(),
+                    );
+                }
+                s.write_all(&req).expect("write");
+                let mut want = Vec::new();
+                for _ in 0..depth {
+                    expected += 1;
+                    want.extend_from_slice(format!(":{expected}\r\n").as_bytes());
+                }
+                let mut got = vec![0u8; want.len()];
+                s.read_exact(&mut got).expect("replies arrive");
+                assert_eq!(got, want, "client {c}");
+            }
+        }));
+    }
+    // A reply larger than the socket takes at once, read slowly while the others run.
+    let mut con = srv.con();
+    let big = "x".repeat(4 << 20);
+    redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .exec(&mut con)
+        .expect("set");
+    let mut slow = srv.raw();
+    slow.write_all(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n*1\r\n$4\r\nPING\r\n")
+        .expect("write");
+    let header = format!("${}\r\n", big.len());
+    let mut got = vec![0u8; header.len() + big.len() + 2 + 7];
+    let mut at = 0;
+    while at < got.len() {
+        std::thread::sleep(Duration::from_millis(2));
+        let n = slow.read(&mut got[at..]).expect("read");
+        assert!(n > 0, "closed early");
+        at += n;
+    }
+    assert!(got.starts_with(header.as_bytes()));
+    assert!(got.ends_with(b"\r\n+PONG\r\n"));
+    for w in workers {
+        w.join().expect("client thread");
+    }
+}

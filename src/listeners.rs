@@ -59,8 +59,9 @@ pub(crate) fn start(srv: &Arc<Server>, sockets: Vec<std::net::TcpListener>) -> R
 /// Stop every accept loop and wait until their sockets are closed (the addresses are then
 /// free to bind again, and new connections are refused: SHUTDOWN stops accepting before it
 /// returns, as redis-server exits inside it). On the multi-threaded runtime it lends its
-/// worker to the wait. The single-threaded runtime (one core) cannot wait for its own tasks
-/// from inside one: there each socket stops listening at once (shutdown(2) of a listening
+/// worker to the wait. A single-threaded runtime (the server always runs the multi-threaded
+/// one, even with one worker; tests may not) cannot wait for its own tasks from inside one:
+/// there each socket stops listening at once (shutdown(2) of a listening
 /// socket refuses new connections), and the aborted loop closes it when the runtime next
 /// gets to it.
 pub(crate) fn stop_all(srv: &Server) {

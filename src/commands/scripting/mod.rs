@@ -790,7 +790,8 @@ fn run_atomically(
     // The script runs here, on the worker that read the command; one that runs long gives
     // the worker's other tasks to another thread from its instruction hook (see
     // engine::hand_off_worker), so the server keeps answering: -BUSY after
-    // `busy-reply-threshold`, SCRIPT KILL. (A single-threaded runtime waits for the script.)
+    // `busy-reply-threshold`, SCRIPT KILL. (The server runs the multi-threaded scheduler even
+    // with one worker so that this hand-off exists; see server::run.)
     let collecting = crate::state::scripts::start_script_feed();
     let reply = run(&mut inv);
     // What the script logged goes out in one piece, wrapped in MULTI/EXEC when it is more

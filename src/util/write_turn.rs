@@ -100,11 +100,16 @@ mod tests {
         }
     }
 
+    /// A waker that counts its wakes, and the count.
+    fn counting_waker() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
     /// A turn is pending until released, released once, and ready when polled again.
     #[test]
     fn a_turn_waits_for_release() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut turn = std::pin::pin!(WriteTurn::default());
         assert!(turn.as_mut().poll(&mut cx).is_pending());
@@ -120,8 +125,7 @@ mod tests {
     /// anyone wait again until it parks as a worker.
     #[test]
     fn a_thread_that_handed_off_does_not_defer() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut waiting = std::pin::pin!(WriteTurn::default());
         assert!(waiting.as_mut().poll(&mut cx).is_pending());

@@ -82,10 +82,7 @@ pub(crate) fn stop_all(srv: &Server) {
         return;
     }
     let handle = tokio::runtime::Handle::current();
-    // Connections waiting on this worker for their turn to write go on first: the
-    // thread stops being a worker here (crate::util::write_turn).
-    crate::util::write_turn::hand_off();
-    tokio::task::block_in_place(|| {
+    crate::util::write_turn::block_in_place(|| {
         handle.block_on(async {
             for (t, _) in tasks {
                 let _ = t.await;

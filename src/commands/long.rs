@@ -150,10 +150,7 @@ pub(crate) fn run_maybe_off_io<R>(long: bool, f: impl FnOnce() -> R) -> R {
         && tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
     {
-        // Connections waiting on this worker for their turn to write go on first: the
-        // thread stops being a worker here (crate::util::write_turn).
-        crate::util::write_turn::hand_off();
-        tokio::task::block_in_place(f)
+        crate::util::write_turn::block_in_place(f)
     } else {
         f()
     }

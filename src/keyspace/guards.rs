@@ -30,10 +30,7 @@ fn lock_shard(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
-        // Connections waiting on this worker for their turn to write go on first: the
-        // thread stops being a worker here (crate::util::write_turn).
-        crate::util::write_turn::hand_off();
-        tokio::task::block_in_place(|| shard.lock())
+        crate::util::write_turn::block_in_place(|| shard.lock())
     } else {
         shard.lock()
     }

@@ -70,30 +70,17 @@ pub fn format_i64(v: i64, out: &mut Vec<u8>) {
 /// Fast u64 -> decimal text, appended to `out`: the digits are written where they end up,
 /// not into a scratch buffer first (copying out bytes just stored one or two at a time makes
 /// the wide loads of the copy wait on store forwarding, a stall per number in a reply).
-pub fn format_u64(mut u: u64, out: &mut Vec<u8>) {
+pub fn format_u64(u: u64, out: &mut Vec<u8>) {
     let n = digit_count(u);
     out.reserve(n);
     // Written into the spare capacity directly: zero-filling the room first was a memset
     // call per number.
     let spare = &mut out.spare_capacity_mut()[..n];
-    let mut i = n;
-    while u >= 100 {
-        let r = (u % 100) as usize * 2;
-        u /= 100;
-        i -= 2;
-        spare[i].write(DIGIT_PAIRS[r]);
-        spare[i + 1].write(DIGIT_PAIRS[r + 1]);
-    }
-    if u >= 10 {
-        let r = u as usize * 2;
-        spare[i - 2].write(DIGIT_PAIRS[r]);
-        spare[i - 1].write(DIGIT_PAIRS[r + 1]);
-    } else {
-        spare[i - 1].write(b'0' + u as u8);
-    }
-    // SAFETY: `n` is `u`'s digit count, so the loop above wrote every one of the `n` bytes
-    // after the length (two per pair, then the last one or two digits down to index 0).
-    // Covered by `format_u64_writes_every_digit` and the reply encoders' tests.
+    put_digits(u, n, |i, b| {
+        spare[i].write(b);
+    });
+    // SAFETY: `n` is `u`'s digit count, so put_digits wrote every one of the `n` bytes after
+    // the length. Covered by `format_u64_writes_every_digit` and the reply encoders' tests.
     unsafe { out.set_len(out.len() + n) };
 }
 
@@ -106,19 +93,28 @@ pub fn digit_count(u: u64) -> usize {
 }
 
 /// Write `u`'s decimal digits into `dst`, which is exactly [`digit_count`]`(u)` bytes long.
-pub fn write_digits(mut u: u64, dst: &mut [u8]) {
-    let mut i = dst.len();
+pub fn write_digits(u: u64, dst: &mut [u8]) {
+    put_digits(u, dst.len(), |i, b| dst[i] = b);
+}
+
+/// Hand `put` the `n` = [`digit_count`]`(u)` decimal digits of `u` with their positions,
+/// last first, two at a time: every position below `n` exactly once.
+#[inline(always)]
+fn put_digits(mut u: u64, n: usize, mut put: impl FnMut(usize, u8)) {
+    let mut i = n;
     while u >= 100 {
         let r = (u % 100) as usize * 2;
         u /= 100;
         i -= 2;
-        dst[i..i + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+        put(i, DIGIT_PAIRS[r]);
+        put(i + 1, DIGIT_PAIRS[r + 1]);
     }
     if u >= 10 {
         let r = u as usize * 2;
-        dst[i - 2..i].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+        put(i - 2, DIGIT_PAIRS[r]);
+        put(i - 1, DIGIT_PAIRS[r + 1]);
     } else {
-        dst[i - 1] = b'0' + u as u8;
+        put(i - 1, b'0' + u as u8);
     }
 }
 

@@ -7,7 +7,8 @@
 //! client's command between two writes, so a client thread (a load generator's one thread)
 //! woken by the first reply had gone back to sleep before the second came, and each reply paid
 //! for a full wake-up of it, charged to the sender. Anything that takes a worker's role away
-//! from its thread (`block_in_place`) calls [`hand_off`] first: the waiting connections are
+//! from its thread (`block_in_place`) goes through [`block_in_place`], which calls
+//! [`hand_off`] first: the waiting connections are
 //! this thread's and go on at once, and the thread writes without waiting from then on (a
 //! thread that is no longer a worker does not park as one) until it parks as a worker again.
 
@@ -43,9 +44,17 @@ pub(crate) fn parking() {
 }
 
 /// This thread is about to give its worker role to another thread (`block_in_place`).
-pub(crate) fn hand_off() {
+fn hand_off() {
     HANDED_OFF.with(|h| h.set(true));
     release();
+}
+
+/// tokio's `block_in_place`, after [`hand_off`]: every caller that gives its worker's role
+/// away goes through here, so no connection is left waiting on a thread that stops parking as
+/// a worker.
+pub(crate) fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
+    hand_off();
+    tokio::task::block_in_place(f)
 }
 
 /// Every connection waiting on this thread goes on to write.

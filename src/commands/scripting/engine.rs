@@ -332,10 +332,7 @@ fn hand_off_worker() {
         && tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if on_workers {
-        // Connections waiting on this worker for their turn to write go on first: the
-        // thread stops being a worker here (crate::util::write_turn).
-        crate::util::write_turn::hand_off();
-        tokio::task::block_in_place(|| std::thread::sleep(HANDOFF_WAIT));
+        crate::util::write_turn::block_in_place(|| std::thread::sleep(HANDOFF_WAIT));
     }
 }
 

@@ -93,6 +93,10 @@ def main():
                 vs.fill(s.port, a.members, proto)
                 r1 = vs.rss(s.proc.pid)
                 print(f"# {name}: RSS {(r1 - r0) / a.members:.1f} B/member")
+            if "evalsha" in a.workloads.split(","):
+                # EVALSHA runs the script vs-redis.py loads on each server first
+                subprocess.run(["redis-cli", "-p", str(s.port), "script", "load", vs.SCRIPT],
+                               capture_output=True, check=True)
         if a.keep:
             os.makedirs(a.keep, exist_ok=True)
         print(f"{'server':8s} {'workload':9s} {'P':>3s} {'instr/req':>10s} {'LL miss/req':>11s}")

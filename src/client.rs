@@ -51,6 +51,9 @@ pub struct ClientInfo {
     pub qbuf: AtomicUsize,
     /// Free space of the query buffer (CLIENT LIST qbuf-free).
     pub(crate) qbuf_free: AtomicUsize,
+    /// The cron found the query buffer worth a look (see `querybuf::wants_check`): the
+    /// connection checks it when it next waits for input.
+    pub(crate) qbuf_check: AtomicBool,
     /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
     pub(crate) argv_mem: AtomicUsize,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
@@ -133,6 +136,7 @@ impl ClientInfo {
             kill: Notify::new(),
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
+            qbuf_check: AtomicBool::new(false),
             argv_mem: AtomicUsize::new(0),
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
@@ -192,7 +196,7 @@ impl ClientInfo {
         self.kill.notify_one();
         // A connection waiting for input listens for pushes and for this flag on the one
         // wake-up (one `Notified` per read instead of two).
-        self.push.ready.notify_one();
+        self.push.ready.notify();
     }
 
     /// The connection ended and freed its buffers: a killed client's memory is no longer on
@@ -462,7 +466,7 @@ impl Subscriptions {
 pub(crate) struct Mailbox {
     queue: Mutex<Queue>,
     /// Wakes the connection task to write what is queued.
-    pub(crate) ready: Notify,
+    pub(crate) ready: crate::util::signal::Signal,
     /// Quick check before taking the lock: anything queued.
     pending: AtomicBool,
     /// Bytes drained into the connection's output and not yet written (see [`Mailbox::sent`]).
@@ -571,7 +575,7 @@ impl Mailbox {
         }
         drop(q);
         self.pending.store(true, Ordering::Release);
-        self.ready.notify_one();
+        self.ready.notify();
         true
     }
 

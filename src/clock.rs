@@ -78,12 +78,44 @@ pub fn unix_ms_at(at: Instant) -> i64 {
     (base + at.saturating_duration_since(clock_origin()).as_nanos() as i64) / 1_000_000
 }
 
+thread_local! {
+    /// The monotonic instant of the last command this thread ran (see [`note_command_start`]).
+    static RECENT: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The dispatcher's clock reading for a command, kept for [`recent_instant`].
+#[inline]
+pub fn note_command_start(at: Instant) {
+    RECENT.with(|r| r.set(Some(at)));
+}
+
+/// A monotonic instant no later than now: when this thread last started a command (or now,
+/// if it has run none). Behind the true time by at most as long as the thread went without
+/// running a command, so it serves bookkeeping counted in seconds (a connection's last
+/// input) without a clock read per request.
+#[inline]
+pub fn recent_instant() -> Instant {
+    RECENT.with(|r| r.get()).unwrap_or_else(Instant::now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The derived time is never behind the wall clock read just before it (a PTTL computed
     /// from it would exceed the TTL a client just set).
+    #[test]
+    fn the_recent_instant_follows_the_commands_started() {
+        let t = Instant::now();
+        note_command_start(t);
+        assert_eq!(recent_instant(), t);
+        let later = t + std::time::Duration::from_millis(5);
+        note_command_start(later);
+        assert_eq!(recent_instant(), later);
+        let other = std::thread::spawn(recent_instant).join().expect("thread");
+        assert!(other >= t, "a thread with no command reads the clock");
+    }
+
     #[test]
     fn derived_time_is_not_behind_the_wall_clock() {
         resync_wall_clock();

@@ -99,6 +99,8 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     // Its buffers went with serve_client; what waits in its mailbox goes now, before a
     // replica leaves the list of replicas whose buffers `maxmemory` leaves out.
     info.push.discard();
+    // The mailbox's signal keeps the task's waker, and the task holds `info`: let go of it.
+    info.push.ready.forget_waker();
     info.connection_freed();
     if client.repl.is_replica {
         if let Some(r) = srv.repl.find(id) {
@@ -130,25 +132,23 @@ async fn serve_client(
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     let mut qb = crate::querybuf::QueryBuf::new();
-    // The query buffer's check (querybuf) is due a while after the last input, so the due time
-    // moves on with every read. One timer per connection is armed for the earliest due time
-    // and left alone while later reads push the due time back; when it fires early it is
-    // re-armed once. Arming a fresh timer per read cost a timer-wheel insert and removal
-    // (about 600 instructions) on every request at P=1.
-    let mut buffer_timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
-    let mut timer_armed: Option<std::time::Instant> = None;
     loop {
+        // The cron asked for the query buffer check (see querybuf) and woke this connection
+        // if it was waiting for input; the check is made when due by the connection's own
+        // record of its input.
+        if info.qbuf_check.load(Ordering::Relaxed) {
+            info.qbuf_check.store(false, Ordering::Relaxed);
+            if qb
+                .next_check(&buf)
+                .is_some_and(|at| at <= std::time::Instant::now())
+            {
+                qb.check(&mut buf);
+            }
+        }
         qb.before_read(&mut buf);
         info.qbuf.store(buf.len(), Ordering::Relaxed);
         info.qbuf_free
             .store(buf.capacity() - buf.len(), Ordering::Relaxed);
-        let check_at = qb.next_check(&buf);
-        if let Some(at) = check_at {
-            if timer_armed.is_none_or(|armed| armed > at) {
-                buffer_timer.as_mut().reset(at.into());
-                timer_armed = Some(at);
-            }
-        }
         let len_before = buf.len();
         // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
         let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
@@ -176,7 +176,7 @@ async fn serve_client(
             // Fixed order: the branches other than the read are ready only when woken, so the
             // read is not starved, and no random number is drawn per read.
             biased;
-            _ = info.push.ready.notified(), if !waiting_output => {
+            _ = info.push.ready.wait(), if !waiting_output => {
                 // A kill wakes this branch too (`ClientInfo::kill`).
                 if info.killed.load(Ordering::SeqCst) {
                     return Ok(());
@@ -208,15 +208,6 @@ async fn serve_client(
             _ = idle => {
                 tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
                 return Ok(());
-            }
-            _ = buffer_timer.as_mut(), if timer_armed.is_some() => {
-                timer_armed = None;
-                // A check that is no longer due (input came since the timer was armed) waits
-                // for the timer to be armed again at its new due time.
-                if qb.next_check(&buf).is_some_and(|at| at <= std::time::Instant::now()) {
-                    qb.check(&mut buf);
-                }
-                continue;
             }
         };
         qb.after_read(len_before, n);
@@ -462,6 +453,22 @@ async fn serve_client(
     }
 }
 
+/// The cron's visit of every client's query buffer (Redis's clientsCronResizeQueryBuffer):
+/// each connection whose buffer may be given back or shrunk is asked to check it.
+pub(crate) fn request_buffer_checks(srv: &Server) {
+    let now = unix_ms();
+    for info in srv.clients.lock().values() {
+        let idle = now - info.last_active_ms.load(Ordering::Relaxed);
+        let qbuf = info.qbuf.load(Ordering::Relaxed);
+        let free = info.qbuf_free.load(Ordering::Relaxed);
+        if crate::querybuf::wants_check(qbuf, free, idle)
+            && !info.qbuf_check.swap(true, Ordering::Relaxed)
+        {
+            info.push.ready.notify();
+        }
+    }
+}
+
 fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
     // A replica reads the stream, not replies (Redis never answers a replica's commands).
     if client.repl.is_replica {
@@ -662,7 +669,7 @@ async fn wait_blocked(
                 }
                 break None;
             }
-            _ = info.push.ready.notified() => {
+            _ = info.push.ready.wait() => {
                 // Messages (RESP3 pushes, invalidations) reach a blocked client as they come.
                 let mut pushed = Vec::new();
                 info.push.drain_into(&mut pushed);

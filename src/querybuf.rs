@@ -9,6 +9,11 @@
 //! client has been idle for more than 2 seconds, and one over 32 KiB (PROTO_RESIZE_THRESHOLD)
 //! that is more than twice the recent peak shrinks to that peak. The peak is the most the
 //! buffer held plus the room a read wanted, reset at each check.
+//!
+//! As in Redis, the server's cron finds the clients whose buffer may need it
+//! ([`wants_check`], from what CLIENT LIST shows of them) and each connection makes the check
+//! itself ([`QueryBuf::check`]) when it next waits for input. A timer per connection, armed
+//! at every wait for input, cost a timer poll and the timer wheel's upkeep on every request.
 
 use bytes::BytesMut;
 use std::time::{Duration, Instant};
@@ -56,7 +61,8 @@ impl QueryBuf {
     /// After a read of `n` bytes that found `len_before` bytes in the buffer.
     pub(crate) fn after_read(&mut self, len_before: usize, n: usize) {
         self.peak = self.peak.max(len_before + n.max(IOBUF_LEN));
-        self.last_input = Instant::now();
+        // The worker's last command clock is recent enough for a check counted in seconds.
+        self.last_input = crate::clock::recent_instant();
     }
 
     /// After a request with an argument of `big` bytes (at least [`BIG_ARG`]) was taken off
@@ -101,6 +107,15 @@ impl QueryBuf {
     }
 }
 
+/// Whether the cron should have a connection check its buffer: free space worth giving back
+/// and either a client idle for the idle limit or a buffer big enough to shrink. `idle_ms`
+/// is the time since the client's last command; the connection judges with its own record
+/// of the last input.
+pub(crate) fn wants_check(qbuf: usize, qbuf_free: usize, idle_ms: i64) -> bool {
+    qbuf_free > MIN_WASTE
+        && (idle_ms >= IDLE_FREE.as_millis() as i64 || qbuf + qbuf_free > RESIZE_THRESHOLD)
+}
+
 /// Move `buf`'s content into a buffer of `capacity` bytes (none when it is 0).
 fn resize(buf: &mut BytesMut, capacity: usize) {
     let mut fresh = BytesMut::with_capacity(capacity);
@@ -134,6 +149,16 @@ mod tests {
         );
         q.check(&mut buf);
         assert_eq!(buf.capacity(), IOBUF_LEN, "shrunk to the peak");
+    }
+
+    #[test]
+    fn the_cron_asks_for_idle_clients_and_big_buffers_with_room() {
+        let idle = IDLE_FREE.as_millis() as i64;
+        assert!(wants_check(0, IOBUF_LEN, idle), "idle with 16 KiB free");
+        assert!(!wants_check(0, IOBUF_LEN, idle - 1), "not idle long enough");
+        assert!(!wants_check(0, MIN_WASTE, idle), "too little free space");
+        assert!(wants_check(30_000, 10_000, 0), "over the resize threshold");
+        assert!(!wants_check(20_000, 10_000, 0), "small and busy");
     }
 
     #[test]

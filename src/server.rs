@@ -380,6 +380,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 // A lowered tracking-table-max-keys takes effect without waiting for a read.
                 s.tracking.enforce_limit(&s);
                 enforce_pubsub_soft_limits(&s);
+                crate::connection::request_buffer_checks(&s);
                 crate::commands::migrate::close_idle();
                 crate::client_evict::configure(&s);
                 crate::client_evict::evict_clients(&s);

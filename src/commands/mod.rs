@@ -803,6 +803,7 @@ pub fn dispatch_with<'a>(
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
     let started = std::time::Instant::now();
+    crate::clock::note_command_start(started);
     let now = crate::clock::unix_ms_at(started);
     client
         .info

@@ -2,6 +2,7 @@
 
 pub mod numtext;
 pub(crate) mod redact;
+pub(crate) mod signal;
 pub(crate) mod write_turn;
 
 /// An OS error's text as C's strerror gives it (what Redis prints), without Rust's

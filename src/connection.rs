@@ -20,6 +20,7 @@ use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply};
 use crate::state::Server;
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -52,6 +53,8 @@ pub async fn handle_unix(srv: Arc<Server>, sock: tokio::net::UnixStream, path: S
 }
 
 async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
+    // Shared with the park hook that writes replies left for the worker's turn.
+    let sock = Arc::new(sock);
     let id = srv.next_client_id();
     let laddr = sock.local_addr();
     let now = unix_ms();
@@ -116,8 +119,8 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
 }
 
 async fn serve_client(
-    srv: &Server,
-    sock: &ClientSocket,
+    srv: &Arc<Server>,
+    sock: &Arc<ClientSocket>,
     client: &mut Client,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
@@ -132,6 +135,15 @@ async fn serve_client(
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     let mut qb = crate::querybuf::QueryBuf::new();
+    // Replies left for the worker's write turn (see ParkedReplies); `parked` while they are
+    // the park hook's, until this loop takes them back.
+    let parked = ParkedGuard(Arc::new(ParkedReplies {
+        srv: srv.clone(),
+        sock: sock.clone(),
+        info: info.clone(),
+        state: Mutex::new(Parked::default()),
+    }));
+    let mut is_parked = false;
     loop {
         // The cron asked for the query buffer check (see querybuf) and woke this connection
         // if it was waiting for input; the check is made when due by the connection's own
@@ -181,6 +193,10 @@ async fn serve_client(
                 if info.killed.load(Ordering::SeqCst) {
                     return Ok(());
                 }
+                if std::mem::take(&mut is_parked) && parked.0.take_back(&mut out, &mut sent)? {
+                    // The hook left them (a full socket, or an fsync to wait for).
+                    srv.aof.wait_durable(srv.aof.last_seq()).await;
+                }
                 // Messages published to this client while it waited for input (while replies
                 // wait for the socket, the messages wait in the mailbox, where the pubsub
                 // limit applies to them).
@@ -211,6 +227,10 @@ async fn serve_client(
             }
         };
         qb.after_read(len_before, n);
+        if std::mem::take(&mut is_parked) {
+            // What the hook did not write goes first, before this read's replies.
+            parked.0.take_back(&mut out, &mut sent)?;
+        }
         // While this read's commands run, CLIENT LIST shows the buffer as read (the running
         // command included), as Redis shows it before trimming what it processed.
         info.qbuf.store(buf.len(), Ordering::Relaxed);
@@ -437,19 +457,115 @@ async fn serve_client(
             return Ok(());
         }
         if sent < out.len() {
-            if crate::util::write_turn::enabled() {
-                crate::util::write_turn::WriteTurn::default().await;
-                if info.killed.load(Ordering::Relaxed) {
-                    return Ok(());
+            if crate::util::write_turn::deferring() && !srv.aof.replies_wait_for_fsync() {
+                // Left for the park hook to write; this loop goes back to waiting for input.
+                parked.0.leave(&mut out, &mut sent);
+                is_parked = true;
+            } else {
+                if crate::util::write_turn::enabled() {
+                    crate::util::write_turn::WriteTurn::default().await;
+                    if info.killed.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
                 }
+                // Under appendfsync always, nothing is acknowledged before it is on disk.
+                srv.aof.wait_durable(srv.aof.last_seq()).await;
+                send(srv, sock, &info, &mut out, &mut sent)?;
             }
-            // Under appendfsync always, nothing is acknowledged before it is on disk.
-            srv.aof.wait_durable(srv.aof.last_seq()).await;
-            send(srv, sock, &info, &mut out, &mut sent)?;
         }
         if big_arg > 0 {
             qb.after_big_arg(&mut buf, big_arg);
         }
+    }
+}
+
+/// A connection's replies left for its worker's write turn (see `crate::util::write_turn`):
+/// the park hook writes them with what the connection would have written them with, so the
+/// connection's task is not polled again just to write. The connection takes the buffer back
+/// when it next runs (before it adds anything to it), with whatever the hook did not write.
+struct ParkedReplies {
+    srv: Arc<Server>,
+    sock: Arc<ClientSocket>,
+    info: Arc<ClientInfo>,
+    state: Mutex<Parked>,
+}
+
+#[derive(Default)]
+struct Parked {
+    /// The connection's output buffer while parked (an empty one otherwise).
+    out: Vec<u8>,
+    sent: usize,
+    /// In the thread's list and not yet written.
+    queued: bool,
+    /// The write failed: the connection ends with this error.
+    error: Option<std::io::Error>,
+}
+
+impl ParkedReplies {
+    /// Hand the pending replies (`out` from `sent` on) to the worker's turn; `out` is left
+    /// empty.
+    fn leave(self: &Arc<Self>, out: &mut Vec<u8>, sent: &mut usize) {
+        {
+            let mut st = self.state.lock();
+            debug_assert!(st.out.is_empty() && !st.queued);
+            std::mem::swap(out, &mut st.out);
+            st.sent = std::mem::take(sent);
+            st.queued = true;
+        }
+        crate::util::write_turn::defer(self.clone());
+    }
+
+    /// Take the buffer back into the empty `out`: true if replies in it are still unsent.
+    fn take_back(&self, out: &mut Vec<u8>, sent: &mut usize) -> std::io::Result<bool> {
+        let mut st = self.state.lock();
+        st.queued = false;
+        if let Some(e) = st.error.take() {
+            return Err(e);
+        }
+        debug_assert!(out.is_empty() && *sent == 0);
+        std::mem::swap(out, &mut st.out);
+        *sent = std::mem::take(&mut st.sent);
+        Ok(*sent < out.len())
+    }
+}
+
+impl crate::util::write_turn::DeferredWrite for ParkedReplies {
+    fn write_now(&self) {
+        let mut st = self.state.lock();
+        if !std::mem::take(&mut st.queued) || self.info.killed.load(Ordering::Relaxed) {
+            // Taken back already, or a killed client whose output is dropped with it.
+            return;
+        }
+        let Parked {
+            out, sent, error, ..
+        } = &mut *st;
+        // Under everysec / no the log is handed to the kernel first, as before any reply; an
+        // fsync to wait for (the policy changed since) is the connection's to wait for.
+        if !self.srv.aof.durable_now(self.srv.aof.last_seq()) {
+            self.info.push.ready.notify();
+            return;
+        }
+        match send(&self.srv, &self.sock, &self.info, out, sent) {
+            Ok(()) if *sent >= out.len() => {}
+            // The socket is full: the connection waits for it to drain.
+            Ok(()) => self.info.push.ready.notify(),
+            Err(e) => {
+                *error = Some(e);
+                self.info.push.ready.notify();
+            }
+        }
+    }
+}
+
+/// Drops what is parked when the connection ends (its replies go with it, as an ending
+/// connection's pending output does).
+struct ParkedGuard(Arc<ParkedReplies>);
+
+impl Drop for ParkedGuard {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock();
+        st.queued = false;
+        st.out = Vec::new();
     }
 }
 

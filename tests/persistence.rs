@@ -1341,6 +1341,17 @@ fn clients_get_loading_while_the_aof_loads() {
 /// killed at a random moment, 10 rounds.
 #[test]
 fn sigkill_under_everysec_loses_no_acknowledged_write() {
+    everysec_sigkill_rounds(&[]);
+}
+
+/// The same with one worker thread, where replies wait for the worker's turn and the park
+/// hook writes them (`util::write_turn`): it too must write the log before any reply.
+#[test]
+fn sigkill_under_everysec_loses_no_acknowledged_write_with_one_worker() {
+    everysec_sigkill_rounds(&["--threads", "1"]);
+}
+
+fn everysec_sigkill_rounds(extra: &[&str]) {
     const WRITERS: usize = 4;
     let tmp = tempdir();
     let dir = tmp.path().join("data");
@@ -1350,18 +1361,16 @@ fn sigkill_under_everysec_loses_no_acknowledged_write() {
     let mut acked = [0u64; WRITERS];
     let mut total = 0u64;
     for round in 0..=10 {
-        let srv = start(
-            &dir,
-            &[
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--save",
-                "",
-            ],
-        )
-        .unwrap();
+        let mut args = vec![
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+        ];
+        args.extend_from_slice(extra);
+        let srv = start(&dir, &args).unwrap();
         let mut c = srv.con();
         for (w, slot) in acked.iter_mut().enumerate() {
             let a = *slot;

@@ -202,6 +202,30 @@ impl Aof {
         self.inner.fed.load(Ordering::Acquire)
     }
 
+    /// Whether replies must wait for an fsync before they go out (`appendfsync always` with
+    /// the log on): such replies are not left to the park hook, which can not wait.
+    pub fn replies_wait_for_fsync(&self) -> bool {
+        let inner = &*self.inner;
+        inner.enabled.load(Ordering::Acquire) && inner.mode.load(Ordering::Relaxed) == FSYNC_ALWAYS
+    }
+
+    /// [`Aof::wait_durable`] where it does not wait: true once everything up to `seq` is as
+    /// durable as the policy promises (handed to the kernel now if need be); false when an
+    /// fsync is still to come (`always`).
+    pub fn durable_now(&self, seq: u64) -> bool {
+        let inner = &*self.inner;
+        if seq == 0 || !inner.enabled.load(Ordering::Acquire) {
+            return true;
+        }
+        if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
+            if inner.written.load(Ordering::Acquire) < seq {
+                inner.write_pending(false);
+            }
+            return true;
+        }
+        inner.synced.load(Ordering::Acquire) >= seq
+    }
+
     /// Wait until everything up to `seq` is as durable as the fsync policy promises: fsynced
     /// under `always`, handed to the kernel otherwise.
     pub async fn wait_durable(&self, seq: u64) {

@@ -131,6 +131,34 @@ fn replies_convert_both_ways_as_in_redis() {
     );
 }
 
+/// A RESP2 double (ZINCRBY's, ZSCORE's) reaches Lua as the string Redis writes for it,
+/// whole or not, of either sign, at the edges of the whole-number path (1e15).
+#[test]
+fn scores_reach_lua_as_their_text() {
+    let s = Podium::start(&[]);
+    let mut con = s.con();
+    let script = "local s = redis.call('zincrby', KEYS[1], ARGV[1], 'm') \
+                  return {type(s), s, redis.call('zscore', KEYS[1], 'm')}";
+    for (incr, text) in [
+        ("7", "7"),
+        ("-12", "-5"),
+        ("5", "0"),
+        ("0.25", "0.25"),
+        ("-1.5", "-1.25"),
+        ("999999999999999.25", "999999999999998"),
+        ("1", "999999999999999"),
+        ("1", "1000000000000000"),
+        ("1e300", "1.0000000000000001e+300"),
+    ] {
+        let got = eval(&mut con, script, &["z"], &[incr]).unwrap();
+        assert_eq!(
+            got,
+            Value::Array(vec![bulk("string"), bulk(text), bulk(text)]),
+            "after ZINCRBY {incr}"
+        );
+    }
+}
+
 #[test]
 fn errors_read_as_redis_7() {
     let s = Podium::start(&[]);

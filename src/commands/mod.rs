@@ -196,19 +196,7 @@ impl Spec {
     pub fn key_positions(&self, args: &[Bytes]) -> Vec<usize> {
         match self.keys {
             Keys::Range(first, last, step) => {
-                if first <= 0 {
-                    return Vec::new();
-                }
-                let n = args.len() as i32;
-                let last = if last < 0 { n + last } else { last };
-                let step = step.max(1);
-                let mut v = Vec::new();
-                let mut i = first;
-                while i <= last && i < n {
-                    v.push(i as usize);
-                    i += step;
-                }
-                v
+                range_positions(first, last, step, args.len()).collect()
             }
             Keys::Custom(f) | Keys::DbNamed(f) => {
                 f(args).into_iter().filter(|&i| i < args.len()).collect()
@@ -216,6 +204,18 @@ impl Spec {
             _ => Vec::new(),
         }
     }
+}
+
+/// The key positions a [`Keys::Range`] names in a request of `n` arguments (none when `first`
+/// is not positive; a negative `last` counts from the end).
+pub fn range_positions(first: i32, last: i32, step: i32, n: usize) -> impl Iterator<Item = usize> {
+    let n = n.min(i32::MAX as usize) as i32;
+    let last = if last < 0 { n + last } else { last };
+    let end = if first <= 0 { first } else { last.min(n - 1) };
+    (first..=end)
+        .step_by(step.max(1) as usize)
+        .filter(move |_| first > 0)
+        .map(|i| i as usize)
 }
 
 /// A request to block the client (BZPOPMIN & co when nothing is available).
@@ -1485,6 +1485,36 @@ mod tests {
             "sismembers",
         ] {
             assert!(!warms_first_key(name.as_bytes()), "{name}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod range_position_tests {
+    /// The positions of a key range, as Redis's key specs name them, for every small range,
+    /// step and request length: first..=last (last from the end when negative) by step,
+    /// within the request, none when first is not positive.
+    #[test]
+    fn range_positions_follow_the_key_spec() {
+        for n in 0..8usize {
+            for first in -1..5 {
+                for last in -3..6 {
+                    for step in 0..4 {
+                        let mut expected = Vec::new();
+                        if first > 0 {
+                            let last = if last < 0 { n as i32 + last } else { last };
+                            let mut i = first;
+                            while i <= last && i < n as i32 {
+                                expected.push(i as usize);
+                                i += step.max(1);
+                            }
+                        }
+                        let got: Vec<usize> =
+                            super::range_positions(first, last, step, n).collect();
+                        assert_eq!(got, expected, "n {n} first {first} last {last} step {step}");
+                    }
+                }
+            }
         }
     }
 }

@@ -305,9 +305,21 @@ unsafe fn call_from_lua(state: *mut ffi::lua_State, raise: bool) -> c_int {
                     }
                     // A RESP2 double is a bulk string of its text (ZINCRBY, ZSCORE).
                     Some(Reply::Double(d)) if !resp3 => {
-                        let t = crate::util::numtext::f64_text(*d);
-                        let t = t.as_bytes();
-                        ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
+                        use crate::util::numtext;
+                        // A whole-number score (the usual leaderboard one) is written on the
+                        // stack; the general %.17g text is for the rest.
+                        if let Some((negative, u)) = numtext::small_whole(*d) {
+                            let mut text = [0u8; 24];
+                            let start = usize::from(negative);
+                            let end = start + numtext::digit_count(u);
+                            text[0] = b'-';
+                            numtext::write_digits(u, &mut text[start..end]);
+                            ffi::lua_pushlstring(state, text.as_ptr().cast(), end);
+                        } else {
+                            let t = numtext::f64_text(*d);
+                            let t = t.as_bytes();
+                            ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
+                        }
                     }
                     Some(Reply::Ok) => push_field_table(state, b"ok", |s| {
                         ffi::lua_pushlstring(s, c"OK".as_ptr(), 2);
@@ -774,16 +786,15 @@ fn script_refusal(
     // locked shards would be a race, so it is refused instead.
     if inv.declared_keys_only {
         let db = inv.ctx.client.db;
-        let outside = spec
-            .key_positions(argv)
-            .into_iter()
-            .any(|i| !inv.ctx.g.holds_key(db, &argv[i]));
-        if outside
-            || !matches!(
-                spec.keys,
-                crate::commands::Keys::None | crate::commands::Keys::Range(..)
-            )
-        {
+        let refused = match spec.keys {
+            crate::commands::Keys::None => false,
+            crate::commands::Keys::Range(first, last, step) => {
+                crate::commands::range_positions(first, last, step, argv.len())
+                    .any(|i| !inv.ctx.g.holds_key(db, &argv[i]))
+            }
+            _ => true,
+        };
+        if refused {
             return Some(Reply::error(
                 "ERR this script was judged to touch only its declared keys; it cannot reach this key",
             ));

@@ -195,7 +195,7 @@ impl ClientInfo {
         }
         self.kill.notify_one();
         // A connection waiting for input listens for pushes and for this flag on the one
-        // wake-up (one `Notified` per read instead of two).
+        // wake-up (one signal per read instead of two).
         self.push.ready.notify();
     }
 

@@ -106,8 +106,6 @@ pub fn recent_instant() -> Instant {
 mod tests {
     use super::*;
 
-    /// The derived time is never behind the wall clock read just before it (a PTTL computed
-    /// from it would exceed the TTL a client just set).
     #[test]
     fn the_recent_instant_follows_the_commands_started() {
         let t = Instant::now();
@@ -120,6 +118,8 @@ mod tests {
         assert!(other >= t, "a thread with no command reads the clock");
     }
 
+    /// The derived time is never behind the wall clock read just before it (a PTTL computed
+    /// from it would exceed the TTL a client just set).
     #[test]
     fn derived_time_is_not_behind_the_wall_clock() {
         resync_wall_clock();

@@ -135,8 +135,8 @@ async fn serve_client(
     let info = client.info.clone();
     let mut guards = Guards::new(&srv.keyspace);
     let mut qb = crate::querybuf::QueryBuf::new();
-    // Replies left for the worker's write turn (see ParkedReplies); `parked` while they are
-    // the park hook's, until this loop takes them back.
+    // Replies left for the worker's write turn (see ParkedReplies); `is_parked` while they
+    // are the park hook's, until this loop takes them back.
     let parked = ParkedGuard(Arc::new(ParkedReplies {
         srv: srv.clone(),
         sock: sock.clone(),

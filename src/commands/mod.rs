@@ -211,10 +211,14 @@ impl Spec {
 pub fn range_positions(first: i32, last: i32, step: i32, n: usize) -> impl Iterator<Item = usize> {
     let n = n.min(i32::MAX as usize) as i32;
     let last = if last < 0 { n + last } else { last };
-    let end = if first <= 0 { first } else { last.min(n - 1) };
+    // An empty range when `first` is not positive.
+    let end = if first > 0 {
+        last.min(n - 1)
+    } else {
+        first - 1
+    };
     (first..=end)
         .step_by(step.max(1) as usize)
-        .filter(move |_| first > 0)
         .map(|i| i as usize)
 }
 

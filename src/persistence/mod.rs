@@ -218,6 +218,11 @@ impl Aof {
             return true;
         }
         if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
+            // everysec / no: the commands are handed to the kernel before the reply goes out
+            // (as Redis's beforeSleep writes before it replies), so killing the process loses
+            // nothing acknowledged; only a machine crash can lose the last second (everysec).
+            // Whoever writes takes everything fed so far: a client whose commands another one
+            // already wrote makes no system call.
             if inner.written.load(Ordering::Acquire) < seq {
                 inner.write_pending(false);
             }
@@ -229,21 +234,10 @@ impl Aof {
     /// Wait until everything up to `seq` is as durable as the fsync policy promises: fsynced
     /// under `always`, handed to the kernel otherwise.
     pub async fn wait_durable(&self, seq: u64) {
+        if self.durable_now(seq) {
+            return;
+        }
         let inner = &*self.inner;
-        if seq == 0 || !inner.enabled.load(Ordering::Acquire) {
-            return;
-        }
-        if inner.mode.load(Ordering::Relaxed) != FSYNC_ALWAYS {
-            // everysec / no: the commands are handed to the kernel before the reply goes out
-            // (as Redis's beforeSleep writes before it replies), so killing the process loses
-            // nothing acknowledged; only a machine crash can lose the last second (everysec).
-            // Whoever writes takes everything fed so far: a client whose commands another one
-            // already wrote makes no system call.
-            if inner.written.load(Ordering::Acquire) < seq {
-                inner.write_pending(false);
-            }
-            return;
-        }
         loop {
             let notified = inner.durable.notified();
             tokio::pin!(notified);

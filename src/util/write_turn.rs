@@ -170,8 +170,8 @@ mod tests {
         assert!(turn.as_mut().poll(&mut cx).is_ready());
     }
 
-    struct Recorder(AtomicUsize);
-    impl DeferredWrite for Recorder {
+    /// The counter also stands for a connection's deferred replies: it counts their writes.
+    impl DeferredWrite for Count {
         fn write_now(&self) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
@@ -181,7 +181,7 @@ mod tests {
     /// that handed its role away takes none until it parks as a worker again.
     #[test]
     fn deferred_replies_are_written_at_the_turn() {
-        let rec = Arc::new(Recorder(AtomicUsize::new(0)));
+        let (rec, _) = counting_waker();
         defer(rec.clone());
         defer(rec.clone());
         assert_eq!(

@@ -214,11 +214,18 @@ impl ClientInfo {
     /// `clients.normal`): its query buffer with its free room, the arguments of the command
     /// it runs, and its pending output.
     pub(crate) fn memory_bytes(&self) -> usize {
+        // The queue before the output buffer: see Mailbox::drain_counted.
+        let queued = self.push.queued().0;
         self.qbuf.load(Ordering::Relaxed)
             + self.qbuf_free.load(Ordering::Relaxed)
             + self.argv_mem.load(Ordering::Relaxed)
+            + queued
             + self.out_held.load(Ordering::Relaxed)
-            + self.push.queued().0
+    }
+
+    /// Move the queued pushes into the connection's output buffer `out`.
+    pub(crate) fn drain_pushes(&self, out: &mut Vec<u8>) {
+        self.push.drain_counted(out, Some(&self.out_held));
     }
 
     /// One CLIENT LIST line.
@@ -460,6 +467,99 @@ impl Subscriptions {
     }
 }
 
+/// Eviction notices: the messages an eviction sends (invalidations to tracking clients,
+/// `evicted` keyspace events), followed from the mailboxes they are queued in until their
+/// connections offer them to the socket, so that `maxmemory` leaves them out meanwhile
+/// (`evict::counted_memory`). Redis writes them before it runs its next command; here the
+/// connections that write them may run after the next command, and counting them then made
+/// evictions feed themselves. Their memory is measured as a whole (the allocator's count
+/// across the sending, which also sees what tracking gives back and what a message's buffer
+/// really holds) and known to the mailboxes only as a number of messages; a delivery of some
+/// of them takes its share of the memory, and the last one all of it. Only evictions and the
+/// mailboxes holding their notices touch it.
+struct Notices {
+    /// (measured bytes, messages not yet offered to a socket).
+    state: Mutex<(i64, i64)>,
+    /// The bytes, read without the lock on every write over `maxmemory`.
+    bytes: std::sync::atomic::AtomicI64,
+}
+
+static NOTICES: Notices = Notices {
+    state: Mutex::new((0, 0)),
+    bytes: std::sync::atomic::AtomicI64::new(0),
+};
+
+thread_local! {
+    /// Set while this thread sends an eviction's notices: what it queues then is one.
+    static SENDING_NOTICES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// While this thread runs an eviction round: the wakers of the connections its notices
+    /// went to, woken when the round is over (None outside a round).
+    static ROUND_WAKES: std::cell::RefCell<Option<Vec<std::task::Waker>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run an eviction round (`f`): the connections its notices go to are woken when it is over,
+/// as Redis writes them after its eviction loop, so none of them is drained while the round
+/// measures what its notices take (a connection draining on the other worker made that
+/// measure miss what it freed, and the round evict more keys).
+pub(crate) fn eviction_round<R>(f: impl FnOnce() -> R) -> R {
+    struct WakeAfter;
+    impl Drop for WakeAfter {
+        fn drop(&mut self) {
+            if let Some(wakers) = ROUND_WAKES.with(|w| w.borrow_mut().take()) {
+                for w in wakers {
+                    w.wake();
+                }
+            }
+        }
+    }
+    ROUND_WAKES.with(|w| *w.borrow_mut() = Some(Vec::new()));
+    let _wake = WakeAfter;
+    f()
+}
+
+impl Notices {
+    fn add_memory(&self, bytes: i64) {
+        let mut st = self.state.lock();
+        // Messages already delivered took their memory with them.
+        if st.1 > 0 {
+            st.0 += bytes.max(0);
+            self.bytes.store(st.0, Ordering::Relaxed);
+        }
+    }
+
+    fn queued(&self) {
+        self.state.lock().1 += 1;
+    }
+
+    fn delivered(&self, messages: usize) {
+        let mut st = self.state.lock();
+        let n = messages as i64;
+        if n >= st.1 {
+            *st = (0, 0);
+        } else {
+            st.0 -= st.0 * n / st.1;
+            st.1 -= n;
+        }
+        self.bytes.store(st.0, Ordering::Relaxed);
+    }
+}
+
+/// Run `send`, which sends an eviction's notices: what it queues in mailboxes, and the memory
+/// that takes, is followed as eviction notices.
+pub(crate) fn send_eviction_notices(send: impl FnOnce()) {
+    let before = crate::alloc::used_memory() as i64;
+    SENDING_NOTICES.set(true);
+    send();
+    SENDING_NOTICES.set(false);
+    NOTICES.add_memory(crate::alloc::used_memory() as i64 - before);
+}
+
+/// The memory of eviction notices not yet offered to their sockets.
+pub(crate) fn eviction_notice_bytes() -> i64 {
+    NOTICES.bytes.load(Ordering::Relaxed).max(0)
+}
+
 /// A connection's queue of push messages (Pub/Sub messages, keyspace events) waiting to be
 /// written, and the wake-up for its task.
 #[derive(Default)]
@@ -477,6 +577,15 @@ pub(crate) struct Mailbox {
     pub(crate) counts: [AtomicUsize; 3],
     /// The client is in MONITOR mode (CLIENT LIST flag `O`).
     pub(crate) monitor: AtomicBool,
+    /// Eviction notices taken into the connection's output and not yet offered to the socket
+    /// (see [`Notices`]; Redis writes them before its next command runs).
+    notices_out: AtomicUsize,
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        self.written();
+    }
 }
 
 /// Once messages wait in a queue, later ones up to this size are copied into the queue's
@@ -501,6 +610,14 @@ struct Queue {
     held: usize,
     /// Unix ms since when the buffer has been over the soft limit; 0 = not over it.
     soft_since_ms: i64,
+    /// How many of the messages queued are evictions' notices (see [`Notices`]).
+    notices: usize,
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.notices_gone();
+    }
 }
 
 impl Queue {
@@ -510,6 +627,15 @@ impl Queue {
         self.tail = Vec::new();
         self.bytes = 0;
         self.held = 0;
+        self.notices_gone();
+    }
+
+    /// The queued eviction notices were taken out (or dropped): their memory is the
+    /// connection's now, or freed.
+    fn notices_gone(&mut self) {
+        if self.notices > 0 {
+            NOTICES.delivered(std::mem::take(&mut self.notices));
+        }
     }
 
     /// Move the chunk being filled, if any, to `messages`. Counted as what it holds: its
@@ -557,6 +683,10 @@ impl Mailbox {
         let mut q = self.queue.lock();
         q.bytes += msg.len();
         q.add(msg);
+        if SENDING_NOTICES.get() {
+            q.notices += 1;
+            NOTICES.queued();
+        }
         let used = (q.bytes + self.in_flight.load(Ordering::Relaxed)) as u64;
         let mut over = limit.hard > 0 && used >= limit.hard;
         if limit.soft > 0 && used >= limit.soft {
@@ -575,7 +705,22 @@ impl Mailbox {
         }
         drop(q);
         self.pending.store(true, Ordering::Release);
-        self.ready.notify();
+        if SENDING_NOTICES.get() {
+            let waker = self.ready.notify_later();
+            let deferred = ROUND_WAKES.with(|w| match (w.borrow_mut().as_mut(), waker) {
+                (Some(list), Some(waker)) => {
+                    list.push(waker);
+                    true
+                }
+                (Some(_), None) => true,
+                (None, _) => false,
+            });
+            if !deferred {
+                self.ready.notify();
+            }
+        } else {
+            self.ready.notify();
+        }
         true
     }
 
@@ -600,19 +745,49 @@ impl Mailbox {
     /// Move every queued message into `out`, in order. The bytes stay accounted until
     /// [`Mailbox::sent`].
     pub(crate) fn drain_into(&self, out: &mut Vec<u8>) {
+        self.drain_counted(out, None);
+    }
+
+    /// [`Mailbox::drain_into`], storing `out`'s new allocation in `out_held` before the
+    /// queue stops counting what it held: a reader of [`Mailbox::queued`] then `out_held`
+    /// (client memory, replica buffers left out of `maxmemory`) sees the bytes in one place
+    /// or the other, never in neither.
+    pub(crate) fn drain_counted(&self, out: &mut Vec<u8>, out_held: Option<&AtomicUsize>) {
         if !self.has_pending() {
             return;
         }
         let mut q = self.queue.lock();
-        self.pending.store(false, Ordering::Release);
+        // Room for everything first: the buffer's growth is published at once, not after
+        // copying megabytes of a replica's backlog.
+        out.reserve(q.bytes);
+        if let Some(held) = out_held {
+            held.store(out.capacity(), Ordering::Relaxed);
+        }
         for m in q.messages.drain(..) {
             out.extend_from_slice(&m);
         }
         out.extend_from_slice(&q.tail);
+        // After the store above: `queued` reads no lock once this says empty.
+        self.pending.store(false, Ordering::Release);
         q.tail = Vec::new();
         q.held = 0;
+        if q.notices > 0 {
+            self.notices_out
+                .fetch_add(std::mem::take(&mut q.notices), Ordering::Relaxed);
+        }
         self.in_flight.fetch_add(q.bytes, Ordering::Relaxed);
         q.bytes = 0;
+    }
+
+    /// The connection offered its output to the socket: the eviction notices drained into it
+    /// count as memory in use from now on, as the unsent part of Redis's reply buffers does.
+    pub(crate) fn written(&self) {
+        if self.notices_out.load(Ordering::Relaxed) != 0 {
+            let n = self.notices_out.swap(0, Ordering::Relaxed);
+            if n > 0 {
+                NOTICES.delivered(n);
+            }
+        }
     }
 
     /// The connection's output was written: drained messages no longer count.
@@ -678,6 +853,88 @@ pub struct DebugIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_give_back_their_share_as_they_are_delivered() {
+        let n = Notices {
+            state: Mutex::new((0, 0)),
+            bytes: std::sync::atomic::AtomicI64::new(0),
+        };
+        for _ in 0..10 {
+            n.queued();
+        }
+        n.add_memory(10_000);
+        assert_eq!(n.bytes.load(Ordering::Relaxed), 10_000);
+        n.delivered(4);
+        assert_eq!(n.bytes.load(Ordering::Relaxed), 6_000);
+        n.delivered(6);
+        assert_eq!(n.bytes.load(Ordering::Relaxed), 0);
+        // Measured after every message was already delivered: nothing left to leave out.
+        n.queued();
+        n.delivered(1);
+        n.add_memory(5_000);
+        assert_eq!(n.bytes.load(Ordering::Relaxed), 0);
+        // A negative measure (something else freed memory meanwhile) adds nothing.
+        n.queued();
+        n.add_memory(-300);
+        assert_eq!(n.bytes.load(Ordering::Relaxed), 0);
+        n.delivered(5);
+        assert_eq!(*n.state.lock(), (0, 0));
+    }
+
+    /// An eviction round wakes the connections its notices went to once it is over, not
+    /// while it still measures them; other pushes wake at once.
+    #[test]
+    fn an_eviction_round_wakes_its_notices_connections_at_its_end() {
+        use std::future::Future;
+        use std::task::{Context, Wake, Waker};
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mb = Mailbox::default();
+        let mut wait = std::pin::pin!(mb.ready.wait());
+        assert!(wait
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        eviction_round(|| {
+            send_eviction_notices(|| mb.push_unlimited(Bytes::from_static(b"n")));
+            assert_eq!(count.0.load(Ordering::SeqCst), 0, "not during the round");
+        });
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "once it is over");
+        // Outside a round a notice wakes at once, as any push does.
+        send_eviction_notices(|| mb.push_unlimited(Bytes::from_static(b"n")));
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        mb.discard();
+    }
+
+    /// An eviction's notices are the mailbox's until drained, then the connection's until it
+    /// offers them to the socket; other messages are never notices.
+    #[test]
+    fn eviction_notices_are_followed_to_the_socket() {
+        let mb = Mailbox::default();
+        send_eviction_notices(|| {
+            mb.push_unlimited(Bytes::from_static(b">2\r\n$10\r\ninvalidate\r\n"));
+            mb.push_unlimited(Bytes::from_static(b">2\r\n$10\r\ninvalidate\r\n"));
+        });
+        mb.push_unlimited(Bytes::from_static(b">3\r\n$7\r\nmessage\r\n"));
+        assert_eq!(mb.queue.lock().notices, 2);
+        let mut out = Vec::new();
+        mb.drain_into(&mut out);
+        assert_eq!(mb.queue.lock().notices, 0);
+        assert_eq!(mb.notices_out.load(Ordering::Relaxed), 2);
+        mb.written();
+        assert_eq!(mb.notices_out.load(Ordering::Relaxed), 0);
+        // Dropped with the queue (an overflowing or departing client): counted as gone.
+        send_eviction_notices(|| mb.push_unlimited(Bytes::from_static(b"x")));
+        mb.discard();
+        assert_eq!(mb.queue.lock().notices, 0);
+    }
 
     /// Small messages behind a backlog share chunks, big ones stay whole, and what comes out
     /// is every message in order.

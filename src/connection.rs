@@ -200,7 +200,7 @@ async fn serve_client(
                 // Messages published to this client while it waited for input (while replies
                 // wait for the socket, the messages wait in the mailbox, where the pubsub
                 // limit applies to them).
-                info.push.drain_into(&mut out);
+                info.drain_pushes(&mut out);
                 send(srv, sock, &info, &mut out, &mut sent)?;
                 continue;
             }
@@ -424,9 +424,9 @@ async fn serve_client(
             // what came while it waited was sent then).
             if served_after_block {
                 emit(srv, client, &reply, &mut out);
-                info.push.drain_into(&mut out);
+                info.drain_pushes(&mut out);
             } else {
-                info.push.drain_into(&mut out);
+                info.drain_pushes(&mut out);
                 emit(srv, client, &reply, &mut out);
             }
             if !client.after_reply.is_empty() {
@@ -672,6 +672,8 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
         if out.capacity() > OUT_KEEP {
             out.shrink_to(OUT_KEEP);
         }
+        // Eviction notices in it are out of the process now (client::Notices).
+        info.push.written();
     }
     note_pending(info, out, *sent);
 }
@@ -712,7 +714,7 @@ fn send(
         if !info.push.has_pending() {
             return Ok(());
         }
-        info.push.drain_into(out);
+        info.drain_pushes(out);
     }
 }
 

@@ -16,6 +16,13 @@
 //! and counted in INFO evicted_keys; CONFIG SET of a `maxmemory` under the memory in use
 //! evicts at once. Nothing to evict means -OOM; running out
 //! of the `maxmemory-eviction-tenacity` time budget lets the command through, as Redis does.
+//!
+//! The messages an eviction sends (invalidations to tracking clients, `evicted` keyspace
+//! events) are not held against `maxmemory` while they wait in their clients' mailboxes
+//! (`client::Notices`): Redis writes them out before it runs the next command, so they never make it
+//! evict more keys, and here the connections that write them may run after the next command
+//! (another worker, or later in the same worker's queue). Once taken into a connection's
+//! output they count, as a slow reader's output buffer counts in Redis.
 
 use crate::config::dir;
 pub use crate::keyspace::access::{
@@ -83,9 +90,8 @@ fn sample_db(srv: &Server, db: usize, policy: Policy, samples: usize, rng: &mut 
 }
 
 /// Evict `key` of `db` if it is still there (and still volatile for a volatile policy): None
-/// if not; else the bytes the notifications of the eviction (tracking invalidations, the
-/// keyspace event) took, as queued for their clients (see [`free_memory`]).
-fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<i64> {
+/// if not.
+fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<()> {
     let sid = srv.keyspace.shard_of(key);
     let mut sh = srv.keyspace.dbs[db].shards[sid].lock();
     match sh.raw_get(key) {
@@ -102,25 +108,27 @@ fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<i64>
     );
     // As Redis: tracking clients are told first, then the `evicted` keyspace event goes out.
     let k = Bytes::copy_from_slice(key);
-    let before = crate::alloc::used_memory() as i64;
-    srv.tracking
-        .invalidate(srv, std::slice::from_ref(&k), 0, None, true);
-    crate::notify::keyspace_event(srv, crate::notify::EVICTED, "evicted", key, db);
-    let notified = crate::alloc::used_memory() as i64 - before;
+    crate::client::send_eviction_notices(|| {
+        srv.tracking
+            .invalidate(srv, std::slice::from_ref(&k), 0, None, true);
+        crate::notify::keyspace_event(srv, crate::notify::EVICTED, "evicted", key, db);
+    });
     drop(sh);
     drop(entry);
     EVICTED_KEYS.fetch_add(1, Ordering::Relaxed);
-    Some(notified)
+    Some(())
 }
 
 /// The memory `maxmemory` is compared with: all allocated bytes but the AOF buffer (as Redis
 /// leaves out its AOF and replication buffers, so that writing them out never evicts keys),
-/// and but the buffers of killed clients, which their connections are freeing.
+/// the buffers of killed clients, which their connections are freeing, and evictions' notices
+/// still in mailboxes (`client::Notices`).
 pub fn counted_memory(srv: &Server) -> i64 {
     (crate::alloc::used_memory() as u64)
         .saturating_sub(srv.aof.buffer_bytes() as u64)
         .saturating_sub(srv.repl.replica_buffers_bytes() as u64)
-        .saturating_sub(crate::client::killed_unfreed() as u64) as i64
+        .saturating_sub(crate::client::killed_unfreed() as u64)
+        .saturating_sub(crate::client::eviction_notice_bytes() as u64) as i64
 }
 
 /// CONFIG SET maxmemory: a limit below the memory in use evicts at once (Redis starts its
@@ -181,6 +189,14 @@ pub fn free_memory(srv: &Server) -> Outcome {
     if max <= 0 || counted_memory(srv) <= max {
         return Outcome::Ok;
     }
+    crate::client::eviction_round(|| free_memory_round(srv))
+}
+
+fn free_memory_round(srv: &Server) -> Outcome {
+    let max = srv.config.hot.maxmemory.load(Ordering::Relaxed);
+    if max <= 0 || counted_memory(srv) <= max {
+        return Outcome::Ok;
+    }
     // While clients are paused the dataset stays as it is: no eviction (and no -OOM), as Redis.
     if srv.pause.is_active() {
         return Outcome::Ok;
@@ -195,13 +211,10 @@ pub fn free_memory(srv: &Server) -> Outcome {
     let mut rng = rand::thread_rng();
     let mut evicted = 0u64;
     let mut next_db = 0usize;
-    // What the evictions' own notifications queued for clients (invalidation messages to
-    // tracking clients, keyspace events) is not held against this round: Redis measures what
-    // each deletion freed before it signals the key, so messages about evicted keys cannot
-    // make it evict more keys (the feedback loop of unit/maxmemory's tracking test). They are
-    // written out to the clients' sockets right after; what stays queued counts next time.
-    let mut notified = 0i64;
-    while counted_memory(srv) - notified.max(0) > max {
+    // The evictions' own messages are left out of the count while queued (see Notices), so
+    // messages about evicted keys cannot make this or the next command evict more keys (the
+    // feedback loop of unit/maxmemory's tracking test).
+    while counted_memory(srv) > max {
         let dbs = candidate_dbs(srv, policy);
         if dbs.is_empty() {
             return Outcome::Fail;
@@ -238,8 +251,7 @@ pub fn free_memory(srv: &Server) -> Outcome {
             }
             done
         };
-        if let Some(bytes) = done {
-            notified += bytes;
+        if done.is_some() {
             evicted += 1;
         }
         // As Redis: look at the clock every 16 evictions.

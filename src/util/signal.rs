@@ -33,6 +33,14 @@ impl Signal {
         }
     }
 
+    /// Leave the notification without waking the waiter: its waker, for the caller to wake
+    /// later (an eviction round wakes its notices' connections once it is over, see
+    /// `client::eviction_round`).
+    pub(crate) fn notify_later(&self) -> Option<Waker> {
+        self.set.store(true, Ordering::Release);
+        self.waker.lock().clone()
+    }
+
     /// Ready once a notification is (or was) given; takes it.
     pub(crate) fn wait(&self) -> Wait<'_> {
         Wait { signal: self }
@@ -92,6 +100,19 @@ mod tests {
 
     fn poll_once(f: &mut Wait<'_>, waker: &Waker) -> Poll<()> {
         Pin::new(f).poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn a_later_notification_wakes_only_when_its_caller_says() {
+        let s = Signal::default();
+        let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(counter.clone());
+        assert!(poll_once(&mut s.wait(), &waker).is_pending());
+        let later = s.notify_later().expect("the waiting task's waker");
+        assert_eq!(counter.0.load(Ordering::SeqCst), 0);
+        later.wake();
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        assert!(poll_once(&mut s.wait(), &waker).is_ready());
     }
 
     #[test]

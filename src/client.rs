@@ -92,6 +92,9 @@ pub(crate) enum ReplAction {
         offset: u64,
         deadline_ms: i64,
     },
+    /// SHUTDOWN waiting for the replicas: blocked until the process exits, or answered with
+    /// an error when the wait's failure count moves past `failures` (aborted, save failed).
+    AwaitShutdown { failures: u64 },
 }
 
 /// A connection's replication state.

@@ -400,6 +400,16 @@ async fn serve_client(
                         None => return Ok(()),
                     }
                 }
+                Some(crate::client::ReplAction::AwaitShutdown { failures }) => {
+                    flush(srv, sock, &info, &mut out, &mut sent).await?;
+                    info.blocked.store(true, Ordering::Relaxed);
+                    let failed = await_shutdown(srv, &info, failures).await;
+                    info.blocked.store(false, Ordering::Relaxed);
+                    if !failed {
+                        return Ok(());
+                    }
+                    Reply::error("ERR Errors trying to SHUTDOWN. Check logs.")
+                }
             };
             let reply = match block {
                 Some(b) => {
@@ -743,6 +753,24 @@ async fn flush(
     let n = out.len() - *sent;
     wrote(srv, info, out, sent, n);
     Ok(())
+}
+
+/// Block a SHUTDOWN caller on the shutdown's wait for replicas: true once the shutdown has
+/// failed (the caller gets its error), false if the client was killed; when the shutdown
+/// succeeds the process exits meanwhile.
+async fn await_shutdown(srv: &Server, info: &ClientInfo, failures: u64) -> bool {
+    loop {
+        let changed = srv.shutdown_wait.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if srv.shutdown_wait.failures() != failures {
+            return true;
+        }
+        tokio::select! {
+            _ = changed => {}
+            _ = info.kill.notified() => return false,
+        }
+    }
 }
 
 /// Wait for a blocked command's outcome. None if the client went away or was killed.

@@ -93,6 +93,8 @@ pub struct Server {
     pub(crate) listeners: listeners::Listeners,
     /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
     pub(crate) signal_shutdown: shutdown::SignalShutdown,
+    /// A shutdown waiting for replicas (`shutdown-timeout`).
+    pub(crate) shutdown_wait: shutdown::ReplicaWait,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
 }
@@ -132,6 +134,7 @@ impl Server {
             pause: Default::default(),
             listeners: Default::default(),
             signal_shutdown: Default::default(),
+            shutdown_wait: Default::default(),
             self_ref: std::sync::OnceLock::new(),
         }
     }

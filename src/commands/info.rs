@@ -128,6 +128,15 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
                 );
+                // Only while a shutdown waits for its replicas, as in Redis.
+                if srv.shutdown_wait.in_progress() {
+                    kv(
+                        "shutdown_in_milliseconds",
+                        srv.shutdown_wait
+                            .remaining_ms(crate::clock::unix_ms())
+                            .to_string(),
+                    );
+                }
             }
             "clients" => {
                 let clients = srv.clients.lock();
@@ -139,7 +148,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     .values()
                     .filter(|c| c.postponed.load(Ordering::Relaxed))
                     .count();
-                kv("connected_clients", clients.len().to_string());
+                // Replicas are not counted (connected_slaves counts them), as in Redis.
+                let replicas = clients
+                    .values()
+                    .filter(|c| c.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA)
+                    .count();
+                kv("connected_clients", (clients.len() - replicas).to_string());
                 kv("cluster_connections", "0".into());
                 kv("maxclients", srv.config.int(dir::MAXCLIENTS).to_string());
                 kv("client_recent_max_input_buffer", "0".into());

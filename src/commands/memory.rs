@@ -256,6 +256,12 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
             (m.aof_buffer + m.clients_slaves + crate::client::killed_unfreed()).to_string(),
         ),
         ("mem_replication_backlog", m.repl_backlog.to_string()),
+        // Redis 7.0 keeps one buffer for the backlog and the replicas' pending stream; here
+        // they are apart, and this is their sum.
+        (
+            "mem_total_replication_buffers",
+            (m.repl_backlog + m.clients_slaves).to_string(),
+        ),
         ("mem_clients_slaves", m.clients_slaves.to_string()),
         ("mem_clients_normal", m.clients_normal.to_string()),
         ("mem_aof_buffer", m.aof_buffer.to_string()),

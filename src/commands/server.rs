@@ -7,6 +7,7 @@ use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
 use crate::protocol::Reply;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
@@ -145,11 +146,48 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         return Err(Reply::error(SYNTAX));
     }
     if has("abort") {
-        return if ctx.srv.signal_shutdown.abort() {
+        let scheduled = ctx.srv.signal_shutdown.abort();
+        if ctx.srv.shutdown_wait.abort() {
+            if !scheduled {
+                tracing::warn!("Shutdown manually aborted.");
+            }
+            return Ok(Reply::Ok);
+        }
+        return if scheduled {
             Ok(Reply::Ok)
         } else {
             Err(Reply::error("ERR No shutdown in progress."))
         };
+    }
+    // With lagging replicas the shutdown waits for them (`shutdown-timeout`), apart from this
+    // connection, which blocks until the process exits or the shutdown fails; a second
+    // SHUTDOWN joins the wait under way. Inside EXEC or a script nothing may block: the
+    // shutdown goes ahead at once.
+    let may_block = !ctx.in_exec && !ctx.client.in_script;
+    if may_block
+        && (ctx.srv.shutdown_wait.in_progress()
+            || crate::shutdown::must_wait_for_replicas(ctx.srv, has("now")))
+    {
+        let offset = ctx.srv.repl.offset();
+        let srv = ctx
+            .srv
+            .arc()
+            .ok_or_else(|| Reply::error("ERR server is stopping"))?;
+        if crate::shutdown::begin_replica_wait(ctx.srv) {
+            tokio::spawn(crate::shutdown::finish_after_replicas(
+                srv,
+                offset,
+                has("save"),
+                has("nosave"),
+                has("force"),
+            ));
+        }
+        // Counted in INFO's blocked_clients from now, not from when the connection gets to it.
+        ctx.client.info.blocked.store(true, Ordering::Relaxed);
+        ctx.client.repl.action = Some(crate::client::ReplAction::AwaitShutdown {
+            failures: ctx.srv.shutdown_wait.failures(),
+        });
+        return Ok(Reply::NoReply);
     }
     super::persist::shutdown_save(ctx, has("save"), has("nosave"), has("force"))?;
     crate::listeners::stop_all(ctx.srv);

@@ -222,7 +222,7 @@ directive_table! {
         "shutdown-timeout",
         UINT,
         "10",
-        "accepted, no effect: SHUTDOWN does not wait for replicas to catch up (a known gap, README)",
+        "seconds a shutdown (SHUTDOWN without NOW, SIGTERM, SIGINT) waits for lagging replicas to catch up, writes held back meanwhile (0: no wait)",
     ),
     SHUTDOWN_ON_SIGINT: Text = row(
         "shutdown-on-sigint",

@@ -25,6 +25,9 @@ pub(crate) struct Pause {
     kind: AtomicU8,
     /// The kind and end, published to waiting clients: any change wakes them to re-check.
     state: tokio::sync::watch::Sender<State>,
+    /// A shutdown waiting for its replicas holds writes back (Redis's PAUSE_DURING_SHUTDOWN),
+    /// apart from CLIENT PAUSE: CLIENT UNPAUSE does not end it, and it has no end time.
+    during_shutdown: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Pause {
@@ -35,6 +38,7 @@ impl Default for Pause {
                 kind: OFF,
                 end_ms: 0,
             }),
+            during_shutdown: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -69,8 +73,26 @@ impl Pause {
         });
     }
 
-    /// The kind in force now; a pause whose end has passed is cleared (and its waiters woken).
+    /// Hold writes back while a shutdown waits for its replicas (`on`), or stop (the held
+    /// clients run their commands).
+    pub(crate) fn during_shutdown(&self, on: bool) {
+        self.during_shutdown.store(on, Ordering::SeqCst);
+        // Wake the waiting clients to look again.
+        self.state.send_modify(|_| {});
+    }
+
+    /// The kind in force now (CLIENT PAUSE's, or WRITE during a shutdown's wait).
     pub(crate) fn current(&self) -> u8 {
+        let kind = self.client_pause();
+        if kind == OFF && self.during_shutdown.load(Ordering::Relaxed) {
+            return WRITE;
+        }
+        kind
+    }
+
+    /// CLIENT PAUSE's kind in force now; a pause whose end has passed is cleared (and its
+    /// waiters woken).
+    fn client_pause(&self) -> u8 {
         let kind = self.kind.load(Ordering::Relaxed);
         if kind == OFF {
             return OFF;
@@ -104,9 +126,15 @@ impl Pause {
         if self.current() == OFF {
             return true;
         }
-        let left = (end_ms - unix_ms()).max(0) as u64;
-        // One more millisecond: the pause ends once its end is in the past.
-        let until_end = tokio::time::sleep(std::time::Duration::from_millis(left + 1));
+        let until_end = async {
+            if self.client_pause() == OFF {
+                // Only the shutdown's pause: it ends by a change.
+                return std::future::pending::<()>().await;
+            }
+            let left = (end_ms - unix_ms()).max(0) as u64;
+            // One more millisecond: the pause ends once its end is in the past.
+            tokio::time::sleep(std::time::Duration::from_millis(left + 1)).await
+        };
         tokio::select! {
             _ = rx.changed() => true,
             _ = until_end => true,
@@ -118,6 +146,23 @@ impl Pause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shutdown_holds_writes_back_until_it_ends_whatever_client_unpause_does() {
+        let p = Pause::default();
+        p.during_shutdown(true);
+        assert_eq!(p.current(), WRITE);
+        p.pause(unix_ms() + 60_000, ALL);
+        assert_eq!(p.current(), ALL);
+        p.unpause();
+        assert_eq!(
+            p.current(),
+            WRITE,
+            "CLIENT UNPAUSE leaves the shutdown's pause"
+        );
+        p.during_shutdown(false);
+        assert_eq!(p.current(), OFF);
+    }
 
     #[test]
     fn pauses_merge_to_the_later_end_and_the_stricter_kind() {

@@ -65,7 +65,7 @@ impl Replica {
         self.state.load(Ordering::Acquire)
     }
 
-    fn state_name(&self) -> &'static str {
+    pub(crate) fn state_name(&self) -> &'static str {
         match self.state() {
             WAIT_BGSAVE_START | WAIT_BGSAVE_END => "wait_bgsave",
             SEND_BULK => "send_bulk",

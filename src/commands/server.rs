@@ -159,14 +159,18 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             Err(Reply::error("ERR No shutdown in progress."))
         };
     }
+    // A client that may not block (inside EXEC or a script, where SHUTDOWN's flags keep it
+    // out anyway) could not wait for the replicas: Redis refuses it unless NOW is given.
+    if !has("now") && (ctx.in_exec || ctx.client.in_script) {
+        return Err(Reply::error(
+            "ERR SHUTDOWN without NOW or ABORT isn't allowed for DENY BLOCKING client",
+        ));
+    }
     // With lagging replicas the shutdown waits for them (`shutdown-timeout`), apart from this
     // connection, which blocks until the process exits or the shutdown fails; a second
-    // SHUTDOWN joins the wait under way. Inside EXEC or a script nothing may block: the
-    // shutdown goes ahead at once.
-    let may_block = !ctx.in_exec && !ctx.client.in_script;
-    if may_block
-        && (ctx.srv.shutdown_wait.in_progress()
-            || crate::shutdown::must_wait_for_replicas(ctx.srv, has("now")))
+    // SHUTDOWN joins the wait under way.
+    if ctx.srv.shutdown_wait.in_progress()
+        || crate::shutdown::must_wait_for_replicas(ctx.srv, has("now"))
     {
         let offset = ctx.srv.repl.offset();
         let srv = ctx

@@ -60,7 +60,6 @@ impl ReplicaWait {
     /// Start a wait ending at `deadline_ms`; false if one is already under way (the caller
     /// joins it).
     pub(crate) fn start(&self, deadline_ms: i64) -> bool {
-        self.aborted.store(false, Ordering::SeqCst);
         self.deadline_ms
             .compare_exchange(0, deadline_ms.max(1), Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
@@ -106,6 +105,9 @@ impl ReplicaWait {
 
     /// The wait ended without exiting: its clients get their error.
     pub(crate) fn failed(&self) {
+        // Cleared here, not by the next start: a SHUTDOWN joining a wait just aborted must not
+        // cancel the abort.
+        self.aborted.store(false, Ordering::SeqCst);
         self.deadline_ms.store(0, Ordering::SeqCst);
         self.failures.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_waiters();
@@ -144,7 +146,11 @@ mod tests {
         let seen = w.failures();
         assert!(w.abort());
         assert!(!w.abort(), "aborted once");
-        assert!(w.is_aborted());
+        assert!(!w.start(9_000), "joins the aborted wait");
+        assert!(
+            w.is_aborted(),
+            "a SHUTDOWN joining does not cancel the abort"
+        );
         w.failed();
         assert!(!w.in_progress());
         assert_ne!(w.failures(), seen, "blocked clients see the failure");

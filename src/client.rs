@@ -472,7 +472,7 @@ impl Subscriptions {
 
 /// Eviction notices: the messages an eviction sends (invalidations to tracking clients,
 /// `evicted` keyspace events), followed from the mailboxes they are queued in until their
-/// connections offer them to the socket, so that `maxmemory` leaves them out meanwhile
+/// connections have written them, so that `maxmemory` leaves them out meanwhile
 /// (`evict::counted_memory`). Redis writes them before it runs its next command; here the
 /// connections that write them may run after the next command, and counting them then made
 /// evictions feed themselves. Their memory is measured as a whole (the allocator's count
@@ -481,7 +481,7 @@ impl Subscriptions {
 /// of them takes its share of the memory, and the last one all of it. Only evictions and the
 /// mailboxes holding their notices touch it.
 struct Notices {
-    /// (measured bytes, messages not yet offered to a socket).
+    /// (measured bytes, messages not yet written).
     state: Mutex<(i64, i64)>,
     /// The bytes, read without the lock on every write over `maxmemory`.
     bytes: std::sync::atomic::AtomicI64,
@@ -548,6 +548,18 @@ impl Notices {
     }
 }
 
+/// Inside an eviction round: leave `ready` notified and its waiter for the round to wake
+/// (false outside a round: the caller wakes it now).
+fn wake_after_round(ready: &crate::util::signal::Signal) -> bool {
+    ROUND_WAKES.with(|w| match w.borrow_mut().as_mut() {
+        Some(wakers) => {
+            wakers.extend(ready.notify_later());
+            true
+        }
+        None => false,
+    })
+}
+
 /// Run `send`, which sends an eviction's notices: what it queues in mailboxes, and the memory
 /// that takes, is followed as eviction notices.
 pub(crate) fn send_eviction_notices(send: impl FnOnce()) {
@@ -558,7 +570,7 @@ pub(crate) fn send_eviction_notices(send: impl FnOnce()) {
     NOTICES.add_memory(crate::alloc::used_memory() as i64 - before);
 }
 
-/// The memory of eviction notices not yet offered to their sockets.
+/// The memory of eviction notices not yet written to their sockets.
 pub(crate) fn eviction_notice_bytes() -> i64 {
     NOTICES.bytes.load(Ordering::Relaxed).max(0)
 }
@@ -580,8 +592,8 @@ pub(crate) struct Mailbox {
     pub(crate) counts: [AtomicUsize; 3],
     /// The client is in MONITOR mode (CLIENT LIST flag `O`).
     pub(crate) monitor: AtomicBool,
-    /// Eviction notices taken into the connection's output and not yet offered to the socket
-    /// (see [`Notices`]; Redis writes them before its next command runs).
+    /// Eviction notices taken into the connection's output and not yet written (see
+    /// [`Notices`]; Redis writes them before its next command runs).
     notices_out: AtomicUsize,
 }
 
@@ -708,20 +720,8 @@ impl Mailbox {
         }
         drop(q);
         self.pending.store(true, Ordering::Release);
-        if SENDING_NOTICES.get() {
-            let waker = self.ready.notify_later();
-            let deferred = ROUND_WAKES.with(|w| match (w.borrow_mut().as_mut(), waker) {
-                (Some(list), Some(waker)) => {
-                    list.push(waker);
-                    true
-                }
-                (Some(_), None) => true,
-                (None, _) => false,
-            });
-            if !deferred {
-                self.ready.notify();
-            }
-        } else {
+        // An eviction round's notices wake their connection when the round is over.
+        if !(SENDING_NOTICES.get() && wake_after_round(&self.ready)) {
             self.ready.notify();
         }
         true
@@ -782,8 +782,8 @@ impl Mailbox {
         q.bytes = 0;
     }
 
-    /// The connection offered its output to the socket: the eviction notices drained into it
-    /// count as memory in use from now on, as the unsent part of Redis's reply buffers does.
+    /// The connection's output was written: the eviction notices drained into it are out of
+    /// the process.
     pub(crate) fn written(&self) {
         if self.notices_out.load(Ordering::Relaxed) != 0 {
             let n = self.notices_out.swap(0, Ordering::Relaxed);

@@ -22,7 +22,7 @@ use crate::config::dir;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 const WORDS: usize = 8;
@@ -798,6 +798,22 @@ impl User {
 /// A connection's user: shared with the user table so ACL SETUSER applies at once.
 pub type UserRef = Arc<RwLock<User>>;
 
+/// Counts changes made to users in place (ACL SETUSER, ACL LOAD, `requirepass`), so that a
+/// client can remember that its user is unrestricted without taking the user's lock on every
+/// command to ask again (two atomic operations per request, about 1% of a pipelined GET):
+/// what it remembered holds while this count has not moved.
+static USERS_CHANGED: AtomicU64 = AtomicU64::new(1);
+
+/// The current count of in-place user changes (see [`USERS_CHANGED`]).
+pub(crate) fn users_changed() -> u64 {
+    USERS_CHANGED.load(Ordering::Acquire)
+}
+
+/// A user was changed in place: what clients remembered of users is stale.
+fn note_users_changed() {
+    USERS_CHANGED.fetch_add(1, Ordering::Release);
+}
+
 fn sha256(data: &[u8]) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(data).into()
@@ -884,6 +900,7 @@ impl Acl {
             op.extend_from_slice(pass.as_bytes());
             let _ = u.apply(&op, true);
         }
+        note_users_changed();
     }
 
     /// ACL SETUSER: all rules or none. Err is the full error text (without "ERR "). Ok holds
@@ -917,6 +934,7 @@ impl Acl {
                 let deleted = u.deleted.clone();
                 *u = staged;
                 u.deleted = deleted;
+                note_users_changed();
                 Ok(revoked)
             }
             None => {
@@ -935,6 +953,7 @@ impl Acl {
         for name in names {
             if let Some(u) = users.remove(&name[..]) {
                 u.read().deleted.store(true, Ordering::SeqCst);
+                note_users_changed();
                 n += 1;
             }
         }
@@ -1022,6 +1041,7 @@ impl Acl {
                     let deleted = d.deleted.clone();
                     *d = definition;
                     d.deleted = deleted;
+                    note_users_changed();
                 }
                 new_users.insert(name.clone(), old.clone());
             } else {
@@ -1030,6 +1050,7 @@ impl Acl {
             }
         }
         *users = new_users;
+        note_users_changed();
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use hashbrown::HashSet;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -177,9 +177,10 @@ impl ClientInfo {
             .unwrap_or_else(|| "default".to_string())
     }
 
-    pub fn set_last_cmd(&self, name: &'static str, now_ms: i64) {
+    /// The command CLIENT LIST shows as the connection's last (`cmd=`); see
+    /// [`Client::note_command`], which calls this only when the name changes.
+    fn set_last_cmd(&self, name: &'static str) {
         *self.last_cmd.lock() = name;
-        self.last_active_ms.store(now_ms, Ordering::Relaxed);
     }
 
     pub fn kill(&self) {
@@ -325,6 +326,12 @@ pub struct Client {
     pub resp: Resp,
     pub authenticated: bool,
     pub info: Arc<ClientInfo>,
+    /// The name last given to `info.last_cmd` (see [`Client::note_command`]).
+    last_cmd_shown: &'static str,
+    /// (address of the user, `acl::users_changed()`) when `commands::acl::check` last found
+    /// the client's user unrestricted; (0, 0) when it has not. Atomics only so that `&Client`
+    /// may cross an await: the connection alone reads and writes them (plain loads, stores).
+    pub(crate) unrestricted_user: (AtomicUsize, AtomicU64),
     /// Commands queued since MULTI; None outside a transaction.
     pub multi: Option<Vec<Vec<Bytes>>>,
     /// An error while queueing: EXEC will answer EXECABORT.
@@ -391,6 +398,17 @@ impl Client {
         self.repl.is_master || self.id == u64::MAX
     }
 
+    /// A command of this client starts at `now_ms`: CLIENT LIST's `cmd=` and idle time. The
+    /// name is shown through a lock (others read it), taken only when it changes: a pipeline
+    /// of one command took it per request.
+    pub fn note_command(&mut self, name: &'static str, now_ms: i64) {
+        if !std::ptr::eq(name, self.last_cmd_shown) {
+            self.last_cmd_shown = name;
+            self.info.set_last_cmd(name);
+        }
+        self.info.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
     pub fn new(id: u64, info: Arc<ClientInfo>) -> Client {
         Client {
             id,
@@ -398,6 +416,8 @@ impl Client {
             resp: Resp::V2,
             authenticated: false,
             info,
+            last_cmd_shown: "NULL",
+            unrestricted_user: (AtomicUsize::new(0), AtomicU64::new(0)),
             multi: None,
             multi_abort: false,
             watched: Vec::new(),

@@ -203,6 +203,11 @@ pub fn run(config: Config) -> Result<(), String> {
     // One thread: replies are written in a burst before the thread sleeps (see
     // crate::util::write_turn), after the AOF's group commit is kicked off.
     crate::util::write_turn::set_enabled(threads <= 1);
+    // Each runtime thread counts its allocations in a counter of its own (crate::alloc).
+    crate::alloc::claim_thread_slot();
+    builder
+        .on_thread_start(crate::alloc::claim_thread_slot)
+        .on_thread_stop(crate::alloc::release_thread_slot);
     builder.enable_all().on_thread_park(move || {
         aof.executor_idle();
         crate::util::write_turn::parking();

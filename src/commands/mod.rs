@@ -806,12 +806,10 @@ pub fn dispatch_with<'a>(
         };
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
-    let started = std::time::Instant::now();
+    let started = crate::clock::command_instant();
     crate::clock::note_command_start(started);
     let now = crate::clock::unix_ms_at(started);
-    client
-        .info
-        .set_last_cmd(latency::full_name(spec, &args), now);
+    client.note_command(latency::full_name(spec, &args), now);
     let out_of_memory = evict_before_command(srv);
     if client.info.killed.load(Ordering::Relaxed) {
         // Client eviction chose this client (or it was killed meanwhile): as Redis, the
@@ -930,7 +928,7 @@ fn count_transaction_command(
     reply: &Reply,
     started: std::time::Instant,
 ) {
-    let duration_us = started.elapsed().as_micros() as u64;
+    let duration_us = crate::clock::command_elapsed(started).as_micros() as u64;
     client.last_duration_us = duration_us;
     spec.stats(args).calls.fetch_add(1, Ordering::Relaxed);
     spec.stats(args)
@@ -1241,7 +1239,7 @@ pub fn run_locked<'a>(
         Run::Session(handler) => reply_of(handler(ctx.srv, ctx.client, args)),
     };
     drop(busy);
-    let duration_us = started.elapsed().as_micros() as u64;
+    let duration_us = crate::clock::command_elapsed(started).as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
     spec.stats(args)
         .usec
@@ -1287,12 +1285,16 @@ pub fn run_locked<'a>(
             client.repl.woff = srv.repl.offset();
         }
     }
-    srv.stats
-        .keyspace_hits
-        .fetch_add(std::mem::take(&mut g.hits), Ordering::Relaxed);
-    srv.stats
-        .keyspace_misses
-        .fetch_add(std::mem::take(&mut g.misses), Ordering::Relaxed);
+    // Only what moved: an atomic addition of zero costs as much as any other.
+    let (hits, misses) = (std::mem::take(&mut g.hits), std::mem::take(&mut g.misses));
+    if hits > 0 {
+        srv.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+    }
+    if misses > 0 {
+        srv.stats
+            .keyspace_misses
+            .fetch_add(misses, Ordering::Relaxed);
+    }
     // Inside EXEC, blocked clients are served once the whole transaction has run.
     if !in_exec && !g.ready.is_empty() {
         serve_blocked(srv, g);

@@ -214,12 +214,23 @@ fn parse_multibulk(
         pos = end + 2;
     }
     let frame = buf.split_to(pos).freeze();
-    Ok(Parsed::Command(
-        inline_spans[..count]
-            .iter()
-            .map(|&(s, e)| frame.slice(s..e))
-            .collect(),
-    ))
+    Ok(Parsed::Command(arguments_of(frame, &inline_spans[..count])))
+}
+
+/// The arguments at `spans` of a request's `frame`. The last one is the frame itself, narrowed:
+/// every argument holds a reference to the read buffer (an atomic increment to make, an
+/// atomic decrement to drop), and a frame dropped after slicing was one pair more per request
+/// (about 1.5% of a pipelined GET's CPU).
+fn arguments_of(mut frame: Bytes, spans: &[(usize, usize)]) -> Vec<Bytes> {
+    let Some((&(last_start, last_end), rest)) = spans.split_last() else {
+        return Vec::new();
+    };
+    let mut args = Vec::with_capacity(spans.len());
+    args.extend(rest.iter().map(|&(s, e)| frame.slice(s..e)));
+    frame.truncate(last_end);
+    bytes::Buf::advance(&mut frame, last_start);
+    args.push(frame);
+    args
 }
 
 /// The bulk argument whose `$` header is at `pos`: its (start, end) in `data`, or None while it
@@ -285,9 +296,7 @@ fn parse_arguments(
     let frame = buf.split_to(partial.pos).freeze();
     let spans = std::mem::take(&mut partial.spans);
     *partial = Partial::default();
-    Ok(Parsed::Command(
-        spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect(),
-    ))
+    Ok(Parsed::Command(arguments_of(frame, &spans)))
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {

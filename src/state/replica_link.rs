@@ -52,6 +52,9 @@ pub(crate) struct LinkInfo {
 #[derive(Default)]
 pub struct MasterLink {
     pub(crate) info: Mutex<Option<LinkInfo>>,
+    /// `info` is Some: read without its lock by the checks every command makes
+    /// ([`refusal`]), which a master (the usual case) passes without locking anything.
+    has_master: AtomicBool,
     /// Bumped by every REPLICAOF: a link task of an older generation ends.
     pub(crate) generation: AtomicU64,
     /// Set by REPLCONF GETACK from the master: the link acknowledges at once.
@@ -88,6 +91,7 @@ impl MasterLink {
             transfer_size: -1,
             ..Default::default()
         });
+        self.has_master.store(true, Ordering::Release);
         if let Some(start) = self.starter.get() {
             start(generation);
         }
@@ -97,6 +101,7 @@ impl MasterLink {
     pub(crate) fn unfollow(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         *self.info.lock() = None;
+        self.has_master.store(false, Ordering::Release);
         self.ack_wake.notify_waiters();
     }
 
@@ -115,7 +120,7 @@ impl MasterLink {
 
 /// True while this server follows a master.
 pub(crate) fn is_replica(srv: &Server) -> bool {
-    srv.master_link.info.lock().is_some()
+    srv.master_link.has_master.load(Ordering::Acquire)
 }
 
 /// Why a SYNC / PSYNC is refused: a replica not connected to its master has nothing to give.
@@ -165,7 +170,7 @@ pub(crate) fn refusal(
     stale_ok: bool,
     from_master: bool,
 ) -> Option<Reply> {
-    if from_master {
+    if from_master || !is_replica(srv) {
         return None;
     }
     let i = srv.master_link.info.lock();
@@ -189,6 +194,9 @@ pub(crate) fn refusal(
 /// A replica whose link is down with `replica-serve-stale-data no`: it serves only the
 /// commands flagged stale (and scripts that allow it).
 pub(crate) fn running_stale(srv: &Server) -> bool {
+    if !is_replica(srv) {
+        return false;
+    }
     let i = srv.master_link.info.lock();
     matches!(i.as_ref(), Some(l) if l.state != Some(LinkState::Connected))
         && !srv.config.flag(dir::REPLICA_SERVE_STALE_DATA)

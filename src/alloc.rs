@@ -33,7 +33,7 @@ pub const COUNTING_SYSTEM: Counting<System> = Counting(System);
 /// per request), and its cache line moved between cores with two workers. Valkey 8 counts per
 /// thread for the same reason. Threads without a slot (the cron, the AOF writer, the main
 /// thread, or more runtime threads than slots) share [`SHARED`], with atomic additions.
-const THREAD_SLOTS: usize = 64;
+pub(crate) const THREAD_SLOTS: usize = 64;
 /// A slot index meaning "none" (the thread counts into [`SHARED`]).
 const NO_SLOT: u8 = u8::MAX;
 
@@ -72,6 +72,20 @@ fn count(delta: isize) {
             SHARED.fetch_add(delta, Ordering::Relaxed);
         }
     }
+}
+
+/// The calling thread's slot, if it claimed one (other per-thread counters use the same
+/// slots, see `crate::util::counter`).
+#[inline]
+pub(crate) fn thread_slot() -> Option<usize> {
+    let slot = THREAD_SLOT.try_with(|s| s.get()).unwrap_or(NO_SLOT);
+    (usize::from(slot) < THREAD_SLOTS).then_some(usize::from(slot))
+}
+
+/// How many slots have ever been claimed (the lowest ones): summing them covers every thread.
+#[inline]
+pub(crate) fn thread_slots_in_use() -> usize {
+    SLOTS_IN_USE.load(Ordering::Relaxed).min(THREAD_SLOTS)
 }
 
 /// Give the calling thread a counter of its own (the runtime calls this as each of its threads
@@ -153,8 +167,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
 /// the sum of the threads' counters. A thread's counter goes negative when it frees what
 /// another allocated; only the sum means anything.
 pub fn used_memory() -> usize {
-    let slots = SLOTS_IN_USE.load(Ordering::Relaxed).min(THREAD_SLOTS);
-    let total = SLOTS[..slots]
+    let total = SLOTS[..thread_slots_in_use()]
         .iter()
         .fold(SHARED.load(Ordering::Relaxed), |sum, s| {
             sum + s.0.load(Ordering::Relaxed)

@@ -332,6 +332,8 @@ pub struct Client {
     /// the client's user unrestricted; (0, 0) when it has not. Atomics only so that `&Client`
     /// may cross an await: the connection alone reads and writes them (plain loads, stores).
     pub(crate) unrestricted_user: (AtomicUsize, AtomicU64),
+    /// The same for `commands::acl::user_revoked` finding the user not deleted.
+    pub(crate) live_user: (AtomicUsize, AtomicU64),
     /// Commands queued since MULTI; None outside a transaction.
     pub multi: Option<Vec<Vec<Bytes>>>,
     /// An error while queueing: EXEC will answer EXECABORT.
@@ -418,6 +420,7 @@ impl Client {
             info,
             last_cmd_shown: "NULL",
             unrestricted_user: (AtomicUsize::new(0), AtomicU64::new(0)),
+            live_user: (AtomicUsize::new(0), AtomicU64::new(0)),
             multi: None,
             multi_abort: false,
             watched: Vec::new(),

@@ -242,9 +242,7 @@ async fn serve_client(
         if n == 0 || info.killed.load(Ordering::Relaxed) {
             return Ok(());
         }
-        srv.stats
-            .net_input_bytes
-            .fetch_add(n as u64, Ordering::Relaxed);
+        srv.stats.net_input_bytes.add(n as u64);
         let limit = srv
             .config
             .hot
@@ -668,9 +666,7 @@ const OUT_KEEP: usize = 16 * 1024;
 /// Account for `n` more bytes of `out` taken by the socket.
 fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n: usize) {
     *sent += n;
-    srv.stats
-        .net_output_bytes
-        .fetch_add(n as u64, Ordering::Relaxed);
+    srv.stats.net_output_bytes.add(n as u64);
     if *sent == out.len() {
         out.clear();
         *sent = 0;

@@ -369,9 +369,9 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             cron_srv.instant.sample(
                 Instant::now(),
                 [
-                    st.commands.load(Ordering::Relaxed),
-                    st.net_input_bytes.load(Ordering::Relaxed),
-                    st.net_output_bytes.load(Ordering::Relaxed),
+                    st.commands.get(),
+                    st.net_input_bytes.get(),
+                    st.net_output_bytes.get(),
                 ],
             );
             crate::crash::set_enabled(cron_srv.config.flag(dir::CRASH_LOG_ENABLED));

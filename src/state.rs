@@ -30,10 +30,11 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
 
-/// Counters INFO reports.
+/// Counters INFO reports (those added to on every request are per-thread
+/// [`crate::util::counter::Counter`]s).
 #[derive(Default)]
 pub struct Stats {
-    pub commands: AtomicU64,
+    pub commands: crate::util::counter::Counter,
     pub connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub error_replies: AtomicU64,
@@ -43,11 +44,11 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     pub expired_stale_perc: AtomicU64,
     pub expired_time_cap_reached: AtomicU64,
-    pub keyspace_hits: AtomicU64,
-    pub keyspace_misses: AtomicU64,
-    pub dirty: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
+    pub keyspace_hits: crate::util::counter::Counter,
+    pub keyspace_misses: crate::util::counter::Counter,
+    pub dirty: crate::util::counter::Counter,
+    pub net_input_bytes: crate::util::counter::Counter,
+    pub net_output_bytes: crate::util::counter::Counter,
 }
 
 pub struct Server {

@@ -449,10 +449,24 @@ pub(crate) fn log_auth_failure(
 
 /// True when the client's user was deleted (ACL DELUSER, ACL LOAD): Redis disconnects it.
 pub(crate) fn user_revoked(client: &Client) -> bool {
-    client
-        .user
-        .as_ref()
-        .is_some_and(|u| u.read().deleted.load(Ordering::SeqCst))
+    let Some(user) = client.user.as_ref() else {
+        return false;
+    };
+    // Deleting a user counts as a change (`acl::users_changed`): a user seen live since the
+    // last change still is, and its lock (two atomic operations a request) is not taken.
+    let (seen_user, seen_changes) = &client.live_user;
+    let (address, changes) = (Arc::as_ptr(user) as usize, acl::users_changed());
+    if seen_user.load(Ordering::Relaxed) == address
+        && seen_changes.load(Ordering::Relaxed) == changes
+    {
+        return false;
+    }
+    let deleted = user.read().deleted.load(Ordering::SeqCst);
+    if !deleted {
+        seen_user.store(address, Ordering::Relaxed);
+        seen_changes.store(changes, Ordering::Relaxed);
+    }
+    deleted
 }
 
 /// After ACL SETUSER took channel permissions away from `user` (`upcoming`: what it keeps):

@@ -123,18 +123,22 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         "resetstat" if a.len() == 2 => {
             let st = &ctx.srv.stats;
             for c in [
-                &st.commands,
                 &st.connections,
                 &st.rejected_connections,
                 &st.error_replies,
                 &st.expired_keys,
                 &st.expired_time_cap_reached,
+            ] {
+                c.store(0, Ordering::Relaxed);
+            }
+            for c in [
+                &st.commands,
                 &st.keyspace_hits,
                 &st.keyspace_misses,
                 &st.net_input_bytes,
                 &st.net_output_bytes,
             ] {
-                c.store(0, Ordering::Relaxed);
+                c.reset();
             }
             ctx.srv.errorstats.reset();
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);

@@ -186,19 +186,16 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "total_connections_received",
                     st.connections.load(Ordering::Relaxed).to_string(),
                 );
-                kv(
-                    "total_commands_processed",
-                    st.commands.load(Ordering::Relaxed).to_string(),
-                );
+                kv("total_commands_processed", st.commands.get().to_string());
                 let (ops, input, output) = srv.instant.rates();
                 kv("instantaneous_ops_per_sec", ops.to_string());
                 kv(
                     "total_net_input_bytes",
-                    st.net_input_bytes.load(Ordering::Relaxed).to_string(),
+                    st.net_input_bytes.get().to_string(),
                 );
                 kv(
                     "total_net_output_bytes",
-                    st.net_output_bytes.load(Ordering::Relaxed).to_string(),
+                    st.net_output_bytes.get().to_string(),
                 );
                 kv(
                     "instantaneous_input_kbps",
@@ -251,14 +248,8 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                         .load(Ordering::Relaxed)
                         .to_string(),
                 );
-                kv(
-                    "keyspace_hits",
-                    st.keyspace_hits.load(Ordering::Relaxed).to_string(),
-                );
-                kv(
-                    "keyspace_misses",
-                    st.keyspace_misses.load(Ordering::Relaxed).to_string(),
-                );
+                kv("keyspace_hits", st.keyspace_hits.get().to_string());
+                kv("keyspace_misses", st.keyspace_misses.get().to_string());
                 {
                     use crate::client::Kind;
                     let ps = &srv.pubsub;
@@ -325,15 +316,15 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     }
                 }
                 cmds.retain(|(_, c)| {
-                    c.calls.load(Ordering::Relaxed)
+                    c.calls.get()
                         + c.rejected.load(Ordering::Relaxed)
                         + c.failed.load(Ordering::Relaxed)
                         > 0
                 });
                 cmds.sort_by(|a, b| a.0.cmp(&b.0));
                 for (name, c) in cmds {
-                    let calls = c.calls.load(Ordering::Relaxed);
-                    let usec = c.usec.load(Ordering::Relaxed);
+                    let calls = c.calls.get();
+                    let usec = c.usec.get();
                     kv(
                         &format!("cmdstat_{name}"),
                         format!(

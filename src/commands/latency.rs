@@ -16,7 +16,7 @@ use crate::state::latency::Series;
 use crate::state::Server;
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[Spec] = &[Spec::new(
     "latency",
@@ -44,13 +44,14 @@ const BUCKETS: usize = 21;
 
 /// One command's durations.
 pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS],
+    /// Added to by every call: per-thread counters (see `crate::util::counter`).
+    buckets: [crate::util::counter::Counter; BUCKETS],
 }
 
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            buckets: std::array::from_fn(|_| crate::util::counter::Counter::new()),
         }
     }
 }
@@ -62,17 +63,17 @@ impl Histogram {
         } else {
             ((64 - ns.leading_zeros()) as usize - 10).min(BUCKETS - 1)
         };
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.buckets[i].add(1);
     }
 
     pub fn reset(&self) {
         for b in &self.buckets {
-            b.store(0, Ordering::Relaxed);
+            b.reset();
         }
     }
 
     fn counts(&self) -> [u64; BUCKETS] {
-        std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
+        std::array::from_fn(|i| self.buckets[i].get())
     }
 
     /// The upper bound of bucket `i` in microseconds, as Redis labels it.

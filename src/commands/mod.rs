@@ -57,6 +57,7 @@ use crate::client::Client;
 use crate::keyspace::{DbHandle, Guards};
 use crate::protocol::Reply;
 use crate::state::Server;
+use crate::util::counter::Counter;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -315,15 +316,18 @@ pub struct Cmd {
 /// One command's (or subcommand's) INFO commandstats counters.
 #[derive(Default)]
 pub struct CmdStats {
-    pub calls: AtomicU64,
-    pub usec: AtomicU64,
+    /// Added to by every call: per-thread counters (see `crate::util::counter`).
+    pub calls: Counter,
+    pub usec: Counter,
     pub rejected: AtomicU64,
     pub failed: AtomicU64,
 }
 
 impl CmdStats {
     pub fn reset(&self) {
-        for c in [&self.calls, &self.usec, &self.rejected, &self.failed] {
+        self.calls.reset();
+        self.usec.reset();
+        for c in [&self.rejected, &self.failed] {
             c.store(0, Ordering::Relaxed);
         }
     }
@@ -332,8 +336,8 @@ impl CmdStats {
 /// Where the calls of an unknown subcommand go: Redis refuses them before any command's
 /// statistics (only errorstats count them); never shown.
 static UNCOUNTED: CmdStats = CmdStats {
-    calls: AtomicU64::new(0),
-    usec: AtomicU64::new(0),
+    calls: Counter::unindexed(),
+    usec: Counter::unindexed(),
     rejected: AtomicU64::new(0),
     failed: AtomicU64::new(0),
 };
@@ -884,7 +888,7 @@ pub fn dispatch_with<'a>(
     }
     g.now_ms = now;
     let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
-    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    srv.stats.commands.add(1);
     // CLIENT CACHING applies to the one command after it (or the transaction it opens).
     if spec.name != "client" && client.multi.is_none() {
         client.tracking_caching = false;
@@ -930,11 +934,10 @@ fn count_transaction_command(
 ) {
     let duration_us = crate::clock::command_elapsed(started).as_micros() as u64;
     client.last_duration_us = duration_us;
-    spec.stats(args).calls.fetch_add(1, Ordering::Relaxed);
-    spec.stats(args)
-        .usec
-        .fetch_add(duration_us, Ordering::Relaxed);
-    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    let stats = spec.stats(args);
+    stats.calls.add(1);
+    stats.usec.add(duration_us);
+    srv.stats.commands.add(1);
     if reply.is_error() {
         spec.stats(args).failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
@@ -1241,10 +1244,9 @@ pub fn run_locked<'a>(
     drop(busy);
     let duration_us = crate::clock::command_elapsed(started).as_micros() as u64;
     ctx.client.last_duration_us = duration_us;
-    spec.stats(args)
-        .usec
-        .fetch_add(duration_us, Ordering::Relaxed);
-    spec.stats(args).calls.fetch_add(1, Ordering::Relaxed);
+    let stats = spec.stats(args);
+    stats.usec.add(duration_us);
+    stats.calls.add(1);
     let Ctx {
         dirty,
         propagate,
@@ -1269,7 +1271,7 @@ pub fn run_locked<'a>(
     // Lazily expired keys are logged as DEL before the command itself.
     let expired = propagate_expired(srv, g);
     if dirty > 0 {
-        srv.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
+        srv.stats.dirty.add(dirty);
     }
     if dirty > 0 && srv.logging() {
         match propagate {
@@ -1285,15 +1287,13 @@ pub fn run_locked<'a>(
             client.repl.woff = srv.repl.offset();
         }
     }
-    // Only what moved: an atomic addition of zero costs as much as any other.
+    // Only what moved.
     let (hits, misses) = (std::mem::take(&mut g.hits), std::mem::take(&mut g.misses));
     if hits > 0 {
-        srv.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+        srv.stats.keyspace_hits.add(hits);
     }
     if misses > 0 {
-        srv.stats
-            .keyspace_misses
-            .fetch_add(misses, Ordering::Relaxed);
+        srv.stats.keyspace_misses.add(misses);
     }
     // Inside EXEC, blocked clients are served once the whole transaction has run.
     if !in_exec && !g.ready.is_empty() {

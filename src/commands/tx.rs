@@ -243,7 +243,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
         }
         let started = std::time::Instant::now();
         let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true, started);
-        srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+        srv.stats.commands.add(1);
         super::slowlog::record(srv, client, spec, &args, client.last_duration_us);
         replies.push(reply);
     }

@@ -603,7 +603,7 @@ pub fn debug_loadaof(srv: &Server) -> Result<(), String> {
     inner.loading.store(was_loading, Ordering::SeqCst);
     inner
         .dirty_base
-        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+        .store(srv.stats.dirty.get(), Ordering::Relaxed);
     let (cmds, _) = r.inspect_err(|e| tracing::warn!("{e}"))?;
     tracing::warn!("Append Only File loaded by DEBUG LOADAOF ({cmds} commands)");
     Ok(())
@@ -707,7 +707,7 @@ fn startup_steps(srv: &Server) -> Result<(), Fatal> {
     }
     inner
         .dirty_base
-        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+        .store(srv.stats.dirty.get(), Ordering::Relaxed);
     // 4. Open the AOF for appending (Redis's aofOpenIfNeededOnServerStart).
     create_aof_dir(&dir).map_err(|e| {
         format!(

@@ -677,7 +677,7 @@ fn record_load(srv: &Server, loaded: u64, expired: u64, empty_skipped: u64) {
     srv.aof
         .inner
         .dirty_base
-        .store(srv.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+        .store(srv.stats.dirty.get(), Ordering::Relaxed);
     if empty_skipped > 0 {
         tracing::warn!("Done loading RDB, keys loaded: {loaded}, keys expired: {expired}, empty keys skipped: {empty_skipped}.");
     } else {
@@ -765,7 +765,7 @@ pub(crate) fn save_points(srv: &Server) -> Vec<(i64, u64)> {
 pub(crate) fn changes_since_save(srv: &Server) -> u64 {
     srv.stats
         .dirty
-        .load(Ordering::Relaxed)
+        .get()
         .saturating_sub(srv.aof.inner.dirty_base.load(Ordering::Relaxed))
 }
 
@@ -807,7 +807,7 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
     let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
     let opts = SaveOpts::from_config(srv, false);
     let guards = lock_all(srv);
-    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let dirty = srv.stats.dirty.get();
     let dbs: Vec<Vec<&Shard>> = guards
         .iter()
         .map(|g| g.iter().map(|s| &**s).collect())
@@ -872,7 +872,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     // Replicas waiting for an image start their stream here: no command runs while every
     // shard is locked, so the image and the stream meet at this instant.
     srv.repl.attach_waiting();
-    let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+    let dirty = srv.stats.dirty.get();
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
     st.keys_total.store(total as u64, Ordering::Relaxed);
     st.keys_processed.store(0, Ordering::Relaxed);
@@ -1304,7 +1304,7 @@ pub(crate) fn after_flushall(srv: &Server) {
             // The FLUSHALL counts as one change once it returns; Redis forces its propagation
             // instead of counting it, so after this save no change is pending (INFO
             // rdb_changes_since_last_save 0, and no save point fires for it).
-            let dirty = srv.stats.dirty.load(Ordering::Relaxed);
+            let dirty = srv.stats.dirty.get();
             record_save(srv, dirty + 1);
         }
         Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),

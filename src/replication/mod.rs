@@ -133,9 +133,7 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
         if sock.write_all(&chunk[..n]).await.is_err() {
             return false;
         }
-        srv.stats
-            .net_output_bytes
-            .fetch_add(n as u64, Ordering::Relaxed);
+        srv.stats.net_output_bytes.add(n as u64);
         left -= n as u64;
     }
     r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);

@@ -610,7 +610,7 @@ async fn apply_stream_until_done(
                     Ok(0) => return Err("Master closed the connection".into()),
                     Ok(n) => {
                         link.unapplied.fetch_add(n as i64, Ordering::Relaxed);
-                        srv.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        srv.stats.net_input_bytes.add(n as u64);
                         last_io = tokio::time::Instant::now();
                         if let Some(i) = link.info.lock().as_mut() {
                             i.last_io_ms = crate::clock::unix_ms();

@@ -1,5 +1,6 @@
 //! Small shared helpers: Redis-exact number text conversions, glob matching, and OS error text.
 
+pub mod counter;
 pub mod numtext;
 pub(crate) mod redact;
 pub(crate) mod signal;

@@ -862,7 +862,7 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
         crate::commands::run_locked(srv, ctx.client, spec, &argv, ctx.g, true, started)
     });
     ctx.client.in_script = false;
-    srv.stats.commands.fetch_add(1, Ordering::Relaxed);
+    srv.stats.commands.add(1);
     // A failed command counts in errorstats now, as in Redis (run_locked counted it in
     // total_error_replies): the script may catch it with pcall, and if it ends the script the
     // script's reply does not count it again.

@@ -442,6 +442,21 @@ impl<'a> SpareWriter<'a> {
     /// `u`'s digits; `digits` must be `digit_count(u)` (all of the room is written then).
     #[inline]
     fn put_u64(&mut self, u: u64, digits: usize) {
+        // Up to eight digits (scores below 10^8): one 8-byte store of the digits computed in a
+        // register, of which the next `digits` bytes count; the rest is overwritten by what
+        // follows or left past the reply's end.
+        if digits <= 8 {
+            let at = self.written;
+            if let Some(dst) = self.out.spare_capacity_mut().get_mut(at..at + 8) {
+                let word = crate::util::numtext::digits8(u as u32) >> (8 * (8 - digits));
+                // SAFETY: `dst` is 8 bytes of the buffer's spare capacity (checked by `get_mut`).
+                // Covered by `range_replies_match_the_plain_encoders` and
+                // `digits8_spells_every_number_below_10_to_the_8`.
+                unsafe { dst.as_mut_ptr().cast::<u64>().write_unaligned(word.to_le()) };
+                self.written += digits;
+                return;
+            }
+        }
         crate::util::numtext::write_digits_uninit(u, self.room(digits));
     }
 

@@ -384,12 +384,13 @@ const PAIR_HEAD: usize = 4;
 /// the text, CRLF), or RESP3's `,`, the text and CRLF.
 const DOUBLE_MAX: usize = 32;
 
-/// Writes a range reply's pieces into an output buffer's spare capacity, reserved once for the
-/// whole reply by its caller's bound: one capacity check per reply instead of three or four per
-/// member and score (the member's header, the member, the score's header and its digits), which
-/// with the calls between them was about a third of encoding a ZRANGE WITHSCORES reply. Every
-/// write is bounds-checked against the reserved room (a bound too small panics rather than
-/// writing past it).
+/// Writes a reply's pieces into an output buffer's spare capacity, reserved once by its
+/// caller's bound: one capacity check per range reply instead of three or four per member and
+/// score (the member's header, the member, the score's header and its digits), with short
+/// copies and score digits written as whole words (see `put` and `put_u64`; together with
+/// `digits8` they took a top-100 reply from 48,953 to 42,676 instructions). Every write is
+/// bounds-checked against the reserved room (a bound too small panics rather than writing
+/// past it).
 struct SpareWriter<'a> {
     out: &'a mut Vec<u8>,
     /// Bytes written into the spare capacity so far.

@@ -800,7 +800,7 @@ pub type UserRef = Arc<RwLock<User>>;
 
 /// Counts changes made to users in place (ACL SETUSER, ACL LOAD, `requirepass`), so that a
 /// client can remember that its user is unrestricted without taking the user's lock on every
-/// command to ask again (two atomic operations per request, about 1% of a pipelined GET):
+/// command to ask again (two atomic operations per request):
 /// what it remembered holds while this count has not moved.
 static USERS_CHANGED: AtomicU64 = AtomicU64::new(1);
 

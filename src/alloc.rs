@@ -28,9 +28,8 @@ pub const COUNTING_SYSTEM: Counting<System> = Counting(System);
 /// Allocated bytes are counted per thread: the threads that serve requests (the runtime's,
 /// which claim a slot when they start, see [`claim_thread_slot`]) each own a counter that only
 /// they write, with a plain load and store, and `used_memory` sums them. One shared counter
-/// took a locked read-modify-write on every allocation and every free: about 3% of a
-/// pipelined GET's server CPU (measured 2026-11-27, `redis-benchmark -P 16`, 0.81 -> 0.79 us
-/// per request), and its cache line moved between cores with two workers. Valkey 8 counts per
+/// took a locked read-modify-write (about 4 ns here) on every allocation and every free, and
+/// its cache line moved between cores with two workers. Valkey 8 counts per
 /// thread for the same reason. Threads without a slot (the cron, the AOF writer, the main
 /// thread, or more runtime threads than slots) share [`SHARED`], with atomic additions.
 pub(crate) const THREAD_SLOTS: usize = 64;
@@ -62,11 +61,11 @@ thread_local! {
 /// Add `delta` bytes to this thread's counter.
 #[inline]
 fn count(delta: isize) {
-    let slot = THREAD_SLOT.try_with(|s| s.get()).unwrap_or(NO_SLOT);
-    match SLOTS.get(usize::from(slot)) {
+    match thread_slot() {
         // Only this thread writes its slot, so a load and a store count exactly.
-        Some(s) => {
-            s.0.store(s.0.load(Ordering::Relaxed) + delta, Ordering::Relaxed)
+        Some(i) => {
+            let s = &SLOTS[i].0;
+            s.store(s.load(Ordering::Relaxed) + delta, Ordering::Relaxed)
         }
         None => {
             SHARED.fetch_add(delta, Ordering::Relaxed);

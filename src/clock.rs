@@ -152,7 +152,8 @@ mod tsc {
     /// server can use soon after it starts), then again every second.
     const FIRST_WINDOW_NS: u64 = 50_000_000;
     const WINDOW_NS: u64 = 1_000_000_000;
-    /// A recalibration that finds the mapping further off than this stops using the counter.
+    /// A recalibration that finds the mapping further off than this falls back to the monotonic
+    /// clock and measures the rate again.
     const MAX_ERROR_NS: u64 = 100_000;
 
     #[cfg(target_arch = "x86_64")]
@@ -198,9 +199,15 @@ mod tsc {
             if rate == 0 {
                 return None;
             }
-            let ticks = read().saturating_sub(base_tsc);
-            return Some(base_ns + ((u128::from(ticks) * u128::from(rate)) >> 32) as u64);
+            return Some(map(read(), base_tsc, base_ns, rate));
         }
+    }
+
+    /// Nanoseconds at counter reading `tsc` by the mapping (`base_tsc`, `base_ns`, `rate`).
+    #[inline]
+    fn map(tsc: u64, base_tsc: u64, base_ns: u64, rate: u64) -> u64 {
+        let ticks = tsc.saturating_sub(base_tsc);
+        base_ns + ((u128::from(ticks) * u128::from(rate)) >> 32) as u64
     }
 
     fn publish(base_tsc: u64, base_ns: u64, rate: u64) {
@@ -249,9 +256,12 @@ mod tsc {
         let rate = NS_PER_TICK.load(Ordering::Relaxed);
         if rate != 0 {
             // What the mapping in use says now, against the monotonic clock.
-            let ticks = tsc.saturating_sub(BASE_TSC.load(Ordering::Relaxed));
-            let mapped = BASE_NS.load(Ordering::Relaxed)
-                + ((u128::from(ticks) * u128::from(rate)) >> 32) as u64;
+            let mapped = map(
+                tsc,
+                BASE_TSC.load(Ordering::Relaxed),
+                BASE_NS.load(Ordering::Relaxed),
+                rate,
+            );
             if mapped.abs_diff(ns) > MAX_ERROR_NS {
                 // The counter changed rate or jumped (a migrated VM): back to the monotonic
                 // clock, and measure the rate again from here. Three times and it stays off.
@@ -273,24 +283,21 @@ mod tsc {
             }
         }
         let mut rate = rate;
+        let window = if rate == 0 {
+            FIRST_WINDOW_NS
+        } else {
+            WINDOW_NS
+        };
         match cal.since {
-            Some((since_tsc, since_ns))
-                if tsc > since_tsc
-                    && ns
-                        >= since_ns
-                            + if rate == 0 {
-                                FIRST_WINDOW_NS
-                            } else {
-                                WINDOW_NS
-                            } =>
-            {
-                let measured = (u128::from(ns - since_ns) << 32) / u128::from(tsc - since_tsc);
-                rate = u64::try_from(measured).unwrap_or(0);
-                cal.since = Some((tsc, ns));
+            Some((since_tsc, since_ns)) if tsc > since_tsc => {
+                if ns >= since_ns + window {
+                    let measured = (u128::from(ns - since_ns) << 32) / u128::from(tsc - since_tsc);
+                    rate = u64::try_from(measured).unwrap_or(0);
+                    cal.since = Some((tsc, ns));
+                }
             }
-            Some((since_tsc, _)) if tsc <= since_tsc => cal.since = Some((tsc, ns)),
-            Some(_) => {}
-            None => cal.since = Some((tsc, ns)),
+            // No reading yet, or the counter went back: measure from here.
+            _ => cal.since = Some((tsc, ns)),
         }
         if rate != 0 {
             publish(tsc, ns, rate);

@@ -399,8 +399,8 @@ async fn serve_client(
                     }
                 }
                 Some(crate::client::ReplAction::AwaitShutdown { failures }) => {
+                    // SHUTDOWN marked the client blocked already (counted from the command on).
                     flush(srv, sock, &info, &mut out, &mut sent).await?;
-                    info.blocked.store(true, Ordering::Relaxed);
                     let failed = await_shutdown(srv, &info, failures).await;
                     info.blocked.store(false, Ordering::Relaxed);
                     if !failed {

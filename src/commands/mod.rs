@@ -939,7 +939,7 @@ fn count_transaction_command(
     stats.usec.add(duration_us);
     srv.stats.commands.add(1);
     if reply.is_error() {
-        spec.stats(args).failed.fetch_add(1, Ordering::Relaxed);
+        stats.failed.fetch_add(1, Ordering::Relaxed);
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
     }
     slowlog::record(srv, client, spec, args, duration_us);

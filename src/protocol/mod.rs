@@ -219,8 +219,8 @@ fn parse_multibulk(
 
 /// The arguments at `spans` of a request's `frame`. The last one is the frame itself, narrowed:
 /// every argument holds a reference to the read buffer (an atomic increment to make, an
-/// atomic decrement to drop), and a frame dropped after slicing was one pair more per request
-/// (about 1.5% of a pipelined GET's CPU).
+/// atomic decrement to drop; `perf` put these at 4.5% of a pipelined GET), and a frame dropped
+/// after slicing was one pair more per request: three pairs for a GET, now two.
 fn arguments_of(mut frame: Bytes, spans: &[(usize, usize)]) -> Vec<Bytes> {
     let Some((&(last_start, last_end), rest)) = spans.split_last() else {
         return Vec::new();

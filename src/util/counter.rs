@@ -43,12 +43,6 @@ impl Default for Counter {
     }
 }
 
-impl std::fmt::Debug for Counter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counter({})", self.get())
-    }
-}
-
 impl Counter {
     pub fn new() -> Counter {
         let next = NEXT_INDEX.fetch_add(1, Ordering::Relaxed);

@@ -483,7 +483,11 @@ fn enforce_pubsub_soft_limits(srv: &crate::state::Server) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::unix_ms_at;
+    use crate::clock::Stamp;
+
+    fn unix_ms_at(at: Instant) -> i64 {
+        Stamp::at(at).unix_ms()
+    }
 
     #[test]
     fn derived_wall_clock_tracks_the_real_one() {

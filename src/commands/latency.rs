@@ -8,7 +8,7 @@
 //! LATENCY HISTOGRAM reports, so the replies have Redis's shape and bucket labels.
 
 use super::flags::*;
-use super::{table, CmdResult, Ctx, Keys, Spec};
+use super::{table, Cmd, CmdResult, Ctx, Keys, Spec};
 use crate::config::dir;
 use crate::protocol::Reply;
 pub use crate::state::latency::Monitor;
@@ -242,36 +242,26 @@ pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
     })
 }
 
-/// What every command's run looks up, by the address of its `Spec`: whether it is a
-/// container command (its histogram depends on the subcommand) and, if not, its histogram.
-/// Every command pays these lookups; by name they were a scan of the container list and a
-/// SipHash of the name per command.
-fn by_spec(spec: &Spec) -> Option<(bool, Option<&'static Histogram>)> {
-    static M: std::sync::OnceLock<hashbrown::HashMap<usize, (bool, Option<&'static Histogram>)>> =
-        std::sync::OnceLock::new();
-    M.get_or_init(|| {
-        table()
-            .values()
-            .map(|cmd| {
-                let container = is_container(cmd.spec.name);
-                let hist = if container {
-                    None
-                } else {
-                    histograms().get(cmd.spec.name)
-                };
-                (cmd.spec as *const Spec as usize, (container, hist))
-            })
-            .collect()
+/// What every command's run looks up: whether it is a container command and, if not, its
+/// histogram (kept in its table record: by name this was a scan of the container list and a
+/// SipHash per command, by the `Spec`'s address a hash lookup).
+fn by_cmd(cmd: &Cmd) -> (bool, Option<&'static Histogram>) {
+    *cmd.latency.get_or_init(|| {
+        let container = !cmd.subs.is_empty();
+        let hist = if container {
+            None
+        } else {
+            histograms().get(cmd.spec.name)
+        };
+        (container, hist)
     })
-    .get(&(spec as *const Spec as usize))
-    .copied()
 }
 
 /// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
 /// of a container command (`client|list`), else the command's name.
-pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
+pub(crate) fn full_name(spec: &Cmd, args: &[Bytes]) -> &'static str {
     if let Some(sub) = args.get(1) {
-        if by_spec(spec).map_or_else(|| is_container(spec.name), |(c, _)| c) {
+        if by_cmd(spec).0 {
             let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
             if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
                 return name.as_str();
@@ -282,8 +272,8 @@ pub(crate) fn full_name(spec: &Spec, args: &[Bytes]) -> &'static str {
 }
 
 /// The histogram a command's run counts in.
-fn histogram_for(spec: &Spec, args: &[Bytes]) -> Option<&'static Histogram> {
-    if let Some((false, hist)) = by_spec(spec) {
+fn histogram_for(spec: &Cmd, args: &[Bytes]) -> Option<&'static Histogram> {
+    if let (false, hist) = by_cmd(spec) {
         return hist;
     }
     if is_container(spec.name) {
@@ -296,7 +286,7 @@ fn histogram_for(spec: &Spec, args: &[Bytes]) -> Option<&'static Histogram> {
 
 /// After a command ran: its histogram (when latency-tracking is on) and the monitor's
 /// "command" / "fast-command" event.
-pub fn after_command(srv: &Server, spec: &Spec, args: &[Bytes], duration_us: u64) {
+pub fn after_command(srv: &Server, spec: &Cmd, args: &[Bytes], duration_us: u64) {
     if srv.config.hot.latency_tracking.load(Ordering::Relaxed) {
         if let Some(h) = histogram_for(spec, args) {
             h.record_ns(duration_us.saturating_mul(1000));

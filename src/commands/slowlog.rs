@@ -8,7 +8,7 @@
 //! CONFIG SET requirepass/masterauth).
 
 use super::flags::*;
-use super::{CmdResult, Ctx, Keys, Spec};
+use super::{Cmd, CmdResult, Ctx, Keys, Spec};
 use crate::client::Client;
 use crate::protocol::Reply;
 use crate::state::slowlog::Entry;
@@ -83,7 +83,7 @@ impl SlowLog {
 
 /// After a command ran for `duration_us`: log it if it was slow enough (and the per-command
 /// latency figures, see [`super::latency::after_command`]).
-pub fn record(srv: &Server, client: &Client, spec: &Spec, args: &[Bytes], duration_us: u64) {
+pub fn record(srv: &Server, client: &Client, spec: &Cmd, args: &[Bytes], duration_us: u64) {
     let hot = &srv.config.hot;
     let threshold = hot.slowlog_slower_than.load(Ordering::Relaxed);
     if threshold >= 0 && duration_us >= threshold as u64 && spec.name != "exec" {

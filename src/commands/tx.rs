@@ -241,7 +241,7 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             replies.push(Reply::Error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}")));
             continue;
         }
-        let started = std::time::Instant::now();
+        let started = crate::clock::command_stamp();
         let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true, started);
         srv.stats.commands.add(1);
         super::slowlog::record(srv, client, spec, &args, client.last_duration_us);

@@ -852,7 +852,7 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
         }
         inv.wrote = true;
     }
-    let started = std::time::Instant::now();
+    let started = crate::clock::command_stamp();
     let ctx = &mut *inv.ctx;
     // redis.set_repl keeps the command's effects away from the targets it leaves out (the
     // flags share the values of the log targets).

@@ -756,7 +756,7 @@ fn run_atomically(
             };
             // The dispatcher's clock reading serves the run's record (-BUSY, SCRIPT KILL) and
             // its hook.
-            let started = inv.ctx.started;
+            let started = inv.ctx.started.instant();
             inv.run_id = scripts.start_run(function, name, debugging, started);
             if debugging {
                 engine.debugging(true);

@@ -171,7 +171,22 @@ pub fn used_memory() -> usize {
         .fold(SHARED.load(Ordering::Relaxed), |sum, s| {
             sum + s.0.load(Ordering::Relaxed)
         });
-    total.max(0) as usize
+    (total + outside_bytes()).max(0) as usize
+}
+
+/// Bytes of memory in use that did not come from the global allocator: the skip lists' mapped
+/// arenas (`types::arena`), counted by the page as they are written.
+static OUTSIDE: AtomicIsize = AtomicIsize::new(0);
+
+/// Count `bytes` more (or, negative, fewer) of memory obtained outside the global allocator,
+/// so that `used_memory` (INFO, MEMORY STATS, `maxmemory`) includes it.
+pub(crate) fn count_outside(bytes: isize) {
+    OUTSIDE.fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// The memory counted by [`count_outside`] so far.
+pub fn outside_bytes() -> isize {
+    OUTSIDE.load(Ordering::Relaxed)
 }
 
 /// The highest [`used_memory`] seen so far: sampled, as Redis samples its peak (every cron

@@ -52,11 +52,18 @@ pub(crate) fn configure(srv: &Server) {
 
 /// Disconnect the biggest evictable clients while the clients' memory is at or over the
 /// limit. Returns how many were disconnected.
+#[inline]
 pub(crate) fn evict_clients(srv: &Server) -> usize {
     let limit = LIMIT.load(Ordering::Relaxed);
     if limit == 0 || (crate::alloc::used_memory() as u64) < limit {
         return 0;
     }
+    evict_clients_over(srv, limit)
+}
+
+/// [`evict_clients`] once the process is at or over `limit`: the clients' own total decides.
+#[cold]
+fn evict_clients_over(srv: &Server, limit: u64) -> usize {
     let mut total = 0u64;
     let mut candidates: Vec<(u64, std::sync::Arc<crate::client::ClientInfo>)> = Vec::new();
     for c in srv.clients.lock().values() {

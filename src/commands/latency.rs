@@ -29,12 +29,19 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
 
 impl Monitor {
     /// Record `ms` for `event` if the monitor is on and it reaches the threshold.
+    #[inline]
     pub fn add_if_needed(&self, srv: &Server, event: &'static str, ms: u64) {
         let threshold = srv.config.hot.latency_threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && ms >= threshold as u64 {
-            let now = crate::clock::unix_ms() / 1000;
-            self.events.lock().entry(event).or_default().add(now, ms);
+            self.add_event(event, ms);
         }
+    }
+
+    /// Record `ms` for `event` now (a command at or over the threshold).
+    #[cold]
+    fn add_event(&self, event: &'static str, ms: u64) {
+        let now = crate::clock::unix_ms() / 1000;
+        self.events.lock().entry(event).or_default().add(now, ms);
     }
 }
 
@@ -259,13 +266,20 @@ fn by_cmd(cmd: &Cmd) -> (bool, Option<&'static Histogram>) {
 
 /// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
 /// of a container command (`client|list`), else the command's name.
+#[inline]
 pub(crate) fn full_name(spec: &Cmd, args: &[Bytes]) -> &'static str {
+    if spec.subs.is_empty() {
+        return spec.name;
+    }
+    container_full_name(spec, args)
+}
+
+/// [`full_name`] for a container command.
+fn container_full_name(spec: &Cmd, args: &[Bytes]) -> &'static str {
     if let Some(sub) = args.get(1) {
-        if by_cmd(spec).0 {
-            let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
-            if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
-                return name.as_str();
-            }
+        let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+        if let Some((name, _)) = histograms().get_key_value(&format!("{}|{sub}", spec.name)) {
+            return name.as_str();
         }
     }
     spec.name
@@ -286,6 +300,7 @@ fn histogram_for(spec: &Cmd, args: &[Bytes]) -> Option<&'static Histogram> {
 
 /// After a command ran: its histogram (when latency-tracking is on) and the monitor's
 /// "command" / "fast-command" event.
+#[inline]
 pub fn after_command(srv: &Server, spec: &Cmd, args: &[Bytes], duration_us: u64) {
     if srv.config.hot.latency_tracking.load(Ordering::Relaxed) {
         if let Some(h) = histogram_for(spec, args) {
@@ -574,6 +589,31 @@ mod tests {
         }
         assert_eq!(s.history().len(), SAMPLES);
         assert_eq!(s.history()[0].0, 1040);
+    }
+
+    /// The dispatcher tells a container command by the subcommand list in its table record:
+    /// that list must be non-empty exactly for the containers, and the names the dispatcher
+    /// and CLIENT LIST use must follow from it.
+    #[test]
+    fn container_commands_are_those_with_subcommands() {
+        for (name, cmd) in table().iter() {
+            assert_eq!(
+                !cmd.subs.is_empty(),
+                is_container(cmd.spec.name),
+                "{name}: subcommand list and container list disagree"
+            );
+            assert_eq!(by_cmd(cmd).0, is_container(cmd.spec.name), "{name}");
+        }
+        let client = table().get("client").copied().expect("CLIENT");
+        let list = [Bytes::from_static(b"client"), Bytes::from_static(b"LIST")];
+        assert_eq!(full_name(client, &list), "client|list");
+        let get = table().get("get").copied().expect("GET");
+        let args = [Bytes::from_static(b"get"), Bytes::from_static(b"k")];
+        assert_eq!(full_name(get, &args), "get");
+        assert!(std::ptr::eq(
+            histogram_for(get, &args).expect("GET's histogram"),
+            &histograms()["get"]
+        ));
     }
 
     #[test]

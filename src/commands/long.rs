@@ -105,11 +105,14 @@ fn small_range(name: &str, args: &[Bytes]) -> bool {
 
 /// True if `spec` with `args`, whose locks `g` holds, is expected to run long enough that it
 /// should not hold up the clients this worker serves.
+#[inline]
 pub(crate) fn expected_long(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[Bytes]) -> bool {
     // Commands flagged fast (GET, ZSCORE, ZADD ...) are O(1) or O(log N): one bit decides.
-    if spec.flags & super::flags::FAST != 0 {
-        return false;
-    }
+    spec.flags & super::flags::FAST == 0 && expected_long_by_cost(g, db, spec, args)
+}
+
+/// [`expected_long`] for a command not flagged fast: by its cost class and its arguments.
+fn expected_long_by_cost(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[Bytes]) -> bool {
     let Some(cost) = cost_of(spec.name) else {
         return false;
     };

@@ -440,7 +440,16 @@ fn run_logged(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(),
 }
 
 /// Log the keys lazily expired under `g` as DELs and count them; the keys.
+#[inline]
 fn propagate_expired(srv: &Server, g: &mut Guards) -> Vec<(usize, Bytes)> {
+    if g.expired.is_empty() {
+        return Vec::new();
+    }
+    propagate_expired_keys(srv, g)
+}
+
+/// [`propagate_expired`] when the command found keys expired.
+fn propagate_expired_keys(srv: &Server, g: &mut Guards) -> Vec<(usize, Bytes)> {
     let expired = std::mem::take(&mut g.expired);
     for (db, key) in &expired {
         srv.propagate(*db, vec![Bytes::from_static(b"DEL"), key.clone()]);
@@ -923,7 +932,16 @@ pub fn dispatch_with<'a>(
 
 /// `name|sub` when `args` call a subcommand Podium runs with the wrong number of arguments
 /// for it (Redis's table row gives the arity).
+#[inline]
 pub(crate) fn subcommand_arity_error(spec: &Cmd, args: &[Bytes]) -> Option<String> {
+    if spec.subs.is_empty() {
+        return None;
+    }
+    subcommand_arity_error_of(spec, args)
+}
+
+/// [`subcommand_arity_error`] for a container command.
+fn subcommand_arity_error_of(spec: &Cmd, args: &[Bytes]) -> Option<String> {
     let sub = args.get(1)?;
     let (name, _) = spec
         .subs

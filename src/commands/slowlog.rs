@@ -83,6 +83,7 @@ impl SlowLog {
 
 /// After a command ran for `duration_us`: log it if it was slow enough (and the per-command
 /// latency figures, see [`super::latency::after_command`]).
+#[inline]
 pub fn record(srv: &Server, client: &Client, spec: &Cmd, args: &[Bytes], duration_us: u64) {
     let hot = &srv.config.hot;
     let threshold = hot.slowlog_slower_than.load(Ordering::Relaxed);

@@ -1,5 +1,6 @@
 //! Value types stored in the keyspace.
 
+pub(crate) mod arena;
 pub mod compact;
 pub(crate) mod geohash;
 pub mod hash;

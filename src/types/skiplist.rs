@@ -205,100 +205,16 @@ fn node_hash(nodes: &NodeArena, longs: &[Box<[u8]>], seeds: &Seeds, i: u32) -> u
     }
 }
 
-/// Grow a Vec geometrically but by only 1/4 once it is big, to bound slack.
-fn grow<T>(v: &mut Vec<T>, additional: usize) {
-    let need = v.len() + additional;
-    if need > v.capacity() {
-        let cap = v.capacity();
-        let step = if cap < 4096 { cap.max(8) } else { cap / 4 };
-        let target = need.max(cap + step);
-        v.reserve_exact(target - v.len());
-    }
-}
-
-/// A growable array stored in fixed-size chunks of `1 << SHIFT` elements:
-/// no reallocation (so no copy and no freed-garbage in the allocator) once
-/// past the first chunk, and at most one partly used chunk of slack. The first
-/// chunk grows like a Vec so small sets stay small.
-#[derive(Clone, Debug)]
-struct Arena<T, const SHIFT: usize> {
-    chunks: Vec<Vec<T>>,
-    len: usize,
-}
-
-impl<T: Copy, const SHIFT: usize> Arena<T, SHIFT> {
-    const CHUNK: usize = 1 << SHIFT;
-    const MASK: usize = (1 << SHIFT) - 1;
-
-    fn with_capacity(n: usize) -> Self {
-        let mut chunks = Vec::with_capacity(n.div_ceil(Self::CHUNK).max(1));
-        chunks.push(Vec::with_capacity(n.min(Self::CHUNK)));
-        Arena { chunks, len: 0 }
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Room left in the last chunk.
-    #[inline]
-    fn room(&self) -> usize {
-        Self::CHUNK - (self.len & Self::MASK)
-    }
-
-    fn push(&mut self, v: T) {
-        if self.len > 0 && self.len & Self::MASK == 0 {
-            self.chunks.push(Vec::with_capacity(Self::CHUNK));
-        }
-        if let Some(last) = self.chunks.last_mut() {
-            last.push(v);
-            self.len += 1;
-        }
-    }
-
-    /// Push `v` until the length is a multiple of the chunk size.
-    fn pad_chunk(&mut self, v: T) {
-        while self.len & Self::MASK != 0 {
-            self.push(v);
-        }
-    }
-
-    fn bytes(&self) -> usize {
-        self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
-            + self
-                .chunks
-                .iter()
-                .map(|c| c.capacity() * std::mem::size_of::<T>())
-                .sum::<usize>()
-    }
-}
-
-impl<T, const SHIFT: usize> std::ops::Index<usize> for Arena<T, SHIFT> {
-    type Output = T;
-    #[inline]
-    fn index(&self, i: usize) -> &T {
-        &self.chunks[i >> SHIFT][i & ((1 << SHIFT) - 1)]
-    }
-}
-
-impl<T, const SHIFT: usize> std::ops::IndexMut<usize> for Arena<T, SHIFT> {
-    #[inline]
-    fn index_mut(&mut self, i: usize) -> &mut T {
-        &mut self.chunks[i >> SHIFT][i & ((1 << SHIFT) - 1)]
-    }
-}
-
 /// Hint the CPU to start loading `x` (a link the next search step will probably read).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
     super::located::prefetch_addr(x as *const T as usize);
 }
 
-/// 2048 nodes (64 KiB) per chunk.
-type NodeArena = Arena<Node, 11>;
-/// 8192 links (64 KiB) per chunk.
-type TowerArena = Arena<Link, 13>;
+/// The nodes, by slot (see [`super::arena`]: one load per slot followed).
+type NodeArena = super::arena::Arena<Node>;
+/// The towers' links, by tower index.
+type TowerArena = super::arena::Arena<Link>;
 
 /// A search path: per level, the last node before the position sought, its tower (levels
 /// >= 1) and its 1-based rank (0 = header).
@@ -495,10 +411,6 @@ impl SkipList {
             }
             return f;
         }
-        // a tower never straddles two chunks
-        if self.towers.room() < height - 1 {
-            self.towers.pad_chunk(EMPTY_LINK);
-        }
         let t = self.towers.len();
         assert!(t + height < NIL as usize, "zset tower arena overflow");
         for _ in 0..height - 1 {
@@ -518,7 +430,7 @@ impl SkipList {
                 i
             }
             None => {
-                grow(&mut self.longs, 1);
+                super::arena::grow_heap(&mut self.longs, 1);
                 self.longs.push(boxed);
                 (self.longs.len() - 1) as u32
             }
@@ -1304,9 +1216,6 @@ impl SkipList {
             let old = self.nodes[i];
             let h = height[i] as usize;
             if h > 1 {
-                if towers.room() < h - 1 {
-                    towers.pad_chunk(EMPTY_LINK);
-                }
                 new_tower[map[i] as usize] = towers.len() as u32;
                 for l in 0..h - 1 {
                     let lk = self.towers[old_tower[i] as usize + l];

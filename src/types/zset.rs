@@ -1320,8 +1320,10 @@ mod tests {
     }
 
     #[test]
-    fn crosses_arena_chunks() {
-        // > 2048 nodes per node chunk and > 8192 links per tower chunk
+    fn grows_past_the_heap_arenas_into_mappings() {
+        // Past 64 KiB of nodes (2,048) and of tower links (4,096) the arenas move from the
+        // heap to mappings (`types::arena`); removals, re-inserts and a clone then run on
+        // mapped arenas.
         let mut z = ZSet::new_for(1, 1, &LARGE);
         for i in 0..40_000u32 {
             let m = format!("member-{:08}", i.wrapping_mul(2_654_435_761) % 100_000);

@@ -313,10 +313,14 @@ impl Scripts {
 
     /// True when a script has been running for `threshold_ms` or longer: other clients'
     /// commands are then refused with -BUSY (see the dispatcher) instead of waiting for it.
+    #[inline]
     pub fn busy(&self, threshold_ms: i64) -> bool {
-        if self.running_count.load(Ordering::Acquire) == 0 {
-            return false;
-        }
+        self.running_count.load(Ordering::Acquire) != 0 && self.busy_running(threshold_ms)
+    }
+
+    /// [`Scripts::busy`] while a script runs.
+    #[cold]
+    fn busy_running(&self, threshold_ms: i64) -> bool {
         // A debugging session waits for its client, not a busy script: others wait for its
         // locks, as Redis's clients wait while its debugger holds the server.
         self.running

@@ -321,8 +321,22 @@ fn apply_background_thread(mut on: bool) {
     }
 }
 
-/// jemalloc's current totals (all zero if its statistics are not compiled in).
+/// jemalloc's current totals (all zero if its statistics are not compiled in), plus the skip
+/// lists' mapped arenas ([`outside_bytes`]: pages written, so allocated, active and resident
+/// alike), which serve as their allocator: without them the fragmentation and RSS-overhead
+/// ratios computed from these would count a large sorted set as memory outside any allocator.
 pub(crate) fn allocator_stats() -> AllocatorStats {
+    let own = jemalloc_stats();
+    let mapped = outside_bytes().max(0) as usize;
+    AllocatorStats {
+        allocated: own.allocated + mapped,
+        active: own.active + mapped,
+        resident: own.resident + mapped,
+    }
+}
+
+/// jemalloc's own totals.
+fn jemalloc_stats() -> AllocatorStats {
     let mut epoch: u64 = 1;
     let mut len = std::mem::size_of::<u64>();
     // SAFETY: "epoch" reads and writes a uint64_t; both pointers are to a live u64 and `len`

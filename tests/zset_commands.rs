@@ -1069,3 +1069,56 @@ fn pipelined_batch_on_a_large_set_matches_one_at_a_time() {
     assert_eq!(replies[5], b("6"));
     assert_eq!(q(&mut con, &["ZSCORE", "piped", "m:000001"]), b("6"));
 }
+
+/// A large set's nodes, towers and index live in mapped arenas outside the allocator
+/// (`types::arena`): INFO used_memory (what `maxmemory` is checked against) and MEMORY USAGE
+/// must still count them, and a DEL must give them back at once.
+#[test]
+fn used_memory_counts_a_large_set_and_del_returns_it() {
+    let p = Podium::start(&[]);
+    let mut con = p.con();
+    let field = |con: &mut Connection, name: &str| -> i64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    let used = |con: &mut Connection| field(con, "used_memory");
+    let before = used(&mut con);
+    let n = 200_000;
+    for start in (0..n).step_by(1000) {
+        let mut c = redis::cmd("ZADD");
+        c.arg("big");
+        for i in start..start + 1000 {
+            c.arg(i).arg(format!("m:{i:09}"));
+        }
+        let _: i64 = c.query(&mut con).unwrap();
+    }
+    let grown = used(&mut con) - before;
+    // 32-byte nodes, a third of a 16-byte link each and the index: about 39 B per member.
+    assert!(
+        grown > 30 * n,
+        "used_memory grew by {grown} for {n} members"
+    );
+    assert!(
+        grown < 60 * n,
+        "used_memory grew by {grown} for {n} members"
+    );
+    // The allocator's own figures include the arenas too (so the fragmentation ratios do not
+    // count them as memory outside any allocator).
+    let allocated = field(&mut con, "allocator_allocated");
+    assert!(allocated > 30 * n, "allocator_allocated {allocated}");
+    let usage: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("big")
+        .query(&mut con)
+        .unwrap();
+    assert!(usage > 30 * n, "MEMORY USAGE {usage}");
+    let _: i64 = redis::cmd("DEL").arg("big").query(&mut con).unwrap();
+    let after = used(&mut con) - before;
+    assert!(
+        after < 2 * n,
+        "used_memory still {after} above the start after DEL"
+    );
+}

@@ -249,7 +249,7 @@ pub struct SkipList {
     longs: Vec<Box<[u8]>>,
     free_longs: Vec<u32>,
     /// The member index: bucket -> first node of its chain (NIL: empty), see `bucket`.
-    heads: Vec<u32>,
+    heads: super::arena::Arena<u32>,
     free_node: u32,
     /// Free towers by height (index = node height, 2..=MAX_LEVEL).
     free_towers: [u32; MAX_LEVEL + 1],
@@ -297,7 +297,7 @@ impl SkipList {
             towers,
             longs: Vec::new(),
             free_longs: Vec::new(),
-            heads: vec![NIL; buckets_for(n)],
+            heads: super::arena::Arena::filled(buckets_for(n), NIL),
             free_node: NIL,
             free_towers: [NIL; MAX_LEVEL + 1],
             len: 0,
@@ -522,7 +522,7 @@ impl SkipList {
 
     /// Rebuild the member index with `buckets` buckets from the live slots.
     fn rebuild_index(&mut self, buckets: usize) {
-        let mut heads = vec![NIL; buckets.max(1)];
+        let mut heads = super::arena::Arena::filled(buckets.max(1), NIL);
         for x in 1..self.nodes.len() {
             if self.nodes[x].key[0] == TAG_FREE {
                 continue;
@@ -1276,7 +1276,7 @@ impl SkipList {
             + self.longs.capacity() * std::mem::size_of::<Box<[u8]>>()
             + self.longs.iter().map(|b| b.len()).sum::<usize>()
             + self.free_longs.capacity() * 4
-            + self.heads.capacity() * 4
+            + self.heads.bytes()
     }
 
     /// Full structural check (O(N)); for tests and debugging.
@@ -1391,7 +1391,7 @@ impl SkipList {
         }
         // index: every live node is found, and the chains hold exactly the live nodes
         let mut chained = 0usize;
-        for &head in &self.heads {
+        for &head in self.heads.as_slice() {
             let mut x = head;
             while x != NIL {
                 chained += 1;

@@ -90,6 +90,7 @@ impl Stamp {
     }
 
     /// Time from this reading to now.
+    #[cfg(test)]
     pub fn elapsed(self) -> std::time::Duration {
         std::time::Duration::from_nanos(command_stamp().0.saturating_sub(self.0))
     }
@@ -110,6 +111,7 @@ impl Stamp {
     }
 
     /// The reading the monotonic instant `at` corresponds to.
+    #[cfg(test)]
     pub fn at(at: Instant) -> Stamp {
         Stamp(at.saturating_duration_since(clock_origin()).as_nanos() as u64)
     }

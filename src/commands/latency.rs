@@ -249,21 +249,6 @@ pub fn histograms() -> &'static std::collections::HashMap<String, Histogram> {
     })
 }
 
-/// What every command's run looks up: whether it is a container command and, if not, its
-/// histogram (kept in its table record: by name this was a scan of the container list and a
-/// SipHash per command, by the `Spec`'s address a hash lookup).
-fn by_cmd(cmd: &Cmd) -> (bool, Option<&'static Histogram>) {
-    *cmd.latency.get_or_init(|| {
-        let container = !cmd.subs.is_empty();
-        let hist = if container {
-            None
-        } else {
-            histograms().get(cmd.spec.name)
-        };
-        (container, hist)
-    })
-}
-
 /// The name CLIENT LIST shows for a command: `container|subcommand` for a known subcommand
 /// of a container command (`client|list`), else the command's name.
 #[inline]
@@ -286,16 +271,16 @@ fn container_full_name(spec: &Cmd, args: &[Bytes]) -> &'static str {
 }
 
 /// The histogram a command's run counts in.
+/// A command without subcommands finds it in its table record (by name it was a SipHash
+/// per command); a container's depends on the subcommand.
 fn histogram_for(spec: &Cmd, args: &[Bytes]) -> Option<&'static Histogram> {
-    if let (false, hist) = by_cmd(spec) {
-        return hist;
+    if spec.subs.is_empty() {
+        return *spec
+            .histogram
+            .get_or_init(|| histograms().get(spec.spec.name));
     }
-    if is_container(spec.name) {
-        let sub = String::from_utf8_lossy(args.get(1)?).to_ascii_lowercase();
-        histograms().get(&format!("{}|{sub}", spec.name))
-    } else {
-        histograms().get(spec.name)
-    }
+    let sub = String::from_utf8_lossy(args.get(1)?).to_ascii_lowercase();
+    histograms().get(&format!("{}|{sub}", spec.name))
 }
 
 /// After a command ran: its histogram (when latency-tracking is on) and the monitor's
@@ -602,7 +587,6 @@ mod tests {
                 is_container(cmd.spec.name),
                 "{name}: subcommand list and container list disagree"
             );
-            assert_eq!(by_cmd(cmd).0, is_container(cmd.spec.name), "{name}");
         }
         let client = table().get("client").copied().expect("CLIENT");
         let list = [Bytes::from_static(b"client"), Bytes::from_static(b"LIST")];

@@ -311,10 +311,10 @@ pub struct Cmd {
     /// A container's subcommands, each with its counters: Redis keeps commandstats per
     /// subcommand (`cmdstat_config|get`).
     pub subs: Box<[(&'static str, CmdStats)]>,
-    /// What every run of the command looks up for its latency figures: whether it is a
-    /// container command (its histogram depends on the subcommand) and, if not, its
-    /// histogram. Filled on first use (the histograms are built from this table).
-    pub latency: OnceLock<(bool, Option<&'static latency::Histogram>)>,
+    /// The latency histogram every run of a command without subcommands counts in (a
+    /// container's depends on the subcommand). Filled on first use: the histograms are built
+    /// from this table.
+    pub histogram: OnceLock<Option<&'static latency::Histogram>>,
 }
 
 /// One command's (or subcommand's) INFO commandstats counters.
@@ -530,7 +530,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Cmd> {
                         .iter()
                         .map(|s| (*s, CmdStats::default()))
                         .collect(),
-                    latency: OnceLock::new(),
+                    histogram: OnceLock::new(),
                 }));
                 m.insert(name, cmd);
             }

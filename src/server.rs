@@ -278,6 +278,33 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
     Ok(Some((listener, path)))
 }
 
+/// Start the accept loops: TCP on `tcp`, and the Unix socket when one is configured.
+fn start_accepting(
+    srv: &Arc<Server>,
+    tcp: Vec<std::net::TcpListener>,
+    unix: Option<(tokio::net::UnixListener, String)>,
+) -> Result<(), String> {
+    crate::listeners::start(srv, tcp)?;
+    if let Some((l, path)) = unix {
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((sock, _)) => {
+                        let srv = srv.clone();
+                        tokio::spawn(crate::connection::handle_unix(srv, sock, path.clone()));
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed on {path}: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
 /// Listen and serve on an existing runtime until shutdown.
 pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::crash::install(srv.config.flag(dir::CRASH_LOG_ENABLED));
@@ -306,32 +333,24 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
     // What the server holds before any data: INFO used_memory_startup.
     crate::alloc::record_startup();
-    if crate::persistence::will_load(&srv) {
+    // With nothing to load (only an AOF to create, or no persistence) connections wait in the
+    // listen backlog until startup is done, as Redis serves no one before its event loop.
+    let loads_data = crate::persistence::will_load(&srv);
+    let mut accepting = Some((listeners, unix_listener));
+    if loads_data {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
-    }
-    crate::listeners::start(&srv, listeners)?;
-    if let Some((l, path)) = unix_listener {
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((sock, _)) => {
-                        let srv = srv.clone();
-                        tokio::spawn(crate::connection::handle_unix(srv, sock, path.clone()));
-                    }
-                    Err(e) => {
-                        tracing::warn!("accept failed on {path}: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-            }
-        });
+        if let Some((tcp, unix)) = accepting.take() {
+            start_accepting(&srv, tcp, unix)?;
+        }
     }
     let loader = srv.clone();
     let loaded = tokio::task::spawn_blocking(move || crate::persistence::startup(&loader)).await;
     match loaded {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
+    }
+    if let Some((tcp, unix)) = accepting.take() {
+        start_accepting(&srv, tcp, unix)?;
     }
     crate::client_evict::configure(&srv);
     tracing::info!("Ready to accept connections");

@@ -517,9 +517,18 @@ fn file_size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// True when [`startup`] will load data: the AOF (`appendonly yes`) or the RDB file.
+/// True when [`startup`] will load data: with `appendonly yes` an AOF (its manifest, or a
+/// single-file AOF of Redis before 7.0 to upgrade), otherwise the RDB file. With `appendonly
+/// yes` and no AOF yet there is nothing to load, only files to create: the server then serves
+/// no one until they exist, as Redis, which is not loading then (a client answered during it,
+/// PING included, would take the server for ready and get -LOADING for its first write).
 pub fn will_load(srv: &Server) -> bool {
-    srv.config.flag(dir::APPENDONLY) || snapshot::rdb_path(srv).exists()
+    if srv.config.flag(dir::APPENDONLY) {
+        let (aofdir, filename) = paths(srv);
+        return manifest::manifest_path(&aofdir, &filename).exists()
+            || legacy_aof(srv, &filename).is_some();
+    }
+    snapshot::rdb_path(srv).exists()
 }
 
 /// Replay the files `m` names in `dir`, in order: the number of commands and each file's size.

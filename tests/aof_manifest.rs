@@ -1,7 +1,7 @@
 //! What the server does with the AOF directory it finds at startup: a damaged manifest or AOF
 //! is refused with Redis's message naming the problem (never loaded in part), a Redis 6
 //! single-file AOF is upgraded (also after an interrupted upgrade), an empty start creates a
-//! base file, and what the log holds survives: timestamp annotations, expiries already past,
+//! base file before it serves anyone, and what the log holds survives: timestamp annotations, expiries already past,
 //! function libraries and file names with spaces.
 
 mod common;
@@ -446,4 +446,49 @@ fn turning_appendonly_off_stops_a_running_rewrite() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("temp-"))
         .count();
     assert_eq!(temps, 0);
+}
+
+/// A first start with `appendonly yes` has nothing to load, only the AOF's files to create;
+/// like Redis, whose event loop starts after that, it serves no one until they exist. The
+/// first command of a client that connected as early as it could (the moment the port
+/// listens, as Redis's own harness does once the log shows the PID) must be served, never
+/// answered `-LOADING`.
+#[test]
+fn a_first_start_with_appendonly_serves_the_earliest_client() {
+    use std::io::{Read, Write};
+    for _ in 0..10 {
+        let tmp = tempdir();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podium"))
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", tmp.path().to_str().expect("UTF-8 dir")])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn podium");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut sock = loop {
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => std::thread::yield_now(),
+                Err(e) => panic!("podium did not listen on {port}: {e}"),
+            }
+        };
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        sock.write_all(&resp(&["SET", "k", "v"])).expect("send");
+        let mut reply = [0u8; 64];
+        let n = sock.read(&mut reply).expect("reply");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            String::from_utf8_lossy(&reply[..n]),
+            "+OK\r\n",
+            "the first command after the port listened"
+        );
+    }
 }

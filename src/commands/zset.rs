@@ -17,7 +17,7 @@ use super::{BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
-use crate::protocol::reply::MemberList;
+use crate::protocol::reply::{MemberList, RangeReply};
 use crate::protocol::{Reply, Resp};
 use crate::types::zset::{InsertResult, LexBound, LexRange, ScoreBound, ScoreRange, ZSet};
 use crate::types::{Value, WRONGTYPE};
@@ -923,11 +923,6 @@ fn zrange_generic(
     if reverse && rtype != RangeType::Rank {
         std::mem::swap(&mut min_idx, &mut max_idx);
     }
-    enum Parsed {
-        Rank(i64, i64),
-        Score(ScoreRange),
-        Lex(LexRange),
-    }
     let parsed = match rtype {
         RangeType::Score => Parsed::Score(parse_score_range(&args[min_idx], &args[max_idx])?),
         RangeType::Lex => Parsed::Lex(parse_lex_range(&args[min_idx], &args[max_idx])?),
@@ -937,6 +932,24 @@ fn zrange_generic(
             Parsed::Rank(s, e)
         }
     };
+    // A client reading the reply as sent gets it encoded during the walk; a script (which
+    // reads the structure) and ZRANGESTORE (which stores the members) get the members copied.
+    if dst.is_none() && !ctx.client.in_script {
+        let resp = ctx.client.resp;
+        let mut db = ctx.db();
+        let z = as_zset(db.read(&args[key_idx]))?;
+        let hint = match (&z, &parsed) {
+            (Some(z), Parsed::Rank(s, e)) => {
+                rank_range(*s, *e, z.len()).map_or(0, |(s, e)| e - s + 1)
+            }
+            _ => 16,
+        };
+        let mut reply = RangeReply::new(resp, withscores, hint);
+        if let Some(z) = z {
+            walk_range(z, &parsed, reverse, offset, limit, |m, s| reply.push(m, s));
+        }
+        return Ok(reply.finish());
+    }
     let mut items = MemberList::default();
     {
         let mut db = ctx.db();
@@ -947,26 +960,7 @@ fn zrange_generic(
                     items = MemberList::with_capacity(e - s + 1);
                 }
             }
-            let push = |m: &[u8], s: f64| items.push(m, s);
-            match parsed {
-                Parsed::Rank(s, e) => {
-                    if let Some((s, e)) = rank_range(s, e, z.len()) {
-                        z.for_each_in_rank_range(s, e, reverse, push);
-                    }
-                }
-                Parsed::Score(r) => {
-                    if offset >= 0 {
-                        let lim = (limit >= 0).then_some(limit as usize);
-                        z.for_each_in_score_range(&r, reverse, offset as usize, lim, push);
-                    }
-                }
-                Parsed::Lex(r) => {
-                    if offset >= 0 {
-                        let lim = (limit >= 0).then_some(limit as usize);
-                        z.for_each_in_lex_range(&r, reverse, offset as usize, lim, push);
-                    }
-                }
-            }
+            walk_range(z, &parsed, reverse, offset, limit, |m, s| items.push(m, s));
         }
     }
     if let Some(dst) = dst {
@@ -976,6 +970,44 @@ fn zrange_generic(
         Ok(Reply::ScoredMembers(items))
     } else {
         Ok(Reply::Members(items))
+    }
+}
+
+/// The parsed range of a ZRANGE-family command: ranks, scores or lexicographic bounds.
+enum Parsed {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+/// Call `push` with each (member, score) of `parsed` in `z`, in the reply's order, after
+/// `offset` and at most `limit` of them (-1: no limit) for score and lexicographic ranges.
+fn walk_range(
+    z: &ZSet,
+    parsed: &Parsed,
+    reverse: bool,
+    offset: i64,
+    limit: i64,
+    push: impl FnMut(&[u8], f64),
+) {
+    match parsed {
+        Parsed::Rank(s, e) => {
+            if let Some((s, e)) = rank_range(*s, *e, z.len()) {
+                z.for_each_in_rank_range(s, e, reverse, push);
+            }
+        }
+        Parsed::Score(r) => {
+            if offset >= 0 {
+                let lim = (limit >= 0).then_some(limit as usize);
+                z.for_each_in_score_range(r, reverse, offset as usize, lim, push);
+            }
+        }
+        Parsed::Lex(r) => {
+            if offset >= 0 {
+                let lim = (limit >= 0).then_some(limit as usize);
+                z.for_each_in_lex_range(r, reverse, offset as usize, lim, push);
+            }
+        }
     }
 }
 

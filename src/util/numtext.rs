@@ -161,15 +161,20 @@ fn put_digits(mut u: u64, n: usize, mut put: impl FnMut(usize, u8)) {
 /// `d` when %.17g prints it as plain digits: a nonzero whole number below 1e15 (leaderboard
 /// scores usually are), as (negative, magnitude). The round trip through i64 is exact below
 /// 2^63 and cheaper than `fract()`, a libm call on baseline x86-64. Zero (and -0) are left to
-/// the general path for the sign.
+/// the general path for the sign, and so are fractions below one (not whole).
 #[inline]
 pub fn small_whole(d: f64) -> Option<(bool, u64)> {
     let a = d.abs();
-    if a < 1e15 && a != 0.0 && (a as i64) as f64 == a {
-        Some((d < 0.0, a as u64))
-    } else {
-        None
+    // NaN fails both comparisons.
+    if !(1.0..1e15).contains(&a) {
+        return None;
     }
+    // SAFETY: `a` is finite and in [1, 1e15), so its truncation fits an i64 (to_int_unchecked's
+    // only requirement). A checked `as` cast adds the saturation and NaN handling Rust defines
+    // for out-of-range values: two casts of it were 34 instructions of each score in a top-100
+    // reply (callgrind), this is one conversion. Covered by `small_whole_takes_exactly_the_whole_numbers`.
+    let t = unsafe { a.to_int_unchecked::<i64>() };
+    (t as f64 == a).then_some((d < 0.0, t as u64))
 }
 
 fn format_u128(mut u: u128, out: &mut Vec<u8>) {
@@ -1429,6 +1434,51 @@ pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::small_whole;
+
+    /// Whole numbers in [1, 1e15) with their sign; everything else (zero, fractions, 1e15 and
+    /// up, infinities, NaN) is left to the general path.
+    #[test]
+    fn small_whole_takes_exactly_the_whole_numbers() {
+        assert_eq!(small_whole(1.0), Some((false, 1)));
+        assert_eq!(small_whole(-1.0), Some((true, 1)));
+        assert_eq!(small_whole(1e15 - 1.0), Some((false, 999_999_999_999_999)));
+        assert_eq!(small_whole(-7_654_321.0), Some((true, 7_654_321)));
+        for d in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            1e15,
+            -1e15,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1.0 + f64::EPSILON,
+            999_999_999_999_999.5,
+        ] {
+            assert_eq!(small_whole(d), None, "{d}");
+        }
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let u = rng % 1_000_000_000_000_000;
+            if u > 0 {
+                assert_eq!(small_whole(u as f64), Some((false, u)));
+                // Exact below 2^50, and not whole.
+                if u < (1 << 50) {
+                    assert_eq!(small_whole(u as f64 + 0.25), None, "{u}.25");
+                }
+            }
+        }
+    }
+
     /// `format_u64` writes in place into spare capacity: every digit count, appended after
     /// existing bytes, into a vector with and without room to spare.
     #[test]

@@ -6,7 +6,7 @@
 //! strings, integers and `$-1`/`*-1`.
 
 use crate::types::compact::CompactBytes;
-use crate::util::numtext::{f64_text, format_i64};
+use crate::util::numtext::f64_text;
 use bytes::Bytes;
 
 /// Protocol version spoken on a connection.
@@ -230,9 +230,14 @@ impl Reply {
                 out.extend_from_slice(b"\r\n");
             }
             Reply::Int(i) => {
-                out.push(b':');
-                format_i64(*i, out);
-                out.extend_from_slice(b"\r\n");
+                // One reservation; a rank or a count is usually below 10^8 (one store of digits).
+                let u = i.unsigned_abs();
+                let digits = crate::util::numtext::digit_count(u);
+                let mut w = SpareWriter::reserve(out, 24);
+                w.put(if *i < 0 { b":-" } else { b":" });
+                w.put_u64(u, digits);
+                w.put(b"\r\n");
+                w.finish();
             }
             Reply::Bulk(b) => bulk(out, b),
             Reply::BulkShort(b) => bulk(out, b.as_bytes()),
@@ -671,6 +676,24 @@ mod tests {
                     structured.encode(resp, &mut want);
                     assert_eq!(got, want, "{n} members, {resp:?}, withscores {withscores}");
                 }
+            }
+        }
+    }
+
+    /// Integers as `format!` spells them, around every digit count and at the extremes.
+    #[test]
+    fn integers_encode_as_their_text() {
+        let mut values = vec![0i64, 1, -1, i64::MAX, i64::MIN, i64::MIN + 1];
+        let mut p = 1i64;
+        for _ in 0..18 {
+            p *= 10;
+            values.extend([p - 1, p, p + 1, -(p - 1), -p, -(p + 1)]);
+        }
+        for i in values {
+            for resp in [super::Resp::V2, super::Resp::V3] {
+                let mut got = b"x".to_vec();
+                super::Reply::Int(i).encode(resp, &mut got);
+                assert_eq!(&got[1..], format!(":{i}\r\n").as_bytes(), "{i}");
             }
         }
     }

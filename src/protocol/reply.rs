@@ -60,6 +60,12 @@ pub enum Reply {
     Members(MemberList),
     /// Bytes already encoded; identical for both protocols.
     Raw(Bytes),
+    /// A reply encoded for its client's protocol while it was built (see [`RangeReply`]): the
+    /// bytes of `wire` from `from` on.
+    Encoded {
+        wire: Vec<u8>,
+        from: usize,
+    },
     /// Nothing is written (blocked clients, CLIENT REPLY OFF).
     NoReply,
 }
@@ -316,6 +322,7 @@ impl Reply {
                 reply.encode(resp, out);
             }
             Reply::Raw(b) => out.extend_from_slice(b),
+            Reply::Encoded { wire, from } => out.extend_from_slice(&wire[*from..]),
             Reply::NoReply => {}
         }
     }
@@ -445,13 +452,18 @@ impl RangeReply {
         } else {
             self.count
         };
-        let mut head = Vec::with_capacity(HEADER_MAX);
-        header(&mut head, b'*', n);
-        let start = HEADER_MAX - head.len();
-        self.out[start..HEADER_MAX].copy_from_slice(&head);
-        let mut bytes = Bytes::from(self.out);
-        bytes::Buf::advance(&mut bytes, start);
-        Reply::Raw(bytes)
+        let digits = crate::util::numtext::digit_count(n as u64);
+        let from = HEADER_MAX - (digits + 3);
+        let head = &mut self.out[from..HEADER_MAX];
+        head[0] = b'*';
+        crate::util::numtext::write_digits(n as u64, &mut head[1..=digits]);
+        head[digits + 1..].copy_from_slice(b"\r\n");
+        // Handed over as it is: a `Bytes` of a vector with spare capacity would allocate its
+        // shared header (and free it after the write).
+        Reply::Encoded {
+            wire: self.out,
+            from,
+        }
     }
 }
 

@@ -462,14 +462,24 @@ fn a_first_start_with_appendonly_serves_the_earliest_client() {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_podium"))
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--dir", tmp.path().to_str().expect("UTF-8 dir")])
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn podium");
+        // Killed and waited for on drop, also when an assertion below fails.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let _child = Killed(
+            std::process::Command::new(env!("CARGO_BIN_EXE_podium"))
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--dir", tmp.path().to_str().expect("UTF-8 dir")])
+                .args(["--appendonly", "yes", "--appendfsync", "always"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn podium"),
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut sock = loop {
             match std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -483,8 +493,6 @@ fn a_first_start_with_appendonly_serves_the_earliest_client() {
         sock.write_all(&resp(&["SET", "k", "v"])).expect("send");
         let mut reply = [0u8; 64];
         let n = sock.read(&mut reply).expect("reply");
-        let _ = child.kill();
-        let _ = child.wait();
         assert_eq!(
             String::from_utf8_lossy(&reply[..n]),
             "+OK\r\n",

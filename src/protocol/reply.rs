@@ -483,8 +483,9 @@ const DOUBLE_MAX: usize = 32;
 /// copies and score digits written as whole words (see `put` and `put_u64`). Callgrind, top100
 /// at P=16: the writer and the short copies 48,953 -> 42,446 instructions per request (200k
 /// members), the score digits (`digits8`) then 46,440 -> 42,676 (1M members). Every write is
-/// bounds-checked against the reserved room (a bound too small panics rather than writing
-/// past it).
+/// bounds-checked against the buffer's spare capacity (a bound too small panics rather than
+/// writing past it); the whole-word stores of `header` and `put_u64` write up to 8 bytes but
+/// count only their own, and fall back to `room` where 8 bytes do not fit.
 struct SpareWriter<'a> {
     out: &'a mut Vec<u8>,
     /// Bytes written into the spare capacity so far.
@@ -641,11 +642,13 @@ impl<'a> SpareWriter<'a> {
 
     fn finish(self) {
         let len = self.out.len() + self.written;
-        // SAFETY: `room` handed out the first `written` bytes of the spare capacity in order,
-        // each range within it (the slicing is checked), and every caller of `room` writes
-        // every byte of its range (`put` as many bytes as it asked for, `put_u64` exactly the
-        // digit count). Covered by `member_lists_encode_as_arrays_of_bulks` and
-        // `range_replies_match_the_plain_encoders`.
+        // SAFETY: the first `written` bytes of the spare capacity were handed out in order,
+        // each range within it (checked slicing), and every byte of each was written: by
+        // `room`'s callers (`put` as many bytes as it asked for, `write_digits_uninit` exactly
+        // the digit count) or by the 8-byte stores of `header` and `put_u64`, which write at
+        // least the bytes they count, from `written` on. Covered by
+        // `member_lists_encode_as_arrays_of_bulks`, `headers_below_100_are_written_whole` and
+        // `whole_scores_encode_as_the_general_text` (expected text built with `format!`).
         unsafe { self.out.set_len(len) };
     }
 }

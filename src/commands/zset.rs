@@ -934,35 +934,31 @@ fn zrange_generic(
     };
     // A client reading the reply as sent gets it encoded during the walk; a script (which
     // reads the structure) and ZRANGESTORE (which stores the members) get the members copied.
-    if dst.is_none() && !ctx.client.in_script {
-        let resp = ctx.client.resp;
+    let direct = dst.is_none() && !ctx.client.in_script;
+    let resp = ctx.client.resp;
+    let items = {
         let mut db = ctx.db();
         let z = as_zset(db.read(&args[key_idx]))?;
         let hint = match (&z, &parsed) {
             (Some(z), Parsed::Rank(s, e)) => {
                 rank_range(*s, *e, z.len()).map_or(0, |(s, e)| e - s + 1)
             }
-            _ => 16,
+            (Some(_), _) => 16,
+            (None, _) => 0,
         };
-        let mut reply = RangeReply::new(resp, withscores, hint);
-        if let Some(z) = z {
-            walk_range(z, &parsed, reverse, offset, limit, |m, s| reply.push(m, s));
-        }
-        return Ok(reply.finish());
-    }
-    let mut items = MemberList::default();
-    {
-        let mut db = ctx.db();
-        let z = as_zset(db.read(&args[key_idx]))?;
-        if let Some(z) = z {
-            if let Parsed::Rank(s, e) = parsed {
-                if let Some((s, e)) = rank_range(s, e, z.len()) {
-                    items = MemberList::with_capacity(e - s + 1);
-                }
+        if direct {
+            let mut reply = RangeReply::new(resp, withscores, hint);
+            if let Some(z) = z {
+                walk_range(z, &parsed, reverse, offset, limit, |m, s| reply.push(m, s));
             }
+            return Ok(reply.finish());
+        }
+        let mut items = MemberList::with_capacity(hint);
+        if let Some(z) = z {
             walk_range(z, &parsed, reverse, offset, limit, |m, s| items.push(m, s));
         }
-    }
+        items
+    };
     if let Some(dst) = dst {
         return Ok(store_result(ctx, dst, items.iter(), "zrangestore"));
     }

@@ -298,15 +298,8 @@ impl Reply {
                 }
                 Resp::V2 => bulk(out, text),
             },
-            Reply::ScoredMembers(list) => encode_scored(list, resp, out),
-            Reply::Members(list) => {
-                header(out, b'*', list.len());
-                let mut w = SpareWriter::reserve(out, list.member_bytes() + list.len() * BULK_HEAD);
-                for (m, _) in list.iter() {
-                    w.bulk(m);
-                }
-                w.finish();
-            }
+            Reply::ScoredMembers(list) => encode_range(list, true, resp, out),
+            Reply::Members(list) => encode_range(list, false, resp, out),
             Reply::BigNumber(digits) => match resp {
                 Resp::V3 => line(out, b'(', digits),
                 Resp::V2 => bulk(out, digits),
@@ -365,25 +358,37 @@ pub fn encode_double(d: f64, resp: Resp, out: &mut Vec<u8>) {
     w.finish();
 }
 
-/// Append member/score pairs: RESP2 flat, RESP3 nested pairs.
-fn encode_scored(list: &MemberList, resp: Resp, out: &mut Vec<u8>) {
+/// Append a range reply of `list`'s members, with their scores when `withscores` (see
+/// [`range_count`] and [`SpareWriter::range_element`]).
+fn encode_range(list: &MemberList, withscores: bool, resp: Resp, out: &mut Vec<u8>) {
     let n = list.len();
-    match resp {
-        Resp::V2 => header(out, b'*', n * 2),
-        Resp::V3 => header(out, b'*', n),
-    }
-    let mut w = SpareWriter::reserve(
-        out,
-        list.member_bytes() + n * (PAIR_HEAD + BULK_HEAD + DOUBLE_MAX),
-    );
+    header(out, b'*', range_count(n, withscores, resp));
+    let mut w = SpareWriter::reserve(out, list.member_bytes() + n * element_overhead(withscores));
     for (m, s) in list.iter() {
-        if resp == Resp::V3 {
-            w.put(b"*2\r\n");
-        }
-        w.bulk(m);
-        w.double(s, resp);
+        w.range_element(m, s, withscores, resp);
     }
     w.finish();
+}
+
+/// The array count of a range reply of `n` members: RESP2 counts members and scores (a flat
+/// array), RESP3 counts `[member, score]` pairs; without scores, the members.
+fn range_count(n: usize, withscores: bool, resp: Resp) -> usize {
+    if withscores && resp == Resp::V2 {
+        n * 2
+    } else {
+        n
+    }
+}
+
+/// Most bytes a range reply's element adds to its member: the member's bulk header and CRLF,
+/// and with scores RESP3's pair header and the score.
+const fn element_overhead(withscores: bool) -> usize {
+    BULK_HEAD
+        + if withscores {
+            PAIR_HEAD + DOUBLE_MAX
+        } else {
+            0
+        }
 }
 
 /// A range reply (ZRANGE and its variants: members, with or without scores) encoded while the
@@ -404,13 +409,7 @@ pub struct RangeReply {
 impl RangeReply {
     /// A reply for a client speaking `resp`, with room for about `hint` members.
     pub fn new(resp: Resp, withscores: bool, hint: usize) -> RangeReply {
-        let per = 16
-            + BULK_HEAD
-            + if withscores {
-                PAIR_HEAD + DOUBLE_MAX
-            } else {
-                0
-            };
+        let per = 16 + element_overhead(withscores);
         let mut out = Vec::with_capacity(HEADER_MAX + hint.min(1024) * per);
         out.resize(HEADER_MAX, 0);
         RangeReply {
@@ -423,23 +422,9 @@ impl RangeReply {
 
     #[inline]
     pub fn push(&mut self, member: &[u8], score: f64) {
-        let room = member.len()
-            + BULK_HEAD
-            + if self.withscores {
-                PAIR_HEAD + DOUBLE_MAX
-            } else {
-                0
-            };
+        let room = member.len() + element_overhead(self.withscores);
         let mut w = SpareWriter::reserve(&mut self.out, room);
-        if self.withscores {
-            if self.resp == Resp::V3 {
-                w.put(b"*2\r\n");
-            }
-            w.bulk(member);
-            w.double(score, self.resp);
-        } else {
-            w.bulk(member);
-        }
+        w.range_element(member, score, self.withscores, self.resp);
         w.finish();
         self.count += 1;
     }
@@ -447,11 +432,7 @@ impl RangeReply {
     /// The encoded reply: the array header (RESP2 counts members and scores, RESP3 pairs),
     /// then the elements.
     pub fn finish(mut self) -> Reply {
-        let n = if self.withscores && self.resp == Resp::V2 {
-            self.count * 2
-        } else {
-            self.count
-        };
+        let n = range_count(self.count, self.withscores, self.resp);
         let digits = crate::util::numtext::digit_count(n as u64);
         let from = HEADER_MAX - (digits + 3);
         let head = &mut self.out[from..HEADER_MAX];
@@ -601,6 +582,19 @@ impl<'a> SpareWriter<'a> {
             self.put(&[tag]);
             self.put_u64(n as u64, crate::util::numtext::digit_count(n as u64));
             self.put(b"\r\n");
+        }
+    }
+
+    /// One element of a range reply: the member, and with scores its score (RESP3 as a
+    /// `[member, score]` pair).
+    #[inline(always)]
+    fn range_element(&mut self, member: &[u8], score: f64, withscores: bool, resp: Resp) {
+        if withscores && resp == Resp::V3 {
+            self.put(b"*2\r\n");
+        }
+        self.bulk(member);
+        if withscores {
+            self.double(score, resp);
         }
     }
 

@@ -1,8 +1,9 @@
 # Podium: build, run, test, bench.
 #   make run         build in release mode and start the server on port 6379 with conf/podium.conf
-#   make test        cargo test, then Redis's own Tcl suites against the release binary
+#   make test        cargo test, Redis's own Tcl suites against the release binary, then fuzzing
 #   make suites      only the Tcl suites (tests/redis-suite/run.sh fetches Redis 7.0's tests once)
 #   make unit-test   only cargo test
+#   make fuzz        the four fuzz targets, FUZZ_SECONDS each (fuzz/run.sh; part of make test)
 #   make bench       criterion benches (hot paths, skip list at 1M)
 
 CARGO ?= cargo
@@ -28,7 +29,10 @@ ONE_WORKER_SUITES = unit/type/set unit/multi unit/scripting unit/functions unit/
 NATIVE_FULL = unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4 unit/maxmemory integration/shutdown
 NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58
 
-.PHONY: build run test unit-test suites bench clean
+# Seconds each fuzz target runs in make test (fuzz/run.sh --seconds N for longer runs).
+FUZZ_SECONDS ?= 40
+
+.PHONY: build run test unit-test suites fuzz bench clean
 
 build:
 	$(CARGO) build --release
@@ -50,7 +54,10 @@ suites: build
 	  bash $(SUITE) --native $(PODIUM) --port $(SUITE_PORT) --min-passed $${r#*:} $${r%%:*}; \
 	done
 
-test: unit-test suites
+fuzz:
+	bash fuzz/run.sh --seconds $(FUZZ_SECONDS)
+
+test: unit-test suites fuzz
 
 bench:
 	$(CARGO) bench

@@ -11,7 +11,10 @@
 //! client (the rest of its pipeline waits, as in Redis) until it is served, times out, is
 //! unblocked, or the client goes away.
 
-use crate::client::{Client, ClientInfo, ReplyMode};
+use crate::client::ReplyMode;
+/// The client a connection serves, named here for code outside the crate (the fuzz targets
+/// drive the dispatcher with one).
+pub use crate::client::{Client, ClientInfo};
 use crate::clock::unix_ms;
 use crate::commands::{dispatch_with, Outcome};
 use crate::config::dir;

@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::state::Server;
+/// The server's shared state, named here for code outside the crate (the fuzz targets).
+pub use crate::state::Server;
 
 impl Server {
     /// One cron tick: active expiry over every shard, within a time budget. Returns true when
@@ -180,6 +181,7 @@ pub fn run(config: Config) -> Result<(), String> {
     // against the pinned server).
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(threads.max(1));
+    builder.thread_stack_size(crate::util::WORKER_STACK);
     // Connections woken together are served in the order they were woken (their requests'
     // arrival order), not the last one first: see .cargo/config.toml.
     #[cfg(tokio_unstable)]

@@ -44,3 +44,9 @@ pub(crate) fn sds_repr_str(s: &str) -> String {
     sds_repr(s.as_bytes(), &mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// The stack of every runtime thread (`server::run`): Redis's main thread gets the usual
+/// 8 MiB, and scripts recurse as deep on Podium's workers as on it (lua-cmsgpack's nesting, a
+/// returned table's depth, Lua's 200 C levels of coroutines and metamethods, the pattern
+/// matcher's 20,000 levels). Only the pages a thread touches are resident.
+pub const WORKER_STACK: usize = 8 << 20;

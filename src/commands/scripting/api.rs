@@ -472,7 +472,9 @@ unsafe fn push_wire(
     pos: &mut usize,
     depth: usize,
 ) -> bool {
-    if depth > super::convert::MAX_DEPTH {
+    // Command replies nest a few levels; the bound only keeps a malformed one finite.
+    const MAX_WIRE_DEPTH: usize = 1000;
+    if depth > MAX_WIRE_DEPTH {
         return false;
     }
     let Some(line_end) = wire

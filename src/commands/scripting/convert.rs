@@ -16,8 +16,12 @@ use crate::protocol::Reply;
 use bytes::Bytes;
 use mlua::Value as LuaValue;
 
-/// Deepest reply nesting converted (Redis stops at the Lua stack limit).
-pub(super) const MAX_DEPTH: usize = 1000;
+/// Deepest table nesting converted to a reply. Redis walks the table on the Lua stack and
+/// stops where it runs out of room, answering the levels it reached and then the error: a
+/// script's returned table at depth 7,995 gets "reached lua stack limit" inside 7,995 arrays
+/// (measured on redis-server 7.0.15), and so it does here. The recursion fits a worker's stack
+/// (crate::util::WORKER_STACK).
+pub(super) const MAX_DEPTH: usize = 7_994;
 
 /// Text of a Lua string with CR and LF turned into spaces (status and error lines).
 fn one_line(s: &mlua::String) -> String {

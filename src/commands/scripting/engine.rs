@@ -163,7 +163,7 @@ pub(super) fn with_engine<R>(id: EngineId, f: impl FnOnce(&mut Engine) -> R) -> 
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return Err("ERR the Lua engine is busy on this thread".to_string());
         };
-        if slot.as_ref().is_none_or(|e| e.id != id) {
+        if slot.as_ref().is_none_or(|e| e.id != id || e.poisoned) {
             // Drop the old state before building the new one.
             *slot = None;
             *slot = Some(Engine::new(id)?);
@@ -275,6 +275,9 @@ pub(super) struct Engine {
     mlua_alloc: (ffi::lua_Alloc, usize),
     /// What an EVAL run reaches the state through without mlua (see [`run_raw`]).
     raw: RawRefs,
+    /// A run panicked inside the engine (see [`Engine::run`]): the state is replaced before
+    /// the next script on this thread.
+    poisoned: bool,
 }
 
 /// The engine's state and the registry references of what every EVAL run pushes: a run goes
@@ -339,6 +342,9 @@ fn hand_off_worker() {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.loading.borrow_mut().take();
+        // A full collection first, as Redis does since CVE-2024-46981: a script may have left
+        // the collector mid-cycle (or stopped); closing then finalises from a settled heap.
+        let _ = self.handles.lua.gc_collect();
         let (alloc, ud) = self.mlua_alloc;
         // SAFETY: exec_raw hands a valid thread of this state; lua_setallocf only swaps the
         // allocator. Both allocators serve blocks from the global allocator with the same
@@ -457,6 +463,7 @@ impl Engine {
                 run_started,
                 mlua_alloc,
                 raw: b.raw,
+                poisoned: false,
             }),
             Err(e) => {
                 let (alloc, ud) = mlua_alloc;
@@ -712,6 +719,11 @@ impl Engine {
     /// Run `callee` for `inv` (a FUNCTION's callback is called with the keys and arguments as
     /// its two parameters; an EVAL script finds them in `KEYS` and `ARGV`); its reply. `name`
     /// ends error texts (`script: <name>`).
+    ///
+    /// A panic inside (a fault in mlua or in Podium's libraries, never a script's doing) is
+    /// caught here: the script gets an error, the run's bookkeeping is undone as after any
+    /// run (the caller then ends the run, so no -BUSY is left behind), and the thread's state
+    /// is replaced before its next script.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &mut self,
@@ -723,51 +735,69 @@ impl Engine {
         caller_resp3: bool,
         started: std::time::Instant,
     ) -> Reply {
-        let lua = &self.handles.lua;
-        // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
-        // duration of this call only and cleared before `inv`'s borrow ends; Lua is single
-        // threaded, so redis.call and the hook only run inside the call below, on this
-        // thread. The lifetimes are erased for storage, never extended.
-        self.current
-            .set((inv as *mut Invocation<'_, '_, '_>).cast());
-        super::api::RUNNING.set((inv as *mut Invocation<'_, '_, '_>).cast());
-        self.run_started.set(Some(started));
-        #[cfg(fuzzing)]
-        FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
-        let result: mlua::Result<(bool, LuaValue)> = match &callee {
-            // SAFETY: the reference is this engine's (see run_raw).
-            Callee::Script(function) => unsafe {
-                run_raw(self.raw, &self.handles.result_slot, *function, keys, argv)
-            },
-            // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
-            Callee::Function(f) => unsafe {
-                lua.exec_raw(
-                    (&self.handles.hidden_globals, &self.handles.handler, f),
-                    |state| call_prepared(state, keys, argv, None),
-                )
-            },
-        };
-        self.run_started.set(None);
-        self.current.set(std::ptr::null_mut());
-        super::api::RUNNING.set(std::ptr::null_mut());
-        self.libs.reset();
-        // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
-        // notes a stop or a change of its parameters).
-        if let Ok(true) = self.handles.gc_touched.raw_get::<bool>(1) {
-            let _ = self.handles.gc_touched.raw_set(1, false);
-            lua.gc_restart();
-            lua.gc_inc(LUA_GC_PAUSE, LUA_GC_STEPMUL, 0);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Reply {
+            let lua = &self.handles.lua;
+            // SAFETY (for every dereference of `current`): the pointer is set to `inv` for the
+            // duration of this call only and cleared before `inv`'s borrow ends; Lua is single
+            // threaded, so redis.call and the hook only run inside the call below, on this
+            // thread. The lifetimes are erased for storage, never extended.
+            self.current
+                .set((inv as *mut Invocation<'_, '_, '_>).cast());
+            super::api::RUNNING.set((inv as *mut Invocation<'_, '_, '_>).cast());
+            self.run_started.set(Some(started));
+            #[cfg(fuzzing)]
+            FUZZ_HOOK_CALLS_SEEN.with(|c| c.set(0));
+            let result: mlua::Result<(bool, LuaValue)> = match &callee {
+                // SAFETY: the reference is this engine's (see run_raw).
+                Callee::Script(function) => unsafe {
+                    run_raw(self.raw, &self.handles.result_slot, *function, keys, argv)
+                },
+                // SAFETY: `call_prepared` keeps to exec_raw's contract (see its comment).
+                Callee::Function(f) => unsafe {
+                    lua.exec_raw(
+                        (&self.handles.hidden_globals, &self.handles.handler, f),
+                        |state| call_prepared(state, keys, argv, None),
+                    )
+                },
+            };
+            self.run_started.set(None);
+            self.current.set(std::ptr::null_mut());
+            super::api::RUNNING.set(std::ptr::null_mut());
+            self.libs.reset();
+            // Nothing a script did to the collector outlives it (the sandbox's collectgarbage
+            // notes a stop or a change of its parameters).
+            if let Ok(true) = self.handles.gc_touched.raw_get::<bool>(1) {
+                let _ = self.handles.gc_touched.raw_set(1, false);
+                lua.gc_restart();
+                lua.gc_inc(LUA_GC_PAUSE, LUA_GC_STEPMUL, 0);
+            }
+            // The reply built below says whether its error was already counted.
+            crate::state::scripts::set_error_already_counted(false);
+            let (ok, value) = match result {
+                Ok(v) => v,
+                Err(e) => {
+                    return Reply::Error(format!("ERR Error running script {}", lua_message(&e)))
+                }
+            };
+            if ok {
+                return lua_to_reply(&self.handles.reply_keys, &value, inv.resp3, caller_resp3, 0);
+            }
+            error_reply(lua, name, &value)
+        }));
+        match outcome {
+            Ok(reply) => reply,
+            Err(_) => {
+                self.run_started.set(None);
+                self.current.set(std::ptr::null_mut());
+                super::api::RUNNING.set(std::ptr::null_mut());
+                self.poisoned = true;
+                tracing::warn!("A script's run failed inside the Lua engine; the engine is reset");
+                Reply::Error(format!(
+                    "ERR Error running script (call to {name}): the script engine failed \
+                     and was reset"
+                ))
+            }
         }
-        // The reply built below says whether its error was already counted.
-        crate::state::scripts::set_error_already_counted(false);
-        let (ok, value) = match result {
-            Ok(v) => v,
-            Err(e) => return Reply::Error(format!("ERR Error running script {}", lua_message(&e))),
-        };
-        if ok {
-            return lua_to_reply(&self.handles.reply_keys, &value, inv.resp3, caller_resp3, 0);
-        }
-        error_reply(lua, name, &value)
     }
 }
 

@@ -15,7 +15,7 @@ local killed = rawget(_G, '__podium_killed')
 rawset(_G, '__podium_killed', nil)
 local real_globals = _G
 local READONLY = "Attempt to modify a readonly table"
-local type, tostring, error, select, unpack = type, tostring, error, select, unpack
+local type, tostring, error = type, tostring, error
 local rawset, rawget, next, pairs = rawset, rawget, next, pairs
 local setmetatable, getmetatable = setmetatable, getmetatable
 local pcall, xpcall, loadstring, load = pcall, xpcall, loadstring, load
@@ -46,30 +46,31 @@ local function missing_global(_, name)
 end
 setmetatable(real_globals, { __index = missing_global })
 
-local function pack(...)
-  return { n = select('#', ...), ... }
-end
-
 -- pcall / xpcall hand a failed redis.call's error to Lua code as Redis 7.0 does (pcall: the
 -- error's text; an xpcall handler: the {err=...} table), not as the host error object it
 -- travels as.
 -- A script SCRIPT KILL stopped cannot catch that: the error goes on up.
+-- The results pass through as varargs (no table and unpack in between), so a call returns as
+-- many values as under Redis's own pcall (unpack would stop near Lua's 8,000-slot C limit).
+local function after_pcall(ok, ...)
+  if ok then return true, ... end
+  local e = ...
+  if killed() then error(e, 0) end
+  return false, unwrap(e, false)
+end
 real_globals.pcall = function(...)
-  local r = pack(pcall(...))
-  if not r[1] then
-    if killed() then error(r[2], 0) end
-    r[2] = unwrap(r[2], false)
-  end
-  return unpack(r, 1, r.n)
+  return after_pcall(pcall(...))
 end
 real_globals.xpcall = function(f, handler)
   local kill_error
-  local r = pack(xpcall(f, function(e)
+  local function after_xpcall(...)
+    if kill_error ~= nil then error(kill_error, 0) end
+    return ...
+  end
+  return after_xpcall(xpcall(f, function(e)
     if killed() then kill_error = e return e end
     return handler(unwrap(e, true))
   end))
-  if kill_error ~= nil then error(kill_error, 0) end
-  return unpack(r, 1, r.n)
 end
 
 local collectgarbage = collectgarbage

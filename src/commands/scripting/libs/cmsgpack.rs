@@ -14,15 +14,19 @@ use mlua::{Lua, MultiValue, Table, Value as LuaValue};
 /// Tables nested this deep are encoded as nil (lua-cmsgpack's LUACMSGPACK_MAX_NESTING).
 const MAX_NESTING: usize = 16;
 
-/// Nesting decoded before refusing: lua-cmsgpack needs Lua stack slots per level and fails
-/// on the stack limit; here the limit also bounds the decoder's recursion.
-const MAX_DECODE_DEPTH: usize = 1000;
-
-/// Top-level values one call may return (Lua 5.1's C stack limit is 8,000 slots).
-const MAX_RESULTS: usize = 7_990;
+/// Lua 5.1's limit on the stack slots one C function may use (LUAI_MAXCSTACK). Redis's
+/// lua-cmsgpack holds its arguments, every top-level value decoded so far, and two slots per
+/// level of nesting being decoded (the table and the pending key or index) in its C frame, and
+/// fails when the next slot would pass this limit. The decoder keeps the same account, so the
+/// same inputs decode or fail as in Redis (a lone array nests 3,999 deep), and its recursion
+/// stays bounded.
+const LUA_C_STACK_SLOTS: usize = 8000;
 
 const STACK_FULL: &str =
     "stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)";
+
+/// Redis's text when an array nests past the stack (a map past it fails with STACK_FULL).
+const ARRAY_TOO_DEEP: &str = "stack overflow (in function mp_decode_to_lua_array)";
 
 fn err(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
@@ -173,6 +177,9 @@ impl From<mlua::Error> for DecodeError {
 struct Cursor<'a> {
     data: &'a [u8],
     pos: usize,
+    /// Lua stack slots lua-cmsgpack would hold before the value being decoded: the call's
+    /// arguments and the top-level values already decoded (see [`LUA_C_STACK_SLOTS`]).
+    slots_below: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -198,10 +205,16 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode_value(lua: &Lua, c: &mut Cursor, depth: usize) -> Result<LuaValue, DecodeError> {
-    if depth > MAX_DECODE_DEPTH {
-        return Err(DecodeError::Lua(err(STACK_FULL)));
+/// A container opened at nesting level `depth + 1` needs two more slots; past the limit it
+/// fails with the text Redis gives for that kind of container.
+fn check_nesting(c: &Cursor, depth: usize, text: &str) -> Result<(), DecodeError> {
+    if c.slots_below + 2 * (depth + 1) > LUA_C_STACK_SLOTS {
+        return Err(DecodeError::Lua(err(text)));
     }
+    Ok(())
+}
+
+fn decode_value(lua: &Lua, c: &mut Cursor, depth: usize) -> Result<LuaValue, DecodeError> {
     let code = c.take(1)?[0];
     let number = |n: f64| Ok(LuaValue::Number(n));
     match code {
@@ -261,6 +274,7 @@ fn decode_array(
     n: usize,
     depth: usize,
 ) -> Result<LuaValue, DecodeError> {
+    check_nesting(c, depth, ARRAY_TOO_DEEP)?;
     // No room is reserved from the declared count: the input may be lying.
     let t = lua.create_table()?;
     for i in 1..=n {
@@ -271,6 +285,7 @@ fn decode_array(
 }
 
 fn decode_map(lua: &Lua, c: &mut Cursor, n: usize, depth: usize) -> Result<LuaValue, DecodeError> {
+    check_nesting(c, depth, STACK_FULL)?;
     let t = lua.create_table()?;
     for _ in 0..n {
         let k = decode_value(lua, c, depth + 1)?;
@@ -338,8 +353,15 @@ fn integer_arg(
 }
 
 /// lua-cmsgpack's mp_unpack_full: up to `limit` values from `offset` (both 0: every value,
-/// and no offset returned); otherwise the next offset (-1 at the end) comes first.
-fn unpack_full(lua: &Lua, data: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+/// and no offset returned); otherwise the next offset (-1 at the end) comes first. `args` is
+/// how many arguments the call was given (they count against the Lua stack, as in Redis).
+fn unpack_full(
+    lua: &Lua,
+    data: &[u8],
+    limit: i64,
+    offset: i64,
+    args: usize,
+) -> mlua::Result<MultiValue> {
     if offset < 0 || limit < 0 {
         return Err(err(format!(
             "Invalid request to unpack with offset of {} and limit of {}.",
@@ -363,10 +385,12 @@ fn unpack_full(lua: &Lua, data: &[u8], limit: i64, offset: i64) -> mlua::Result<
     let mut c = Cursor {
         data,
         pos: offset as usize,
+        slots_below: args,
     };
     let mut values = Vec::new();
     while c.left() > 0 && (values.len() as i64) < limit {
-        if values.len() >= MAX_RESULTS {
+        c.slots_below = args + values.len();
+        if c.slots_below + 1 > LUA_C_STACK_SLOTS {
             return Err(err(STACK_FULL));
         }
         match decode_value(lua, &mut c, 0) {
@@ -393,6 +417,12 @@ pub(crate) fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
                     "bad argument #0 to 'pack' (MessagePack pack needs input.)",
                 ));
             }
+            // lua-cmsgpack asks for as many stack slots as it has arguments, beside them.
+            if 2 * args.len() > LUA_C_STACK_SLOTS {
+                return Err(err(
+                    "bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)",
+                ));
+            }
             let mut out = Vec::new();
             for v in args.iter() {
                 encode_value(v, 0, &mut out)?;
@@ -404,7 +434,7 @@ pub(crate) fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
         "unpack",
         lua.create_function(|lua, args: MultiValue| {
             let data = input(lua, &args, "unpack")?;
-            unpack_full(lua, &data, 0, 0)
+            unpack_full(lua, &data, 0, 0, args.len())
         })?,
     )?;
     m.raw_set(
@@ -412,7 +442,7 @@ pub(crate) fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
         lua.create_function(|lua, args: MultiValue| {
             let data = input(lua, &args, "unpack_one")?;
             let offset = integer_arg(lua, &args, 2, "unpack_one", Some(0))?;
-            unpack_full(lua, &data, 1, offset)
+            unpack_full(lua, &data, 1, offset, args.len())
         })?,
     )?;
     m.raw_set(
@@ -421,7 +451,7 @@ pub(crate) fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
             let data = input(lua, &args, "unpack_limit")?;
             let limit = integer_arg(lua, &args, 2, "unpack_limit", None)?;
             let offset = integer_arg(lua, &args, 3, "unpack_limit", Some(0))?;
-            unpack_full(lua, &data, limit, offset)
+            unpack_full(lua, &data, limit, offset, args.len())
         })?,
     )?;
     m.raw_set("_NAME", "cmsgpack")?;
@@ -504,15 +534,16 @@ mod tests {
         }
     }
 
-    /// Deep nesting is refused, not a crash. Run on a thread with the stack a worker gets in a
-    /// release build's terms: an unoptimised build's frames are several times larger, and the
-    /// 1,000 levels MAX_DECODE_DEPTH allows overflow a test thread's 2 MiB there.
+    /// Deep nesting is refused, not a crash. Run on a thread with the stack a worker gets
+    /// (crate::util::WORKER_STACK) in a release build's terms: an unoptimised build's frames
+    /// are several times larger, and the 3,999 levels the stack account allows overflow 8 MiB
+    /// there.
     #[test]
     fn deep_nesting_is_refused() {
         let stack = if cfg!(debug_assertions) {
-            16 << 20
+            64 << 20
         } else {
-            2 << 20
+            crate::util::WORKER_STACK
         };
         std::thread::Builder::new()
             .stack_size(stack)
@@ -524,7 +555,17 @@ mod tests {
                     .load("return cmsgpack.unpack(string.rep(string.char(0x91), 100000))")
                     .eval::<LuaValue>()
                     .unwrap_err();
-                assert!(e.to_string().contains("stack overflow"), "{e}");
+                assert!(e.to_string().contains(ARRAY_TOO_DEEP), "{e}");
+                // The deepest array the account allows decodes (3,999 levels, one argument).
+                let depth: usize = lua
+                    .load(
+                        "local t = cmsgpack.unpack(string.rep(string.char(0x91), 3999) .. \
+                         string.char(0)) local d = 0 while type(t) == 'table' do \
+                         t = t[1] d = d + 1 end return d",
+                    )
+                    .eval()
+                    .unwrap();
+                assert_eq!(depth, 3999);
             })
             .expect("spawn the test thread")
             .join()

@@ -272,6 +272,12 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
         if !(size <= ld && pos <= ld - size) {
             return Err(too_short());
         }
+        // Redis's struct checks for two more Lua stack slots (the item and the final
+        // position) on every option: the arguments and the results so far stay in its C
+        // frame, which may use LUAI_MAXCSTACK (8,000) slots.
+        if args.len() + results.len() + 2 > 8000 {
+            return Err(err("stack overflow (too many results)"));
+        }
         match opt {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let signed = opt.is_ascii_lowercase();

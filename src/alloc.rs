@@ -200,6 +200,22 @@ pub fn sample_peak() -> usize {
     PEAK.fetch_max(used, Ordering::Relaxed).max(used)
 }
 
+/// The bytes an allocation of `n` bytes really takes: jemalloc's size class (0 for 0). MEMORY
+/// USAGE counts these, as Redis counts `zmalloc_size` of each allocation.
+pub fn size_class(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: nallocx only computes the size class of a request; it allocates nothing and
+    // reads no memory of ours (tested in `size_classes_round_up`).
+    let real = unsafe { tikv_jemalloc_sys::nallocx(n, 0) };
+    if real == 0 {
+        n
+    } else {
+        real
+    }
+}
+
 /// Resident set size of this process in bytes, from /proc.
 pub fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
@@ -419,6 +435,17 @@ pub(crate) fn startup_memory() -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn size_classes_round_up() {
+        assert_eq!(super::size_class(0), 0);
+        assert_eq!(super::size_class(1), 8);
+        assert_eq!(super::size_class(75), 80);
+        assert_eq!(super::size_class(100), 112);
+        assert_eq!(super::size_class(4096), 4096);
+        assert!(super::size_class(5000) >= 5000);
+    }
+
     #[test]
     fn the_peak_never_falls_below_a_sampled_use() {
         use super::*;

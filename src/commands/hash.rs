@@ -74,7 +74,7 @@ fn write_hash<'d>(db: &'d mut DbHandle<'_, '_>, key: &[u8]) -> Result<&'d mut Ha
         Some(_) => return Err(wrongtype()),
     };
     if !exists {
-        db.insert(key, Value::Hash(Box::new(Hash::new())));
+        db.insert(key, Value::Hash(Hash::new()));
     }
     match db.value(key) {
         Some(Value::Hash(h)) => Ok(h),

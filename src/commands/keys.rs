@@ -98,15 +98,20 @@ fn object_keys(a: &[Bytes]) -> Vec<usize> {
     }
 }
 
-/// Approximate heap bytes of a value (MEMORY USAGE).
+/// Heap bytes a value allocates outside its keyspace slot (MEMORY USAGE).
 pub fn value_heap_bytes(v: &Value) -> usize {
     match v {
-        Value::Str(s) => s.len(),
+        Value::Str(s) => s.heap_bytes(),
         Value::ZSet(z) => z.heap_bytes(),
         Value::Hash(h) => h.heap_bytes(),
-        Value::Set(s) => s.heap_bytes(),
+        Value::Set(s) => {
+            crate::alloc::size_class(std::mem::size_of::<crate::types::set::Set>()) + s.heap_bytes()
+        }
         Value::List(l) => l.heap_bytes(),
-        Value::Stream(s) => s.heap_bytes(),
+        Value::Stream(s) => {
+            crate::alloc::size_class(std::mem::size_of::<crate::types::stream::Stream>())
+                + s.heap_bytes()
+        }
     }
 }
 

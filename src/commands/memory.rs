@@ -360,10 +360,22 @@ fn usage(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let key = a[2].clone();
     let mut h = ctx.db();
-    match h.value(&key) {
-        None => Reply::Null,
-        Some(v) => Reply::Int((super::keys::value_heap_bytes(v) + key.len() + 64) as i64),
+    let value_bytes = match h.value(&key) {
+        None => return Reply::Null,
+        Some(v) => super::keys::value_heap_bytes(v),
+    };
+    // The key's share of its shard's tables: the slot that holds the key, the value's inline
+    // part and the entry's fields (at the table's load), the SCAN slot, and its place in the
+    // list of keys with a TTL. With what the key and value allocate besides, this is what the
+    // key costs in used_memory, which is what Redis's MEMORY USAGE reports too.
+    let shard = h.shard(&key);
+    let (main, expires) = shard.table_bytes();
+    let mut bytes = main / shard.len().max(1);
+    if shard.raw_get(&key).is_some_and(|e| e.has_expire()) {
+        bytes += expires / shard.volatile_len().max(1);
     }
+    bytes += crate::types::compact::CompactBytes::heap_bytes_of(&key) + value_bytes;
+    Reply::Int(bytes as i64)
 }
 
 fn stats(m: &Overhead) -> Reply {

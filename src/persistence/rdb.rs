@@ -917,7 +917,7 @@ fn build_hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, limits: &Limits) -> Option<Value> 
             return None;
         }
     }
-    Some(Value::Hash(Box::new(h)))
+    Some(Value::Hash(h))
 }
 
 #[cfg(test)]
@@ -1187,7 +1187,7 @@ mod tests {
         for v in [
             Value::List(list),
             Value::Set(Box::new(set)),
-            Value::Hash(Box::new(hash)),
+            Value::Hash(hash),
             Value::ZSet(z),
         ] {
             let p = dump(&v);
@@ -1273,7 +1273,7 @@ mod tests {
             }
             out.push(dump(&Value::List(list)));
             out.push(dump(&Value::Set(Box::new(set))));
-            out.push(dump(&Value::Hash(Box::new(hash))));
+            out.push(dump(&Value::Hash(hash)));
             out.push(dump(&Value::ZSet(z)));
             out.push(dump(&Value::Str(crate::types::compact::CompactBytes::new(
                 b"12345",

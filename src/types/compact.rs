@@ -37,6 +37,23 @@ impl CompactBytes {
         }
     }
 
+    /// Bytes allocated outside the inline form: the heap copy's allocation (MEMORY USAGE).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            CompactBytes::Inline { .. } => 0,
+            CompactBytes::Heap(b) => crate::alloc::size_class(b.len()),
+        }
+    }
+
+    /// [`CompactBytes::heap_bytes`] of `b` once stored.
+    pub fn heap_bytes_of(b: &[u8]) -> usize {
+        if b.len() <= INLINE_MAX {
+            0
+        } else {
+            crate::alloc::size_class(b.len())
+        }
+    }
+
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         match self {

@@ -277,18 +277,92 @@ impl<T: Keyed> Table<T> {
 
 type Pair = (Box<[u8]>, Box<[u8]>);
 
+/// The compact form: every field and value in one exactly sized byte array, in insertion
+/// order, each as a LEB128 length followed by its bytes (what Redis's listpack is for a
+/// small hash: one allocation instead of one per field and value). Lookups walk it, as
+/// Redis walks its listpack; the form holds at most `hash-max-listpack-entries` pairs.
+#[derive(Clone, Default)]
+pub struct Packed {
+    bytes: Box<[u8]>,
+    pairs: u32,
+}
+
+/// The bytes of the item at `pos`, and the position after it.
+fn item(bytes: &[u8], pos: usize) -> (&[u8], usize) {
+    let (len, start) = super::get_varint(bytes, pos);
+    (&bytes[start..start + len], start + len)
+}
+
+/// The pairs of a packed array, with each pair's start and end offsets.
+struct PackedIter<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for PackedIter<'a> {
+    type Item = (&'a [u8], &'a [u8], std::ops::Range<usize>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let start = self.pos;
+        let (field, after_field) = item(self.bytes, start);
+        let (value, end) = item(self.bytes, after_field);
+        self.pos = end;
+        Some((field, value, start..end))
+    }
+}
+
+impl Packed {
+    fn iter(&self) -> PackedIter<'_> {
+        PackedIter {
+            bytes: &self.bytes,
+            pos: 0,
+        }
+    }
+
+    fn find(&self, field: &[u8]) -> Option<(&[u8], std::ops::Range<usize>)> {
+        self.iter()
+            .find(|(f, _, _)| *f == field)
+            .map(|(_, v, range)| (v, range))
+    }
+
+    fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.iter().nth(i).map(|(f, v, _)| (f, v))
+    }
+
+    /// Replace `range` of the array with `with` (one new exact-size allocation).
+    fn splice(&mut self, range: std::ops::Range<usize>, with: &[u8]) {
+        let mut next = Vec::with_capacity(self.bytes.len() - range.len() + with.len());
+        next.extend_from_slice(&self.bytes[..range.start]);
+        next.extend_from_slice(with);
+        next.extend_from_slice(&self.bytes[range.end..]);
+        self.bytes = next.into_boxed_slice();
+    }
+
+    fn encode_pair(field: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut pair = Vec::with_capacity(field.len() + value.len() + 4);
+        super::put_varint(&mut pair, field.len());
+        pair.extend_from_slice(field);
+        super::put_varint(&mut pair, value.len());
+        pair.extend_from_slice(value);
+        pair
+    }
+}
+
 /// A hash value.
 #[derive(Clone)]
 pub enum Hash {
-    /// Compact form: pairs in insertion order.
-    Small(Vec<Pair>),
-    /// Hash-table form.
-    Large(Table<Pair>),
+    /// Compact form (see [`Packed`]).
+    Small(Packed),
+    /// Hash-table form, boxed so that a hash stays as small as a keyspace slot's value.
+    Large(Box<Table<Pair>>),
 }
 
 impl Default for Hash {
     fn default() -> Self {
-        Hash::Small(Vec::new())
+        Hash::Small(Packed::default())
     }
 }
 
@@ -299,7 +373,7 @@ impl Hash {
 
     pub fn len(&self) -> usize {
         match self {
-            Hash::Small(v) => v.len(),
+            Hash::Small(p) => p.pairs as usize,
             Hash::Large(t) => t.len(),
         }
     }
@@ -318,7 +392,7 @@ impl Hash {
 
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match self {
-            Hash::Small(v) => v.iter().find(|(f, _)| &f[..] == field).map(|(_, v)| &v[..]),
+            Hash::Small(p) => p.find(field).map(|(v, _)| v),
             Hash::Large(t) => t.get(field).map(|(_, v)| &v[..]),
         }
     }
@@ -329,12 +403,12 @@ impl Hash {
 
     /// Convert to the hash-table form (no-op if already there).
     pub fn convert_to_large(&mut self) {
-        if let Hash::Small(v) = self {
-            let mut t = Table::with_capacity(v.len());
-            for p in v.drain(..) {
-                t.insert_new(p);
+        if let Hash::Small(p) = self {
+            let mut t = Table::with_capacity(p.pairs as usize);
+            for (f, v, _) in p.iter() {
+                t.insert_new((f.into(), v.into()));
             }
-            *self = Hash::Large(t);
+            *self = Hash::Large(Box::new(t));
         }
     }
 
@@ -346,13 +420,17 @@ impl Hash {
             }
         }
         match self {
-            Hash::Small(v) => {
-                if let Some(p) = v.iter_mut().find(|(f, _)| &f[..] == field) {
-                    p.1 = value.into();
+            Hash::Small(p) => {
+                if let Some((old, range)) = p.find(field) {
+                    if old != value {
+                        p.splice(range, &Packed::encode_pair(field, value));
+                    }
                     return false;
                 }
-                v.push((field.into(), value.into()));
-                if v.len() > limits.max_entries {
+                let end = p.bytes.len();
+                p.splice(end..end, &Packed::encode_pair(field, value));
+                p.pairs += 1;
+                if p.pairs as usize > limits.max_entries {
                     self.convert_to_large();
                 }
                 true
@@ -371,9 +449,10 @@ impl Hash {
     /// Remove `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match self {
-            Hash::Small(v) => match v.iter().position(|(f, _)| &f[..] == field) {
-                Some(i) => {
-                    v.remove(i);
+            Hash::Small(p) => match p.find(field) {
+                Some((_, range)) => {
+                    p.splice(range, &[]);
+                    p.pairs -= 1;
                     true
                 }
                 None => false,
@@ -385,7 +464,7 @@ impl Hash {
     /// Every field/value pair (insertion order for the compact form).
     pub fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
         match self {
-            Hash::Small(v) => Box::new(v.iter().map(|(f, v)| (&f[..], &v[..]))),
+            Hash::Small(p) => Box::new(p.iter().map(|(f, v, _)| (f, v))),
             Hash::Large(t) => Box::new(t.iter().map(|(f, v)| (&f[..], &v[..]))),
         }
     }
@@ -396,10 +475,7 @@ impl Hash {
             return None;
         }
         match self {
-            Hash::Small(v) => {
-                let (f, val) = &v[rng.gen_range(0..v.len())];
-                Some((f, val))
-            }
+            Hash::Small(p) => p.nth(rng.gen_range(0..p.pairs as usize)),
             Hash::Large(t) => t.at(t.random_slot(rng)).map(|(f, v)| (&f[..], &v[..])),
         }
     }
@@ -411,10 +487,13 @@ impl Hash {
             return self.iter().collect();
         }
         match self {
-            Hash::Small(v) => super::distinct_indices(n, count, rng)
-                .into_iter()
-                .map(|i| (&v[i].0[..], &v[i].1[..]))
-                .collect(),
+            Hash::Small(p) => {
+                let all: Vec<(&[u8], &[u8])> = p.iter().map(|(f, v, _)| (f, v)).collect();
+                super::distinct_indices(n, count, rng)
+                    .into_iter()
+                    .map(|i| all[i])
+                    .collect()
+            }
             Hash::Large(t) => t
                 .random_distinct_slots(count, rng)
                 .into_iter()
@@ -427,9 +506,9 @@ impl Hash {
     /// HSCAN step: the compact form returns everything with cursor 0.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
         match self {
-            Hash::Small(v) => {
-                for (k, val) in v {
-                    f(k, val);
+            Hash::Small(p) => {
+                for (k, v, _) in p.iter() {
+                    f(k, v);
                 }
                 0
             }
@@ -437,12 +516,20 @@ impl Hash {
         }
     }
 
-    /// Approximate heap bytes (MEMORY USAGE).
+    /// Heap bytes (MEMORY USAGE): the compact form's one array; the table's slots and index
+    /// with every field and value (each boxed slice's allocation).
     pub fn heap_bytes(&self) -> usize {
-        let contents: usize = self.iter().map(|(f, v)| f.len() + v.len() + 32).sum();
         match self {
-            Hash::Small(v) => contents + v.capacity() * std::mem::size_of::<Pair>(),
-            Hash::Large(t) => contents + t.overhead_bytes(),
+            Hash::Small(p) => crate::alloc::size_class(p.bytes.len()),
+            Hash::Large(t) => {
+                let contents: usize = t
+                    .iter()
+                    .map(|(f, v)| {
+                        crate::alloc::size_class(f.len()) + crate::alloc::size_class(v.len())
+                    })
+                    .sum();
+                std::mem::size_of::<Table<Pair>>() + contents + t.overhead_bytes()
+            }
         }
     }
 }
@@ -477,6 +564,39 @@ mod tests {
         assert_eq!(h.len(), 4);
         // Never converts back.
         assert_eq!(h.encoding_name(), "hashtable");
+    }
+
+    /// The packed form keeps insertion order through replacements and removals, and lengths
+    /// that need more than one varint byte.
+    #[test]
+    fn packed_pairs_survive_edits() {
+        let l = lim(128, 1000);
+        let mut h = Hash::new();
+        let long = vec![b'x'; 300];
+        assert!(h.set(b"a", b"1", &l));
+        assert!(h.set(&long, b"2", &l));
+        assert!(h.set(b"c", &long, &l));
+        assert!(!h.set(b"a", b"one", &l));
+        assert!(!h.set(b"c", b"", &l));
+        assert_eq!(h.encoding_name(), "listpack");
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+            h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (b"a".to_vec(), b"one".to_vec()),
+                (long.clone(), b"2".to_vec()),
+                (b"c".to_vec(), Vec::new()),
+            ]
+        );
+        assert!(h.remove(&long));
+        assert!(!h.remove(&long));
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.get(b"c"), Some(&b""[..]));
+        assert_eq!(h.get(b"a"), Some(&b"one"[..]));
+        assert!(h.remove(b"a") && h.remove(b"c"));
+        assert!(h.is_empty());
+        assert_eq!(h.heap_bytes(), 0);
     }
 
     #[test]

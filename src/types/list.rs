@@ -60,7 +60,12 @@ impl List {
 
     /// Approximate heap bytes (MEMORY USAGE).
     pub fn heap_bytes(&self) -> usize {
-        self.items.iter().map(|e| e.len() + 24).sum::<usize>() + self.items.capacity() * 24
+        // Each element's own allocation, and the ring of element headers.
+        self.items
+            .iter()
+            .map(|e| crate::alloc::size_class(e.capacity()))
+            .sum::<usize>()
+            + crate::alloc::size_class(self.items.capacity() * std::mem::size_of::<Vec<u8>>())
     }
 }
 

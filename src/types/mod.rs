@@ -18,8 +18,8 @@ pub enum Value {
     /// Short strings (counters, flags, small JSON fragments) inline in the keyspace slot.
     Str(compact::CompactBytes),
     List(list::List),
-    // Boxed so that every keyspace entry stays small (hash tables store entries inline).
-    Hash(Box<hash::Hash>),
+    // Inline: a small hash is one packed array, a large one boxed (see hash::Hash).
+    Hash(hash::Hash),
     Set(Box<set::Set>),
     ZSet(zset::ZSet),
     // Boxed: a stream's header (IDs, counters, maps) is larger than a keyspace slot should be.
@@ -64,6 +64,32 @@ impl Value {
 
 /// The error a command gets for a key of the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Append `n` as a LEB128 varint: the length prefix of the packed small encodings (a small
+/// hash's fields and values, a small sorted set's members).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// The LEB128 varint at `pos` of `buf` (written by [`put_varint`]), and the position after it.
+#[inline]
+pub(crate) fn get_varint(buf: &[u8], mut pos: usize) -> (usize, usize) {
+    let mut n = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = buf[pos];
+        pos += 1;
+        n |= usize::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return (n, pos);
+        }
+        shift += 7;
+    }
+}
 
 /// `count` distinct indices of `0..n` in random order (a partial Fisher-Yates shuffle);
 /// `count` must be below `n`. Used for the compact encodings' distinct random picks.

@@ -282,8 +282,13 @@ impl Set {
     /// Approximate heap bytes (MEMORY USAGE).
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Set::Ints(v) => v.capacity() * 8,
-            Set::Table(t) => t.iter().map(|m| m.len() + 16).sum::<usize>() + t.overhead_bytes(),
+            Set::Ints(v) => crate::alloc::size_class(v.capacity() * 8),
+            Set::Table(t) => {
+                t.iter()
+                    .map(|m| crate::alloc::size_class(m.len()))
+                    .sum::<usize>()
+                    + t.overhead_bytes()
+            }
         }
     }
 }

@@ -167,32 +167,13 @@ struct Small {
     len: usize,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: usize) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// Decode the entry at `pos`: (score, member, position of the next entry).
 #[inline]
 fn decode(buf: &[u8], pos: usize) -> (f64, &[u8], usize) {
     let mut sb = [0u8; 8];
     sb.copy_from_slice(&buf[pos..pos + 8]);
     let score = f64::from_le_bytes(sb);
-    let mut p = pos + 8;
-    let mut len = 0usize;
-    let mut shift = 0;
-    loop {
-        let b = buf[p];
-        p += 1;
-        len |= ((b & 0x7F) as usize) << shift;
-        if b < 0x80 {
-            break;
-        }
-        shift += 7;
-    }
+    let (len, p) = super::get_varint(buf, pos + 8);
     (score, &buf[p..p + len], p + len)
 }
 
@@ -245,15 +226,19 @@ impl Small {
             .map_or(self.buf.len(), |e| e.0);
         let mut enc = Vec::with_capacity(8 + 2 + m.len());
         enc.extend_from_slice(&score.to_le_bytes());
-        put_varint(&mut enc, m.len());
+        super::put_varint(&mut enc, m.len());
         enc.extend_from_slice(m);
+        // Grown to fit, not doubled: a small set is one array, like Redis's listpack, and a
+        // doubled one wasted up to half of it (a 10-member set's 160 bytes took 256).
+        self.buf.reserve_exact(enc.len());
         self.buf.splice(pos..pos, enc);
         self.len += 1;
     }
 
     fn push_back(&mut self, m: &[u8], score: f64) {
+        self.buf.reserve_exact(8 + 2 + m.len());
         self.buf.extend_from_slice(&score.to_le_bytes());
-        put_varint(&mut self.buf, m.len());
+        super::put_varint(&mut self.buf, m.len());
         self.buf.extend_from_slice(m);
         self.len += 1;
     }
@@ -764,7 +749,7 @@ impl ZSet {
     /// Approximate heap bytes used by this value.
     pub fn heap_bytes(&self) -> usize {
         match &self.enc {
-            Enc::Small(s) => s.buf.capacity(),
+            Enc::Small(s) => crate::alloc::size_class(s.buf.capacity()),
             Enc::Large(l) => std::mem::size_of::<SkipList>() + l.heap_bytes(),
         }
     }

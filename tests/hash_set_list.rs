@@ -1204,15 +1204,7 @@ fn blocking_pops() {
 fn memory_usage_matches_used_memory_growth() {
     let s = start(&[]);
     let mut c = s.con();
-    let used = |c: &mut Connection| -> f64 {
-        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let used = |c: &mut Connection| common::used_memory(c) as f64;
     type Shape = fn(usize) -> Vec<String>;
     let shapes: [(&str, Shape); 5] = [
         ("string", |i| {

@@ -247,15 +247,7 @@ fn databases_select_swap_flush() {
 fn info_reports_real_memory_and_keyspace() {
     let srv = Podium::start(&[]);
     let mut c = srv.con();
-    let used = |c: &mut redis::Connection| -> u64 {
-        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let used = common::used_memory;
     let before = used(&mut c);
     let big = "x".repeat(1 << 20);
     for i in 0..8 {

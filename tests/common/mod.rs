@@ -328,6 +328,17 @@ fn call(s: &mut BufReader<TcpStream>, args: &[&str]) -> Option<Result<String, St
 }
 
 /// True if `prog --version` runs (e.g. whether redis-server is installed for a cross-check).
+/// INFO memory's `used_memory`.
+pub fn used_memory(c: &mut Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 pub fn have(prog: &str) -> bool {
     Command::new(prog)
         .arg("--version")

@@ -332,22 +332,24 @@ impl Packed {
         self.iter().nth(i).map(|(f, v, _)| (f, v))
     }
 
-    /// Replace `range` of the array with `with` (one new exact-size allocation).
-    fn splice(&mut self, range: std::ops::Range<usize>, with: &[u8]) {
-        let mut next = Vec::with_capacity(self.bytes.len() - range.len() + with.len());
+    /// Replace `range` of the array with the pair (`field`, `value`), or with nothing: one new
+    /// exactly sized allocation, the pair encoded straight into it.
+    fn splice(&mut self, range: std::ops::Range<usize>, pair: Option<(&[u8], &[u8])>) {
+        // LEB128 takes one byte per started 7 bits.
+        let prefix = |n: usize| (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize;
+        let added = pair.map_or(0, |(f, v)| {
+            prefix(f.len()) + f.len() + prefix(v.len()) + v.len()
+        });
+        let mut next = Vec::with_capacity(self.bytes.len() - range.len() + added);
         next.extend_from_slice(&self.bytes[..range.start]);
-        next.extend_from_slice(with);
+        if let Some((field, value)) = pair {
+            super::put_varint(&mut next, field.len());
+            next.extend_from_slice(field);
+            super::put_varint(&mut next, value.len());
+            next.extend_from_slice(value);
+        }
         next.extend_from_slice(&self.bytes[range.end..]);
         self.bytes = next.into_boxed_slice();
-    }
-
-    fn encode_pair(field: &[u8], value: &[u8]) -> Vec<u8> {
-        let mut pair = Vec::with_capacity(field.len() + value.len() + 4);
-        super::put_varint(&mut pair, field.len());
-        pair.extend_from_slice(field);
-        super::put_varint(&mut pair, value.len());
-        pair.extend_from_slice(value);
-        pair
     }
 }
 
@@ -423,12 +425,12 @@ impl Hash {
             Hash::Small(p) => {
                 if let Some((old, range)) = p.find(field) {
                     if old != value {
-                        p.splice(range, &Packed::encode_pair(field, value));
+                        p.splice(range, Some((field, value)));
                     }
                     return false;
                 }
                 let end = p.bytes.len();
-                p.splice(end..end, &Packed::encode_pair(field, value));
+                p.splice(end..end, Some((field, value)));
                 p.pairs += 1;
                 if p.pairs as usize > limits.max_entries {
                     self.convert_to_large();
@@ -451,7 +453,7 @@ impl Hash {
         match self {
             Hash::Small(p) => match p.find(field) {
                 Some((_, range)) => {
-                    p.splice(range, &[]);
+                    p.splice(range, None);
                     p.pairs -= 1;
                     true
                 }

@@ -5,6 +5,9 @@
 #   make unit-test   only cargo test
 #   make fuzz        the four fuzz targets, FUZZ_SECONDS each (fuzz/run.sh; part of make test)
 #   make bench       criterion benches (hot paths, skip list at 1M)
+#   make image       the podium:latest image (docker/), its base made locally if it cannot be pulled
+#   make compose-test  the docker-compose scenarios (tests/compose/) with podium:latest and
+#                    Debian's redis-server packaged the same way; needs Docker (fails without it)
 
 CARGO ?= cargo
 PORT ?= 6379
@@ -26,13 +29,13 @@ RATCHETS =
 ONE_WORKER_SUITES = unit/type/set unit/multi unit/scripting unit/functions unit/type/list unit/pubsub unit/introspection
 # Suites in the suites' native mode (they start Podium themselves): NATIVE_FULL pass in full,
 # NATIVE_SUITES are suite:min-passed.
-NATIVE_FULL = unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4 unit/maxmemory integration/shutdown
-NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58
+NATIVE_FULL = unit/lazyfree unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4 unit/maxmemory integration/shutdown
+NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58 unit/memefficiency:5
 
 # Seconds each fuzz target runs in make test (fuzz/run.sh --seconds N for longer runs).
 FUZZ_SECONDS ?= 40
 
-.PHONY: build run test unit-test suites fuzz bench clean
+.PHONY: build run test unit-test suites fuzz bench clean image compose-test
 
 build:
 	$(CARGO) build --release
@@ -57,7 +60,14 @@ suites: build
 fuzz:
 	bash fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
-test: unit-test suites fuzz
+image: build
+	bash docker/build-images.sh --podium-only
+
+# Builds every image it needs (base included) first; without Docker it fails, it never skips.
+compose-test: build
+	bash tests/compose/run.sh
+
+test: unit-test suites fuzz compose-test
 
 bench:
 	$(CARGO) bench

@@ -583,32 +583,37 @@ directive_table! {
         "lazyfree-lazy-eviction",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium frees big values outside the shard locks already",
-    ),
+        "free an evicted key's big value on the lazyfree thread",
+    )
+    .on_set(|_, v| crate::keyspace::lazyfree::set(&crate::keyspace::lazyfree::EVICTION, v)),
     LAZYFREE_LAZY_EXPIRE: Flag = p(
         "lazyfree-lazy-expire",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium frees expired values outside the shard locks already",
-    ),
+        "free an expired key's big value on the lazyfree thread",
+    )
+    .on_set(|_, v| crate::keyspace::lazyfree::set(&crate::keyspace::lazyfree::EXPIRE, v)),
     LAZYFREE_LAZY_SERVER_DEL: Flag = p(
         "lazyfree-lazy-server-del",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium frees big values outside the shard locks already",
-    ),
+        "free a big value a command overwrites or replaces on the lazyfree thread",
+    )
+    .on_set(|_, v| crate::keyspace::lazyfree::set(&crate::keyspace::lazyfree::SERVER_DEL, v)),
     LAZYFREE_LAZY_USER_DEL: Flag = p(
         "lazyfree-lazy-user-del",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium frees big values outside the shard locks already",
-    ),
+        "DEL frees big values on the lazyfree thread, as UNLINK does",
+    )
+    .on_set(|_, v| crate::keyspace::lazyfree::set(&crate::keyspace::lazyfree::USER_DEL, v)),
     LAZYFREE_LAZY_USER_FLUSH: Flag = p(
         "lazyfree-lazy-user-flush",
         Kind::Bool,
         "no",
-        "accepted, no effect: Podium frees big values outside the shard locks already",
-    ),
+        "FLUSHDB / FLUSHALL without SYNC or ASYNC free in the background, as ASYNC",
+    )
+    .on_set(|_, v| crate::keyspace::lazyfree::set(&crate::keyspace::lazyfree::USER_FLUSH, v)),
     IO_THREADS: Int = p(
         "io-threads",
         Kind::Int { min: 1, max: 128 },

@@ -229,7 +229,7 @@ async fn serve_client(
                 return Ok(());
             }
         };
-        qb.after_read(len_before, n);
+        qb.after_read(&buf, len_before, n);
         if std::mem::take(&mut is_parked) {
             // What the hook did not write goes first, before this read's replies.
             parked.0.take_back(&mut out, &mut sent)?;
@@ -246,6 +246,7 @@ async fn serve_client(
             return Ok(());
         }
         srv.stats.net_input_bytes.add(n as u64);
+        srv.stats.reads_processed.add(1);
         let limit = srv
             .config
             .hot
@@ -670,6 +671,7 @@ const OUT_KEEP: usize = 16 * 1024;
 fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n: usize) {
     *sent += n;
     srv.stats.net_output_bytes.add(n as u64);
+    srv.stats.writes_processed.add(1);
     if *sent == out.len() {
         out.clear();
         *sent = 0;

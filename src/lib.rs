@@ -22,7 +22,7 @@ pub(crate) mod crash;
 /// Moved to `config::directives`; the old path stays for code written against it.
 pub use config::directives;
 pub(crate) mod evict;
-pub(crate) mod keyspace;
+pub mod keyspace;
 pub(crate) mod listeners;
 pub(crate) mod log;
 pub(crate) mod net;

@@ -126,6 +126,9 @@ impl PubSub {
         out: &mut Vec<u8>,
     ) {
         for name in names {
+            // A copy: the argument is a slice of the connection's read buffer, and keeping it
+            // for the subscription's life would keep that whole buffer allocated.
+            let name = &Bytes::copy_from_slice(name);
             let added = match kind {
                 Kind::Channel => subs.channels.insert(name.clone()),
                 Kind::Shard => subs.shard.insert(name.clone()),

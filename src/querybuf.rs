@@ -39,6 +39,12 @@ pub(crate) struct QueryBuf {
     last_input: Instant,
     /// When a due shrink-to-peak check runs (kept across reads, so busy clients get it too).
     check_at: Option<Instant>,
+    /// The size of the block the buffer lives in, as last seen when a read grew it.
+    /// `BytesMut::capacity` does not tell: once a request is split off the front, the buffer
+    /// only reports the room after it, and reclaiming that room in place keeps the whole
+    /// block (a 1 MB request grew the buffer to 2 MiB, which then stayed with the connection
+    /// at a reported 16 KiB: unit/lazyfree's "Memory is not reclaimed by UNLINK").
+    block: usize,
 }
 
 impl QueryBuf {
@@ -47,19 +53,28 @@ impl QueryBuf {
             peak: 0,
             last_input: Instant::now(),
             check_at: None,
+            block: 0,
         }
     }
 
     /// Before waiting for input: make the 16 KiB of room a read is offered where that costs
     /// no allocation (an empty buffer gets its room only once data is readable).
-    pub(crate) fn before_read(&self, buf: &mut BytesMut) {
-        if buf.capacity() > 0 && buf.capacity() - buf.len() < IOBUF_LEN {
+    /// A block that grew past [`RESIZE_THRESHOLD`] is not reused in place but swapped for
+    /// one the size of what the buffer holds plus a read's room, so the big one is freed once
+    /// the requests taken from it are done.
+    pub(crate) fn before_read(&mut self, buf: &mut BytesMut) {
+        let room = buf.capacity() - buf.len();
+        if room < IOBUF_LEN && self.block > RESIZE_THRESHOLD {
+            resize(buf, buf.len() + IOBUF_LEN);
+            self.block = buf.capacity();
+        } else if buf.capacity() > 0 && room < IOBUF_LEN {
             let _ = buf.try_reclaim(IOBUF_LEN);
         }
     }
 
-    /// After a read of `n` bytes that found `len_before` bytes in the buffer.
-    pub(crate) fn after_read(&mut self, len_before: usize, n: usize) {
+    /// After a read of `n` bytes into `buf`, which held `len_before` bytes before it.
+    pub(crate) fn after_read(&mut self, buf: &BytesMut, len_before: usize, n: usize) {
+        self.block = self.block.max(buf.capacity());
         self.peak = self.peak.max(len_before + n.max(IOBUF_LEN));
         // The worker's last command clock is recent enough for a check counted in seconds.
         self.last_input = crate::clock::recent_instant();
@@ -99,8 +114,10 @@ impl QueryBuf {
         if cap - len > MIN_WASTE {
             if self.last_input.elapsed() >= IDLE_FREE {
                 resize(buf, len);
+                self.block = buf.capacity();
             } else if cap > RESIZE_THRESHOLD && cap / 2 > self.peak {
                 resize(buf, len.max(self.peak));
+                self.block = buf.capacity();
             }
         }
         self.peak = buf.len();
@@ -131,7 +148,7 @@ mod tests {
     fn an_idle_buffer_is_emptied_and_a_big_one_shrinks_to_its_peak() {
         let mut q = QueryBuf::new();
         let mut buf = BytesMut::with_capacity(IOBUF_LEN);
-        q.after_read(0, 40);
+        q.after_read(&buf, 0, 40);
         assert_eq!(q.next_check(&buf), Some(q.last_input + IDLE_FREE));
         q.last_input -= IDLE_FREE;
         q.check(&mut buf);
@@ -139,7 +156,7 @@ mod tests {
 
         let mut buf = BytesMut::with_capacity(400_002);
         let mut q = QueryBuf::new();
-        q.after_read(0, 50);
+        q.after_read(&buf, 0, 50);
         let due = q.next_check(&buf).expect("a shrink is due");
         assert!(due <= Instant::now() + CHECK_DELAY);
         assert_eq!(
@@ -173,5 +190,31 @@ mod tests {
         let mut empty = BytesMut::new();
         q.after_big_arg(&mut empty, 400_000);
         assert!(empty.capacity() >= 400_002);
+    }
+
+    /// A block grown by a big request is freed once its requests are done, although the
+    /// buffer then reports only the room after them.
+    #[test]
+    fn a_grown_block_is_not_kept_behind_a_small_reported_capacity() {
+        let mut q = QueryBuf::new();
+        let mut buf = BytesMut::with_capacity(IOBUF_LEN);
+        let request = vec![b'x'; 1_100_000];
+        buf.extend_from_slice(&request);
+        q.after_read(&buf, 0, request.len());
+        let frame = buf.split_to(request.len()).freeze();
+        drop(frame);
+        // What reclaiming in place would keep: the whole block, reported as the room asked.
+        q.before_read(&mut buf);
+        assert!(buf.capacity() >= IOBUF_LEN);
+        assert!(buf.capacity() < 2 * IOBUF_LEN, "{}", buf.capacity());
+        assert!(q.block < RESIZE_THRESHOLD, "a fresh small block");
+        // A small buffer is reclaimed in place as before.
+        let mut small = BytesMut::with_capacity(IOBUF_LEN);
+        small.extend_from_slice(&[b'y'; IOBUF_LEN - 10]);
+        let mut q = QueryBuf::new();
+        q.after_read(&small, 0, IOBUF_LEN - 10);
+        let _ = small.split_to(IOBUF_LEN - 10);
+        q.before_read(&mut small);
+        assert!(small.capacity() >= IOBUF_LEN);
     }
 }

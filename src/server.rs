@@ -79,7 +79,12 @@ impl Server {
                 }
                 drop(sh);
                 // Free the values outside the lock: big sorted sets take a while to drop.
-                graveyard.clear();
+                for gone in graveyard.drain(..) {
+                    crate::keyspace::lazyfree::free_if(
+                        &crate::keyspace::lazyfree::EXPIRE,
+                        gone.value,
+                    );
+                }
                 sampled_total += sampled;
                 expired_total += n;
                 self.stats

@@ -49,6 +49,11 @@ pub struct Stats {
     pub dirty: crate::util::counter::Counter,
     pub net_input_bytes: crate::util::counter::Counter,
     pub net_output_bytes: crate::util::counter::Counter,
+    /// Reads from and writes to sockets of clients, replicas and the master link (INFO
+    /// total_reads_processed / total_writes_processed, as Redis counts its read and write
+    /// handler calls).
+    pub reads_processed: crate::util::counter::Counter,
+    pub writes_processed: crate::util::counter::Counter,
 }
 
 pub struct Server {

@@ -77,7 +77,8 @@ impl Tracking {
             if let Some(old) = s.clients.get(&id) {
                 for p in &old.prefixes {
                     if !opts.prefixes.contains(p) {
-                        opts.prefixes.push(p.clone());
+                        // A copy, not a slice of the read buffer (which it would keep).
+                        opts.prefixes.push(Bytes::copy_from_slice(p));
                     }
                 }
             }

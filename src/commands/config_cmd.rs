@@ -137,11 +137,14 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 &st.keyspace_misses,
                 &st.net_input_bytes,
                 &st.net_output_bytes,
+                &st.reads_processed,
+                &st.writes_processed,
             ] {
                 c.reset();
             }
             ctx.srv.errorstats.reset();
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            crate::keyspace::lazyfree::reset_stats();
             crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
             for h in crate::commands::latency::histograms().values() {
                 h.reset();

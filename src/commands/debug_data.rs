@@ -95,7 +95,7 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
     let extra = match &e.value {
         Value::List(l) => {
             let count = l.len();
-            let bytes: usize = l.items.iter().map(|i| i.len()).sum();
+            let bytes: usize = l.iter().map(<[u8]>::len).sum();
             format!(
                 " ql_nodes:1 ql_avg_node:{count}.00 ql_listpack_max:{listpack_max} ql_compressed:0 ql_uncompressed_size:{bytes}"
             )
@@ -107,7 +107,7 @@ fn debug_object(ctx: &mut Ctx, key: &[u8]) -> Reply {
         &e.value as *const Value,
         e.value.encoding_name(),
         serialized.len(),
-        e.access,
+        e.access(),
         crate::evict::idle_ms(e) / 1000,
         extra
     ))
@@ -154,7 +154,7 @@ fn mix_entry(d: &mut Digest, entry: &Entry) {
     match &entry.value {
         Value::Str(s) => mix_in(d, s.as_bytes()),
         Value::List(l) => {
-            for item in &l.items {
+            for item in l.iter() {
                 mix_in(d, item);
             }
         }
@@ -208,9 +208,9 @@ fn digest(ctx: &mut Ctx) -> Reply {
         }
         mix_in(&mut total, &(db as u32).to_be_bytes());
         handle.for_each_shard(|_, shard| {
-            for (key, entry) in shard.keys() {
+            for (key, entry, _) in shard.keys() {
                 let mut d = [0u8; 20];
-                mix_in(&mut d, key.as_bytes());
+                mix_in(&mut d, key);
                 mix_entry(&mut d, entry);
                 xor_in(&mut total, &d);
             }

@@ -181,7 +181,11 @@ fn expire_generic(
 fn ttl_generic(ctx: &mut Ctx, key: &[u8], millis: bool, absolute: bool) -> Reply {
     let now = ctx.now_ms();
     let mut db = ctx.db();
-    let at = match db.read_no_touch(key).map(|e| e.expire_at) {
+    let at = match db
+        .read_no_touch(key)
+        .is_some()
+        .then(|| db.shard(key).raw_expire(key).unwrap_or(NO_EXPIRE))
+    {
         None => return Reply::Int(-2),
         Some(NO_EXPIRE) => return Reply::Int(-1),
         Some(at) => at,

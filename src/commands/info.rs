@@ -120,6 +120,9 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
                 );
+                // Redis's I/O threads: never started here (each worker does its own clients'
+                // I/O), which Redis reports as 0.
+                kv("io_threads_active", "0".into());
                 kv(
                     "config_file",
                     srv.config
@@ -174,7 +177,16 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 for (k, v) in after {
                     kv(k, v);
                 }
-                kv("lazyfree_pending_objects", "0".into());
+                // No active defragmenter (`activedefrag yes` is refused): never running.
+                kv("active_defrag_running", "0".into());
+                kv(
+                    "lazyfree_pending_objects",
+                    crate::keyspace::lazyfree::pending().to_string(),
+                );
+                kv(
+                    "lazyfreed_objects",
+                    crate::keyspace::lazyfree::freed().to_string(),
+                );
             }
             "persistence" => {
                 for (k, v) in crate::persistence::info_fields(srv) {
@@ -270,6 +282,22 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "migrate_cached_sockets",
                     super::migrate::cached_sockets().to_string(),
                 );
+                kv(
+                    "slave_expires_tracked_keys",
+                    srv.keyspace.replica_ttl_keys.lock().len().to_string(),
+                );
+                // No active defragmenter: its counters stay at zero, as in a Redis with
+                // `activedefrag no`.
+                for k in [
+                    "active_defrag_hits",
+                    "active_defrag_misses",
+                    "active_defrag_key_hits",
+                    "active_defrag_key_misses",
+                    "total_active_defrag_time",
+                    "current_active_defrag_time",
+                ] {
+                    kv(k, "0".into());
+                }
                 let (tk, ti, tp) = srv.tracking.totals();
                 kv("tracking_total_keys", tk.to_string());
                 kv("tracking_total_items", ti.to_string());
@@ -284,6 +312,17 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "total_error_replies",
                     st.error_replies.load(Ordering::Relaxed).to_string(),
                 );
+                kv(
+                    "total_reads_processed",
+                    st.reads_processed.get().to_string(),
+                );
+                kv(
+                    "total_writes_processed",
+                    st.writes_processed.get().to_string(),
+                );
+                // Redis's I/O threads are not used (see io_threads_active).
+                kv("io_threaded_reads_processed", "0".into());
+                kv("io_threaded_writes_processed", "0".into());
             }
             "replication" => {
                 let mut fields = Vec::new();

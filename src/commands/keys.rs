@@ -21,7 +21,7 @@ pub static COMMANDS: &[Spec] = &[
         -2,
         WRITE | FAST,
         Keys::Range(1, -1, 1),
-        del,
+        unlink,
         "generic",
     ),
     Spec::new(
@@ -116,9 +116,23 @@ pub fn value_heap_bytes(v: &Value) -> usize {
 }
 
 fn del(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let lazy = crate::keyspace::lazyfree::USER_DEL.load(Ordering::Relaxed);
+    delete(ctx, a, lazy)
+}
+
+/// UNLINK: DEL, with big values freed on the lazyfree thread.
+fn unlink(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    delete(ctx, a, true)
+}
+
+fn delete(ctx: &mut Ctx, a: &[Bytes], lazy: bool) -> CmdResult {
     let mut n = 0;
     for k in &a[1..] {
-        if ctx.db().remove(k).is_some() {
+        let gone = ctx.db().remove(k);
+        if let Some(gone) = gone {
+            if lazy {
+                crate::keyspace::lazyfree::free(gone.value);
+            }
             ctx.db().modified(k);
             ctx.notify(crate::notify::GENERIC, "del", k);
             n += 1;
@@ -159,12 +173,12 @@ fn keys(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let now = ctx.now_ms();
     let mut out = Vec::new();
     ctx.db().for_each_shard(|_, sh| {
-        for (k, e) in sh.keys() {
-            if e.expire_at != NO_EXPIRE && e.expire_at < now {
+        for (k, _, at) in sh.keys() {
+            if at != NO_EXPIRE && at < now {
                 continue;
             }
             if all || glob_match(pat, k, false) {
-                out.push(Reply::Bulk(k.to_bytes()));
+                out.push(Reply::Bulk(Bytes::copy_from_slice(k)));
             }
         }
     });
@@ -193,10 +207,10 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         let mut db = ctx.db();
         let sh = db.shard_at(shard as usize);
         let budget = opts.count.saturating_sub(visited).max(1);
-        let next_pos = sh.scan_slots(pos, budget, |k, e| {
+        let next_pos = sh.scan_slots(pos, budget, |k, e, at| {
             visited += 1;
-            if e.expire_at != NO_EXPIRE && e.expire_at < now {
-                expired.push(k.to_bytes());
+            if at != NO_EXPIRE && at < now {
+                expired.push(Bytes::copy_from_slice(k));
                 return;
             }
             if let Some(t) = &opts.type_name {
@@ -207,7 +221,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             if !opts.matches(k) {
                 return;
             }
-            found.push(k.to_bytes());
+            found.push(Bytes::copy_from_slice(k));
         });
         if next_pos != 0 {
             break (shard << 40) | next_pos as u64;
@@ -273,7 +287,9 @@ fn rename(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     };
     let expire = entry.expire_at;
     // As Redis: an existing destination is deleted first, so the key is created anew (`new`).
-    ctx.db().remove(dst);
+    if let Some(replaced) = ctx.db().remove(dst) {
+        crate::keyspace::lazyfree::free_if(&crate::keyspace::lazyfree::SERVER_DEL, replaced.value);
+    }
     ctx.db().insert(dst, entry.value);
     if expire != NO_EXPIRE {
         ctx.db().set_expire(dst, expire);
@@ -325,7 +341,8 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Some(e) = db.get(src) else {
         return Ok(Reply::Int(0));
     };
-    let (value, expire) = (e.value.clone(), e.expire_at);
+    let value = e.value.clone();
+    let expire = db.shard(src).raw_expire(src).unwrap_or(NO_EXPIRE);
     let mut dest = ctx.db_at(target_db);
     if dest.exists(dst) {
         if !replace {

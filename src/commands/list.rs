@@ -131,9 +131,9 @@ fn push(ctx: &mut Ctx, args: &[Bytes], left: bool, only_existing: bool) -> CmdRe
     };
     for v in &args[2..] {
         if left {
-            l.items.push_front(v.to_vec());
+            l.push_front(v);
         } else {
-            l.items.push_back(v.to_vec());
+            l.push_back(v);
         }
     }
     let n = l.len();
@@ -165,11 +165,7 @@ fn pop_n(db: &mut DbHandle, key: &[u8], left: bool, n: usize, events: bool) -> V
     };
     let mut out = Vec::with_capacity(n.min(l.len()));
     for _ in 0..n {
-        let e = if left {
-            l.items.pop_front()
-        } else {
-            l.items.pop_back()
-        };
+        let e = if left { l.pop_front() } else { l.pop_back() };
         match e {
             Some(e) => out.push(e),
             None => break,
@@ -243,9 +239,7 @@ fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => Ok(Reply::Array(Vec::new())),
         Some(l) => match l.range(start, stop) {
             None => Ok(Reply::Array(Vec::new())),
-            Some((a, b)) => Ok(Reply::Array(
-                l.items.range(a..=b).map(|e| bulk(e)).collect(),
-            )),
+            Some((a, b)) => Ok(Reply::Array(l.range_iter(a, b).map(bulk).collect())),
         },
     }
 }
@@ -258,7 +252,8 @@ fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(l) => {
             let i = int(&args[2])?;
             l.index(i)
-                .map_or(Ok(Reply::Null), |p| Ok(bulk(&l.items[p])))
+                .and_then(|p| l.get(p))
+                .map_or(Ok(Reply::Null), |e| Ok(bulk(e)))
         }
     }
 }
@@ -272,7 +267,7 @@ fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(l) => match l.index(int(&args[2])?) {
             None => Err(Reply::error("ERR index out of range")),
             Some(p) => {
-                l.items[p] = args[3].to_vec();
+                l.deque_mut()[p] = args[3].to_vec();
                 db.modified(key);
                 db.notify(notify::LIST, "lset", key);
                 ctx.dirty += 1;
@@ -297,22 +292,27 @@ fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         count.unsigned_abs() as usize
     };
     let mut removed = 0usize;
+    if !l.iter().any(|e| e == elem) {
+        // Nothing to remove: a packed list stays packed.
+        return Ok(Reply::Int(0));
+    }
+    let items = l.deque_mut();
     if count >= 0 {
         let mut i = 0;
-        while i < l.items.len() && removed < limit {
-            if l.items[i] == elem {
-                l.items.remove(i);
+        while i < items.len() && removed < limit {
+            if items[i] == elem {
+                items.remove(i);
                 removed += 1;
             } else {
                 i += 1;
             }
         }
     } else {
-        let mut i = l.items.len();
+        let mut i = items.len();
         while i > 0 && removed < limit {
             i -= 1;
-            if l.items[i] == elem {
-                l.items.remove(i);
+            if items[i] == elem {
+                items.remove(i);
                 removed += 1;
             }
         }
@@ -343,11 +343,8 @@ fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let before = l.len();
     match l.range(start, stop) {
-        None => l.items.clear(),
-        Some((a, b)) => {
-            l.items.truncate(b + 1);
-            l.items.drain(..a);
-        }
+        None => l.clear(),
+        Some((a, b)) => l.keep_range(a, b),
     }
     let removed = before - l.len();
     let empty = l.is_empty();
@@ -377,10 +374,10 @@ fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => return Ok(Reply::Int(0)),
         Some(l) => l,
     };
-    let Some(p) = l.items.iter().position(|e| e[..] == args[3][..]) else {
+    let Some(p) = l.iter().position(|e| e == &args[3][..]) else {
         return Ok(Reply::Int(-1));
     };
-    l.items
+    l.deque_mut()
         .insert(if after { p + 1 } else { p }, args[4].to_vec());
     let n = l.len();
     db.modified(key);
@@ -436,7 +433,7 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut found = Vec::new();
     for k in 0..scan {
         let p = if rank > 0 { k } else { n - 1 - k };
-        if l.items[p] == args[2][..] {
+        if l.get(p) == Some(&args[2][..]) {
             if skip > 0 {
                 skip -= 1;
                 continue;
@@ -476,14 +473,14 @@ fn do_move(
         // A rotation: the list never empties, so it is not deleted and re-created.
         let l = get_list(db, src, false).ok()??;
         let e = if from_left {
-            l.items.pop_front()
+            l.pop_front()
         } else {
-            l.items.pop_back()
+            l.pop_back()
         }?;
         if to_left {
-            l.items.push_front(e.clone());
+            l.push_front(&e);
         } else {
-            l.items.push_back(e.clone());
+            l.push_back(&e);
         }
         db.modified(src);
         db.notify(notify::LIST, if to_left { "lpush" } else { "rpush" }, dst);
@@ -497,9 +494,9 @@ fn do_move(
     }
     if let Ok(Some(l)) = get_list(db, dst, false) {
         if to_left {
-            l.items.push_front(e.clone());
+            l.push_front(&e);
         } else {
-            l.items.push_back(e.clone());
+            l.push_back(&e);
         }
     }
     db.modified(src);

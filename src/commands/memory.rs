@@ -7,8 +7,9 @@
 //! The overhead Redis subtracts from the total to get `dataset.bytes` is, here: the memory in
 //! use at startup, every client's buffers (query buffer with its free room, arguments, pending
 //! output), the AOF buffer, the EVAL script cache and the FUNCTION libraries (their text), and
-//! each database's own tables (the key table, whose slots also hold keys and values of up to
-//! 23 bytes, the SCAN slot table and the TTL list), the replication backlog and the replicas'
+//! each database's own tables (the hash index, the SCAN vector, the keys' records with their
+//! entries, as Redis counts its dictEntry structs, and the TTL list), the replication backlog
+//! and the replicas'
 //! output (`clients.slaves`, left out of what `maxmemory` compares, as in Redis). Figures that
 //! are zero because Podium has no such thing are reported as the zero they are:
 //! `cluster.links` and `overhead.hashtable.slot-to-keys` (no cluster mode). Left out, since Podium cannot measure them: the Lua VMs' own heaps
@@ -364,17 +365,12 @@ fn usage(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         None => return Reply::Null,
         Some(v) => super::keys::value_heap_bytes(v),
     };
-    // The key's share of its shard's tables: the slot that holds the key, the value's inline
-    // part and the entry's fields (at the table's load), the SCAN slot, and its place in the
-    // list of keys with a TTL. With what the key and value allocate besides, this is what the
-    // key costs in used_memory, which is what Redis's MEMORY USAGE reports too.
-    let shard = h.shard(&key);
-    let (main, expires) = shard.table_bytes();
-    let mut bytes = main / shard.len().max(1);
-    if shard.raw_get(&key).is_some_and(|e| e.has_expire()) {
-        bytes += expires / shard.volatile_len().max(1);
-    }
-    bytes += crate::types::compact::CompactBytes::heap_bytes_of(&key) + value_bytes;
+    // The key's record (its bytes and entry, the value's inline part among them), its share
+    // of its shard's index and SCAN positions, and its place in the list of keys with a TTL:
+    // with what the value allocates besides, this is what the key costs in used_memory, which
+    // is what Redis's MEMORY USAGE reports too.
+    let key_bytes = h.shard(&key).key_bytes(&key).unwrap_or(0);
+    let bytes = key_bytes + value_bytes;
     Reply::Int(bytes as i64)
 }
 

@@ -24,22 +24,37 @@ fn dbsize(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(ctx.db().len() as i64))
 }
 
-fn flush_mode(a: &[Bytes]) -> Result<(), Reply> {
+/// Whether a FLUSHDB / FLUSHALL frees in the background: ASYNC, or no mode with
+/// `lazyfree-lazy-user-flush` on.
+fn flush_mode(a: &[Bytes]) -> Result<bool, Reply> {
     match a.len() {
-        1 => Ok(()),
-        2 if eq(&a[1], "async") || eq(&a[1], "sync") => Ok(()),
+        1 => Ok(crate::keyspace::lazyfree::USER_FLUSH.load(std::sync::atomic::Ordering::Relaxed)),
+        2 if eq(&a[1], "async") => Ok(true),
+        2 if eq(&a[1], "sync") => Ok(false),
         _ => Err(Reply::error(SYNTAX)),
     }
 }
 
-/// Empty database `db` (all its shards must be locked). Returns the number of keys removed.
-fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
+/// Empty database `db` (all its shards must be locked), freeing its keys on the lazyfree
+/// thread when `lazy`. Returns the number of keys removed.
+fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
     let mut removed = 0;
+    let mut old = Vec::new();
     let mut h = ctx.db_at(db);
     h.for_each_shard(|_, sh| {
         sh.touch_all_watched();
-        removed += sh.clear();
+        if lazy {
+            removed += sh.len();
+            let mut taken = crate::keyspace::Shard::default();
+            sh.swap_data(&mut taken);
+            old.push(taken);
+        } else {
+            removed += sh.clear();
+        }
     });
+    if lazy && removed > 0 {
+        crate::keyspace::lazyfree::free_shards(old, removed);
+    }
     // Clients blocked on the database's keys learn about it (an XREADGROUP waiter is told
     // its stream is gone, as Redis's signalFlushedDb does).
     for k in ctx.srv.blocking.keys_in_db(db) {
@@ -49,9 +64,9 @@ fn empty_db(ctx: &mut Ctx, db: usize) -> usize {
 }
 
 fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    flush_mode(a)?;
+    let lazy = flush_mode(a)?;
     let db = ctx.client.db;
-    empty_db(ctx, db);
+    empty_db(ctx, db, lazy);
     let id = ctx.client.id;
     ctx.srv
         .tracking
@@ -61,9 +76,9 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    flush_mode(a)?;
+    let lazy = flush_mode(a)?;
     for db in 0..ctx.srv.keyspace.num_dbs() {
-        empty_db(ctx, db);
+        empty_db(ctx, db, lazy);
     }
     let id = ctx.client.id;
     ctx.srv

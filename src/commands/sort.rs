@@ -207,7 +207,7 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         match db.read(&a[1]) {
             None => Vec::new(),
             Some(Value::List(l)) => {
-                let mut v: Vec<Vec<u8>> = l.items.iter().cloned().collect();
+                let mut v: Vec<Vec<u8>> = l.iter().map(<[u8]>::to_vec).collect();
                 if o.dont_sort && o.desc {
                     v.reverse();
                 }
@@ -337,8 +337,9 @@ fn sort(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             let mut db = ctx.db();
             if count > 0 {
                 let mut l = List::new();
-                l.items
-                    .extend(out.into_iter().map(|v| v.unwrap_or_default()));
+                for v in out {
+                    l.push_back(&v.unwrap_or_default());
+                }
                 db.insert(dest, Value::List(l));
                 db.modified(dest);
                 db.notify(crate::notify::LIST, "sortstore", dest);

@@ -137,6 +137,9 @@ fn watch(srv: &Server, client: &mut Client, keys: &[Bytes]) {
         let stale = Arc::new(std::sync::atomic::AtomicBool::new(
             shard.is_expired(key, now),
         ));
+        // A copy: the argument is a slice of the connection's read buffer, which a clone would
+        // keep allocated for as long as the key is watched.
+        let key = &Bytes::copy_from_slice(key);
         shard
             .watched
             .entry(key.clone())

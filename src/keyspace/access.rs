@@ -153,7 +153,7 @@ fn lfu_decayed(access: u32, now_secs: u64) -> u32 {
 pub fn touch(e: &mut Entry, now_ms: i64) {
     let now = (now_ms.max(0) / 1000) as u64;
     if lfu_mode() {
-        let mut counter = lfu_decayed(e.access, now);
+        let mut counter = lfu_decayed(e.access(), now);
         if counter < 255 {
             let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
             let p = 1.0 / (base * f64::from(LFU_LOG_FACTOR.load(Ordering::Relaxed)) + 1.0);
@@ -161,40 +161,42 @@ pub fn touch(e: &mut Entry, now_ms: i64) {
                 counter += 1;
             }
         }
-        e.access = (lfu_minutes(now) << 8) | counter;
+        e.set_access((lfu_minutes(now) << 8) | counter);
     } else {
-        e.access = lru_clock(now);
+        e.set_access(lru_clock(now));
     }
 }
 
 /// Milliseconds since the entry's last access (LRU mode; OBJECT IDLETIME).
 pub fn idle_ms(e: &Entry) -> u64 {
     let clock = lru_clock(unix_secs());
-    let idle = if clock >= e.access {
-        clock - e.access
+    let idle = if clock >= e.access() {
+        clock - e.access()
     } else {
-        clock + (LRU_BITS_MASK - e.access)
+        clock + (LRU_BITS_MASK - e.access())
     };
     u64::from(idle) * 1000
 }
 
 /// The LFU counter as OBJECT FREQ reports it (decayed to now).
 pub fn frequency(e: &Entry) -> u32 {
-    lfu_decayed(e.access, unix_secs())
+    lfu_decayed(e.access(), unix_secs())
 }
 
 /// Set by RESTORE ... IDLETIME / FREQ.
 pub fn set_idle_secs(e: &mut Entry, secs: u64) {
     if !lfu_mode() {
         let clock = u64::from(lru_clock(unix_secs()));
-        e.access = ((clock + u64::from(LRU_BITS_MASK) + 1 - (secs & u64::from(LRU_BITS_MASK)))
-            & u64::from(LRU_BITS_MASK)) as u32;
+        e.set_access(
+            ((clock + u64::from(LRU_BITS_MASK) + 1 - (secs & u64::from(LRU_BITS_MASK)))
+                & u64::from(LRU_BITS_MASK)) as u32,
+        );
     }
 }
 
 pub fn set_frequency(e: &mut Entry, freq: u8) {
     if lfu_mode() {
-        e.access = (lfu_minutes(unix_secs()) << 8) | u32::from(freq);
+        e.set_access((lfu_minutes(unix_secs()) << 8) | u32::from(freq));
     }
 }
 

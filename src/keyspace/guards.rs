@@ -273,7 +273,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         if expired {
             let blocked = self.g.ks.blocked_clients.load(Ordering::Relaxed) > 0;
             let sh = self.g.shard_mut(db, sid);
-            sh.remove(key);
+            if let Some(gone) = sh.remove(key) {
+                super::lazyfree::free_if(&super::lazyfree::EXPIRE, gone.value);
+            }
             sh.expired_total += 1;
             sh.touch_watched(key);
             let k = Bytes::copy_from_slice(key);
@@ -311,14 +313,14 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         // limitation: the live path returns the entry borrow (its lifetime bounded by the
         // `&mut self` borrow), the expired path drops it before touching the shard again.
         // Covered by keyspace::guards::tests.
-        match unsafe { (*shard).raw_get_mut(key) } {
+        match unsafe { (*shard).raw_get_mut_with_expire(key) } {
             None => {
                 if count {
                     self.note_miss(key);
                 }
                 return None;
             }
-            Some(e) if !(enabled && e.expire_at != NO_EXPIRE && e.expire_at < now) => {
+            Some((e, at)) if !(enabled && at != NO_EXPIRE && at < now) => {
                 if count {
                     self.g.hits += 1;
                 }
@@ -407,13 +409,14 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     }
 
     /// Delete `key`; None if it did not exist (or had expired).
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    pub fn remove(&mut self, key: &[u8]) -> Option<super::Removed> {
         self.shard(key).remove(key)
     }
 
     /// Absolute expiry of `key`: None if the key is absent, Some(NO_EXPIRE) if persistent.
     pub fn expire_at(&mut self, key: &[u8]) -> Option<i64> {
-        self.get(key).map(|e| e.expire_at)
+        self.get(key)?;
+        self.shard(key).raw_expire(key)
     }
 
     /// Set an absolute expiry in Unix ms on an existing key.
@@ -478,7 +481,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     }
 
     pub fn has_ttl(e: &Entry) -> bool {
-        e.expire_at != NO_EXPIRE
+        e.has_expire()
     }
 }
 

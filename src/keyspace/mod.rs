@@ -9,11 +9,17 @@
 //! database (KEYS, SCAN, FLUSHDB) lock all its shards, and the few that span databases or
 //! must be atomic with respect to everything (FLUSHALL, SWAPDB, EXEC) lock every shard.
 //!
-//! Each shard owns, besides the key → entry map:
-//! - a slot table giving every key a stable position, which SCAN walks with a cursor so
+//! Each shard owns:
+//! - its keys' records (`record`: one allocation per key holding the key and its entry), in a
+//!   SCAN vector that gives every key a stable position, which SCAN walks with a cursor so
 //!   that keys present for the whole scan are returned even while the shard grows;
-//! - the list of keys with a TTL, which the active-expiry reaper samples at random;
+//! - a hash index of pointers to those records;
+//! - the list of keys with a TTL and their expiry times, which the active-expiry reaper
+//!   samples at random;
 //! - the WATCH registrations on its keys.
+//!
+//! Values that are big to free go to the lazyfree thread when a command or a
+//! `lazyfree-lazy-*` directive asks for it (`lazyfree`).
 //!
 //! Expiry is lazy (any access to an expired key deletes it first, see [`DbHandle`]) and active
 //! (see [`Shard::active_expire`], driven by the server's cron).
@@ -21,15 +27,17 @@
 pub mod access;
 pub mod events;
 pub mod guards;
+pub mod lazyfree;
+pub mod record;
 
-/// A key as the keyspace stores it (short keys inline in the table slot).
-pub use crate::types::compact::CompactBytes as Key;
 pub use guards::{DbHandle, Guards};
+
+pub use record::{Record, RecordRef};
 
 use crate::types::located::Located;
 use crate::types::Value;
 use bytes::Bytes;
-use hashbrown::{DefaultHashBuilder, HashMap, HashSet};
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,23 +45,44 @@ use std::sync::Arc;
 /// No expiry.
 pub const NO_EXPIRE: i64 = -1;
 
-/// One key's value and metadata.
+/// One key's value and metadata, as its record stores it. The key's expiry is not here but in
+/// its shard's list of keys with a TTL (most keys have none, and each of them saves the
+/// eight bytes), reached through `vol`: read it with [`Shard::expire_of`].
 pub struct Entry {
     pub value: Value,
-    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
-    pub expire_at: i64,
-    /// Position in the shard's slot table (SCAN order).
-    slot: u32,
-    /// Position in the shard's volatile-key list, when `expire_at` is set.
+    /// Position in the shard's volatile-key list, or [`NO_VOL`] for a key without a TTL.
     vol: u32,
-    /// Last access (LRU clock) or access frequency (LFU), see [`crate::evict`].
-    pub access: u32,
+    /// Low 24 bits: the last access (LRU clock) or access frequency (LFU), see
+    /// [`crate::evict`]. Top byte: the record's key length tag (see [`record`]).
+    meta: u32,
 }
+
+/// `Entry::vol` of a key without a TTL.
+const NO_VOL: u32 = u32::MAX;
 
 impl Entry {
     pub fn has_expire(&self) -> bool {
-        self.expire_at != NO_EXPIRE
+        self.vol != NO_VOL
     }
+
+    /// The access clock or LFU word (24 bits, as Redis's `lru` field).
+    #[inline]
+    pub fn access(&self) -> u32 {
+        self.meta & record::ACCESS_MASK
+    }
+
+    /// Set the access word; only its low 24 bits are kept.
+    #[inline]
+    pub fn set_access(&mut self, access: u32) {
+        self.meta = (self.meta & !record::ACCESS_MASK) | (access & record::ACCESS_MASK);
+    }
+}
+
+/// A key's value and expiry, taken out of the keyspace ([`Shard::remove`]).
+pub struct Removed {
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
+    pub expire_at: i64,
 }
 
 /// A client's WATCH flag: set to true when a watched key is modified.
@@ -85,157 +114,262 @@ impl Watcher {
 }
 
 /// One shard of one database.
-#[derive(Default)]
+///
+/// Its keys live in [`Record`]s, each one allocation holding the key and its entry. The
+/// shard's own tables only point at them:
+/// - `records` is the SCAN order: position i holds a record or is free. Freed positions are
+///   reused and trailing ones trimmed, so a key keeps its position for its whole life, and a
+///   cursor that walks positions returns every key present for the whole scan.
+/// - `index` is the hash index: a hashbrown table of pointers to the records (copies of the
+///   ones `records` owns), looked up by hashing the key and comparing it with the record's.
+///   A record leaves the index before it is freed, which is what makes following an index
+///   pointer sound.
+/// - `volatile` lists the positions of the keys with a TTL, which the active-expiry reaper
+///   samples at random, and `expires` their expiry times at the same places; an entry's `vol`
+///   is its place in both.
 pub struct Shard {
-    /// Allocated through [`Located`] so a pipelined batch can prefetch its keys' table lines
+    /// Allocated through [`Located`] so a pipelined batch can prefetch its keys' index lines
     /// ([`Keyspace::warm_keys`]).
-    map: HashMap<Key, Entry, DefaultHashBuilder, Located>,
-    /// SCAN order: `slots[i]` is the key at position i, or None if free.
-    slots: Vec<Option<Key>>,
+    index: HashTable<RecordRef, Located>,
+    hasher: DefaultHashBuilder,
+    records: Vec<Option<Record>>,
     free_slots: Vec<u32>,
-    /// Keys that carry a TTL, for random sampling by the reaper.
-    volatile: Vec<Key>,
+    /// Positions of the keys that carry a TTL.
+    volatile: Vec<u32>,
+    /// `expires[i]`: the absolute expiry (Unix ms) of the key at `volatile[i]`.
+    expires: Vec<i64>,
+    /// Bytes of all records (jemalloc's size classes), for MEMORY STATS.
+    record_bytes: usize,
     /// WATCH registrations by key.
     pub watched: HashMap<Bytes, Vec<Watcher>>,
     /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
     pub expired_total: u64,
 }
 
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard {
+            index: HashTable::new_in(Located::default()),
+            hasher: DefaultHashBuilder::default(),
+            records: Vec::new(),
+            free_slots: Vec::new(),
+            volatile: Vec::new(),
+            expires: Vec::new(),
+            record_bytes: 0,
+            watched: HashMap::default(),
+            expired_total: 0,
+        }
+    }
+}
+
 impl Shard {
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.index.is_empty()
     }
 
     pub fn volatile_len(&self) -> usize {
         self.volatile.len()
     }
 
-    /// Start loading the table lines a lookup of `key` will read first.
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, key)
+    }
+
+    /// The index's pointer to the record of `key`.
+    #[inline]
+    fn find(&self, key: &[u8]) -> Option<RecordRef> {
+        self.index
+            .find(self.hash(key), |r| {
+                // SAFETY: every index pointer is to a record `self.records` owns (a record
+                // leaves the index before it is freed), and `&self` keeps them all alive
+                // and unchanged for this call.
+                unsafe { r.key() == key }
+            })
+            .copied()
+    }
+
+    /// Start loading the index lines a lookup of `key` will read first.
     #[inline]
     pub fn prefetch(&self, key: &[u8]) {
-        let h = std::hash::BuildHasher::hash_one(self.map.hasher(), key);
-        self.map
+        self.index
             .allocator()
-            .prefetch(h, std::mem::size_of::<(Key, Entry)>());
+            .prefetch(self.hash(key), std::mem::size_of::<RecordRef>());
     }
 
     /// Look up without any expiry check.
     pub fn raw_get(&self, key: &[u8]) -> Option<&Entry> {
-        self.map.get(key)
+        let r = self.find(key)?;
+        // SAFETY: `r` is to a record `self` owns (see `find`); the entry borrow is bounded by
+        // the borrow of self, which no write can happen under.
+        Some(unsafe { r.entry() })
     }
 
     pub fn raw_get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.map.get_mut(key)
+        let r = self.find(key)?;
+        // SAFETY: `r` is to a record `self` owns, and `&mut self` makes this the only
+        // reference to it for the borrow's length.
+        Some(unsafe { r.entry_mut() })
+    }
+
+    /// The entry of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry check.
+    pub fn raw_get_mut_with_expire(&mut self, key: &[u8]) -> Option<(&mut Entry, i64)> {
+        let r = self.find(key)?;
+        // SAFETY: as raw_get_mut.
+        let e = unsafe { r.entry_mut() };
+        let at = if e.vol == NO_VOL {
+            NO_EXPIRE
+        } else {
+            self.expires[e.vol as usize]
+        };
+        Some((e, at))
+    }
+
+    /// The absolute expiry of an entry of this shard, or [`NO_EXPIRE`].
+    #[inline]
+    pub fn expire_of(&self, e: &Entry) -> i64 {
+        if e.vol == NO_VOL {
+            NO_EXPIRE
+        } else {
+            self.expires[e.vol as usize]
+        }
+    }
+
+    /// The absolute expiry of `key` (or [`NO_EXPIRE`]); None if absent. No expiry check.
+    pub fn raw_expire(&self, key: &[u8]) -> Option<i64> {
+        self.raw_get(key).map(|e| self.expire_of(e))
     }
 
     /// True if the key exists and its TTL has passed at `now_ms`: as Redis's keyIsExpired, a
     /// key lives through the millisecond its expiry names (`now > when`).
     pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
-        matches!(self.map.get(key), Some(e) if e.expire_at != NO_EXPIRE && e.expire_at < now_ms)
+        matches!(self.raw_expire(key), Some(at) if at != NO_EXPIRE && at < now_ms)
     }
 
     /// Insert or overwrite; the TTL is cleared unless `keep_ttl`.
     pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
-        if let Some(e) = self.map.get_mut(key) {
-            e.value = value;
-            if !keep_ttl && e.expire_at != NO_EXPIRE {
-                self.clear_expire(key);
+        if let Some(r) = self.find(key) {
+            // SAFETY: as raw_get_mut.
+            let e = unsafe { r.entry_mut() };
+            let old = std::mem::replace(&mut e.value, value);
+            lazyfree::free_if(&lazyfree::SERVER_DEL, old);
+            if !keep_ttl && e.vol != NO_VOL {
+                let vol = std::mem::replace(&mut e.vol, NO_VOL);
+                self.volatile_remove(vol);
             }
             return;
         }
-        let key = Key::new(key);
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(key.clone());
-                s
-            }
+        let pos = match self.free_slots.pop() {
+            Some(p) => p,
             None => {
-                self.slots.push(Some(key.clone()));
-                (self.slots.len() - 1) as u32
+                self.records.push(None);
+                (self.records.len() - 1) as u32
             }
         };
-        self.map.insert(
-            key,
-            Entry {
-                value,
-                expire_at: NO_EXPIRE,
-                slot,
-                vol: 0,
-                access: access::initial_access(),
-            },
-        );
+        let record = Record::new(key, value, NO_VOL, access::initial_access(), pos);
+        let r = record.as_ref();
+        self.records[pos as usize] = Some(record);
+        self.record_bytes += Record::alloc_bytes(key.len());
+        let hash = self.hash(key);
+        let hasher = &self.hasher;
+        self.index.insert_unique(hash, r, |r| {
+            // SAFETY: as in `find`: a rehash only reads records `self.records` owns.
+            std::hash::BuildHasher::hash_one(hasher, unsafe { r.key() })
+        });
     }
 
-    /// Remove a key, returning its entry.
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (k, e) = self.map.remove_entry(key)?;
-        if e.expire_at != NO_EXPIRE {
+    /// Remove a key, returning its value and expiry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Removed> {
+        let hash = self.hash(key);
+        let found = self
+            .index
+            // SAFETY: as in `find`.
+            .find_entry(hash, |r| unsafe { r.key() == key })
+            .ok()?;
+        let (r, _) = found.remove();
+        // SAFETY: the record is still owned by `self.records` (it only just left the index).
+        let pos = unsafe { r.pos() };
+        let record = self.records[pos as usize].take()?;
+        debug_assert!(r.is(&record));
+        self.record_bytes -= Record::alloc_bytes(key.len());
+        let e = record.into_entry();
+        let expire_at = self.expire_of(&e);
+        if e.vol != NO_VOL {
             self.volatile_remove(e.vol);
         }
-        let slot = e.slot as usize;
-        self.slots[slot] = None;
-        if slot + 1 == self.slots.len() {
+        if pos as usize + 1 == self.records.len() {
             // Trim free positions at the end so the table shrinks as keys go.
-            while matches!(self.slots.last(), Some(None)) {
-                self.slots.pop();
+            while matches!(self.records.last(), Some(None)) {
+                self.records.pop();
             }
-            let len = self.slots.len() as u32;
+            let len = self.records.len() as u32;
             self.free_slots.retain(|&s| s < len);
         } else {
-            self.free_slots.push(e.slot);
+            self.free_slots.push(pos);
         }
-        drop(k);
-        Some(e)
+        Some(Removed {
+            value: e.value,
+            expire_at,
+        })
     }
 
-    fn volatile_remove(&mut self, pos: u32) {
-        let pos = pos as usize;
-        self.volatile.swap_remove(pos);
-        if let Some(moved) = self.volatile.get(pos) {
-            if let Some(e) = self.map.get_mut(&moved[..]) {
-                e.vol = pos as u32;
+    fn volatile_remove(&mut self, at: u32) {
+        let at = at as usize;
+        self.volatile.swap_remove(at);
+        self.expires.swap_remove(at);
+        if let Some(&moved) = self.volatile.get(at) {
+            if let Some(r) = &mut self.records[moved as usize] {
+                r.entry_mut().vol = at as u32;
             }
         }
     }
 
     /// Set an absolute expiry on an existing key. Returns false if the key is absent.
     pub fn set_expire(&mut self, key: &[u8], at_ms: i64) -> bool {
-        let Some((k, e)) = self.map.get_key_value_mut(key) else {
+        let Some(r) = self.find(key) else {
             return false;
         };
-        if e.expire_at == NO_EXPIRE {
-            e.vol = self.volatile.len() as u32;
-            self.volatile.push(k.clone());
+        let vol = self.volatile.len() as u32;
+        // SAFETY: as raw_get_mut.
+        let e = unsafe { r.entry_mut() };
+        // SAFETY: as raw_get_mut; the record is owned by `self.records`.
+        let pos = unsafe { r.pos() };
+        if e.vol != NO_VOL {
+            self.expires[e.vol as usize] = at_ms;
+        } else {
+            e.vol = vol;
+            self.volatile.push(pos);
+            self.expires.push(at_ms);
         }
-        e.expire_at = at_ms;
         true
     }
 
     /// Remove the TTL. Returns true if there was one.
     pub fn clear_expire(&mut self, key: &[u8]) -> bool {
-        let Some(e) = self.map.get_mut(key) else {
+        let Some(e) = self.raw_get_mut(key) else {
             return false;
         };
-        if e.expire_at == NO_EXPIRE {
+        if e.vol == NO_VOL {
             return false;
         }
-        e.expire_at = NO_EXPIRE;
-        let vol = e.vol;
+        let vol = std::mem::replace(&mut e.vol, NO_VOL);
         self.volatile_remove(vol);
         true
     }
 
     /// Remove every key; returns how many there were.
     pub fn clear(&mut self) -> usize {
-        let n = self.map.len();
-        self.map = HashMap::default();
-        self.slots = Vec::new();
+        let n = self.index.len();
+        self.index = HashTable::new_in(Located::default());
+        self.records = Vec::new();
         self.free_slots = Vec::new();
         self.volatile = Vec::new();
+        self.expires = Vec::new();
+        self.record_bytes = 0;
         n
     }
 
@@ -246,7 +380,7 @@ impl Shard {
             return;
         };
         let now = crate::clock::unix_ms();
-        let present = self.map.contains_key(key);
+        let present = self.find(key).is_some();
         let expired = self.is_expired(key, now);
         for w in watchers {
             w.touch(present, expired);
@@ -257,7 +391,7 @@ impl Shard {
     /// exist fail, except those that watched them already expired.
     pub fn touch_all_watched(&mut self) {
         for (key, watchers) in &self.watched {
-            if !self.map.contains_key(&key[..]) {
+            if self.find(key).is_none() {
                 continue;
             }
             for w in watchers {
@@ -276,7 +410,7 @@ impl Shard {
             return;
         };
         let now = crate::clock::unix_ms();
-        let present = self.map.contains_key(key);
+        let present = self.find(key).is_some();
         if !existed_before && !present {
             return;
         }
@@ -293,34 +427,36 @@ impl Shard {
         }
     }
 
-    /// Walk keys from slot `cursor`, calling `f` for each live key, until `count` slots were
-    /// visited. Returns the next cursor, or 0 at the end.
+    /// Walk keys from position `cursor`, calling `f` with each live key, its entry and its
+    /// expiry, until `count` keys were visited. Returns the next cursor, or 0 at the end.
     pub fn scan_slots(
         &self,
         cursor: usize,
         count: usize,
-        mut f: impl FnMut(&Key, &Entry),
+        mut f: impl FnMut(&[u8], &Entry, i64),
     ) -> usize {
         let mut i = cursor;
         let mut visited = 0;
-        while i < self.slots.len() && visited < count {
-            if let Some(k) = &self.slots[i] {
-                if let Some(e) = self.map.get(&k[..]) {
-                    f(k, e);
-                }
+        while i < self.records.len() && visited < count {
+            if let Some(r) = &self.records[i] {
+                f(r.key(), r.entry(), self.expire_of(r.entry()));
                 visited += 1;
             }
             i += 1;
         }
-        if i >= self.slots.len() {
+        if i >= self.records.len() {
             0
         } else {
             i
         }
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = (&Key, &Entry)> {
-        self.map.iter()
+    /// Every key, its entry and its expiry, in SCAN order.
+    pub fn keys(&self) -> impl Iterator<Item = (&[u8], &Entry, i64)> {
+        self.records
+            .iter()
+            .flatten()
+            .map(|r| (r.key(), r.entry(), self.expire_of(r.entry())))
     }
 
     /// A uniformly random key among those with a TTL, if any (volatile-* eviction).
@@ -328,23 +464,28 @@ impl Shard {
         if self.volatile.is_empty() {
             return None;
         }
-        Some(self.volatile[rng.gen_range(0..self.volatile.len())].to_bytes())
+        let pos = self.volatile[rng.gen_range(0..self.volatile.len())];
+        self.records[pos as usize]
+            .as_ref()
+            .map(|r| Bytes::copy_from_slice(r.key()))
     }
 
     /// A uniformly random key of this shard, if any.
     pub fn random_key(&self, rng: &mut impl rand::Rng) -> Option<Bytes> {
-        if self.map.is_empty() {
+        if self.index.is_empty() {
             return None;
         }
-        // Slots are dense enough (trailing frees are trimmed, others reused) for rejection sampling;
-        // fall back to a walk if we keep hitting holes.
+        // Positions are dense enough (trailing frees are trimmed, others reused) for rejection
+        // sampling; fall back to a walk if we keep hitting holes.
         for _ in 0..64 {
-            let i = rng.gen_range(0..self.slots.len());
-            if let Some(k) = &self.slots[i] {
-                return Some(k.to_bytes());
+            let i = rng.gen_range(0..self.records.len());
+            if let Some(r) = &self.records[i] {
+                return Some(Bytes::copy_from_slice(r.key()));
             }
         }
-        self.slots.iter().flatten().next().map(Key::to_bytes)
+        self.keys()
+            .next()
+            .map(|(k, _, _)| Bytes::copy_from_slice(k))
     }
 
     /// One pass of active expiry over this shard: sample up to `sample` keys that carry a TTL and
@@ -357,7 +498,7 @@ impl Shard {
         sample: usize,
         rng: &mut impl rand::Rng,
         expired: &mut Vec<Bytes>,
-        graveyard: &mut Vec<Entry>,
+        graveyard: &mut Vec<Removed>,
         ttls: &mut TtlSample,
     ) -> usize {
         let n = self.volatile.len().min(sample);
@@ -366,48 +507,79 @@ impl Shard {
                 break;
             }
             let i = rng.gen_range(0..self.volatile.len());
-            let key = self.volatile[i].clone();
-            if let Some(e) = self.map.get(&key) {
-                if e.expire_at >= now_ms {
-                    ttls.sum_ms += (e.expire_at - now_ms) as u64;
-                    ttls.count += 1;
-                }
+            let at = self.expires[i];
+            if at >= now_ms {
+                ttls.sum_ms += (at - now_ms) as u64;
+                ttls.count += 1;
+                continue;
             }
-            if self.is_expired(&key, now_ms) {
-                if let Some(e) = self.remove(&key) {
-                    graveyard.push(e);
-                }
-                self.touch_watched(&key);
-                self.expired_total += 1;
-                expired.push(key.to_bytes());
+            let Some(r) = &self.records[self.volatile[i] as usize] else {
+                continue;
+            };
+            let key = Bytes::copy_from_slice(r.key());
+            if let Some(e) = self.remove(&key) {
+                graveyard.push(e);
             }
+            self.touch_watched(&key);
+            self.expired_total += 1;
+            expired.push(key);
         }
         n
     }
 
     /// Bytes of this shard's own tables, what Redis calls the database's overhead: the key
-    /// table (with the keys and values stored inline in it) and its SCAN slot table, and the
-    /// list of keys with a TTL (MEMORY STATS `overhead.hashtable.main` / `.expires`).
+    /// index, the SCAN positions and the records (each key with its entry; Redis counts its
+    /// dictEntry structs here too), and the list of keys with a TTL (MEMORY STATS
+    /// `overhead.hashtable.main` / `.expires`).
     pub fn table_bytes(&self) -> (usize, usize) {
-        let main = self.map.allocation_size()
-            + self.slots.capacity() * std::mem::size_of::<Option<Key>>()
-            + self.free_slots.capacity() * std::mem::size_of::<u32>();
-        let expires = self.volatile.capacity() * std::mem::size_of::<Key>();
-        (main, expires)
+        (self.index_bytes() + self.record_bytes, self.expires_bytes())
+    }
+
+    /// The index, the SCAN positions and the free list, without the records.
+    fn index_bytes(&self) -> usize {
+        self.index.allocation_size()
+            + self.records.capacity() * std::mem::size_of::<Option<Record>>()
+            + self.free_slots.capacity() * std::mem::size_of::<u32>()
+    }
+
+    fn expires_bytes(&self) -> usize {
+        self.volatile.capacity() * std::mem::size_of::<u32>()
+            + self.expires.capacity() * std::mem::size_of::<i64>()
+    }
+
+    /// What `key` costs this shard, without its value's own allocations: its record, and its
+    /// share of the index and SCAN positions (and of the TTL list, when it has a TTL). None if
+    /// the key is absent.
+    pub fn key_bytes(&self, key: &[u8]) -> Option<usize> {
+        let e = self.raw_get(key)?;
+        let mut bytes = Record::alloc_bytes(key.len()) + self.index_bytes() / self.len().max(1);
+        if e.has_expire() {
+            bytes += self.expires_bytes() / self.volatile.len().max(1);
+        }
+        Some(bytes)
+    }
+
+    fn shrink_index_to(&mut self, len: usize) {
+        let hasher = &self.hasher;
+        self.index.shrink_to(len, |r| {
+            // SAFETY: as in `find`: a rehash only reads records `self.records` owns.
+            std::hash::BuildHasher::hash_one(hasher, unsafe { r.key() })
+        });
     }
 
     /// Give memory back after mass deletions: shrink the tables when they are mostly empty.
     /// Cost is proportional to the live keys, so callers do it for shards that emptied out.
     pub fn maybe_shrink(&mut self) {
-        let len = self.map.len();
-        if self.map.capacity() > 64 && self.map.capacity() / 8 > len {
-            self.map.shrink_to(len);
+        let len = self.index.len();
+        if self.index.capacity() > 64 && self.index.capacity() / 8 > len {
+            self.shrink_index_to(len);
         }
         if self.volatile.capacity() > 64 && self.volatile.capacity() / 8 > self.volatile.len() {
             self.volatile.shrink_to_fit();
+            self.expires.shrink_to_fit();
         }
-        if self.slots.capacity() > 64 && self.slots.capacity() / 8 > self.slots.len() {
-            self.slots.shrink_to_fit();
+        if self.records.capacity() > 64 && self.records.capacity() / 8 > self.records.len() {
+            self.records.shrink_to_fit();
         }
         if self.free_slots.capacity() > 64 && self.free_slots.capacity() / 8 > self.free_slots.len()
         {
@@ -416,30 +588,34 @@ impl Shard {
     }
 
     /// After an eviction, under `maxmemory`: give back a table that could be half its size.
-    /// A deleted entry frees nothing of its table (entries live in it), so the one insert
-    /// that doubled a shard's table (a jump of several KiB at a few dozen keys per shard)
-    /// left memory over the limit whatever was evicted; Redis's keys free their memory one by
-    /// one, and it declines to grow a table that would cross the limit. Shrinking the shard
-    /// that lost a key once it fits the smaller table gives the jump back.
+    /// Redis's keys free their memory one by one, and it declines to grow a table that would
+    /// cross the limit; here the insert that doubled a shard's index (a jump of a few hundred
+    /// bytes at a few dozen keys per shard) would otherwise stay over the limit whatever was
+    /// evicted. Shrinking the shard that lost a key once it fits the smaller table gives the
+    /// jump back.
     pub fn shrink_after_eviction(&mut self) {
-        let len = self.map.len();
-        if len <= self.map.capacity() / 2 {
-            self.map.shrink_to(len);
+        let len = self.index.len();
+        if len <= self.index.capacity() / 2 {
+            self.shrink_index_to(len);
         }
         if self.volatile.len() <= self.volatile.capacity() / 2 {
             self.volatile.shrink_to(self.volatile.len());
+            self.expires.shrink_to(self.expires.len());
         }
-        if self.slots.len() <= self.slots.capacity() / 2 {
-            self.slots.shrink_to(self.slots.len());
+        if self.records.len() <= self.records.capacity() / 2 {
+            self.records.shrink_to(self.records.len());
         }
     }
 
     /// Move all contents out, leaving an empty shard (SWAPDB, FLUSHALL ASYNC).
     pub fn swap_data(&mut self, other: &mut Shard) {
-        std::mem::swap(&mut self.map, &mut other.map);
-        std::mem::swap(&mut self.slots, &mut other.slots);
+        std::mem::swap(&mut self.index, &mut other.index);
+        std::mem::swap(&mut self.hasher, &mut other.hasher);
+        std::mem::swap(&mut self.records, &mut other.records);
         std::mem::swap(&mut self.free_slots, &mut other.free_slots);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
+        std::mem::swap(&mut self.expires, &mut other.expires);
+        std::mem::swap(&mut self.record_bytes, &mut other.record_bytes);
     }
 }
 
@@ -604,12 +780,12 @@ mod tests {
     fn an_eviction_gives_back_a_doubled_table() {
         let mut sh = Shard::default();
         let mut n = 0;
-        while sh.map.capacity() < 100 {
+        while sh.index.capacity() < 100 {
             sh.insert(format!("k{n}").as_bytes(), s("v"), false);
             n += 1;
         }
         let grown = sh.table_bytes().0;
-        let cap = sh.map.capacity();
+        let cap = sh.index.capacity();
         sh.remove(b"k0");
         sh.shrink_after_eviction();
         if sh.len() > cap / 2 {
@@ -643,7 +819,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut cur = 0;
         loop {
-            cur = sh.scan_slots(cur, 3, |k, _| seen.push(k.clone()));
+            cur = sh.scan_slots(cur, 3, |k, _, _| seen.push(k.to_vec()));
             if cur == 0 {
                 break;
             }
@@ -662,23 +838,23 @@ mod tests {
         for i in 0..n {
             sh.insert(format!("k:{i:012}").as_bytes(), s("v"), false);
         }
-        let size = std::mem::size_of::<(Key, Entry)>();
+        let size = std::mem::size_of::<RecordRef>();
         let (ctrl, mask) = sh
-            .map
+            .index
             .allocator()
             .table(size)
             .expect("table shape recognised");
         let mut home = 0;
         for i in 0..n {
             let key = format!("k:{i:012}");
-            let h = std::hash::BuildHasher::hash_one(sh.map.hasher(), key.as_bytes());
-            let (k, _) = sh.map.get_key_value(key.as_bytes()).expect("present");
-            // The slot holds the (Key, Entry) pair; the key is its first field or not, so
-            // compare the slot ranges.
-            let at = k as *const Key as usize;
+            let h = sh.hash(key.as_bytes());
+            let at = sh
+                .index
+                // SAFETY: the shard owns every record its index points at.
+                .find(h, |r| unsafe { r.key() == key.as_bytes() })
+                .expect("present") as *const RecordRef as usize;
             let pos = h as usize & mask;
-            let slot = ctrl - (pos + 1) * size;
-            if at >= slot && at < slot + size {
+            if at == ctrl - (pos + 1) * size {
                 home += 1;
             }
             sh.prefetch(key.as_bytes());

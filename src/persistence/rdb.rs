@@ -123,7 +123,7 @@ pub(crate) fn put_object(out: &mut Vec<u8>, value: &Value, lzf: bool) {
         Value::Str(s) => put(out, s),
         Value::List(l) => {
             put_len(out, l.len() as u64);
-            for item in &l.items {
+            for item in l.iter() {
                 put(out, item);
             }
         }
@@ -753,14 +753,16 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
             let n = r.count(1)?;
             let mut l = List::new();
             for _ in 0..n {
-                l.items.push_back(r.string()?);
+                l.push_back(&r.string()?);
             }
             Value::List(l)
         }
         TYPE_LIST_ZIPLIST => {
             let blob = r.string()?;
             let mut l = List::new();
-            l.items.extend(ziplist(&blob)?.iter().map(|e| e.to_vec()));
+            for e in ziplist(&blob)?.iter() {
+                l.push_back(&e.to_vec());
+            }
             Value::List(l)
         }
         TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
@@ -778,7 +780,7 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                     return fail("Quicklist integrity check failed.");
                 }
                 match container {
-                    CONTAINER_PLAIN => l.items.push_back(blob),
+                    CONTAINER_PLAIN => l.push_back(&blob),
                     CONTAINER_PACKED => {
                         let elems = if t == TYPE_LIST_QUICKLIST {
                             ziplist(&blob)?
@@ -789,7 +791,9 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                         if elems.is_empty() {
                             continue;
                         }
-                        l.items.extend(elems.iter().map(|e| e.to_vec()));
+                        for e in elems.iter() {
+                            l.push_back(&e.to_vec());
+                        }
                     }
                     _ => return None,
                 }
@@ -949,7 +953,7 @@ mod tests {
 
     fn strings(v: &Value) -> Vec<Vec<u8>> {
         match v {
-            Value::List(l) => l.items.iter().cloned().collect(),
+            Value::List(l) => l.iter().map(<[u8]>::to_vec).collect(),
             _ => panic!("not a list"),
         }
     }
@@ -1165,7 +1169,7 @@ mod tests {
         let l = limits();
         let mut list = List::new();
         for i in 0..300 {
-            list.items.push_back(format!("e{i}").into_bytes());
+            list.push_back(format!("e{i}").as_bytes());
         }
         let mut set = Set::new_intset();
         for i in 0..10 {
@@ -1266,7 +1270,7 @@ mod tests {
             let mut hash = Hash::new();
             let mut z = ZSet::new_large();
             for i in 0..20 {
-                list.items.push_back(format!("e{i}").into_bytes());
+                list.push_back(format!("e{i}").as_bytes());
                 set.add(i.to_string().as_bytes(), 512);
                 hash.set(format!("f{i}").as_bytes(), b"v", &l.hash);
                 z.insert(format!("m{i}").as_bytes(), f64::from(i), &l.zset);

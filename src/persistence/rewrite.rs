@@ -663,19 +663,19 @@ pub(crate) fn serialize_shard(
     before_key: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), String> {
     use std::borrow::Cow;
-    for (key, e) in shard.keys() {
-        if e.has_expire() && e.expire_at <= now {
+    for (key, e, expire_at) in shard.keys() {
+        if e.has_expire() && expire_at <= now {
             continue;
         }
         if !before_key(key) {
             return Err("the rewrite was stopped".into());
         }
         match &e.value {
-            Value::Str(v) => encode_command(buf, &[&b"SET"[..], &key[..], &v[..]]),
+            Value::Str(v) => encode_command(buf, &[&b"SET"[..], key, &v[..]]),
             Value::List(l) => batched(
                 b"RPUSH",
                 key,
-                l.items.iter().map(|i| vec![Cow::Borrowed(&i[..])]),
+                l.iter().map(|i| vec![Cow::Borrowed(i)]),
                 buf,
                 w,
             )?,
@@ -715,8 +715,8 @@ pub(crate) fn serialize_shard(
             }
         }
         if e.has_expire() {
-            let at = e.expire_at.to_string();
-            encode_command(buf, &[&b"PEXPIREAT"[..], &key[..], at.as_bytes()]);
+            let at = expire_at.to_string();
+            encode_command(buf, &[&b"PEXPIREAT"[..], key, at.as_bytes()]);
         }
         spill(buf, w)?;
     }

@@ -144,10 +144,10 @@ impl<W: Write> RdbWriter<W> {
 
     /// Every key of `shard`.
     pub(crate) fn shard(&mut self, shard: &Shard) -> std::io::Result<()> {
-        for (key, e) in shard.keys() {
+        for (key, e, expire_at) in shard.keys() {
             if e.has_expire() {
                 self.buf.push(OP_EXPIRETIME_MS);
-                self.buf.extend_from_slice(&e.expire_at.to_le_bytes());
+                self.buf.extend_from_slice(&expire_at.to_le_bytes());
             }
             self.buf.push(rdb::object_type(&e.value));
             if self.opts.compress {

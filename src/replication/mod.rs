@@ -134,6 +134,7 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
             return false;
         }
         srv.stats.net_output_bytes.add(n as u64);
+        srv.stats.writes_processed.add(1);
         left -= n as u64;
     }
     r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);

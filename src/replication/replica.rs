@@ -611,6 +611,7 @@ async fn apply_stream_until_done(
                     Ok(n) => {
                         link.unapplied.fetch_add(n as i64, Ordering::Relaxed);
                         srv.stats.net_input_bytes.add(n as u64);
+                        srv.stats.reads_processed.add(1);
                         last_io = tokio::time::Instant::now();
                         if let Some(i) = link.info.lock().as_mut() {
                             i.last_io_ms = crate::clock::unix_ms();

@@ -52,15 +52,24 @@ impl Keyed for (Box<[u8]>, Box<[u8]>) {
 const POS_BITS: u32 = 40;
 const POS_MASK: u64 = (1 << POS_BITS) - 1;
 
+/// The hash function of every [`Table`]: seeded at random once per process, as Redis seeds
+/// its dict hash once at startup. One per table cost each small set and hash its seed.
+static TABLE_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+    std::sync::LazyLock::new(hashbrown::DefaultHashBuilder::default);
+
+/// Below this many slots the slot vector grows one slot at a time, so a small set or hash
+/// holds no spare slots; past it, it doubles as usual.
+const EXACT_GROWTH_BELOW: usize = 8;
+
 /// A hash table with stable slot positions (see the module documentation).
 #[derive(Clone)]
 pub struct Table<T> {
     index: HashTable<u32>,
     slots: Vec<Option<T>>,
     free: Vec<u32>,
-    len: usize,
+    /// Elements present (slots are u32 positions, so this fits too).
+    len: u32,
     epoch: u32,
-    hasher: hashbrown::DefaultHashBuilder,
 }
 
 impl<T: Keyed> Default for Table<T> {
@@ -77,12 +86,16 @@ impl<T: Keyed> Table<T> {
             free: Vec::new(),
             len: 0,
             epoch: 0,
-            hasher: hashbrown::DefaultHashBuilder::default(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
+    }
+
+    /// Slots allocated (tests of the growth policy).
+    pub fn slot_capacity(&self) -> usize {
+        self.slots.capacity()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -90,7 +103,7 @@ impl<T: Keyed> Table<T> {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        TABLE_HASHER.hash_one(key)
     }
 
     /// Slot of `key`, if present.
@@ -126,16 +139,17 @@ impl<T: Keyed> Table<T> {
                 s
             }
             None => {
+                if self.slots.len() == self.slots.capacity()
+                    && self.slots.len() < EXACT_GROWTH_BELOW
+                {
+                    self.slots.reserve_exact(1);
+                }
                 self.slots.push(Some(e));
                 (self.slots.len() - 1) as u32
             }
         };
-        let Table {
-            index,
-            slots,
-            hasher,
-            ..
-        } = self;
+        let hasher = &*TABLE_HASHER;
+        let Table { index, slots, .. } = self;
         index.insert_unique(h, slot, |&i| {
             slots[i as usize]
                 .as_ref()
@@ -166,7 +180,7 @@ impl<T: Keyed> Table<T> {
         } else {
             self.free.push(slot);
         }
-        if self.slots.len() > 64 && self.len * 4 < self.slots.len() {
+        if self.slots.len() > 64 && self.len() * 4 < self.slots.len() {
             self.compact();
         }
         e
@@ -179,12 +193,8 @@ impl<T: Keyed> Table<T> {
         self.free.clear();
         self.free.shrink_to_fit();
         self.index = HashTable::with_capacity(self.slots.len());
-        let Table {
-            index,
-            slots,
-            hasher,
-            ..
-        } = self;
+        let hasher = &*TABLE_HASHER;
+        let Table { index, slots, .. } = self;
         for (i, e) in slots.iter().enumerate() {
             if let Some(e) = e {
                 let h = hasher.hash_one(e.key());
@@ -219,7 +229,7 @@ impl<T: Keyed> Table<T> {
 
     /// Slots of `count` distinct random elements (`count` < len).
     pub fn random_distinct_slots(&self, count: usize, rng: &mut impl Rng) -> Vec<usize> {
-        if count * 3 > self.len {
+        if count * 3 > self.len() {
             // Many of them: shuffle the live slots partially.
             let live: Vec<usize> = (0..self.slots.len())
                 .filter(|&i| self.slots[i].is_some())

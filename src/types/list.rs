@@ -1,28 +1,102 @@
-//! List values: a double-ended queue of byte strings.
+//! List values: a sequence of byte strings with pushes and pops at both ends.
 //!
-//! Redis 7.0 reports every list as a `quicklist` (a linked list of listpack chunks); Podium
-//! keeps the elements in one `VecDeque`, which gives the same O(1) pushes and pops at both
-//! ends and O(1) indexing. Commands reach the elements through `items` and the helpers below
-//! (index normalisation follows Redis: negative indexes count from the tail).
+//! Redis 7.0 keeps every list as a `quicklist`, a linked list of listpack chunks, so a short
+//! list is one small array of length-prefixed elements, and OBJECT ENCODING says
+//! `quicklist` for all of them. Podium has two forms behind the same API:
+//! - **packed**, for lists of up to [`PACKED_MAX_LEN`] elements and [`PACKED_MAX_BYTES`]
+//!   bytes: one exactly sized array of LEB128-length-prefixed elements (the shape of one
+//!   quicklist node). A five-element activity feed costs one allocation instead of six. A
+//!   push or pop rewrites the array, which at this size costs less than the allocation the
+//!   deque form makes per element; indexing walks it.
+//! - **deque**, past either bound: a `VecDeque` of elements, with O(1) pushes and pops at both
+//!   ends and O(1) indexing. A list that grew past the bounds stays a deque.
+//!
+//! Both report `quicklist`, which is what Redis 7.0 reports for any list. Index
+//! normalisation follows Redis: negative indexes count from the tail.
 
+use super::{get_varint, put_varint};
 use std::collections::VecDeque;
 
-#[derive(Clone, Default)]
+/// Most elements a packed list holds.
+pub const PACKED_MAX_LEN: usize = 128;
+/// Most bytes a packed list's array holds (prefixes included).
+pub const PACKED_MAX_BYTES: usize = 1024;
+
+#[derive(Clone)]
+enum Store {
+    /// `len` elements, each a LEB128 length then its bytes, back to back.
+    Packed {
+        buf: Box<[u8]>,
+        len: u32,
+    },
+    Deque(VecDeque<Vec<u8>>),
+}
+
+#[derive(Clone)]
 pub struct List {
-    pub items: VecDeque<Vec<u8>>,
+    store: Store,
+}
+
+impl Default for List {
+    fn default() -> List {
+        List::new()
+    }
+}
+
+/// The elements of a list in order (see [`List::iter`]).
+pub enum Iter<'a> {
+    Packed { buf: &'a [u8], pos: usize },
+    Deque(std::collections::vec_deque::Iter<'a, Vec<u8>>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        match self {
+            Iter::Packed { buf, pos } => {
+                if *pos >= buf.len() {
+                    return None;
+                }
+                let (n, at) = get_varint(buf, *pos);
+                *pos = at + n;
+                Some(&buf[at..at + n])
+            }
+            Iter::Deque(it) => it.next().map(|v| &v[..]),
+        }
+    }
+}
+
+fn prefixed_len(n: usize) -> usize {
+    let mut bytes = 1;
+    let mut n = n >> 7;
+    while n > 0 {
+        bytes += 1;
+        n >>= 7;
+    }
+    bytes
 }
 
 impl List {
     pub fn new() -> List {
-        List::default()
+        List {
+            store: Store::Packed {
+                buf: Box::default(),
+                len: 0,
+            },
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.items.len()
+        match &self.store {
+            Store::Packed { len, .. } => *len as usize,
+            Store::Deque(d) => d.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
     /// What OBJECT ENCODING reports (Redis 7.0: always quicklist).
@@ -30,9 +104,155 @@ impl List {
         "quicklist"
     }
 
+    /// Whether the list is in its packed form (tests, DEBUG).
+    pub fn is_packed(&self) -> bool {
+        matches!(self.store, Store::Packed { .. })
+    }
+
+    pub fn iter(&self) -> Iter<'_> {
+        match &self.store {
+            Store::Packed { buf, .. } => Iter::Packed { buf, pos: 0 },
+            Store::Deque(d) => Iter::Deque(d.iter()),
+        }
+    }
+
+    /// The element at position `p` (0-based from the head).
+    pub fn get(&self, p: usize) -> Option<&[u8]> {
+        match &self.store {
+            Store::Packed { .. } => self.iter().nth(p),
+            Store::Deque(d) => d.get(p).map(|v| &v[..]),
+        }
+    }
+
+    /// Elements `a..=b` (positions from [`List::range`]).
+    pub fn range_iter(&self, a: usize, b: usize) -> impl Iterator<Item = &[u8]> {
+        self.iter().skip(a).take(b + 1 - a)
+    }
+
+    /// The deque form, converting a packed list (for edits in the middle).
+    pub fn deque_mut(&mut self) -> &mut VecDeque<Vec<u8>> {
+        if let Store::Packed { .. } = self.store {
+            let d: VecDeque<Vec<u8>> = self.iter().map(<[u8]>::to_vec).collect();
+            self.store = Store::Deque(d);
+        }
+        match &mut self.store {
+            Store::Deque(d) => d,
+            Store::Packed { .. } => unreachable!("converted above"),
+        }
+    }
+
+    /// Whether the packed form can take `more` elements of `more_bytes` prefixed bytes.
+    fn packed_fits(&self, more: usize, more_bytes: usize) -> bool {
+        match &self.store {
+            Store::Packed { buf, len } => {
+                *len as usize + more <= PACKED_MAX_LEN && buf.len() + more_bytes <= PACKED_MAX_BYTES
+            }
+            Store::Deque(_) => false,
+        }
+    }
+
+    pub fn push_back(&mut self, v: &[u8]) {
+        let add = prefixed_len(v.len()) + v.len();
+        if self.packed_fits(1, add) {
+            if let Store::Packed { buf, len } = &mut self.store {
+                let mut out = Vec::with_capacity(buf.len() + add);
+                out.extend_from_slice(buf);
+                put_varint(&mut out, v.len());
+                out.extend_from_slice(v);
+                *buf = out.into_boxed_slice();
+                *len += 1;
+                return;
+            }
+        }
+        self.deque_mut().push_back(v.to_vec());
+    }
+
+    pub fn push_front(&mut self, v: &[u8]) {
+        let add = prefixed_len(v.len()) + v.len();
+        if self.packed_fits(1, add) {
+            if let Store::Packed { buf, len } = &mut self.store {
+                let mut out = Vec::with_capacity(buf.len() + add);
+                put_varint(&mut out, v.len());
+                out.extend_from_slice(v);
+                out.extend_from_slice(buf);
+                *buf = out.into_boxed_slice();
+                *len += 1;
+                return;
+            }
+        }
+        self.deque_mut().push_front(v.to_vec());
+    }
+
+    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+        match &mut self.store {
+            Store::Packed { buf, len } => {
+                if *len == 0 {
+                    return None;
+                }
+                let (n, at) = get_varint(buf, 0);
+                let e = buf[at..at + n].to_vec();
+                *buf = buf[at + n..].into();
+                *len -= 1;
+                Some(e)
+            }
+            Store::Deque(d) => d.pop_front(),
+        }
+    }
+
+    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
+        match &mut self.store {
+            Store::Packed { buf, len } => {
+                if *len == 0 {
+                    return None;
+                }
+                let mut start = 0;
+                let mut pos = 0;
+                while pos < buf.len() {
+                    start = pos;
+                    let (n, at) = get_varint(buf, pos);
+                    pos = at + n;
+                }
+                let (n, at) = get_varint(buf, start);
+                let e = buf[at..at + n].to_vec();
+                *buf = buf[..start].into();
+                *len -= 1;
+                Some(e)
+            }
+            Store::Deque(d) => d.pop_back(),
+        }
+    }
+
+    /// Keep only positions `a..=b` (LTRIM); a packed list stays packed.
+    pub fn keep_range(&mut self, a: usize, b: usize) {
+        match &mut self.store {
+            Store::Packed { .. } => {
+                let mut out = Vec::new();
+                let mut kept = 0u32;
+                for e in self.range_iter(a, b) {
+                    put_varint(&mut out, e.len());
+                    out.extend_from_slice(e);
+                    kept += 1;
+                }
+                self.store = Store::Packed {
+                    buf: out.into_boxed_slice(),
+                    len: kept,
+                };
+            }
+            Store::Deque(d) => {
+                d.truncate(b + 1);
+                d.drain(..a);
+            }
+        }
+    }
+
+    /// Remove every element.
+    pub fn clear(&mut self) {
+        *self = List::new();
+    }
+
     /// Resolve a Redis index (negative = from the tail) to a position, if in range.
     pub fn index(&self, i: i64) -> Option<usize> {
-        let n = self.items.len() as i64;
+        let n = self.len() as i64;
         let i = if i < 0 { n + i } else { i };
         if (0..n).contains(&i) {
             Some(i as usize)
@@ -43,7 +263,7 @@ impl List {
 
     /// Resolve LRANGE/LTRIM-style `start`/`stop` to an inclusive position range, or None if empty.
     pub fn range(&self, start: i64, stop: i64) -> Option<(usize, usize)> {
-        let n = self.items.len() as i64;
+        let n = self.len() as i64;
         let mut start = if start < 0 { n + start } else { start };
         let mut stop = if stop < 0 { n + stop } else { stop };
         if start < 0 {
@@ -58,14 +278,28 @@ impl List {
         Some((start as usize, stop as usize))
     }
 
-    /// Approximate heap bytes (MEMORY USAGE).
+    /// Heap bytes (MEMORY USAGE), by jemalloc's size classes.
     pub fn heap_bytes(&self) -> usize {
-        // Each element's own allocation, and the ring of element headers.
-        self.items
-            .iter()
-            .map(|e| crate::alloc::size_class(e.capacity()))
-            .sum::<usize>()
-            + crate::alloc::size_class(self.items.capacity() * std::mem::size_of::<Vec<u8>>())
+        match &self.store {
+            Store::Packed { buf, .. } => crate::alloc::size_class(buf.len()),
+            // Each element's own allocation, and the ring of element headers.
+            Store::Deque(d) => {
+                d.iter()
+                    .map(|e| crate::alloc::size_class(e.capacity()))
+                    .sum::<usize>()
+                    + crate::alloc::size_class(d.capacity() * std::mem::size_of::<Vec<u8>>())
+            }
+        }
+    }
+}
+
+impl<'a> FromIterator<&'a [u8]> for List {
+    fn from_iter<I: IntoIterator<Item = &'a [u8]>>(items: I) -> List {
+        let mut l = List::new();
+        for e in items {
+            l.push_back(e);
+        }
+        l
     }
 }
 
@@ -73,11 +307,15 @@ impl List {
 mod tests {
     use super::*;
 
+    fn items(l: &List) -> Vec<Vec<u8>> {
+        l.iter().map(<[u8]>::to_vec).collect()
+    }
+
     #[test]
     fn ranges() {
         let mut l = List::new();
         for i in 0..5 {
-            l.items.push_back(vec![b'0' + i]);
+            l.push_back(&[b'0' + i]);
         }
         assert_eq!(l.index(-1), Some(4));
         assert_eq!(l.index(5), None);
@@ -87,5 +325,68 @@ mod tests {
         assert_eq!(l.range(3, 1), None);
         assert_eq!(l.range(5, 10), None);
         assert_eq!(l.range(-2, -1), Some((3, 4)));
+    }
+
+    /// Every operation gives the same elements in both forms, and a packed list turns into a
+    /// deque exactly when it passes a bound.
+    #[test]
+    fn packed_and_deque_agree() {
+        let mut packed = List::new();
+        let mut deque = List::new();
+        deque.deque_mut();
+        let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+        let elem = |i: usize| format!("e{}", i * 37 % 101).into_bytes();
+        for i in 0..40 {
+            let e = if i % 9 == 0 { vec![b'x'; 200] } else { elem(i) };
+            for l in [&mut packed, &mut deque] {
+                if i % 3 == 0 {
+                    l.push_front(&e);
+                } else {
+                    l.push_back(&e);
+                }
+            }
+            if i % 3 == 0 {
+                model.push_front(e);
+            } else {
+                model.push_back(e);
+            }
+            if i % 5 == 4 {
+                assert_eq!(packed.pop_back(), model.back().cloned());
+                assert_eq!(deque.pop_back(), model.pop_back());
+                assert_eq!(packed.pop_front(), model.front().cloned());
+                assert_eq!(deque.pop_front(), model.pop_front());
+            }
+            let want: Vec<Vec<u8>> = model.iter().cloned().collect();
+            assert_eq!(items(&packed), want);
+            assert_eq!(items(&deque), want);
+            assert_eq!(packed.len(), model.len());
+            for (p, e) in model.iter().enumerate() {
+                assert_eq!(packed.get(p), Some(&e[..]));
+            }
+            let bytes: usize = model.iter().map(|e| prefixed_len(e.len()) + e.len()).sum();
+            if packed.is_packed() {
+                assert!(bytes <= PACKED_MAX_BYTES && model.len() <= PACKED_MAX_LEN);
+            }
+        }
+        packed.push_back(&[b'y'; PACKED_MAX_BYTES]);
+        assert!(!packed.is_packed(), "an element past the byte bound");
+        assert_eq!(packed.len(), model.len() + 1);
+        assert_eq!(packed.get(model.len()), Some(&[b'y'; PACKED_MAX_BYTES][..]));
+        let mut small: List = [&b"a"[..], b"b", b"c", b"d", b"e"].into_iter().collect();
+        assert!(small.is_packed());
+        small.keep_range(1, 3);
+        assert!(small.is_packed());
+        assert_eq!(
+            items(&small),
+            vec![b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        assert_eq!(small.range_iter(1, 2).collect::<Vec<_>>(), vec![b"c", b"d"]);
+        assert_eq!(small.pop_back(), Some(b"d".to_vec()));
+        assert_eq!(small.pop_back(), Some(b"c".to_vec()));
+        assert_eq!(small.pop_back(), Some(b"b".to_vec()));
+        assert_eq!(small.pop_back(), None);
+        let many: List = (0..PACKED_MAX_LEN + 1).map(|_| &b"z"[..]).collect();
+        assert!(!many.is_packed(), "more than PACKED_MAX_LEN elements");
+        assert_eq!(many.len(), PACKED_MAX_LEN + 1);
     }
 }

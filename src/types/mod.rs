@@ -26,6 +26,9 @@ pub enum Value {
     Stream(Box<stream::Stream>),
 }
 
+// A keyspace record holds a Value; keep it at five words (the record test pins the total).
+const _: () = assert!(std::mem::size_of::<Value>() <= 40);
+
 impl Value {
     /// The name TYPE reports.
     pub fn type_name(&self) -> &'static str {

@@ -297,6 +297,25 @@ impl Set {
 mod tests {
     use super::*;
 
+    /// A set's header is boxed in the keyspace entry: keep it in jemalloc's 96-byte class, and
+    /// a small table's slot vector without spare slots.
+    #[test]
+    fn small_tables_are_lean() {
+        assert!(
+            std::mem::size_of::<Set>() <= 96,
+            "{}",
+            std::mem::size_of::<Set>()
+        );
+        let mut s = Set::for_member(b"t1");
+        for m in ["t1", "t2", "t3", "t4", "t5"] {
+            assert!(s.add(m.as_bytes(), 512));
+        }
+        let Set::Table(t) = &s else {
+            panic!("strings make a table")
+        };
+        assert_eq!(t.slot_capacity(), 5);
+    }
+
     #[test]
     fn canonical_ints() {
         assert_eq!(canonical_i64(b"0"), Some(0));

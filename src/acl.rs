@@ -3,7 +3,7 @@
 //! A user has flags (on/off, nopass), a list of SHA-256 password hashes, and selectors: the
 //! root selector (rules given outside parentheses) plus any `(...)` selectors. A selector
 //! holds a bitmap of allowed commands indexed by the ids of Redis's command table
-//! ([`crate::acl_commands::COMMANDS`], generated from Redis's command JSON so categories,
+//! ([`crate::command_table::COMMANDS`], generated from Redis's command JSON so categories,
 //! subcommands and key specs are Redis's own), allowed first arguments (`+select|0`), key
 //! patterns with read/write permissions (`~`, `%R~`, `%W~`, `allkeys`) and channel patterns
 //! (`&`, `allchannels`). A command is allowed when any selector allows the command, every key
@@ -16,8 +16,8 @@
 //! all are valid (ACL SETUSER is all or nothing). `requirepass` sets the default user's
 //! password. Password comparisons hash the candidate and compare digests in constant time.
 
-use crate::acl_commands::{CATEGORIES, COMMANDS};
 use crate::cmdspec::{Begin, Find};
+use crate::command_table::{CATEGORIES, COMMANDS};
 use crate::config::dir;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};

@@ -6,7 +6,6 @@
 //! [`persistence`] (the append-only file) and [`config`].
 
 pub(crate) mod acl;
-pub(crate) mod acl_commands;
 pub mod alloc;
 pub(crate) mod arrival;
 pub(crate) mod blocking;
@@ -14,6 +13,7 @@ pub(crate) mod client;
 pub(crate) mod client_evict;
 pub(crate) mod clock;
 pub(crate) mod cmdspec;
+pub(crate) mod command_table;
 pub mod commands;
 pub mod config;
 pub(crate) mod config_rewrite;

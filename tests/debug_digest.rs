@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{have, Launch, Podium};
+use common::{require_tool, Launch, Podium};
 
 fn start(prog: &str) -> Podium {
     Launch::prog(prog)
@@ -107,12 +107,11 @@ fn fill(srv: &Podium) {
 
 #[test]
 fn digests_equal_redis_servers_for_the_same_data() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the DEBUG DIGEST cross-check");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     let podium = start(env!("CARGO_BIN_EXE_podium"));
-    let redis = start("redis-server");
+    let redis = start(&redis_server);
     let (mut pc, mut rc) = (podium.con(), redis.con());
     assert_eq!(digest(&mut pc), "0".repeat(40));
     assert_eq!(digest(&mut rc), "0".repeat(40));

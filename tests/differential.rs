@@ -2,8 +2,8 @@
 //!
 //! `argument_rules_match_redis`: fixed requests whose replies Redis 7.0.15 gives byte for byte
 //! (the shared timeout, cursor and option parsers, the order of argument/type/existence
-//! checks, the unknown-command error), checked on Podium and, when redis-server is installed,
-//! on Redis too so the expectations cannot drift from the real server.
+//! checks, the unknown-command error), checked on Podium and on Redis too so the expectations
+//! cannot drift from the real server.
 //!
 //! `random_commands_match_redis`: random argument vectors over Podium's command table (the
 //! string, generic-keys, hash, list, set, sorted-set, geo, bitmap and hyperloglog families), each sent to both servers
@@ -11,7 +11,8 @@
 //! except for the commands whose answer legitimately depends on hashing, randomness or the
 //! clock (compared only as "not an error"). Runs for `PODIUM_DIFF_SECONDS` (default 20) from
 //! seed `PODIUM_DIFF_SEED` (default: the clock; printed, so a failure can be replayed).
-//! Skipped, with a message, when redis-server is not installed. Divergences Redis's design
+//! Both fail when redis-server is not installed, unless PODIUM_ALLOW_SKIP=1 (then the first
+//! checks Podium alone and the second is skipped). Divergences Redis's design
 //! makes impractical to reproduce are in [`ALLOWED`], each with its reason.
 
 mod common;
@@ -97,13 +98,12 @@ impl Raw {
     }
 }
 
+/// A redis-server to compare with; `None` only when it is missing and skipping is allowed
+/// (`common::require_tool` panics otherwise).
 fn redis_server() -> Option<common::Podium> {
-    if !common::have("redis-server") {
-        println!("NOTICE: redis-server is not installed: the comparison with Redis is skipped");
-        return None;
-    }
+    let prog = common::require_tool("redis-server")?;
     Some(
-        Launch::prog("redis-server")
+        Launch::prog(&prog)
             .args(&["--save", "", "--appendonly", "no"])
             .start(),
     )

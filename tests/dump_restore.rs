@@ -1,5 +1,5 @@
 //! DUMP and RESTORE: replies and errors, options, TTLs, AOF logging, and payload compatibility
-//! with redis-server 7.0 in both directions (when it is installed).
+//! with redis-server 7.0 in both directions (redis-server needed, see `common::require_tool`).
 
 mod common;
 
@@ -389,11 +389,10 @@ fn restore_is_logged_so_a_restart_restores_the_same_deadline() {
 
 #[test]
 fn payloads_move_between_redis_server_and_podium() {
-    if !common::have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the DUMP cross-check with Redis");
+    let Some(redis_server) = common::require_tool("redis-server") else {
         return;
-    }
-    let redis = Launch::prog("redis-server").args(&["--save", ""]).start();
+    };
+    let redis = Launch::prog(&redis_server).args(&["--save", ""]).start();
     let podium = Podium::start(&[]);
     let mut rc = redis.con();
     let mut pc = podium.con();

@@ -1,6 +1,6 @@
 //! GEO, BITOP/BITFIELD and HyperLogLog: replies, stored bytes and payloads checked against a
-//! real redis-server 7.0 (when installed), plus the keyspace events and AOF records these
-//! commands produce.
+//! real redis-server 7.0 (needed, see `common::require_tool`), plus the keyspace events and
+//! AOF records these commands produce.
 
 mod common;
 
@@ -30,13 +30,11 @@ fn outcome(con: &mut Connection, args: &[Vec<u8>]) -> String {
     }
 }
 
-/// redis-server and Podium side by side, or None when redis-server is not installed.
+/// redis-server and Podium side by side; `None` only when redis-server is missing and skipping
+/// is allowed (`common::require_tool` panics otherwise).
 fn pair() -> Option<(Podium, Podium)> {
-    if !common::have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the cross-check");
-        return None;
-    }
-    let redis = Launch::prog("redis-server").args(&["--save", ""]).start();
+    let redis_server = common::require_tool("redis-server")?;
+    let redis = Launch::prog(&redis_server).args(&["--save", ""]).start();
     Some((redis, Podium::start(&[])))
 }
 

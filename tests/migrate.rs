@@ -1,4 +1,5 @@
-//! MIGRATE between Podium and redis-server 7.0 in both directions (when it is installed), and
+//! MIGRATE between Podium and redis-server 7.0 in both directions (redis-server needed, see
+//! `common::require_tool`), and
 //! between two Podiums: keys arrive with their values and time to live, leave the source
 //! unless COPY, errors from the target and from the network are Redis's, and the password
 //! given to MIGRATE never shows in SLOWLOG.
@@ -186,14 +187,13 @@ fn migrate_errors_match_redis() {
 
 #[test]
 fn migrate_to_and_from_redis_server() {
-    if !common::have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the MIGRATE cross-check");
+    let Some(redis_server) = common::require_tool("redis-server") else {
         return;
-    }
-    let redis = Launch::prog("redis-server").args(&["--save", ""]).start();
+    };
+    let redis = Launch::prog(&redis_server).args(&["--save", ""]).start();
     let podium = Podium::start(&[]);
     round(&podium, &redis, Some("pw"));
-    let redis2 = Launch::prog("redis-server").args(&["--save", ""]).start();
+    let redis2 = Launch::prog(&redis_server).args(&["--save", ""]).start();
     let podium2 = Podium::start(&[]);
     round(&redis2, &podium2, Some("pw2"));
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{have, Launch, Podium};
+use common::{require_tool, Launch, Podium};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 /// has loaded its AOF; Err(log) if it exits before that.
 fn start_prog(prog: &str, dir: &Path, extra: &[&str]) -> Result<Podium, String> {
     let mut args = vec!["--dir", dir.to_str().expect("UTF-8 dir")];
-    if prog == "redis-server" {
+    // Any program but Podium is a redis-server here (`require_tool` gives its path).
+    if prog != env!("CARGO_BIN_EXE_podium") {
         args.extend(["--save", "", "--aof-use-rdb-preamble", "no"]);
     }
     args.extend_from_slice(extra);
@@ -691,11 +692,10 @@ fn check(c: &mut redis::Connection, who: &str) {
 }
 
 fn check_aof_tool(dir: &Path) {
-    if !have("redis-check-aof") {
-        println!("NOTICE: redis-check-aof not installed; skipping its check");
+    let Some(check_aof) = require_tool("redis-check-aof") else {
         return;
-    }
-    let out = Command::new("redis-check-aof")
+    };
+    let out = Command::new(check_aof)
         .arg(aof_dir(dir).join("appendonly.aof.manifest"))
         .output()
         .unwrap();
@@ -709,10 +709,9 @@ fn check_aof_tool(dir: &Path) {
 
 #[test]
 fn redis_server_loads_what_podium_wrote_and_vice_versa() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the cross-check with Redis");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     // Podium writes (incremental file, then a rewrite, then more incremental) -> Redis loads.
     let tmp = tempdir();
     let dir = tmp.path().join("p");
@@ -730,7 +729,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
     drop(c);
     srv.stop();
     check_aof_tool(&dir);
-    let redis = start_prog("redis-server", &dir, &["--appendonly", "yes"]).unwrap();
+    let redis = start_prog(&redis_server, &dir, &["--appendonly", "yes"]).unwrap();
     let mut c = redis.con();
     check(&mut c, "redis loading podium's AOF");
     let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
@@ -742,7 +741,7 @@ fn redis_server_loads_what_podium_wrote_and_vice_versa() {
     let dir = tmp.path().join("r");
     std::fs::create_dir_all(&dir).unwrap();
     let redis = start_prog(
-        "redis-server",
+        &redis_server,
         &dir,
         &["--appendonly", "yes", "--appendfsync", "always"],
     )
@@ -1206,15 +1205,14 @@ fn single_file_aof_from_redis_6_is_upgraded() {
 /// followed by commands) both load; Podium's own RDB base loads into redis-server.
 #[test]
 fn rdb_preamble_aofs_load_both_ways() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the RDB preamble cross-check");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     let tmp = tempdir();
     let dir = tmp.path().join("r");
     std::fs::create_dir_all(&dir).unwrap();
     let redis = start_prog(
-        "redis-server",
+        &redis_server,
         &dir,
         &["--appendonly", "yes", "--aof-use-rdb-preamble", "yes"],
     )
@@ -1278,7 +1276,7 @@ fn rdb_preamble_aofs_load_both_ways() {
     let manifest = std::fs::read_to_string(aof_dir(&dir).join("appendonly.aof.manifest")).unwrap();
     assert!(manifest.contains(".base.rdb seq 2 type b"), "{manifest}");
     check_aof_tool(&dir);
-    let redis = start_prog("redis-server", &dir, &["--appendonly", "yes"]).unwrap();
+    let redis = start_prog(&redis_server, &dir, &["--appendonly", "yes"]).unwrap();
     let mut c = redis.con();
     check(&mut c, "redis loading podium's .base.rdb");
     let v: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();

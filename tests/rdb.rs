@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{have, Launch, Podium};
+use common::{require_tool, Launch, Podium};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -41,8 +41,9 @@ fn podium(dir: &Path, extra: &[&str]) -> Result<Podium, String> {
     start_prog(env!("CARGO_BIN_EXE_podium"), dir, extra)
 }
 
-fn redis_server(dir: &Path, extra: &[&str]) -> Podium {
-    start_prog("redis-server", dir, extra).expect("redis-server starts")
+/// `prog` is the redis-server `require_tool` found.
+fn redis_server(prog: &str, dir: &Path, extra: &[&str]) -> Podium {
+    start_prog(prog, dir, extra).expect("redis-server starts")
 }
 
 /// One key's type, contents (sets and hashes sorted) and whether it has a TTL.
@@ -208,12 +209,11 @@ fn wait_bgsave(srv: &Podium) {
 
 #[test]
 fn redis_dump_loads_into_podium_and_podium_save_loads_into_redis() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the RDB cross-check");
+    let Some(redis_bin) = require_tool("redis-server") else {
         return;
-    }
+    };
     let from_redis = tempdir();
-    let redis = redis_server(from_redis.path(), &["--save", ""]);
+    let redis = redis_server(&redis_bin, from_redis.path(), &["--save", ""]);
     fill(&redis);
     let want = dataset(&redis, 16);
     assert!(want.len() > 20);
@@ -243,8 +243,8 @@ fn redis_dump_loads_into_podium_and_podium_save_loads_into_redis() {
     assert_eq!(status(&p, &["SAVE"]), "OK");
     drop(p);
     let file = from_podium.path().join("dump.rdb");
-    if have("redis-check-rdb") {
-        let out = Command::new("redis-check-rdb")
+    if let Some(check_rdb) = require_tool("redis-check-rdb") {
+        let out = Command::new(check_rdb)
             .arg(&file)
             .output()
             .expect("redis-check-rdb runs");
@@ -254,7 +254,7 @@ fn redis_dump_loads_into_podium_and_podium_save_loads_into_redis() {
             "{text}"
         );
     }
-    let redis = redis_server(from_podium.path(), &["--save", ""]);
+    let redis = redis_server(&redis_bin, from_podium.path(), &["--save", ""]);
     assert_eq!(dataset(&redis, 16), want);
     drop(redis);
     // Without compression or checksum as well.
@@ -267,7 +267,7 @@ fn redis_dump_loads_into_podium_and_podium_save_loads_into_redis() {
     .expect("start");
     assert_eq!(status(&p, &["SAVE"]), "OK");
     drop(p);
-    let redis = redis_server(plain.path(), &["--save", ""]);
+    let redis = redis_server(&redis_bin, plain.path(), &["--save", ""]);
     assert_eq!(dataset(&redis, 16), want);
 }
 
@@ -547,12 +547,11 @@ fn stream_view(srv: &Podium, key: &str) -> String {
 
 #[test]
 fn streams_cross_load_between_redis_and_podium() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the stream RDB cross-check");
+    let Some(redis_bin) = require_tool("redis-server") else {
         return;
-    }
+    };
     let rdir = tempdir();
-    let redis = redis_server(rdir.path(), &["--save", ""]);
+    let redis = redis_server(&redis_bin, rdir.path(), &["--save", ""]);
     fill_streams(&redis);
     let keys = ["s", "empty", "mk"];
     let want: Vec<String> = keys.iter().map(|k| stream_view(&redis, k)).collect();
@@ -585,8 +584,8 @@ fn streams_cross_load_between_redis_and_podium() {
     assert_eq!(status(&p, &["CONFIG", "SET", "dir", dir]), "OK");
     assert_eq!(status(&p, &["SAVE"]), "OK");
     drop(p);
-    if have("redis-check-rdb") {
-        let out = Command::new("redis-check-rdb")
+    if let Some(check_rdb) = require_tool("redis-check-rdb") {
+        let out = Command::new(check_rdb)
             .arg(pdir.path().join("dump.rdb"))
             .output()
             .expect("redis-check-rdb runs");
@@ -597,6 +596,7 @@ fn streams_cross_load_between_redis_and_podium() {
         );
     }
     let redis = redis_server(
+        &redis_bin,
         pdir.path(),
         &["--save", "", "--sanitize-dump-payload", "yes"],
     );

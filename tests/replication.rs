@@ -1,14 +1,14 @@
-//! Replication end to end: a Podium replica of a Podium master, and, where redis-server is
-//! installed, a Redis 7 replica of a Podium master and a Podium replica of a Redis 7 master
-//! (the protocol and the RDB image are shared, so each side is checked against the real
-//! other side). Covers the full synchronization (image, then the stream from the fork's
+//! Replication end to end: a Podium replica of a Podium master, and (redis-server needed, see
+//! `common::require_tool`) a Redis 7 replica of a Podium master and a Podium replica of a
+//! Redis 7 master (the protocol and the RDB image are shared, so each side is checked against
+//! the real other side). Covers the full synchronization (image, then the stream from the fork's
 //! instant), writes while the image is made, SELECT in the stream, WAIT, ROLE and INFO
 //! replication, read-only replicas, partial resynchronization after a dropped link, and
 //! REPLICAOF NO ONE.
 
 mod common;
 
-use common::{have, Launch, Podium};
+use common::{require_tool, Launch, Podium};
 use redis::Connection;
 use std::time::{Duration, Instant};
 
@@ -173,23 +173,21 @@ fn podium_replica_of_podium_master() {
 
 #[test]
 fn redis_replica_of_podium_master() {
-    if !have("redis-server") {
-        eprintln!("redis-server not installed: skipped");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     let master = Podium::start(&[]);
-    let replica = Launch::prog("redis-server").args(&["--save", ""]).start();
+    let replica = Launch::prog(&redis_server).args(&["--save", ""]).start();
     check_pair(&master, &replica, false);
 }
 
 #[test]
 fn podium_replica_of_redis_master() {
-    if !have("redis-server") {
-        eprintln!("redis-server not installed: skipped");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     // Redis sends its image diskless (the `$EOF:<mark>` form) by default; no delay here.
-    let master = Launch::prog("redis-server")
+    let master = Launch::prog(&redis_server)
         .args(&["--save", "", "--repl-diskless-sync-delay", "0"])
         .start();
     let replica = Podium::start(&[]);

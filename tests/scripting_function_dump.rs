@@ -1,6 +1,6 @@
 //! FUNCTION DUMP / RESTORE: the payload is Redis's (RDB strings, RDB version, CRC64), so a
-//! dump taken from redis-server 7.0 restores in Podium and the reverse (when redis-server is
-//! installed); the restore policies and errors as Redis's.
+//! dump taken from redis-server 7.0 restores in Podium and the reverse (redis-server needed,
+//! see `common::require_tool`); the restore policies and errors as Redis's.
 
 mod common;
 
@@ -106,11 +106,10 @@ fn dump_and_restore_with_their_policies() {
 
 #[test]
 fn payloads_cross_between_redis_and_podium() {
-    if !common::have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the FUNCTION DUMP cross-check");
+    let Some(redis_server) = common::require_tool("redis-server") else {
         return;
-    }
-    let redis = Launch::prog("redis-server").args(&["--save", ""]).start();
+    };
+    let redis = Launch::prog(&redis_server).args(&["--save", ""]).start();
     let podium = Podium::start(&[]);
     let (mut r, mut p) = (redis.con(), podium.con());
     // Redis -> Podium (Redis compresses the longer library text with LZF).

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{have, Launch, Podium};
+use common::{require_tool, Launch, Podium};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -82,13 +82,12 @@ fn tempdir() -> tempfile::TempDir {
 
 #[test]
 fn libraries_cross_between_podium_and_redis_rdb_files() {
-    if !have("redis-server") {
-        println!("NOTICE: redis-server not installed; skipping the cross-check");
+    let Some(redis_server) = require_tool("redis-server") else {
         return;
-    }
+    };
     // redis-server's file into Podium.
     let from_redis = tempdir();
-    let redis = start("redis-server", from_redis.path(), &[]);
+    let redis = start(&redis_server, from_redis.path(), &[]);
     let _: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg(LIB)
@@ -110,8 +109,8 @@ fn libraries_cross_between_podium_and_redis_rdb_files() {
         .expect("podium FUNCTION LOAD");
     let _: () = redis::cmd("SAVE").query(&mut p2.con()).expect("SAVE");
     drop(p2);
-    if have("redis-check-rdb") {
-        let out = std::process::Command::new("redis-check-rdb")
+    if let Some(check_rdb) = require_tool("redis-check-rdb") {
+        let out = std::process::Command::new(check_rdb)
             .arg(from_podium.path().join("dump.rdb"))
             .output()
             .expect("redis-check-rdb runs");
@@ -121,7 +120,7 @@ fn libraries_cross_between_podium_and_redis_rdb_files() {
             "{text}"
         );
     }
-    let redis = start("redis-server", from_podium.path(), &[]);
+    let redis = start(&redis_server, from_podium.path(), &[]);
     assert_eq!(libraries(&redis), want);
     assert_eq!(
         fcall(&redis, "bump", "k").expect("FCALL"),

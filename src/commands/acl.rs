@@ -95,7 +95,7 @@ fn acl_command(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
         },
         ("cat", 2) => Ok(Reply::Array(
-            crate::acl_commands::CATEGORIES
+            crate::command_table::CATEGORIES
                 .iter()
                 .map(|c| bulk(c.as_bytes()))
                 .collect(),

@@ -7,6 +7,9 @@
 //! if the child exits because the port was taken, or another process answers there, the start
 //! is retried on a new port.
 //!
+//! [`require_tool`] is the one way a test finds an external program (redis-server and Redis's
+//! other tools): a missing one fails the test unless `PODIUM_ALLOW_SKIP=1`.
+//!
 //! Each test binary compiles this module and uses part of it.
 #![allow(dead_code)]
 
@@ -327,7 +330,6 @@ fn call(s: &mut BufReader<TcpStream>, args: &[&str]) -> Option<Result<String, St
     }
 }
 
-/// True if `prog --version` runs (e.g. whether redis-server is installed for a cross-check).
 /// INFO memory's `used_memory`.
 pub fn used_memory(c: &mut Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
@@ -339,11 +341,53 @@ pub fn used_memory(c: &mut Connection) -> u64 {
         .unwrap()
 }
 
-pub fn have(prog: &str) -> bool {
-    Command::new(prog)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
+/// The variable that lets a test whose external tool is missing skip instead of failing. CI
+/// never sets it: there a missing tool must fail the run, not turn a comparison with Redis into
+/// a pass that checked nothing.
+pub const ALLOW_SKIP: &str = "PODIUM_ALLOW_SKIP";
+
+/// The path of `tool` (e.g. `redis-server`, `redis-check-rdb`), found on PATH, for a test that
+/// checks Podium against Redis's own programs.
+///
+/// When the tool is missing this panics, naming it and the Debian package that installs it,
+/// unless `PODIUM_ALLOW_SKIP=1` is set: then it prints a notice and returns `None`, and the
+/// caller skips what needs the tool (usually by returning from the test).
+pub fn require_tool(tool: &str) -> Option<String> {
+    if let Some(path) = find_on_path(tool) {
+        return Some(path);
+    }
+    let package = match tool {
+        "redis-server" => "redis-server",
+        "redis-cli" | "redis-benchmark" | "redis-check-aof" | "redis-check-rdb" => "redis-tools",
+        other => other,
+    };
+    if std::env::var_os(ALLOW_SKIP).is_some_and(|v| v == "1") {
+        eprintln!("NOTICE: {tool} is not installed; {ALLOW_SKIP}=1, so what needs it is skipped");
+        return None;
+    }
+    panic!(
+        "missing dependency: {tool} is not on PATH. This test checks Podium against Redis's own \
+         {tool} and would check nothing without it. Install it with \
+         `apt-get install {package}` (Debian/Ubuntu), or set {ALLOW_SKIP}=1 to skip such \
+         checks on purpose"
+    );
+}
+
+/// The first executable file named `tool` in PATH's directories, as the shell would run it.
+fn find_on_path(tool: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dirs = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&dirs)
+        .map(|dir| dir.join(tool))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })?;
+    // Callers pass the path on as a `&str` (Launch, Command); a PATH directory that is not
+    // UTF-8 is a broken setup worth a clear failure rather than a skip.
+    Some(
+        found
+            .to_str()
+            .unwrap_or_else(|| panic!("{tool} found at a non-UTF-8 path {found:?}"))
+            .to_string(),
+    )
 }

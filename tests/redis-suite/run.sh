@@ -23,8 +23,9 @@
 # Exit status: 0 when everything expected passed (or the ratchet was met), 1 otherwise,
 # 2 on a usage error or when Redis's tests cannot be fetched.
 #
-# Redis's tests come from Debian's `redis` source package (7.0.15 on bookworm), fetched once with
-# `apt-get source --download-only redis` into $REDIS_SUITE_CACHE (default ~/.cache/redis-suite).
+# Redis's tests come from Debian's `redis` source package (7.0.15 on bookworm, pinned by
+# tools/redis-source.sh), fetched once with `apt-get source --download-only redis` into
+# $REDIS_SUITE_CACHE (default ~/.cache/redis-suite).
 # SUITE_TIMEOUT: seconds a suite may run before it is stopped (default 600).
 set -u
 
@@ -96,33 +97,12 @@ fi
 case "$port$min_passed" in *[!0-9]*) echo "run.sh: --port and --min-passed take numbers" >&2; exit 2 ;; esac
 
 # --- Redis's test tree ---------------------------------------------------------------------------
-cache=${REDIS_SUITE_CACHE:-$HOME/.cache/redis-suite}
-redis_tree() { ls -d "$cache"/redis-7.0.*/ 2>/dev/null | head -n1; }
-fetch_redis_tests() {
-  command -v tclsh >/dev/null || { apt-get update -qq && apt-get install -y -qq tcl >/dev/null; } \
-    || { echo "run.sh: tclsh is missing and could not be installed" >&2; return 1; }
-  # apt-get source needs deb-src entries; Debian's images ship only deb ones.
-  if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
-        >/etc/apt/sources.list.d/podium-deb-src.sources
-    elif [ -f /etc/apt/sources.list ]; then
-      sed -n 's/^deb /deb-src /p' /etc/apt/sources.list >/etc/apt/sources.list.d/podium-deb-src.list
-    fi
-  fi
-  apt-get update -qq >/dev/null 2>&1
-  local dl; dl=$(mktemp -d)
-  (cd "$dl" && apt-get source --download-only redis >/dev/null 2>&1) \
-    || { echo "run.sh: apt-get source --download-only redis failed" >&2; rm -rf "$dl"; return 1; }
-  mkdir -p "$cache" && tar xzf "$dl"/redis_*.orig.tar.gz -C "$cache"
-  local rc=$?; rm -rf "$dl"; return $rc
-}
-tree=$(redis_tree)
-if [ -z "$tree" ] || [ ! -x "$tree/runtest" ]; then
-  fetch_redis_tests || exit 2
-  tree=$(redis_tree)
-  [ -n "$tree" ] && [ -x "$tree/runtest" ] || { echo "run.sh: no Redis 7.0 test tree in $cache" >&2; exit 2; }
-fi
+# tools/redis-source.sh fetches the pinned 7.0.15 tree once; the generated tables are checked
+# against the same tree (tools/check-generated.sh).
+command -v tclsh >/dev/null || { apt-get update -qq && apt-get install -y -qq tcl >/dev/null; } \
+  || { echo "run.sh: tclsh is missing and could not be installed" >&2; exit 2; }
+tree=$(bash "$(dirname "$0")/../../tools/redis-source.sh") || exit 2
+[ -x "$tree/runtest" ] || { echo "run.sh: no runtest in the Redis tree $tree" >&2; exit 2; }
 
 cleanup_paths=()
 cleanup() { [ ${#cleanup_paths[@]} = 0 ] || rm -rf "${cleanup_paths[@]}"; }

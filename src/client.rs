@@ -61,9 +61,19 @@ pub struct ClientInfo {
     /// Bytes of replies in the connection's output buffer that the socket has not taken yet
     /// (CLIENT LIST obl; with the queued pushes, omem).
     pub(crate) out_pending: AtomicUsize,
-    /// The output buffer's allocation (kept at up to 16 KiB between replies, the whole of
-    /// it while any reply waits): what client eviction and MEMORY STATS count.
+    /// The output buffer's allocation (see `connection::OUT_KEEP_MAX` for what is kept
+    /// between replies; the whole of it while any reply waits): what client eviction and
+    /// MEMORY STATS count.
     pub(crate) out_held: AtomicUsize,
+    /// The largest batch of replies over 16 KiB written since the cron last looked (see
+    /// `connection::request_buffer_checks`).
+    pub(crate) out_peak: AtomicUsize,
+    /// The cron found the output buffer's room bigger than the client has lately needed: the
+    /// connection shrinks it once nothing in it waits.
+    pub(crate) out_check: AtomicBool,
+    /// The client's last read held more than one command: its output buffer's room is kept
+    /// between batches (see `connection::OUT_KEEP_MAX`).
+    pub(crate) pipelined: AtomicBool,
     /// The client's memory when it was killed, until its connection has freed its buffers
     /// (see [`killed_unfreed`]); `usize::MAX` once the connection is gone.
     unfreed_bytes: AtomicUsize,
@@ -144,6 +154,9 @@ impl ClientInfo {
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
             out_held: AtomicUsize::new(0),
+            out_peak: AtomicUsize::new(0),
+            out_check: AtomicBool::new(false),
+            pipelined: AtomicBool::new(false),
             unfreed_bytes: AtomicUsize::new(0),
             user: Mutex::new(None),
             repl_role: AtomicU8::new(ROLE_NONE),
@@ -298,9 +311,10 @@ impl ClientInfo {
             obl,
             oll,
             omem,
-            // What is measured of the client's memory: its query buffer, arguments and
-            // pending output.
-            qbuf + qbuf_free + argv_mem + omem,
+            // What is measured of the client's memory (as client eviction measures it): its
+            // query buffer, arguments, queued pushes and its output buffer's allocation (Redis
+            // 7.0 counts its reply buffer's usable size too).
+            self.memory_bytes(),
             self.last_cmd.lock(),
             self.user_name(),
             self.resp.load(Ordering::Relaxed),

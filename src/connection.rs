@@ -160,6 +160,9 @@ async fn serve_client(
                 qb.check(&mut buf);
             }
         }
+        if !is_parked {
+            shrink_out_if_asked(&info, &mut out, sent);
+        }
         qb.before_read(&mut buf);
         info.qbuf.store(buf.len(), Ordering::Relaxed);
         info.qbuf_free
@@ -233,6 +236,7 @@ async fn serve_client(
         if std::mem::take(&mut is_parked) {
             // What the hook did not write goes first, before this read's replies.
             parked.0.take_back(&mut out, &mut sent)?;
+            shrink_out_if_asked(&info, &mut out, sent);
         }
         // While this read's commands run, CLIENT LIST shows the buffer as read (the running
         // command included), as Redis shows it before trimming what it processed.
@@ -262,6 +266,8 @@ async fn serve_client(
         }
         let mut close = false;
         let mut proto_err = None;
+        // Commands this read ran: a pipeline's replies keep their buffer room (OUT_KEEP_MAX).
+        let mut ran = 0usize;
         // The longest argument of 32 KiB or more this read completed (see querybuf).
         let mut big_arg = 0usize;
         loop {
@@ -361,6 +367,7 @@ async fn serve_client(
                 unblock_stats,
             } = dispatch_with(srv, client, args, &mut guards);
             arrival = None;
+            ran += 1;
             if let Some(args) = postponed {
                 // Clients are paused: send what the pipeline produced so far, wait for the
                 // pause to change, then submit the request again (it may wait again).
@@ -467,6 +474,10 @@ async fn serve_client(
             flush(srv, sock, &info, &mut out, &mut sent).await?;
             sock.shutdown();
             return Ok(());
+        }
+        let pipelined = ran > 1;
+        if info.pipelined.load(Ordering::Relaxed) != pipelined {
+            info.pipelined.store(pipelined, Ordering::Relaxed);
         }
         if sent < out.len() {
             if crate::util::write_turn::deferring() && !srv.aof.replies_wait_for_fsync() {
@@ -581,8 +592,9 @@ impl Drop for ParkedGuard {
     }
 }
 
-/// The cron's visit of every client's query buffer (Redis's clientsCronResizeQueryBuffer):
-/// each connection whose buffer may be given back or shrunk is asked to check it.
+/// The cron's visit of every client's query and output buffers (Redis's
+/// clientsCronResizeQueryBuffer and clientsCronResizeOutputBuffer): each connection whose
+/// buffer may be given back or shrunk is asked to check it.
 pub(crate) fn request_buffer_checks(srv: &Server) {
     let now = unix_ms();
     for info in srv.clients.lock().values() {
@@ -591,6 +603,17 @@ pub(crate) fn request_buffer_checks(srv: &Server) {
         let free = info.qbuf_free.load(Ordering::Relaxed);
         if crate::querybuf::wants_check(qbuf, free, idle)
             && !info.qbuf_check.swap(true, Ordering::Relaxed)
+        {
+            info.push.ready.notify();
+        }
+        // Output room kept past OUT_KEEP that the client's batches since the last visit
+        // needed less than half of (none at all for an idle client) is asked back.
+        let held = info.out_held.load(Ordering::Relaxed);
+        let peak = info.out_peak.swap(0, Ordering::Relaxed);
+        if held > OUT_KEEP
+            && peak * 2 < held
+            && info.out_pending.load(Ordering::Relaxed) == 0
+            && !info.out_check.swap(true, Ordering::Relaxed)
         {
             info.push.ready.notify();
         }
@@ -664,8 +687,32 @@ fn over_limit(
     false
 }
 
-/// The output buffer room a client keeps between replies (Redis's PROTO_REPLY_CHUNK_BYTES).
+/// The output buffer room a client keeps when idle (Redis's PROTO_REPLY_CHUNK_BYTES).
 const OUT_KEEP: usize = 16 * 1024;
+/// The most output buffer room a pipelining client keeps between batches of replies (a client
+/// whose last read held more than one command). A client that pipelines big replies (LRANGE_300 at P=16: 53 KB a batch) keeps its room while it goes on
+/// doing so: given back after every batch, the buffer grew again by doubling for the next one
+/// (16 -> 32 -> 64 KiB, copying what it held each time), a fifth of the server's time. The
+/// room stays counted as the client's (`out_held`), and the cron asks for it back once the
+/// client's recent batches need less than half of it (see [`request_buffer_checks`]), as
+/// Redis 7.0 resizes a client's reply buffer to its recent peak. Room past this is given back
+/// at once, as before.
+const OUT_KEEP_MAX: usize = 1 << 20;
+
+/// Give back output buffer room the cron found unneeded (`out_check`), once nothing in the
+/// buffer waits for the socket; the room kept is the client's recent peak, at least
+/// [`OUT_KEEP`].
+fn shrink_out_if_asked(info: &ClientInfo, out: &mut Vec<u8>, sent: usize) {
+    if !info.out_check.load(Ordering::Relaxed) || sent < out.len() {
+        return;
+    }
+    info.out_check.store(false, Ordering::Relaxed);
+    let keep = info.out_peak.load(Ordering::Relaxed).max(OUT_KEEP);
+    if out.capacity() > keep {
+        out.shrink_to(keep);
+        note_pending(info, out, sent);
+    }
+}
 
 /// Account for `n` more bytes of `out` taken by the socket.
 fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n: usize) {
@@ -673,14 +720,19 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
     srv.stats.net_output_bytes.add(n as u64);
     srv.stats.writes_processed.add(1);
     if *sent == out.len() {
+        let keep = info.pipelined.load(Ordering::Relaxed);
+        if keep && out.len() > OUT_KEEP {
+            info.out_peak.fetch_max(out.len(), Ordering::Relaxed);
+        }
         out.clear();
         *sent = 0;
         info.push.sent();
-        // A big reply's room is given back once it is out, as Redis frees its reply blocks
-        // past the client's 16 KiB buffer: kept, the room of many clients' past replies
-        // counted in used_memory as nobody's (not the clients', so `maxmemory-clients` missed
-        // it and keys were evicted instead; unit/maxmemory, "many MGET clients").
-        if out.capacity() > OUT_KEEP {
+        // A big reply's room is given back once it is out, as Redis frees its reply blocks,
+        // unless the client pipelines (see OUT_KEEP_MAX). Pushes and one-at-a-time replies
+        // keep nothing: kept room counts in used_memory, and the invalidations that key
+        // eviction sends to tracking clients would then evict more keys (unit/maxmemory,
+        // "client tracking don't cause eviction feedback loop").
+        if out.capacity() > OUT_KEEP_MAX || (out.capacity() > OUT_KEEP && !keep) {
             out.shrink_to(OUT_KEEP);
         }
         // Eviction notices in it are out of the process now (client::Notices).

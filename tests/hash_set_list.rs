@@ -89,7 +89,7 @@ fn full_scan(
 
 // ---- A raw RESP reader, to check exact reply types (set vs array, map, null kinds). ----
 
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum R {
     Simple(String),
     Err(String),
@@ -507,6 +507,156 @@ fn hgetall_and_smembers_shapes_resp2_resp3() {
         r3.call(&["HSCAN", "h", "0"]),
         R::Array(vec![b("0"), R::Array(vec![b("a"), b("1")])])
     );
+}
+
+/// LRANGE, SMEMBERS, SINTER, HGETALL, HKEYS and HVALS encode their replies while walking the
+/// value: the same elements, in the same order and shape, as a script (which gets the
+/// structure) sees, in both protocols, for packed and big lists, integer and string sets, and
+/// small and big hashes; inside MULTI too.
+#[test]
+fn walked_replies_match_the_scripted_ones_in_both_protocols() {
+    let s = start(&[]);
+    let mut c = s.con();
+    for i in 0..5 {
+        let _: i64 = c.rpush("small", format!("e{i}")).unwrap();
+    }
+    for i in 0..700 {
+        let _: i64 = c.rpush("big", format!("element-{i}")).unwrap();
+        let _: i64 = c.sadd("ints", i).unwrap();
+        let _: i64 = c.sadd("strs", format!("m{i}")).unwrap();
+        let _: i64 = c.hset("bigh", format!("f{i}"), format!("v{i}")).unwrap();
+    }
+    let _: i64 = c.hset("smallh", "name", "ann").unwrap();
+    let _: i64 = c.hset("smallh", "age", "33").unwrap();
+    let calls: &[&[&str]] = &[
+        &["LRANGE", "small", "0", "-1"],
+        &["LRANGE", "small", "1", "2"],
+        &["LRANGE", "big", "0", "599"],
+        &["LRANGE", "big", "-300", "-1"],
+        &["LRANGE", "big", "5", "2"],
+        &["SMEMBERS", "ints"],
+        &["SMEMBERS", "strs"],
+        &["SINTER", "strs", "strs"],
+        &["SUNION", "ints", "strs"],
+        &["HGETALL", "smallh"],
+        &["HGETALL", "bigh"],
+        &["HKEYS", "bigh"],
+        &["HVALS", "smallh"],
+    ];
+    for resp3 in [false, true] {
+        let mut raw = Raw::new(&s, resp3);
+        for call in calls {
+            let direct = raw.call(call);
+            // The script returns what redis.call gave it. With redis.setresp(3) a RESP3 set
+            // or map reaches Lua as one and goes back to a RESP3 client as one (Redis 7.0's
+            // conversions); RESP2 scripts see arrays, as a RESP2 client does.
+            let body = if resp3 {
+                "redis.setresp(3) return redis.call(unpack(ARGV))"
+            } else {
+                "return redis.call(unpack(ARGV))"
+            };
+            let mut script = vec!["EVAL", body, "0"];
+            script.extend_from_slice(call);
+            let scripted = raw.call(&script);
+            // A RESP3 set or map comes back from Lua in its table's order.
+            assert!(
+                unordered(&direct) == unordered(&scripted),
+                "{call:?} resp3={resp3}: differs from the script's"
+            );
+            let n = match &direct {
+                R::Array(v) | R::Set(v) => v.len(),
+                R::Map(v) => v.len() * 2,
+                other => panic!("{call:?}: {other:?}"),
+            };
+            let want = match call {
+                ["LRANGE", _, "0", "599"] => 600,
+                ["LRANGE", _, "-300", "-1"] => 300,
+                ["LRANGE", _, "5", "2"] => 0,
+                ["LRANGE", "small", "0", "-1"] => 5,
+                ["LRANGE", "small", "1", "2"] => 2,
+                ["SUNION", ..] => 1400,
+                ["HGETALL", "bigh"] => 1400,
+                ["HGETALL", "smallh"] => 4,
+                ["HVALS", "smallh"] => 2,
+                _ => 700,
+            };
+            assert_eq!(n, want, "{call:?}");
+            assert_eq!(raw.call(&["MULTI"]), R::Simple("OK".into()));
+            assert_eq!(raw.call(call), R::Simple("QUEUED".into()));
+            let exec = raw.call(&["EXEC"]);
+            assert!(exec == R::Array(vec![direct]), "{call:?} in MULTI differs");
+        }
+    }
+    // Pipelined big replies (a kept output buffer reused batch after batch) arrive whole and
+    // in order.
+    let mut raw = Raw::new(&s, false);
+    let mut batch = Vec::new();
+    for i in 0..64 {
+        let stop = (100 + i * 7).to_string();
+        batch.extend(
+            format!(
+                "*4\r\n$6\r\nLRANGE\r\n$3\r\nbig\r\n$1\r\n0\r\n${}\r\n{stop}\r\n",
+                stop.len()
+            )
+            .into_bytes(),
+        );
+    }
+    let id = match raw.call(&["CLIENT", "ID"]) {
+        R::Int(id) => id,
+        other => panic!("{other:?}"),
+    };
+    for _round in 0..3 {
+        raw.r.get_mut().write_all(&batch).expect("write");
+        for i in 0..64 {
+            match raw.read() {
+                R::Array(v) => {
+                    assert_eq!(v.len(), 101 + i * 7);
+                    assert_eq!(v.last(), Some(&b(&format!("element-{}", 100 + i * 7))));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    // The room those batches needed (about 250 KB each) stays the client's while it keeps
+    // pipelining, counted in its tot-mem; idle, the cron gives it back within a few visits.
+    let tot_mem = |c: &mut redis::Connection| -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("ID")
+            .arg(id)
+            .query(c)
+            .unwrap();
+        let field = list.split(' ').find_map(|f| f.strip_prefix("tot-mem="));
+        field.and_then(|v| v.parse().ok()).expect("tot-mem")
+    };
+    assert!(
+        tot_mem(&mut c) > 200_000,
+        "kept between batches: {}",
+        tot_mem(&mut c)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while tot_mem(&mut c) > 40_000 {
+        assert!(std::time::Instant::now() < deadline, "room not given back");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(matches!(raw.call(&["LRANGE", "small", "0", "0"]), R::Array(v) if v.len() == 1));
+}
+
+/// A reply with a RESP3 set's or map's elements sorted (their order is not part of them).
+fn unordered(r: &R) -> R {
+    match r {
+        R::Set(v) => {
+            let mut v = v.clone();
+            v.sort_by_key(|e| format!("{e:?}"));
+            R::Set(v)
+        }
+        R::Map(v) => {
+            let mut v = v.clone();
+            v.sort_by_key(|e| format!("{e:?}"));
+            R::Map(v)
+        }
+        other => other.clone(),
+    }
 }
 
 impl R {

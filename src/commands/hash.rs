@@ -9,6 +9,7 @@ use super::argv::{scan_reply, ArgReader};
 use super::{flags::*, CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
 use crate::keyspace::DbHandle;
+use crate::protocol::reply::{Aggregate, BulkReply};
 use crate::protocol::{Reply, Resp};
 use crate::types::hash::{Hash, HashLimits};
 use crate::types::{Value, WRONGTYPE};
@@ -162,28 +163,50 @@ fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let resp = ctx.encoding_for_client();
     let mut db = ctx.db();
     match read_hash(&mut db, &args[1])? {
         None => Ok(Reply::Map(Vec::new())),
-        Some(h) => Ok(Reply::Map(
-            h.iter().map(|(f, v)| (bulk(f), bulk(v))).collect(),
-        )),
+        Some(h) => Ok(match resp {
+            Some(resp) => {
+                let mut reply = BulkReply::new(resp, Aggregate::Map, h.len() * 2);
+                for (f, v) in h.iter() {
+                    reply.push(f);
+                    reply.push(v);
+                }
+                reply.finish()
+            }
+            None => Reply::Map(h.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()),
+        }),
     }
 }
 
 fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let mut db = ctx.db();
-    match read_hash(&mut db, &args[1])? {
-        None => Ok(Reply::Array(Vec::new())),
-        Some(h) => Ok(Reply::Array(h.iter().map(|(f, _)| bulk(f)).collect())),
-    }
+    hash_column(ctx, &args[1], |(f, _)| f)
 }
 
 fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    hash_column(ctx, &args[1], |(_, v)| v)
+}
+
+/// HKEYS / HVALS: one side of every pair of the hash at `key`, in the hash's order.
+fn hash_column(
+    ctx: &mut Ctx,
+    key: &[u8],
+    side: impl for<'a> Fn((&'a [u8], &'a [u8])) -> &'a [u8],
+) -> CmdResult {
+    let resp = ctx.encoding_for_client();
     let mut db = ctx.db();
-    match read_hash(&mut db, &args[1])? {
+    match read_hash(&mut db, key)? {
         None => Ok(Reply::Array(Vec::new())),
-        Some(h) => Ok(Reply::Array(h.iter().map(|(_, v)| bulk(v)).collect())),
+        Some(h) => Ok(match resp {
+            Some(resp) => {
+                let mut reply = BulkReply::new(resp, Aggregate::Array, h.len());
+                h.iter().for_each(|pair| reply.push(side(pair)));
+                reply.finish()
+            }
+            None => Reply::Array(h.iter().map(|pair| bulk(side(pair))).collect()),
+        }),
     }
 }
 

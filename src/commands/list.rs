@@ -13,6 +13,7 @@ use super::{flags::*, BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
 use crate::notify;
+use crate::protocol::reply::{Aggregate, BulkReply};
 use crate::protocol::Reply;
 use crate::types::list::List;
 use crate::types::{Value, WRONGTYPE};
@@ -234,12 +235,20 @@ fn llen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let start = int(&args[2])?;
     let stop = int(&args[3])?;
+    let resp = ctx.encoding_for_client();
     let mut db = ctx.db();
     match get_list(&mut db, &args[1], true)? {
         None => Ok(Reply::Array(Vec::new())),
         Some(l) => match l.range(start, stop) {
             None => Ok(Reply::Array(Vec::new())),
-            Some((a, b)) => Ok(Reply::Array(l.range_iter(a, b).map(bulk).collect())),
+            Some((a, b)) => match resp {
+                Some(resp) => {
+                    let mut reply = BulkReply::new(resp, Aggregate::Array, b - a + 1);
+                    l.range_iter(a, b).for_each(|e| reply.push(e));
+                    Ok(reply.finish())
+                }
+                None => Ok(Reply::Array(l.range_iter(a, b).map(bulk).collect())),
+            },
         },
     }
 }

@@ -274,6 +274,13 @@ impl<'c, 'a> Ctx<'c, 'a> {
         self.g.now_ms
     }
 
+    /// The protocol to encode a reply in while it is built ([`crate::protocol::reply::BulkReply`],
+    /// [`crate::protocol::reply::RangeReply`]), or None when the reply must stay a structure:
+    /// inside a script, where Lua reads it rather than the client.
+    pub fn encoding_for_client(&self) -> Option<crate::protocol::Resp> {
+        (!self.client.in_script).then_some(self.client.resp)
+    }
+
     /// The reply size past which Redis would have closed this client mid-reply: its class's
     /// hard output-buffer limit. For replies whose size the client chooses (the repeated
     /// random picks of HRANDFIELD, SRANDMEMBER, ZRANDMEMBER): Redis builds them element by

@@ -11,7 +11,8 @@ use super::hash::{rand_count, PickBudget};
 use super::{flags::*, CmdResult, Ctx, Keys, Spec};
 use crate::keyspace::DbHandle;
 use crate::notify;
-use crate::protocol::Reply;
+use crate::protocol::reply::{Aggregate, BulkReply};
+use crate::protocol::{Reply, Resp};
 use crate::types::set::Set;
 use crate::types::{Value, WRONGTYPE};
 use bytes::Bytes;
@@ -149,15 +150,25 @@ fn smismember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ))
 }
 
-fn members_reply(s: &Set) -> Reply {
-    Reply::Set(s.iter().map(|m| bulk(&m)).collect())
+/// A set's members as a reply: encoded while walked for a client (`resp`), a structure for a
+/// script.
+fn members_reply(s: &Set, resp: Option<Resp>) -> Reply {
+    match resp {
+        Some(resp) => {
+            let mut reply = BulkReply::new(resp, Aggregate::Set, s.len());
+            s.iter().for_each(|m| reply.push(&m));
+            reply.finish()
+        }
+        None => Reply::Set(s.iter().map(|m| bulk(&m)).collect()),
+    }
 }
 
 fn smembers(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let resp = ctx.encoding_for_client();
     let mut db = ctx.db();
     match get_set(&mut db, &args[1], true)? {
         None => Ok(Reply::Set(Vec::new())),
-        Some(s) => Ok(members_reply(s)),
+        Some(s) => Ok(members_reply(s, resp)),
     }
 }
 
@@ -434,10 +445,11 @@ fn compute(
 
 fn set_op(ctx: &mut Ctx, args: &[Bytes], op: Op) -> Reply {
     let max = max_intset(ctx);
+    let resp = ctx.encoding_for_client();
     let mut db = ctx.db();
     match compute(&mut db, &args[1..], op, max, true) {
         Err(e) => e,
-        Ok(s) => members_reply(&s),
+        Ok(s) => members_reply(&s, resp),
     }
 }
 

@@ -431,20 +431,81 @@ impl RangeReply {
 
     /// The encoded reply: the array header (RESP2 counts members and scores, RESP3 pairs),
     /// then the elements.
-    pub fn finish(mut self) -> Reply {
+    pub fn finish(self) -> Reply {
         let n = range_count(self.count, self.withscores, self.resp);
-        let digits = crate::util::numtext::digit_count(n as u64);
-        let from = HEADER_MAX - (digits + 3);
-        let head = &mut self.out[from..HEADER_MAX];
-        head[0] = b'*';
-        crate::util::numtext::write_digits(n as u64, &mut head[1..=digits]);
-        head[digits + 1..].copy_from_slice(b"\r\n");
-        // Handed over as it is: a `Bytes` of a vector with spare capacity would allocate its
-        // shared header (and free it after the write).
-        Reply::Encoded {
-            wire: self.out,
-            from,
+        header_in_front(self.out, b'*', n)
+    }
+}
+
+/// Write the header `tag` `n` CRLF right before the elements that follow the [`HEADER_MAX`]
+/// bytes kept free at the front of `out`, and hand the reply over from there.
+fn header_in_front(mut out: Vec<u8>, tag: u8, n: usize) -> Reply {
+    let digits = crate::util::numtext::digit_count(n as u64);
+    let from = HEADER_MAX - (digits + 3);
+    let head = &mut out[from..HEADER_MAX];
+    head[0] = tag;
+    crate::util::numtext::write_digits(n as u64, &mut head[1..=digits]);
+    head[digits + 1..].copy_from_slice(b"\r\n");
+    // Handed over as it is: a `Bytes` of a vector with spare capacity would allocate its
+    // shared header (and free it after the write).
+    Reply::Encoded { wire: out, from }
+}
+
+/// What an aggregate of bulk strings is to a RESP3 client; to a RESP2 client each is an array
+/// (a map flattened to its keys and values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregate {
+    /// `*`: LRANGE, HKEYS, HVALS.
+    Array,
+    /// `~`: SMEMBERS, SINTER, SUNION, SDIFF.
+    Set,
+    /// `%`, pushed as key, value, key, value: HGETALL.
+    Map,
+}
+
+/// A reply of bulk strings (a list's range, a set's members, a hash's fields and values)
+/// encoded while the value is walked, as [`RangeReply`] does for sorted sets: one buffer for
+/// the whole reply instead of a [`Reply`] and a copy of each element. redis-benchmark's
+/// LRANGE_300 at P=16 spent a fifth of its instructions on the per-element replies. Like
+/// [`RangeReply`], only for a client that reads the reply as sent (not for scripts).
+pub struct BulkReply {
+    out: Vec<u8>,
+    resp: Resp,
+    kind: Aggregate,
+    count: usize,
+}
+
+impl BulkReply {
+    /// A reply for a client speaking `resp`, with room for about `hint` elements.
+    pub fn new(resp: Resp, kind: Aggregate, hint: usize) -> BulkReply {
+        let mut out = Vec::with_capacity(HEADER_MAX + hint.min(1024) * (16 + BULK_HEAD));
+        out.resize(HEADER_MAX, 0);
+        BulkReply {
+            out,
+            resp,
+            kind,
+            count: 0,
         }
+    }
+
+    /// Append one bulk string (for a map: a key, then its value).
+    #[inline]
+    pub fn push(&mut self, b: &[u8]) {
+        let mut w = SpareWriter::reserve(&mut self.out, b.len() + BULK_HEAD);
+        w.bulk(b);
+        w.finish();
+        self.count += 1;
+    }
+
+    /// The encoded reply, its header counting what `resp` counts: a map's pairs in RESP3,
+    /// its keys and values in RESP2.
+    pub fn finish(self) -> Reply {
+        let (tag, n) = match (self.kind, self.resp) {
+            (Aggregate::Array, _) | (_, Resp::V2) => (b'*', self.count),
+            (Aggregate::Set, Resp::V3) => (b'~', self.count),
+            (Aggregate::Map, Resp::V3) => (b'%', self.count / 2),
+        };
+        header_in_front(self.out, tag, n)
     }
 }
 
@@ -945,6 +1006,50 @@ mod tests {
             }
             assert_eq!(Reply::ScoredMembers(list.clone()).to_bytes(resp), want);
             assert_eq!(Reply::Members(list.clone()).to_bytes(resp), bare);
+        }
+    }
+
+    /// A bulk reply built while walking encodes exactly as the structured reply it stands for,
+    /// in both protocols, for every element count up to past 100 (one-, two- and three-digit
+    /// headers) and every element length the short-copy paths treat apart.
+    #[test]
+    fn bulk_replies_match_the_structured_replies() {
+        use super::{Aggregate, BulkReply};
+        let distinct: Vec<u8> = (0..140).map(|i| b'a' + (i % 26) as u8).collect();
+        for n in [0usize, 1, 2, 9, 10, 11, 99, 100, 101, 1500] {
+            let elements: Vec<&[u8]> = (0..n).map(|i| &distinct[..(i * 7) % 140]).collect();
+            let bulks = || {
+                elements
+                    .iter()
+                    .map(|e| Reply::bulk_slice(e))
+                    .collect::<Vec<_>>()
+            };
+            let pairs: Vec<(Reply, Reply)> = elements
+                .chunks_exact(2)
+                .map(|p| (Reply::bulk_slice(p[0]), Reply::bulk_slice(p[1])))
+                .collect();
+            for resp in [Resp::V2, Resp::V3] {
+                let built = |kind: Aggregate, items: &[&[u8]]| {
+                    let mut r = BulkReply::new(resp, kind, items.len());
+                    for e in items {
+                        r.push(e);
+                    }
+                    r.finish().to_bytes(resp)
+                };
+                assert_eq!(
+                    built(Aggregate::Array, &elements),
+                    Reply::Array(bulks()).to_bytes(resp)
+                );
+                assert_eq!(
+                    built(Aggregate::Set, &elements),
+                    Reply::Set(bulks()).to_bytes(resp)
+                );
+                let even = &elements[..n - n % 2];
+                assert_eq!(
+                    built(Aggregate::Map, even),
+                    Reply::Map(pairs.clone()).to_bytes(resp)
+                );
+            }
         }
     }
 }

@@ -1,9 +1,14 @@
 //! Podium: a Redis-protocol-compatible sorted-set server for real-time leaderboards.
 //!
-//! Layers, each one module: [`protocol`] (RESP parse/encode), [`server`] and [`connection`]
-//! (I/O, pipelining, client state), [`commands`] (one file per command family), [`keyspace`]
-//! (databases, shards, expiry), [`types`] (the skip list and other value types),
-//! [`persistence`] (the append-only file) and [`config`].
+//! The main layers, top to bottom (each imports only from the ones after it; the README's
+//! "Layering" lists every module, and `tests/layering.rs` checks the order, inside folders
+//! too): [`server`] (the runtime, the accept loops' start, the cron), [`connection`] (a
+//! client's socket loop, pipelining), `replication`, [`commands`] (the command table, the
+//! dispatcher, one file per command family, scripting among them), [`persistence`] (RDB
+//! snapshots, the append-only file with its manifest and rewrites, the RDB object codec that
+//! DUMP/RESTORE share), `state` (the shared `Server`), `pubsub`, `client` (a connection's own
+//! state), [`config`], [`keyspace`] (databases, shards, expiry), [`protocol`] (RESP
+//! parse/encode), [`types`] (the skip list and other value types) and [`util`].
 
 pub(crate) mod acl;
 pub mod alloc;

@@ -8,21 +8,15 @@
 //! handler reads its options with it instead of re-implementing number or keyword rules.
 //!
 //! Redis sees each argument as a NUL-terminated string, so an option name or a cursor ends at
-//! the first NUL byte (`"nx\0junk"` is `NX`); [`c_str`] gives that view. Numbers parsed with
+//! the first NUL byte (`"nx\0junk"` is `NX`); [`c_str`] (in `util`, since the shared error
+//! texts read arguments that way too) gives that view. Numbers parsed with
 //! length-aware helpers (`string2ll`, `string2ld`) keep the whole argument, as in Redis.
 
 use super::errors::{INVALID_CURSOR, NOT_INT, SYNTAX, TIMEOUT_NEGATIVE, TIMEOUT_NOT_FLOAT};
 use crate::protocol::Reply;
+use crate::util::c_str;
 use crate::util::numtext::{glob_match, parse_i64, LongDouble};
 use bytes::Bytes;
-
-/// The argument as C code sees it: up to its first NUL byte.
-pub(crate) fn c_str(a: &[u8]) -> &[u8] {
-    match a.iter().position(|&b| b == 0) {
-        Some(n) => &a[..n],
-        None => a,
-    }
-}
 
 /// `strcasecmp(arg, word) == 0`: an option name as Redis compares it.
 pub(crate) fn is_keyword(a: &[u8], word: &str) -> bool {

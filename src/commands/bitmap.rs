@@ -144,7 +144,7 @@ fn field_type(a: &[u8]) -> Result<(bool, u32), Reply> {
         _ => return Err(Reply::error(BAD_TYPE)),
     };
     // Redis reads the width as a C string: it ends at the first NUL.
-    let width = super::argv::c_str(&a[1..]);
+    let width = crate::util::c_str(&a[1..]);
     match parse_i64(width) {
         Some(b) if b >= 1 && b <= if signed { 64 } else { 63 } => Ok((signed, b as u32)),
         _ => Err(Reply::error(BAD_TYPE)),

@@ -1,48 +1,14 @@
 //! COMMAND DOCS: the documentation Redis 7.0.15 gives for each command, answered from the
 //! table tools/gen_command_docs.py generates into `super::command_docs` from Redis's own
-//! command JSON files. This module owns the shapes of that table and turns an entry into the
-//! reply Redis's addReplyCommandDocs builds: fields in Redis's order, each optional field only
-//! when set, and a container's `subcommands` limited to the subcommands Podium runs.
+//! command JSON files (its rows have the shapes of `super::doc_entry`). This module turns an
+//! entry into the reply Redis's addReplyCommandDocs builds: fields in Redis's order, each
+//! optional field only when set, and a container's `subcommands` limited to the subcommands
+//! Podium runs.
 
 use super::command_docs::DOCS;
+use super::doc_entry::DocArg;
 use super::latency;
 use crate::protocol::Reply;
-
-/// One command's or subcommand's documentation, as Redis's commands.c holds it.
-pub(crate) struct CommandDoc {
-    /// Full name: `get`, or `config|get` for a subcommand.
-    pub name: &'static str,
-    pub summary: Option<&'static str>,
-    pub since: Option<&'static str>,
-    pub group: &'static str,
-    pub complexity: Option<&'static str>,
-    /// `deprecated` and/or `syscmd`, in that order.
-    pub doc_flags: &'static [&'static str],
-    pub deprecated_since: Option<&'static str>,
-    pub replaced_by: Option<&'static str>,
-    /// (version, change) pairs; empty when Redis has none (the field is then left out).
-    pub history: &'static [(&'static str, &'static str)],
-    /// Empty when the command takes no arguments (the field is then left out).
-    pub arguments: &'static [DocArg],
-    /// How many `name|sub` entries follow this one in [`DOCS`]; 0 for a plain command.
-    pub subcommands: usize,
-}
-
-/// One argument in a command's documented syntax.
-pub(crate) struct DocArg {
-    pub name: &'static str,
-    /// `string`, `integer`, `double`, `key`, `pattern`, `unix-time`, `pure-token`, `oneof`, `block`.
-    pub kind: &'static str,
-    pub key_spec_index: Option<i64>,
-    pub token: Option<&'static str>,
-    pub summary: Option<&'static str>,
-    pub since: Option<&'static str>,
-    pub deprecated_since: Option<&'static str>,
-    /// `optional`, `multiple`, `multiple_token`, in that order.
-    pub flags: &'static [&'static str],
-    /// The nested arguments of a `oneof` or `block` (always present for those two kinds).
-    pub arguments: Option<&'static [DocArg]>,
-}
 
 fn bulk(s: &str) -> Reply {
     Reply::bulk_slice(s.as_bytes())

@@ -27,7 +27,7 @@ pub fn invalid_expire_time(cmd: &str) -> String {
 /// cannot live in [`Reply::Error`]'s text, so the reply is the encoded error line
 /// ([`Reply::Raw`], still counted as an error by [`Reply::is_error`]).
 pub fn unknown_command(args: &[Bytes]) -> Reply {
-    use super::argv::c_str;
+    use crate::util::c_str;
     let name = c_str(&args[0]);
     let mut list: Vec<u8> = Vec::new();
     for a in args.iter().skip(1) {

@@ -229,7 +229,7 @@ fn pfdebug(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     } else {
         Err(Reply::error(format!(
             "ERR Unknown PFDEBUG subcommand '{}'",
-            String::from_utf8_lossy(super::argv::c_str(sub))
+            String::from_utf8_lossy(crate::util::c_str(sub))
         )))
     }
 }

@@ -5,6 +5,7 @@ use super::flags::*;
 use super::{table, CmdResult, Ctx, Keys, Spec};
 use crate::config::dir;
 use crate::protocol::Reply;
+use crate::util::human;
 use crate::version::REDIS_VERSION;
 use bytes::Bytes;
 use std::fmt::Write as _;
@@ -404,19 +405,6 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
         }
     }
     out
-}
-
-pub(crate) fn human(n: usize) -> String {
-    let n = n as f64;
-    if n < 1024.0 {
-        format!("{n}B")
-    } else if n < 1024.0 * 1024.0 {
-        format!("{:.2}K", n / 1024.0)
-    } else if n < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2}M", n / 1024.0 / 1024.0)
-    } else {
-        format!("{:.2}G", n / 1024.0 / 1024.0 / 1024.0)
-    }
 }
 
 fn info(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {

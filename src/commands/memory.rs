@@ -205,7 +205,7 @@ pub(crate) type InfoFields = Vec<(&'static str, String)>;
 /// the others before `maxmemory` first, then those after it).
 pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
     let m = measure_unlocked(srv);
-    let human = super::info::human;
+    let human = crate::util::human;
     let mut before = vec![
         ("used_memory", m.total_allocated.to_string()),
         ("used_memory_human", human(m.total_allocated)),

@@ -21,6 +21,7 @@ pub(crate) mod command_docs;
 pub mod config_cmd;
 pub mod debug;
 mod debug_data;
+pub(crate) mod doc_entry;
 pub(crate) mod docs;
 pub mod errors;
 pub mod expire;

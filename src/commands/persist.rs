@@ -6,7 +6,7 @@
 use super::args::{eq, SYNTAX};
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
-use crate::persistence::snapshot;
+use crate::persistence::{child, snapshot};
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -50,7 +50,7 @@ fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
             "ERR Background append only file rewriting already in progress",
         ));
     }
-    if snapshot::bgsave_running(srv) || ctx.in_exec {
+    if child::bgsave_running(srv) || ctx.in_exec {
         // As Redis with another child active (or inside EXEC, which holds every shard): the
         // rewrite starts from the cron once the BGSAVE is over. Asked for by hand, it is not
         // held back by earlier failures.
@@ -69,7 +69,7 @@ fn bgrewriteaof(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
 
 fn save(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     let srv = ctx.srv;
-    if snapshot::bgsave_running(srv) {
+    if child::bgsave_running(srv) {
         return Err(Reply::error("ERR Background save already in progress"));
     }
     srv.aof.inner.snap.saves.fetch_add(1, Ordering::Relaxed);
@@ -86,7 +86,7 @@ fn bgsave(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         2 if eq(&a[1], "schedule") => true,
         _ => return Err(Reply::error(SYNTAX)),
     };
-    if snapshot::bgsave_running(srv) {
+    if child::bgsave_running(srv) {
         return Err(Reply::error("ERR Background save already in progress"));
     }
     // An AOF rewrite counts as Redis's other active child; inside EXEC every shard is held by
@@ -149,7 +149,7 @@ pub fn debug_reload(srv: &crate::state::Server, options: &[Bytes]) -> Reply {
         }
     }
     if do_save {
-        snapshot::kill_child(srv);
+        child::kill_bgsave(srv);
         if snapshot::save(srv).is_err() {
             return Reply::error("ERR Error trying to save the DB");
         }

@@ -459,7 +459,7 @@ fn f64_text(d: f64) -> Bytes {
 /// number (an empty rest is 0, as strtod leaves it), NaN rejected.
 fn range_float(s: &[u8]) -> Option<f64> {
     // strtod reads a C string: it ends at the first NUL.
-    let s = super::argv::c_str(s);
+    let s = crate::util::c_str(s);
     let t = std::str::from_utf8(s).ok()?;
     let t = t.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     if t.is_empty() {

@@ -1,4 +1,7 @@
-//! Persistence: the Redis 7.0-compatible append-only file (multi-part AOF).
+//! Persistence: Redis 7.0's formats on disk. This file owns the append-only file (the
+//! multi-part AOF) and the persistence thread; RDB snapshot files are [`snapshot`]'s, the RDB
+//! object codec that DUMP/RESTORE and files share is [`rdb`] (streams in [`rdb_stream`], the
+//! encodings under both in [`rdb_encoding`]), and AOF rewrites are [`rewrite`]'s.
 //!
 //! Layout (as Redis 7.0 with `aof-use-rdb-preamble no`): `<dir>/<appenddirname>/` holds a base
 //! file `<appendfilename>.<n>.base.aof` (plain RESP commands), incremental files
@@ -22,11 +25,15 @@
 //!   second (`everysec`) or never (`no`), off the command path.
 //!
 //! Loading ([`startup`], see [`load`]), rewriting ([`rewrite`]: BGREWRITEAOF, automatic
-//! rewrites, CONFIG SET appendonly yes) and INFO persistence are here too.
+//! rewrites, CONFIG SET appendonly yes) and INFO persistence are here too, and so is the cron
+//! that starts BGSAVEs and rewrites ([`children_cron`]): it decides between the two kinds of
+//! forked child, so it sits above both, which share only [`child`]'s rules.
 
+pub(crate) mod child;
 pub mod load;
 pub mod manifest;
 pub mod rdb;
+pub(crate) mod rdb_encoding;
 pub(crate) mod rdb_stream;
 pub mod rewrite;
 pub mod snapshot;
@@ -453,7 +460,7 @@ fn writer(inner: Arc<Inner>, srv: Weak<Server>) {
         let mode = fsync_mode(&srv.config.text(dir::APPENDFSYNC));
         inner.mode.store(mode, Ordering::Relaxed);
         inner.refresh_max_size(&srv);
-        snapshot::cron(&srv);
+        children_cron(&srv);
         if !inner.enabled.load(Ordering::Acquire) {
             continue;
         }
@@ -847,6 +854,58 @@ fn upgrade_legacy_aof(
     Ok(m)
 }
 
+/// Seconds between BGSAVE attempts after a failed one (Redis's CONFIG_BGSAVE_RETRY_DELAY).
+const BGSAVE_RETRY_DELAY: i64 = 5;
+
+/// Save points, scheduled BGSAVEs and rewrites: called from the persistence thread's 100 ms
+/// tick. It starts either kind of child, in Redis's order of preference, so it sits here above
+/// both (`snapshot`, `rewrite`), which share only the rules of `child`.
+fn children_cron(srv: &Server) {
+    let st = &srv.aof.inner.snap;
+    if child::bgsave_running(srv) || srv.aof.inner.rewriting.load(Ordering::Relaxed) {
+        return;
+    }
+    if srv.aof.loading() {
+        return;
+    }
+    // Replicas waiting for an image (a BGSAVE was running when they asked).
+    if srv.repl.waiting_for_bgsave() {
+        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        if let Err(e) = snapshot::bgsave_start(srv) {
+            tracing::warn!("BGSAVE for replication failed: {e}");
+            srv.repl.bgsave_failed_to_start();
+        }
+        return;
+    }
+    let now = crate::clock::unix_ms() / 1000;
+    // A scheduled rewrite (the flag stays set until one has forked, as Redis's).
+    if st.rewrite_scheduled.load(Ordering::SeqCst) && !rewrite::limited(srv) {
+        if let Err(e) = rewrite::start(srv) {
+            tracing::warn!("scheduled AOF rewrite not started: {e}");
+        }
+        return;
+    }
+    if st.scheduled.swap(false, Ordering::SeqCst) {
+        if let Err(e) = snapshot::bgsave_start(srv) {
+            tracing::warn!("scheduled BGSAVE not started: {e}");
+        }
+        return;
+    }
+    let changes = snapshot::changes_since_save(srv);
+    let last = srv.lastsave.load(Ordering::Relaxed);
+    let retry_ok = st.last_bgsave_ok.load(Ordering::Relaxed)
+        || now - st.last_bgsave_try.load(Ordering::Relaxed) > BGSAVE_RETRY_DELAY;
+    for (secs, min_changes) in snapshot::save_points(srv) {
+        if changes >= min_changes && now - last > secs && retry_ok {
+            tracing::info!("{min_changes} changes in {secs} seconds. Saving...");
+            if let Err(e) = snapshot::bgsave_start(srv) {
+                tracing::warn!("BGSAVE for a save point not started: {e}");
+            }
+            return;
+        }
+    }
+}
+
 /// Before exit (SHUTDOWN, SIGTERM, SIGINT): the RDB save when save points exist (unless the
 /// SHUTDOWN command already did it or said NOSAVE), then flush and fsync the AOF.
 pub fn shutdown(srv: &Server) {
@@ -856,7 +915,7 @@ pub fn shutdown(srv: &Server) {
             tracing::warn!("Exiting without the final RDB snapshot: {e}");
         }
     }
-    rewrite::kill_child(srv);
+    child::kill_rewrite(srv);
     if !inner.enabled.load(Ordering::Acquire) {
         return;
     }
@@ -967,7 +1026,7 @@ pub fn set_appendonly(srv: &Server, on: bool, in_exec: bool) -> Result<(), Strin
         );
         start_writer(srv);
         inner.waiting_rewrite.store(true, Ordering::SeqCst);
-        if snapshot::bgsave_running(srv) {
+        if child::bgsave_running(srv) {
             inner.snap.rewrite_scheduled.store(true, Ordering::SeqCst);
             tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
         } else if in_exec {
@@ -976,7 +1035,7 @@ pub fn set_appendonly(srv: &Server, on: bool, in_exec: bool) -> Result<(), Strin
         } else {
             if inner.rewriting.load(Ordering::SeqCst) {
                 tracing::warn!("AOF was enabled but there is already an AOF rewriting in background. Stopping background AOF and starting a rewrite now.");
-                rewrite::kill_child(srv);
+                child::kill_rewrite(srv);
             }
             if let Err(e) = rewrite::start(srv) {
                 inner.waiting_rewrite.store(false, Ordering::SeqCst);
@@ -1005,7 +1064,7 @@ pub fn set_appendonly(srv: &Server, on: bool, in_exec: bool) -> Result<(), Strin
         drop(out);
         inner.durable.notify_waiters();
         inner.snap.rewrite_scheduled.store(false, Ordering::SeqCst);
-        rewrite::kill_child(srv);
+        child::kill_rewrite(srv);
         if had_temp_incr {
             let (aofdir, filename) = paths(srv);
             let _ = std::fs::remove_file(aofdir.join(rewrite::temp_incr_name(&filename)));

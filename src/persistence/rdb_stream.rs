@@ -9,7 +9,7 @@
 //! layout and counts, IDs increasing across nodes, the stream length against the live entries,
 //! the last ID against the entries, and every consumer's PEL against its group's.
 
-use super::rdb::{listpack, put_len, put_string, put_string_lzf, Elem, Reader};
+use super::rdb_encoding::{fail, listpack, put_len, put_string, put_string_lzf, Elem, Reader};
 use crate::types::stream::{Group, Nack, Node, Stream, StreamId};
 use bytes::Bytes;
 
@@ -353,7 +353,7 @@ pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8) -> Option<Stream> {
             let cname = Bytes::from(r.string()?);
             let seen_time = i64::from_le_bytes(r.array()?);
             if !g.create_consumer(&cname, seen_time) {
-                return super::rdb::fail("Duplicate stream consumer detected.");
+                return fail("Duplicate stream consumer detected.");
             }
             let n = r.count_items(16)?;
             for _ in 0..n {

@@ -27,11 +27,12 @@
 //! After three failures in a row, automatic and scheduled rewrites wait 1, 2, 4 ... 60 minutes
 //! (Redis's aofRewriteLimited); BGREWRITEAOF still starts one at once.
 
+use super::child;
 use super::manifest;
+use super::snapshot::{self, SaveOpts};
 use super::{create_aof_dir, encode_command, encode_select, open_append, paths};
 use crate::config::dir;
 use crate::keyspace::Shard;
-use crate::persistence::snapshot::{self, SaveOpts};
 use crate::state::Server;
 use crate::types::Value;
 use std::fs::File;
@@ -133,7 +134,7 @@ fn write_base_image(
         encode_select(&mut buf, db);
         for shard in shards {
             serialize_shard(shard, job.now, &mut buf, &mut w, &mut |_| {
-                snapshot::debug_delay(delay);
+                crate::util::debug_delay(delay);
                 true
             })?;
         }
@@ -154,7 +155,7 @@ pub(crate) fn write_base_file(
     let mut job = BaseJob::from_config(srv);
     job.preamble = preamble;
     let temp = server_dir(srv).join(temp_child_name(std::process::id() as i32));
-    let guards = snapshot::lock_all(srv);
+    let guards = child::lock_all(srv);
     let dbs: Vec<Vec<&Shard>> = guards
         .iter()
         .map(|g| g.iter().map(|s| &**s).collect())
@@ -198,7 +199,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
     let snap = &inner.snap;
     // One child at a time: a BGSAVE and a rewrite starting together must not both fork.
     let _one_child = snap.fork_lock.lock();
-    if inner.rewriting.load(Ordering::SeqCst) || snapshot::bgsave_running(srv) {
+    if inner.rewriting.load(Ordering::SeqCst) || child::bgsave_running(srv) {
         return Err("Another child process is active".into());
     }
     let Some(arc) = srv.arc() else {
@@ -216,7 +217,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
         return Err(msg);
     }
     let dir = server_dir(srv);
-    let guards = snapshot::lock_all(srv);
+    let guards = child::lock_all(srv);
     // The instant: no command runs while every shard is locked.
     if let Err(e) = switch_incr(srv, &aofdir, &filename) {
         drop(guards);
@@ -227,7 +228,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
     let job = BaseJob::from_config(srv);
     let preamble = job.preamble;
     inner.state.lock().rewrites += 1;
-    let forked = snapshot::fork_child(srv, "redis-aof-rewrite", |report_fd| {
+    let forked = child::fork_child(srv, "redis-aof-rewrite", |report_fd| {
         let me = std::process::id() as i32;
         let dbs: Vec<Vec<&Shard>> = guards
             .iter()
@@ -243,12 +244,7 @@ pub fn start(srv: &Server) -> Result<(), String> {
                 let _ = std::fs::remove_file(&temp);
                 format!("Background AOF rewrite error: {e}")
             })?;
-        snapshot::child_report(
-            report_fd,
-            snapshot::REPORT_FINAL,
-            0,
-            snapshot::private_dirty(),
-        );
+        child::child_report(report_fd, child::REPORT_FINAL, 0, child::private_dirty());
         Ok(())
     });
     drop(guards);
@@ -376,7 +372,7 @@ fn stop_waiting_rewrite(srv: &Server, aofdir: &Path, filename: &str) {
 /// backgroundRewriteDoneHandler).
 fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     let inner = &srv.aof.inner;
-    let (status, cow) = snapshot::wait_child(pid, read_fd);
+    let (status, cow) = child::wait_child(pid, read_fd);
     let cancelled = inner.rewrite_cancel.load(Ordering::SeqCst);
     let ok =
         !cancelled && status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
@@ -530,28 +526,6 @@ pub fn delete_history(srv: &Server) {
     }
 }
 
-/// Stop a running rewrite (appendonly turned off, SHUTDOWN): SIGUSR1 as Redis, then wait for
-/// the waiter thread to clean up after it.
-pub(crate) fn kill_child(srv: &Server) {
-    let inner = &srv.aof.inner;
-    let pid = inner.rewrite_child.load(Ordering::SeqCst);
-    if pid == 0 {
-        return;
-    }
-    tracing::info!("Killing running AOF rewrite child: {pid}");
-    inner.rewrite_cancel.store(true, Ordering::SeqCst);
-    // SAFETY: kill(2) of our own child process.
-    unsafe {
-        libc::kill(pid, libc::SIGUSR1);
-    }
-    for _ in 0..500 {
-        if !inner.rewriting.load(Ordering::SeqCst) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
 /// Whether automatic and scheduled rewrites must wait after repeated failures (Redis's
 /// aofRewriteLimited): after LIMIT_THRESHOLD failures in a row, 1 minute, then 2, 4 ... up to
 /// an hour. Logs when a new delay starts.
@@ -585,7 +559,7 @@ pub fn maybe_auto_rewrite(srv: &Server) {
     if !inner.enabled.load(Ordering::Relaxed)
         || inner.waiting_rewrite.load(Ordering::Relaxed)
         || inner.rewriting.load(Ordering::Relaxed)
-        || snapshot::bgsave_running(srv)
+        || child::bgsave_running(srv)
     {
         return;
     }

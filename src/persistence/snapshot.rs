@@ -2,16 +2,20 @@
 //! save points and the RDB half of INFO persistence.
 //!
 //! File layout (as Redis's rdb.c writes it): `REDIS0010`; aux fields (`redis-ver`,
-//! `redis-bits`, `ctime`, `used-mem`, `aof-base`); per non-empty database `SELECTDB n` and
-//! `RESIZEDB keys expires`; per key an optional `EXPIRETIME_MS` (Unix ms, little-endian), the
-//! type byte, the key and the object in the codec of [`super::rdb`] (plain encodings, strings
-//! LZF-compressed when `rdbcompression yes`); then `EOF` and the CRC-64 of everything before it
-//! (zero when `rdbchecksum no`). Reading takes everything Redis 7.0 (or older) writes:
-//! listpacks, ziplists, intsets, quicklists, old-style second expiries, LRU/LFU hints (skipped:
-//! they are eviction metadata, not data). Streams, module values, module aux data and function
-//! libraries are refused with a message naming the key (or the record) and the type. A file
-//! is parsed and its checksum verified in full before a single key is inserted, so a damaged
-//! file is refused (with the offset and the key being read) and never half-loaded.
+//! `redis-bits`, `ctime`, `used-mem`, `aof-base`); each FUNCTION library as a `FUNCTION2`
+//! record holding its code; per non-empty database `SELECTDB n` and `RESIZEDB keys expires`;
+//! per key an optional `EXPIRETIME_MS` (Unix ms, little-endian), the type byte, the key and the
+//! object in the codec of [`super::rdb`] (plain encodings, streams as `super::rdb_stream`
+//! writes them, strings LZF-compressed when `rdbcompression yes`); then `EOF` and the CRC-64 of
+//! everything before it (zero when `rdbchecksum no`). Reading takes everything Redis 7.0 (or
+//! older) writes: listpacks, ziplists, intsets, quicklists, streams (type 19, and 15 from
+//! Redis 5 and 6), `FUNCTION2` libraries (compiled once the file is applied), old-style second
+//! expiries, LRU/LFU hints (skipped: they are eviction metadata, not data). Module values,
+//! module aux data, the `FUNCTION` records of Redis 7.0's release candidates, zipmaps and the
+//! types of later Redis versions are refused with a message naming the key (or the record) and
+//! the type. A file is parsed and its checksum verified in full before a single key is
+//! inserted, so a damaged file is refused (with the offset and the key being read) and never
+//! half-loaded.
 //!
 //! Saving. SAVE locks every shard (as EXEC does), writes `temp-<pid>.rdb`, fsyncs, renames it
 //! to `dir/dbfilename` and fsyncs the directory. BGSAVE takes the same all-shard lock only
@@ -23,7 +27,12 @@
 //! everything it needs is read before forking). It reports its copy-on-write size
 //! (`Private_Dirty` of `/proc/self/smaps_rollup`) through a pipe, as Redis does.
 
-use super::rdb::{self, Limits, Reader};
+use super::child::{
+    bgsave_running, child_report, fork_child, kill_bgsave, kill_rewrite, lock_all, private_dirty,
+    wait_child_reporting, REPORT_FINAL, REPORT_PROGRESS,
+};
+use super::rdb::{self, Limits};
+use super::rdb_encoding::{self, Reader};
 use crate::config::dir;
 use crate::keyspace::Shard;
 use crate::state::Server;
@@ -48,9 +57,6 @@ const OP_EOF: u8 = 0xFF;
 /// Redis 7's save points when no configuration sets `save`.
 pub const DEFAULT_SAVE: &str = "3600 1 300 100 60 10000";
 
-/// Seconds between BGSAVE attempts after a failed one (Redis's CONFIG_BGSAVE_RETRY_DELAY).
-const BGSAVE_RETRY_DELAY: i64 = 5;
-
 // ---------------------------------------------------------------------------------------------
 // Writing
 
@@ -59,7 +65,7 @@ const BGSAVE_RETRY_DELAY: i64 = 5;
 pub(crate) struct SaveOpts {
     pub compress: bool,
     pub checksum: bool,
-    /// `rdb-key-save-delay`: the pause per key, for tests (see [`debug_delay`]).
+    /// `rdb-key-save-delay`: the pause per key, for tests (see [`crate::util::debug_delay`]).
     pub key_delay: i64,
     pub aof_base: bool,
     /// The FUNCTION libraries' codes, written before the databases (read before any fork).
@@ -112,14 +118,14 @@ impl<W: Write> RdbWriter<W> {
         ];
         for (k, v) in aux {
             out.buf.push(OP_AUX);
-            rdb::put_string(&mut out.buf, k.as_bytes());
-            rdb::put_string(&mut out.buf, v.as_bytes());
+            rdb_encoding::put_string(&mut out.buf, k.as_bytes());
+            rdb_encoding::put_string(&mut out.buf, v.as_bytes());
         }
         // Each library as Redis 7.0 writes it: FUNCTION2 and its code (FUNCTION LOAD's
         // payload, shebang line included) as a string.
         for code in &out.opts.functions {
             out.buf.push(OP_FUNCTION2);
-            rdb::put_string(&mut out.buf, code);
+            rdb_encoding::put_string(&mut out.buf, code);
         }
         out
     }
@@ -136,10 +142,10 @@ impl<W: Write> RdbWriter<W> {
     /// `SELECTDB db` and `RESIZEDB keys expires`.
     pub(crate) fn select_db(&mut self, db: usize, keys: usize, expires: usize) {
         self.buf.push(OP_SELECTDB);
-        rdb::put_len(&mut self.buf, db as u64);
+        rdb_encoding::put_len(&mut self.buf, db as u64);
         self.buf.push(OP_RESIZEDB);
-        rdb::put_len(&mut self.buf, keys as u64);
-        rdb::put_len(&mut self.buf, expires as u64);
+        rdb_encoding::put_len(&mut self.buf, keys as u64);
+        rdb_encoding::put_len(&mut self.buf, expires as u64);
     }
 
     /// Every key of `shard`.
@@ -151,9 +157,9 @@ impl<W: Write> RdbWriter<W> {
             }
             self.buf.push(rdb::object_type(&e.value));
             if self.opts.compress {
-                rdb::put_string_lzf(&mut self.buf, key);
+                rdb_encoding::put_string_lzf(&mut self.buf, key);
             } else {
-                rdb::put_string(&mut self.buf, key);
+                rdb_encoding::put_string(&mut self.buf, key);
             }
             rdb::put_object(&mut self.buf, &e.value, self.opts.compress);
             self.keys += 1;
@@ -165,7 +171,7 @@ impl<W: Write> RdbWriter<W> {
             if self.buf.len() >= 1 << 16 {
                 self.spill()?;
             }
-            debug_delay(self.opts.key_delay);
+            crate::util::debug_delay(self.opts.key_delay);
         }
         Ok(())
     }
@@ -452,7 +458,7 @@ pub(crate) fn parse(
                         ),
                     ));
                 }
-                rdb::take_failure_reason();
+                rdb_encoding::take_failure_reason();
                 let Some(value) = rdb::read_object(&mut r, t, limits) else {
                     let reason = rdb::failure_reason(Some(t));
                     // A collection with no elements (older versions could write them) is
@@ -550,7 +556,7 @@ fn apply_locked(
             // Re-read now and then: tests lower it with CONFIG SET while a load runs.
             delay = srv.config.int(dir::KEY_LOAD_DELAY);
         }
-        debug_delay(delay);
+        crate::util::debug_delay(delay);
         let shard = &mut guards[k.db][ks.shard_of(&k.key)];
         if replace_duplicates && shard.raw_get(&k.key).is_some() {
             shard.remove(&k.key);
@@ -574,20 +580,6 @@ fn apply_locked(
         n += 1;
     }
     Ok(n)
-}
-
-/// Redis's debugDelay, the pause per key of `rdb-key-save-delay` and `key-load-delay`: `usec`
-/// microseconds, or for a negative -N one microsecond once in N calls on average (a sleep of
-/// any length costs a system call and a context switch, so shorter pauses are statistical).
-pub(crate) fn debug_delay(usec: i64) {
-    let usec = match usec {
-        0 => return,
-        n if n > 0 => n as u64,
-        n => u64::from(rand::random::<u64>().is_multiple_of(n.unsigned_abs())),
-    };
-    if usec > 0 {
-        std::thread::sleep(std::time::Duration::from_micros(usec));
-    }
 }
 
 /// Insert parsed keys (see [`apply_locked`]), locking every shard meanwhile.
@@ -769,11 +761,6 @@ pub(crate) fn changes_since_save(srv: &Server) -> u64 {
         .saturating_sub(srv.aof.inner.dirty_base.load(Ordering::Relaxed))
 }
 
-/// True while a BGSAVE child runs.
-pub(crate) fn bgsave_running(srv: &Server) -> bool {
-    srv.aof.inner.snap.child.load(Ordering::SeqCst) != 0
-}
-
 /// `-MISCONF` text for writes while the last BGSAVE failed and save points are set with
 /// `stop-writes-on-bgsave-error yes` (Redis's writeCommandsDeniedByDiskError).
 pub fn write_refusal(srv: &Server) -> Option<&'static str> {
@@ -790,15 +777,6 @@ pub fn write_refusal(srv: &Server) -> Option<&'static str> {
          errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check \
          the Redis logs for details about the RDB error.",
     )
-}
-
-/// Lock every shard in the global order; `dbs[i]` gets database i's guards.
-pub(crate) fn lock_all(srv: &Server) -> Vec<Vec<parking_lot::MutexGuard<'_, Shard>>> {
-    srv.keyspace
-        .dbs
-        .iter()
-        .map(|d| d.shards.iter().map(|s| s.lock()).collect())
-        .collect()
 }
 
 /// SAVE (and SHUTDOWN's save): write the file in the foreground, every shard locked.
@@ -836,22 +814,10 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
     }
 }
 
-/// The copy-on-write bytes of this process (Private_Dirty), as Redis's child reports it.
-pub(crate) fn private_dirty() -> u64 {
-    let Ok(t) = std::fs::read_to_string("/proc/self/smaps_rollup") else {
-        return 0;
-    };
-    t.lines()
-        .filter(|l| l.starts_with("Private_Dirty:"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum::<u64>()
-        * 1024
-}
-
 /// Start a BGSAVE: fork a child that writes the file. Err carries the reason.
 pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let st = &srv.aof.inner.snap;
-    // One child at a time (see `rewrite::start`).
+    // One child at a time (the rule of `super::child`; `rewrite::start` takes the same lock).
     let _one_child = st.fork_lock.lock();
     if bgsave_running(srv) {
         return Err("Background save already in progress".into());
@@ -976,235 +942,6 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     srv.repl.bgsave_done(exited_ok);
 }
 
-/// Fork a child, titled `title` (Redis's child names, for `{title}` in `proc-title-template`),
-/// that runs `work` and exits: 0 when it returns Ok, 1 when it fails (its message
-/// goes to standard error) or panics. `work` gets the write end of the report pipe (see
-/// [`child_report`]); the parent gets the child's pid and the read end, for [`wait_child`].
-/// Counts the fork (INFO latest_fork_usec, total_forks). The caller holds the shard guards
-/// `work` reads, and drops them once this returns.
-pub(crate) fn fork_child(
-    srv: &Server,
-    title: &str,
-    work: impl FnOnce(i32) -> Result<(), String>,
-) -> std::io::Result<(i32, i32)> {
-    let child_oom = child_oom_score(srv);
-    let child_title = srv.config.proc_title(Some(title));
-    let (read_fd, write_fd) = report_pipe()?;
-    let started = Instant::now();
-    // SAFETY: fork(2) duplicates the process with only this thread running in the child. The
-    // child runs `work`, which only reads the shards whose guards this thread holds and what
-    // was read before the fork, allocates through jemalloc (made fork-safe by its atfork
-    // handlers) and uses plain file system calls; then it ends with _exit, running no
-    // destructor and touching no lock another thread may have held. Covered by tests/rdb.rs
-    // (BGSAVE while clients write, point-in-time check) and tests/persistence.rs (a rewrite
-    // child killed, then a restart compares every key).
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        if let Some(score) = child_oom {
-            crate::process::set_child_oom_score(score);
-        }
-        if let Some(t) = &child_title {
-            crate::proctitle::set_after_fork(t);
-        }
-        let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(write_fd))) {
-            Ok(Ok(())) => 0,
-            Ok(Err(msg)) => {
-                let msg = format!("{msg}\n");
-                // SAFETY: write(2) to standard error from a buffer we own.
-                unsafe {
-                    libc::write(2, msg.as_ptr().cast(), msg.len());
-                }
-                1
-            }
-            Err(_) => 1,
-        };
-        // SAFETY: _exit(2) ends the child without running any destructor (the guards'
-        // memory is only our copy of it).
-        unsafe {
-            libc::_exit(code);
-        }
-    }
-    // SAFETY: closing our copy of the child's end of the pipe.
-    unsafe {
-        libc::close(write_fd);
-    }
-    if pid < 0 {
-        let e = std::io::Error::last_os_error();
-        // SAFETY: closing the read end we still own.
-        unsafe {
-            libc::close(read_fd);
-        }
-        return Err(e);
-    }
-    let snap = &srv.aof.inner.snap;
-    snap.latest_fork_usec
-        .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-    snap.total_forks.fetch_add(1, Ordering::Relaxed);
-    Ok((pid, read_fd))
-}
-
-/// A close-on-exec pipe for a child's reports: (read end, write end).
-fn report_pipe() -> std::io::Result<(i32, i32)> {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2(2) writes two descriptors into the array we pass; nothing else is touched.
-    // Close-on-exec, so nothing but a fork ever holds the write end.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((fds[0], fds[1]))
-}
-
-/// A fork child's OOM score (oom-score-adj-values' third value), computed before the fork.
-fn child_oom_score(srv: &Server) -> Option<i32> {
-    crate::process::oom_score_for_child(
-        &srv.config.text(dir::OOM_SCORE_ADJ),
-        crate::config::directives::oom_score_adj_values(
-            &srv.config.text(dir::OOM_SCORE_ADJ_VALUES),
-        )
-        .unwrap_or([0, 200, 800]),
-    )
-}
-
-/// Wait for a fork child: its wait status (-1 when it could not be had) and the
-/// copy-on-write bytes of its last report.
-pub(crate) fn wait_child(pid: i32, read_fd: i32) -> (i32, u64) {
-    wait_child_reporting(pid, read_fd, &mut |_, _, _| {})
-}
-
-/// [`wait_child`], passing each report (kind, keys, copy-on-write bytes) to `on_report`.
-fn wait_child_reporting(
-    pid: i32,
-    read_fd: i32,
-    on_report: &mut dyn FnMut(u64, u64, u64),
-) -> (i32, u64) {
-    let mut last_cow = 0;
-    // The child's reports until it exits (end of file on the pipe).
-    let mut msg = [0u8; 24];
-    let mut have = 0usize;
-    loop {
-        // SAFETY: read(2) into the unfilled tail of a local buffer.
-        let n = unsafe { libc::read(read_fd, msg[have..].as_mut_ptr().cast(), msg.len() - have) };
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        have += n as usize;
-        if have < msg.len() {
-            continue;
-        }
-        have = 0;
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&msg[i * 8..i * 8 + 8]);
-            u64::from_le_bytes(b)
-        };
-        let (kind, keys, cow) = (word(0), word(1), word(2));
-        last_cow = cow;
-        on_report(kind, keys, cow);
-    }
-    // SAFETY: closing our read end of the pipe.
-    unsafe {
-        libc::close(read_fd);
-    }
-    let mut status = 0i32;
-    loop {
-        // SAFETY: waitpid(2) on our own child, writing its status into a local.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            status = -1;
-            break;
-        }
-    }
-    (status, last_cow)
-}
-
-const REPORT_PROGRESS: u64 = 1;
-pub(crate) const REPORT_FINAL: u64 = 2;
-
-/// In the BGSAVE child: one 24-byte report (kind, keys written, copy-on-write bytes) to the
-/// parent. A write of at most PIPE_BUF bytes to a pipe is atomic: the reader gets whole ones.
-pub(crate) fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
-    let mut msg = [0u8; 24];
-    msg[..8].copy_from_slice(&kind.to_le_bytes());
-    msg[8..16].copy_from_slice(&keys.to_le_bytes());
-    msg[16..].copy_from_slice(&cow.to_le_bytes());
-    // SAFETY: write(2) of a local buffer to our end of the pipe; a failure only loses a report.
-    unsafe {
-        libc::write(fd, msg.as_ptr().cast(), msg.len());
-    }
-}
-
-/// Stop a running BGSAVE (SHUTDOWN, DEBUG RELOAD): SIGUSR1 as Redis, then wait for the reaper.
-pub(crate) fn kill_child(srv: &Server) {
-    let pid = srv.aof.inner.snap.child.load(Ordering::SeqCst);
-    if pid == 0 {
-        return;
-    }
-    tracing::info!("There is a child saving an .rdb. Killing it!");
-    // SAFETY: kill(2) of our own child process.
-    unsafe {
-        libc::kill(pid, libc::SIGUSR1);
-    }
-    for _ in 0..500 {
-        if !bgsave_running(srv) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-/// Save points, scheduled BGSAVEs: called from the persistence thread's 100 ms tick.
-pub(crate) fn cron(srv: &Server) {
-    let st = &srv.aof.inner.snap;
-    if bgsave_running(srv) || srv.aof.inner.rewriting.load(Ordering::Relaxed) {
-        return;
-    }
-    if srv.aof.loading() {
-        return;
-    }
-    // Replicas waiting for an image (a BGSAVE was running when they asked).
-    if srv.repl.waiting_for_bgsave() {
-        tracing::info!("Starting BGSAVE for SYNC with target: disk");
-        if let Err(e) = bgsave_start(srv) {
-            tracing::warn!("BGSAVE for replication failed: {e}");
-            srv.repl.bgsave_failed_to_start();
-        }
-        return;
-    }
-    let now = crate::clock::unix_ms() / 1000;
-    // A scheduled rewrite (the flag stays set until one has forked, as Redis's).
-    if st.rewrite_scheduled.load(Ordering::SeqCst) && !super::rewrite::limited(srv) {
-        if let Err(e) = super::rewrite::start(srv) {
-            tracing::warn!("scheduled AOF rewrite not started: {e}");
-        }
-        return;
-    }
-    if st.scheduled.swap(false, Ordering::SeqCst) {
-        if let Err(e) = bgsave_start(srv) {
-            tracing::warn!("scheduled BGSAVE not started: {e}");
-        }
-        return;
-    }
-    let changes = changes_since_save(srv);
-    let last = srv.lastsave.load(Ordering::Relaxed);
-    let retry_ok = st.last_bgsave_ok.load(Ordering::Relaxed)
-        || now - st.last_bgsave_try.load(Ordering::Relaxed) > BGSAVE_RETRY_DELAY;
-    for (secs, min_changes) in save_points(srv) {
-        if changes >= min_changes && now - last > secs && retry_ok {
-            tracing::info!("{min_changes} changes in {secs} seconds. Saving...");
-            if let Err(e) = bgsave_start(srv) {
-                tracing::warn!("BGSAVE for a save point not started: {e}");
-            }
-            return;
-        }
-    }
-}
-
 /// INFO persistence's `current_*` fields (the running child's reports), in Redis's order.
 pub(crate) fn info_current(srv: &Server) -> Vec<(&'static str, String)> {
     let st = &srv.aof.inner.snap;
@@ -1291,7 +1028,7 @@ pub(crate) fn info_fields(srv: &Server) -> Vec<(&'static str, String)> {
 /// FLUSHALL (every shard held by the caller, every database now empty): stop a running
 /// BGSAVE, and with save points write the (empty) dataset at once, as Redis does.
 pub(crate) fn after_flushall(srv: &Server) {
-    kill_child(srv);
+    kill_bgsave(srv);
     if save_points(srv).is_empty() {
         return;
     }
@@ -1319,7 +1056,7 @@ pub(crate) fn shutdown_save(
     nosave: bool,
     force: bool,
 ) -> Result<(), String> {
-    kill_child(srv);
+    kill_bgsave(srv);
     // A rewrite that is turning the AOF on holds the only copy of the data set the AOF will
     // have: as Redis, only FORCE exits without it. Any other rewrite is stopped (the AOF
     // already holds everything).
@@ -1333,7 +1070,7 @@ pub(crate) fn shutdown_save(
             tracing::warn!("Writing initial AOF. Exit anyway.");
         }
         tracing::warn!("There is a child rewriting the AOF. Killing it!");
-        super::rewrite::kill_child(srv);
+        kill_rewrite(srv);
     }
     if nosave || (!save_flag && save_points(srv).is_empty()) {
         return Ok(());
@@ -1456,7 +1193,7 @@ mod tests {
     fn redis_7_2_streams_and_functions_are_refused_by_name() {
         let mut img = b"REDIS0010".to_vec();
         img.push(21);
-        rdb::put_string(&mut img, b"mystream");
+        rdb_encoding::put_string(&mut img, b"mystream");
         img.push(0);
         let e = parse(&img, "t", &lim(), 1, None).err().expect("refused");
         assert!(e.contains("mystream") && e.contains("stream"), "{e}");
@@ -1490,11 +1227,11 @@ mod tests {
         for i in 0..5000u32 {
             data.extend_from_slice(format!("member:{}:", i % 97).as_bytes());
         }
-        let c = rdb::lzf_compress(&data, data.len()).expect("compresses");
+        let c = rdb_encoding::lzf_compress(&data, data.len()).expect("compresses");
         assert!(c.len() < data.len() / 3);
         let mut body = vec![0u8, 0xC3];
-        rdb::put_len(&mut body, c.len() as u64);
-        rdb::put_len(&mut body, data.len() as u64);
+        rdb_encoding::put_len(&mut body, c.len() as u64);
+        rdb_encoding::put_len(&mut body, data.len() as u64);
         body.extend_from_slice(&c);
         let mut r = Reader {
             buf: &body[1..],
@@ -1505,6 +1242,6 @@ mod tests {
         let noise: Vec<u8> = (0..200u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        assert!(rdb::lzf_compress(&noise, noise.len() - 4).is_none());
+        assert!(rdb_encoding::lzf_compress(&noise, noise.len() - 4).is_none());
     }
 }

@@ -45,7 +45,7 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
         return send_functions_image(srv, sock, client, &r).await;
     }
     r.ready.store(true, Ordering::Release);
-    if crate::persistence::snapshot::bgsave_running(srv) {
+    if crate::persistence::child::bgsave_running(srv) {
         tracing::info!(
             "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
         );

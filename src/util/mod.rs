@@ -1,4 +1,7 @@
-//! Small shared helpers: Redis-exact number text conversions, glob matching, and OS error text.
+//! Small shared helpers: Redis-exact number text conversions, glob matching, OS error text,
+//! and the few text views and forms Redis applies everywhere (an argument as a C string, byte
+//! counts as INFO writes them). They live here, below every module that uses them, so that
+//! two modules of one folder that both need one do not import each other for it.
 
 pub mod counter;
 pub mod numtext;
@@ -13,6 +16,44 @@ pub(crate) fn strerror(e: &std::io::Error) -> String {
     match text.rfind(" (os error ") {
         Some(i) => text[..i].to_string(),
         None => text,
+    }
+}
+
+/// An argument as C code sees it: up to its first NUL byte. Redis reads option names,
+/// cursors and the names in its error texts as C strings, so `"nx\0junk"` is `NX` to it.
+pub(crate) fn c_str(a: &[u8]) -> &[u8] {
+    match a.iter().position(|&b| b == 0) {
+        Some(n) => &a[..n],
+        None => a,
+    }
+}
+
+/// A byte count as INFO and MEMORY write it (Redis's bytesToHuman): `512B`, `1.50K`, `2.00M`,
+/// `3.25G`.
+pub(crate) fn human(n: usize) -> String {
+    let n = n as f64;
+    if n < 1024.0 {
+        format!("{n}B")
+    } else if n < 1024.0 * 1024.0 {
+        format!("{:.2}K", n / 1024.0)
+    } else if n < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", n / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}G", n / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+/// Redis's debugDelay, the pause per key of `rdb-key-save-delay` and `key-load-delay`: `usec`
+/// microseconds, or for a negative -N one microsecond once in N calls on average (a sleep of
+/// any length costs a system call and a context switch, so shorter pauses are statistical).
+pub(crate) fn debug_delay(usec: i64) {
+    let usec = match usec {
+        0 => return,
+        n if n > 0 => n as u64,
+        n => u64::from(rand::random::<u64>().is_multiple_of(n.unsigned_abs())),
+    };
+    if usec > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(usec));
     }
 }
 

@@ -9,8 +9,13 @@
 //! `1000.09999999999999998` only because the sum is computed and printed in 80-bit extended
 //! precision), so the x87 format (64-bit explicit mantissa, 15-bit exponent, subnormals) is
 //! implemented in software here: correctly rounded decimal/hex parsing via a small bignum,
-//! round-to-nearest-even addition, and exact `%.17Lf` formatting. Everything is safe Rust with
-//! no dependencies.
+//! round-to-nearest-even addition, and exact `%.17Lf` formatting. It has no dependencies.
+//!
+//! Two functions on the reply path use `unsafe`, each for a measured cost and each with its
+//! `// SAFETY:` argument and a test that covers it: [`format_u64`] sets the length of digits
+//! it wrote straight into a vector's spare capacity (no zero-filling first), and
+//! [`small_whole`] truncates a score already known to fit an `i64` without the saturating
+//! cast's extra checks. Everything else is safe Rust.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;

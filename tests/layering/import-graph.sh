@@ -1,70 +1,48 @@
 #!/usr/bin/env bash
-# Podium's module layering: lists the dependencies between top-level modules of src/ (each
-# `crate::MODULE` path a file mentions, in `use` lines or inline) and reports the cycles.
+# Podium's module layering: lists the dependencies between modules of src/ and reports the
+# import cycles, between the top-level modules and between the files inside each folder.
 #
 #   tests/layering/import-graph.sh            edges "A -> B (N references)", then the cycles
 #   tests/layering/import-graph.sh --check    also exit 1 when there is any cycle
 #   tests/layering/import-graph.sh --check --allow "A B ..."
 #                                             exit 1 when a cycle holds a module not listed: a
-#                                             ratchet while the last cycle is being broken (no
-#                                             module may join it)
+#                                             ratchet while a cycle is being broken (no module
+#                                             may join it)
 #   tests/layering/import-graph.sh --why A B  the lines of module A that reference module B
 #
-# PODIUM_SRC names another source tree to read (the layering test seeds a cycle in a copy).
-# A top-level module is src/NAME.rs or src/NAME/; lib.rs and main.rs are the root and left
-# out. Comments (// and //!) are ignored; a `crate::` inside a string literal would count.
+# Modules are named by their path: `commands` (a top-level module), `commands::scripting::api`
+# (a file inside a folder). An edge joins two modules of one folder: `commands -> keyspace` is
+# between top-level modules (the folder src/ itself), `persistence::snapshot ->
+# persistence::rdb` between two files of src/persistence/. A reference deep inside one folder to
+# a file deep inside another counts at the level where the two paths part.
+#
+# What counts as a reference (tests/layering/import-graph.awk has the details): every path that
+# starts with `crate::`, `super::` or `self::`, in `use` lines (brace groups expanded, also over
+# several lines) or inline, outside comments; a `crate::` inside a string literal does not count.
+# A folder's own file (mod.rs, or NAME.rs beside NAME/) is its root, as lib.rs is the crate's:
+# references from it to its children, and from the children to what it defines, are not edges;
+# a name it only imports from one child, named by another child through it (`super::Name`),
+# counts as a reference to the first child. main.rs is another crate and is left out.
 #
 # Re-exports are not dependencies: a line `pub use crate::...` or `pub(crate) use crate::...`
 # only keeps an item's old path alive after a move (so code written against the old path still
-# compiles); the code of this crate names the new, lower path. Such lines are left out.
+# compiles); a path through one is followed to the module the item lives in now.
+#
+# PODIUM_SRC names another source tree to read (the layering test plants cycles in copies).
 set -u
-cd "${PODIUM_SRC:-$(dirname "$0")/../../src}" || exit 2
+here=$(cd "$(dirname "$0")" && pwd)
+cd "${PODIUM_SRC:-$here/../../src}" || exit 2
 
-module_of() { local f=${1#./}; f=${f%%/*}; echo "${f%.rs}"; }
+mode=list why_a="" why_b="" allow=""
+case "${1-}" in
+  --why) mode=why why_a=${2-} why_b=${3-} ;;
+  --check) mode=check; if [ "${2-}" = --allow ]; then allow=" ${3-} "; fi ;;
+  "") ;;
+  *) echo "usage: $0 [--check [--allow \"A B ...\"] | --why A B]" >&2; exit 2 ;;
+esac
 
-modules=" $(ls | sed -n 's/\.rs$//p; /\./!p' | grep -v '^lib$\|^main$' | tr '\n' ' ') "
-
-refs() {   # "FROM TO FILE:LINE" for every crate:: reference to a module, outside comments
-  find . -name '*.rs' ! -path ./lib.rs ! -path ./main.rs | sort | while read -r f; do
-    from=$(module_of "$f")
-    { grep -n 'crate::[a-z_][a-z0-9_]*' "$f" || true; } | { grep -v '^[0-9]*:\s*//' || true; } |
-      { grep -v '^[0-9]*:\s*pub\(([a-z]*)\)\? use crate::' || true; } |
-      while IFS= read -r line; do
-        n=${line%%:*}
-        code=${line#*:}; code=${code%%//*}
-        for to in $(grep -o 'crate::[a-z_][a-z0-9_]*' <<<"$code" | sed 's/crate:://' | sort -u); do
-          # Macros exported at the root (crate::try_reply!) are not modules.
-          if [ "$to" != "$from" ] && [[ $modules == *" $to "* ]]; then echo "$from $to ${f#./}:$n"; fi
-        done
-      done
-  done
-}
-
-if [ "${1-}" = --why ]; then
-  refs | awk -v a="$2" -v b="$3" '$1 == a && $2 == b { print $3 }'
-  exit 0
-fi
-
-allow=""
-if [ "${1-}" = --check ] && [ "${2-}" = --allow ]; then allow=" ${3-} "; fi
-
-refs | awk -v check="${1-}" -v allow="$allow" '
-  { n[$1" "$2]++; node[$1] = 1; node[$2] = 1 }
-  END {
-    for (e in n) { split(e, p, " "); print p[1] " -> " p[2] " (" n[e] " references)" | "sort"; reach[p[1], p[2]] = 1 }
-    close("sort")
-    # Transitive closure (Floyd-Warshall on a handful of modules).
-    for (k in node) for (i in node) if ((i, k) in reach) for (j in node) if ((k, j) in reach) reach[i, j] = 1
-    cycles = 0
-    for (i in node) {
-      if (done[i] || !((i, i) in reach)) continue
-      group = i; done[i] = 1
-      for (j in node) if (j != i && ((i, j) in reach) && ((j, i) in reach)) { group = group " " j; done[j] = 1 }
-      print "cycle: " group; cycles++
-      n_members = split(group, members, " ")
-      for (m = 1; m <= n_members; m++) if (index(allow, " " members[m] " ") == 0) outside = outside " " members[m]
-    }
-    if (cycles == 0) print "no cycles"
-    if (check == "--check" && allow != "" && outside != "") { print "in a cycle and not allowed:" outside; exit 1 }
-    if (check == "--check" && allow == "" && cycles > 0) exit 1
-  }'
+# lib.rs first: the crate root's imports are read before any path through them is followed.
+files=(lib.rs)
+while IFS= read -r f; do files+=("${f#./}"); done < <(find . -name '*.rs' ! -path ./lib.rs ! -path ./main.rs | sort)
+exec awk -v mode="$mode" -v why_a="$why_a" -v why_b="$why_b" -v allow="$allow" \
+  -f "$here/import-graph.awk" "${files[@]}"

@@ -7,7 +7,7 @@
 //! Errors raised by these functions are Redis's `{err=...}` errors: they travel as a
 //! [`CommandError`] and reach Lua code (pcall, xpcall handlers) and the client as Redis's do.
 
-use super::engine::CommandError;
+use super::error::CommandError;
 use super::{error_reply_text, redis_version_num, sha1_hex, Invocation};
 use crate::cmdspec::arity_ok;
 use crate::commands::flags::{MAY_REPLICATE, NOSCRIPT};

@@ -686,7 +686,7 @@ fn protocol_to_human<'w>(wire: &'w [u8], out: &mut Vec<u8>) -> &'w [u8] {
 
 /// Why the hook stops the script: raised as the script's error.
 fn stop_error(text: &str) -> mlua::Error {
-    mlua::Error::external(super::engine::CommandError(format!("ERR {text}")))
+    mlua::Error::external(super::error::CommandError(format!("ERR {text}")))
 }
 
 /// The line / count hook of a debugging run (Redis's luaLdbLineHook).
@@ -934,7 +934,7 @@ fn eval(lua: &Lua, args: &[Vec<u8>]) {
         }
         Err(e) => {
             // Lua's own text, without the traceback mlua adds to it.
-            let message = super::engine::lua_message(&e);
+            let message = super::error::lua_message(&e);
             let message = message
                 .split("\nstack traceback:")
                 .next()

@@ -15,6 +15,8 @@
 //! mlua's allocator (and the default Rust allocation path) would.
 
 use super::convert::lua_to_reply;
+use super::error::{command_error, lua_message, CommandError};
+use super::register::Loading;
 use super::Invocation;
 use crate::protocol::Reply;
 use hashbrown::HashMap;
@@ -175,40 +177,6 @@ pub(super) fn with_engine<R>(id: EngineId, f: impl FnOnce(&mut Engine) -> R) -> 
     })
 }
 
-/// A failed command inside `redis.call` (or a script killed by SCRIPT KILL): raised to Lua as
-/// a host error (a Rust callback cannot raise a Lua value), turned back into what Redis gives
-/// Lua code by the error handler and the `pcall` / `xpcall` wrappers.
-#[derive(Debug)]
-pub(super) struct CommandError(pub(super) String);
-
-impl std::fmt::Display for CommandError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for CommandError {}
-
-/// The command error inside a Lua error, if that is what it is.
-fn command_error(e: &mlua::Error) -> Option<&str> {
-    match e {
-        mlua::Error::CallbackError { cause, .. } => command_error(cause),
-        mlua::Error::ExternalError(x) => x.downcast_ref::<CommandError>().map(|c| c.0.as_str()),
-        _ => None,
-    }
-}
-
-/// The message of a Lua error without mlua's decoration.
-pub(super) fn lua_message(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::SyntaxError { message, .. } => message.clone(),
-        mlua::Error::RuntimeError(m) => m.clone(),
-        mlua::Error::MemoryError(m) => m.clone(),
-        mlua::Error::CallbackError { cause, .. } => lua_message(cause),
-        other => other.to_string(),
-    }
-}
-
 /// The pointer `redis.call` finds the running script's context through.
 type Current = Rc<Cell<*mut Invocation<'static, 'static, 'static>>>;
 
@@ -254,9 +222,6 @@ struct Built {
     library_api: Table,
     gc_touched: Table,
 }
-
-/// The functions a library's code registers while FUNCTION LOAD runs it (None otherwise).
-pub(super) type Loading = Rc<RefCell<Option<Vec<super::functions::Registered>>>>;
 
 pub(super) struct Engine {
     id: EngineId,
@@ -498,7 +463,7 @@ impl Engine {
         g.raw_set("__redis__err__handler", handler.clone())?;
         let unwrap = lua.create_function(unwrap_error)?;
         let gc_touched = lua.create_table()?;
-        let register = super::functions::register_function(lua, loading.clone())?;
+        let register = super::register::register_function(lua, loading.clone())?;
         let (globals_metatable, library_api, hidden_globals): (Table, Table, Table) = lua
             .load(include_str!("sandbox.lua"))
             .set_name("=podium_sandbox")
@@ -616,7 +581,7 @@ impl Engine {
     pub(super) fn load_library(
         &mut self,
         code: &[u8],
-    ) -> Result<Vec<super::functions::Registered>, String> {
+    ) -> Result<Vec<super::register::Registered>, String> {
         let source: &[u8] = if code.first() == Some(&27) {
             b" \x1b"
         } else {
@@ -705,7 +670,7 @@ impl Engine {
         &mut self,
         lib: &str,
         load_id: u64,
-        registered: &[super::functions::Registered],
+        registered: &[super::register::Registered],
     ) {
         let callbacks = registered
             .iter()

@@ -1,9 +1,11 @@
 //! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (LOAD, EXISTS, FLUSH, KILL).
 //!
 //! `EVAL script numkeys [key ...] [arg ...]` runs a Lua 5.1 script (Redis's language version)
-//! with `KEYS` and `ARGV` set, atomically: EVAL locks every shard, as EXEC does, so no other
-//! command runs in between, and the clock is frozen for the whole script (Redis judges expiry
-//! by the script's start time too). Inside, `redis.call` / `redis.pcall` run commands through
+//! with `KEYS` and `ARGV` set, atomically: before the script starts, EVAL holds every shard it
+//! may reach (the caller's database; every database when the script's text shows it may leave
+//! it, [`stays_in_one_db`]; only the shards of its KEYS when [`scope`] shows those are all it
+//! reaches), so no command on its keys runs in between, and the clock is frozen for the whole
+//! script (Redis judges expiry by the script's start time too). Inside, `redis.call` / `redis.pcall` run commands through
 //! the normal dispatcher with the locks already held ([`api`]); replies cross between Lua and
 //! RESP by Redis's rules ([`convert`]). SELECT inside a script changes only the script's
 //! database.
@@ -12,7 +14,9 @@
 //! script compiled by SHA; the sandbox (`sandbox.lua`) makes everything a script can reach
 //! read-only, as Redis 7.0 does, so nothing one script does is seen by the next. Scripts are
 //! remembered by SHA1 for EVALSHA (every EVAL'd script too, as Redis does) until SCRIPT FLUSH,
-//! which also discards every thread's Lua state.
+//! which also discards every thread's Lua state. FUNCTION libraries are [`functions`]' (their
+//! `redis.register_function` is [`register`]'s), and the errors that cross between Lua and the
+//! host are [`error`]'s.
 //!
 //! A script may start with a shebang line (`#!lua flags=no-writes,allow-oom`): a script
 //! with one runs under the flags it declares (Redis 7.0's rules: without `no-writes` it may not
@@ -40,8 +44,10 @@ mod api;
 mod convert;
 mod debugger;
 mod engine;
+mod error;
 mod functions;
 mod libs;
+mod register;
 mod scope;
 
 pub use debugger::{kill_forked_sessions, DebugIo, DebugMode};

@@ -294,7 +294,7 @@ fn decode_map(lua: &Lua, c: &mut Cursor, n: usize, depth: usize) -> Result<LuaVa
         // inside the C library), as a failed command's error does not.
         let vm_error = |m: &str| {
             DecodeError::Lua(mlua::Error::external(
-                crate::commands::scripting::engine::CommandError(format!("ERR {m}")),
+                crate::commands::scripting::error::CommandError(format!("ERR {m}")),
             ))
         };
         match &k {

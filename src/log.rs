@@ -62,6 +62,16 @@ pub fn mark_child() {
     IN_CHILD.store(true, Ordering::Relaxed);
 }
 
+/// A warning from a forked child (a snapshot or rewrite that failed), with the role `C`.
+/// Written as the crash report writes (no wait on a lock a thread of the parent may have held
+/// at the fork), to the log file or standard output, never standard error.
+pub(crate) fn child_warning(msg: &str) {
+    mark_child();
+    if enabled(WARNING) {
+        write_crash(msg, false);
+    }
+}
+
 /// A crash report (see [`crate::crash`]) written at once, without the standard output's lock
 /// (the crashing thread may hold it): each text is a warning line with Redis's prefix, or raw
 /// when `raw` is set.

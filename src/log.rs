@@ -62,6 +62,16 @@ pub fn mark_child() {
     IN_CHILD.store(true, Ordering::Relaxed);
 }
 
+/// A warning from a forked child (a snapshot or rewrite that failed), with the role `C`.
+/// Written as the crash report writes (no wait on a lock a thread of the parent may have held
+/// at the fork), to the log file or standard output, never standard error.
+pub(crate) fn child_warning(msg: &str) {
+    mark_child();
+    if enabled(WARNING) {
+        write_crash(msg, false);
+    }
+}
+
 /// A crash report (see [`crate::crash`]) written at once, without the standard output's lock
 /// (the crashing thread may hold it): each text is a warning line with Redis's prefix, or raw
 /// when `raw` is set.
@@ -113,6 +123,12 @@ fn timestamp() -> String {
         .unwrap_or_default();
     let secs = now.as_secs() as libc::time_t;
     let millis = now.subsec_millis();
+    if IN_CHILD.load(Ordering::Relaxed) {
+        // A forked child must not call localtime_r: another thread of the parent may have held
+        // the C library's time-zone lock at the fork, and the child would wait for it forever.
+        // It uses the offset the parent last saw instead.
+        return child_timestamp(secs as i64 + UTC_OFFSET.load(Ordering::Relaxed), millis);
+    }
     let mut buf = [0u8; 64];
     // SAFETY: `tm` is plain data fully written by localtime_r before it is read; strftime writes
     // at most `buf.len()` bytes into `buf` and returns how many it wrote (0 on overflow). The
@@ -122,6 +138,7 @@ fn timestamp() -> String {
         if libc::localtime_r(&secs, &mut tm).is_null() {
             return format!("{secs}.{millis:03}");
         }
+        UTC_OFFSET.store(tm.tm_gmtoff, Ordering::Relaxed);
         libc::strftime(
             buf.as_mut_ptr() as *mut libc::c_char,
             buf.len(),
@@ -130,6 +147,36 @@ fn timestamp() -> String {
         )
     };
     format!("{}.{millis:03}", String::from_utf8_lossy(&buf[..n]))
+}
+
+/// The local time's offset from UTC in seconds, as the last stamp in the parent found it.
+static UTC_OFFSET: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// [`timestamp`]'s text for `local` seconds since the epoch in local time, computed without
+/// the C library (days to a civil date by the proleptic Gregorian calendar's 400-year cycle).
+fn child_timestamp(local: i64, millis: u32) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = local.div_euclid(86_400);
+    let of_day = local.rem_euclid(86_400);
+    // Days since 0000-03-01, so that a leap day ends its year.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{day:02} {} {year} {:02}:{:02}:{:02}.{millis:03}",
+        MONTHS[(month - 1) as usize],
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
 }
 
 /// One formatted line (with its newline).
@@ -257,6 +304,38 @@ mod tests {
         assert!(format_line(WARNING, "x").contains(" # x"));
         assert!(format_line(VERBOSE, "x").contains(" - x"));
         assert!(format_line(DEBUG, "x").contains(" . x"));
+    }
+
+    /// A child's stamp, computed without the C library, is the one localtime_r and strftime
+    /// give for the same instant and offset (UTC here, so the offset is 0), across leap days,
+    /// century rules and the epoch.
+    #[test]
+    fn child_stamps_match_the_c_library() {
+        for secs in [
+            0i64,
+            951_782_400,   // 2000-02-29
+            951_868_799,   // 2000-02-29 23:59:59
+            4_107_456_000, // 2100-02-28
+            4_107_542_400, // 2100-03-01
+            1_795_000_123,
+            1_700_000_000,
+        ] {
+            let mut buf = [0u8; 64];
+            // SAFETY: as in `timestamp`: `tm` is written by gmtime_r before strftime reads it,
+            // and strftime writes at most `buf.len()` bytes.
+            let n = unsafe {
+                let mut tm: libc::tm = std::mem::zeroed();
+                assert!(!libc::gmtime_r(&(secs as libc::time_t), &mut tm).is_null());
+                libc::strftime(
+                    buf.as_mut_ptr() as *mut libc::c_char,
+                    buf.len(),
+                    c"%d %b %Y %H:%M:%S".as_ptr(),
+                    &tm,
+                )
+            };
+            let want = format!("{}.042", String::from_utf8_lossy(&buf[..n]));
+            assert_eq!(child_timestamp(secs, 42), want, "{secs}");
+        }
     }
 
     #[test]

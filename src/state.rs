@@ -4,6 +4,7 @@
 //! reports. What runs it (the listener, the cron, shutdown) is [`crate::server`], above.
 
 pub(crate) mod aof;
+pub(crate) mod failover;
 pub mod introspect;
 pub(crate) mod latency;
 pub(crate) mod listeners;
@@ -95,6 +96,8 @@ pub struct Server {
     pub instant: crate::state::introspect::InstantMetrics,
     /// CLIENT PAUSE state.
     pub(crate) pause: pause::Pause,
+    /// A coordinated failover (FAILOVER) and its state.
+    pub(crate) failover: failover::Failover,
     /// The TCP accept loops (CONFIG SET port / bind replace them).
     pub(crate) listeners: listeners::Listeners,
     /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
@@ -138,6 +141,7 @@ impl Server {
             errorstats: Default::default(),
             instant: Default::default(),
             pause: Default::default(),
+            failover: Default::default(),
             listeners: Default::default(),
             signal_shutdown: Default::default(),
             shutdown_wait: Default::default(),

@@ -603,3 +603,77 @@ fn streams_cross_load_between_redis_and_podium() {
     let back: Vec<String> = keys.iter().map(|k| stream_view(&redis, k)).collect();
     assert_eq!(back, want);
 }
+
+/// Issue 36: Redis's Sentinel suite points `dir` at `/` and `dbfilename` at an existing
+/// directory so that BGSAVE fails. The failure must be a warning in the server's log (the
+/// suite counts anything on a node's standard error as a fault) naming a temporary file in
+/// `dir`; with `dbfilename ""` the temporary file must still be in `dir`, not in the directory
+/// above it.
+#[test]
+fn a_failed_save_logs_its_temporary_file_in_dir_and_nothing_on_stderr() {
+    let top = tempdir();
+    let data = top.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir data");
+    std::fs::create_dir(data.join("sub")).expect("mkdir sub");
+    let logfile = top.path().join("server.log");
+    let p = podium(&data, &["--logfile", logfile.to_str().expect("UTF-8 path")]).expect("start");
+    let data_abs = std::fs::canonicalize(&data).expect("canonical dir");
+    let console = data.with_extension(format!("{}.log", p.port));
+    cmd(&p, &["SET", "k", "v"]).expect("SET");
+
+    // The final name is a directory: the rename fails.
+    assert_eq!(status(&p, &["CONFIG", "SET", "dbfilename", "sub"]), "OK");
+    assert_eq!(status(&p, &["BGSAVE"]), "Background saving started");
+    wait_bgsave(&p);
+    assert_eq!(info_field(&p, "rdb_last_bgsave_status"), "err");
+    // And with no file name at all, in the foreground and in the background.
+    assert_eq!(status(&p, &["CONFIG", "SET", "dbfilename", ""]), "OK");
+    assert!(status(&p, &["SAVE"]).starts_with("ERR"));
+    assert_eq!(status(&p, &["BGSAVE"]), "Background saving started");
+    wait_bgsave(&p);
+    assert_eq!(info_field(&p, "rdb_last_bgsave_status"), "err");
+
+    let log = std::fs::read_to_string(&logfile).expect("server log");
+    let moved: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Error moving temp DB file temp-"))
+        .collect();
+    assert_eq!(moved.len(), 3, "one line per failed save:\n{log}");
+    let root = format!("(in server root dir {})", data_abs.display());
+    assert!(
+        moved[0].contains(":C ") && moved[0].contains(" # "),
+        "a child's warning: {}",
+        moved[0]
+    );
+    assert!(
+        moved[0].contains(&format!(
+            "on the final destination sub {root}: Is a directory"
+        )),
+        "{}",
+        moved[0]
+    );
+    for line in &moved[1..] {
+        assert!(
+            line.contains(&format!(
+                "on the final destination  {root}: No such file or directory"
+            )),
+            "{line}"
+        );
+    }
+    assert!(log.contains("Background saving error"), "{log}");
+    // Nothing left behind, in `dir` or above it.
+    for d in [&data, &top.path().to_path_buf()] {
+        for e in std::fs::read_dir(d).expect("read dir") {
+            let name = e.expect("entry").file_name();
+            let name = name.to_string_lossy();
+            assert!(!name.starts_with("temp-"), "{name} left in {}", d.display());
+        }
+    }
+    drop(p);
+    // With a log file, the console (standard output and error) stays silent.
+    let out = std::fs::read_to_string(&console).unwrap_or_default();
+    assert!(
+        !out.contains("temp-") && !out.contains("saving"),
+        "written to the console: {out}"
+    );
+}

@@ -333,7 +333,7 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 } else {
                     kv("role", "master".into());
                 }
-                srv.repl.info_master(&mut fields);
+                srv.repl.info_master(&mut fields, srv.failover.state_name());
                 for (k, v) in fields {
                     kv(&k, v);
                 }

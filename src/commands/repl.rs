@@ -1,4 +1,4 @@
-//! Replication commands: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF / SLAVEOF.
+//! Replication commands: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF / SLAVEOF, FAILOVER.
 //!
 //! These only check arguments and change state: the stream and the replica registry are
 //! [`crate::state::repl`]; the work that needs the client's socket (sending the RDB image,
@@ -26,6 +26,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, Keys::None, role, "server"),
     Spec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
     Spec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
+    Spec::new("failover", -1, ADMIN | NOSCRIPT | STALE, Keys::None, failover, "server"),
 ];
 
 /// The replica's address as INFO and ROLE show it: what it announced, else its peer address.
@@ -45,6 +46,15 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if ctx.client.repl.is_replica {
         // A replica asking again is ignored, as Redis ignores it.
         return Ok(Reply::NoReply);
+    }
+    // `PSYNC <replid> <offset> FAILOVER`: our master hands us its role (state::failover).
+    if a.len() > 3 && eq(&a[0], "psync") && eq(&a[3], "failover") {
+        let who = format!("id={} addr={}", ctx.client.id, ctx.client.info.addr);
+        crate::state::failover::accept_psync_failover(ctx.srv, &a[1], &who)
+            .map_err(Reply::error)?;
+    }
+    if ctx.srv.failover.state() != crate::state::failover::NONE {
+        return Err(Reply::error("NOMASTERLINK Can't SYNC while failing over"));
     }
     if let Some(refusal) = crate::state::replica_link::sync_refusal(ctx.srv) {
         return Err(Reply::Error(refusal.into()));
@@ -255,4 +265,87 @@ fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // The process's OOM score follows its role (oom-score-adj-values' replica class).
     let _ = super::config_cmd::apply_oom_score_adj(ctx.srv);
     Ok(reply)
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: the arguments are checked in Redis's
+/// order (syntax and numbers first, then the server's state, then the target); the failover
+/// itself is `state::failover`'s. Answers +OK once the failover has started.
+fn failover(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    use crate::state::failover as fo;
+    let srv = ctx.srv;
+    // ABORT only alone: with other arguments it is a syntax error.
+    if a.len() == 2 && eq(&a[1], "abort") {
+        if srv.failover.state() == fo::NONE {
+            return Err(Reply::error("ERR No failover in progress."));
+        }
+        fo::abort(srv, "Failover manually aborted");
+        return Ok(Reply::Ok);
+    }
+    let not_integer = || Reply::error("ERR value is not an integer or out of range");
+    let mut timeout_ms: i64 = 0;
+    let mut force = false;
+    let mut target: Option<(String, i64)> = None;
+    let mut j = 1;
+    while j < a.len() {
+        if eq(&a[j], "timeout") && j + 1 < a.len() && timeout_ms == 0 {
+            let t = crate::util::numtext::parse_i64(&a[j + 1]).ok_or_else(not_integer)?;
+            if t <= 0 {
+                return Err(Reply::error("ERR FAILOVER timeout must be greater than 0"));
+            }
+            timeout_ms = t;
+            j += 2;
+        } else if eq(&a[j], "to") && j + 2 < a.len() && target.is_none() {
+            let port = crate::util::numtext::parse_i64(&a[j + 2]).ok_or_else(not_integer)?;
+            target = Some((String::from_utf8_lossy(&a[j + 1]).into_owned(), port));
+            j += 3;
+        } else if eq(&a[j], "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(Reply::error(SYNTAX));
+        }
+    }
+    if srv.failover.state() != fo::NONE {
+        return Err(Reply::error("ERR FAILOVER already in progress."));
+    }
+    if crate::state::replica_link::is_replica(srv) {
+        return Err(Reply::error(
+            "ERR FAILOVER is not valid when server is a replica.",
+        ));
+    }
+    let replicas = srv.repl.replicas();
+    if replicas.is_empty() {
+        return Err(Reply::error("ERR FAILOVER requires connected replicas."));
+    }
+    if force && (timeout_ms == 0 || target.is_none()) {
+        return Err(Reply::error(
+            "ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    let target = match target {
+        Some((host, port)) => {
+            let Some(r) = replicas
+                .iter()
+                .find(|r| r.ip.eq_ignore_ascii_case(&host) && i64::from(r.listening_port) == port)
+            else {
+                return Err(Reply::error(
+                    "ERR FAILOVER target HOST and PORT is not a replica.",
+                ));
+            };
+            if r.state() != ONLINE {
+                return Err(Reply::error("ERR FAILOVER target replica is not online."));
+            }
+            Some((host, r.listening_port))
+        }
+        None => None,
+    };
+    fo::start(
+        srv,
+        fo::Request {
+            target,
+            timeout_ms,
+            force,
+        },
+    );
+    Ok(Reply::Ok)
 }

@@ -45,7 +45,7 @@ pub(crate) fn private_dirty() -> u64 {
 
 /// Fork a child, titled `title` (Redis's child names, for `{title}` in `proc-title-template`),
 /// that runs `work` and exits: 0 when it returns Ok, 1 when it fails (its message
-/// goes to standard error) or panics. `work` gets the write end of the report pipe (see
+/// goes to the server log as the child's warning) or panics. `work` gets the write end of the report pipe (see
 /// [`child_report`]); the parent gets the child's pid and the read end, for [`wait_child`].
 /// Counts the fork (INFO latest_fork_usec, total_forks). The caller holds the shard guards
 /// `work` reads, and drops them once this returns.
@@ -76,11 +76,10 @@ pub(crate) fn fork_child(
         let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(write_fd))) {
             Ok(Ok(())) => 0,
             Ok(Err(msg)) => {
-                let msg = format!("{msg}\n");
-                // SAFETY: write(2) to standard error from a buffer we own.
-                unsafe {
-                    libc::write(2, msg.as_ptr().cast(), msg.len());
-                }
+                // To the server log as a child's warning line (Redis's serverLog from the
+                // child), never to standard error: supervisors and Redis's own test harnesses
+                // treat anything on stderr as a fault.
+                crate::log::child_warning(&msg);
                 1
             }
             Err(_) => 1,

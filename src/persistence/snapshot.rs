@@ -243,6 +243,60 @@ pub(crate) fn write_image_reporting<W: Write>(
     Ok((out.finish()?, keys))
 }
 
+/// Why a save failed, at which of its steps: each step has its own line in Redis's log.
+#[derive(Debug)]
+pub(crate) enum SaveError {
+    /// The temporary file could not be created.
+    Open(std::io::Error),
+    /// Writing or syncing the image failed.
+    Write(std::io::Error),
+    /// The finished file could not be renamed onto the target (e.g. the target is a directory).
+    Rename(std::io::Error),
+}
+
+impl SaveError {
+    /// The warning Redis logs for this failure, with the paths as the save used them and the
+    /// working directory (which is `dir`).
+    pub(crate) fn log_line(&self, tmp: &Path, target: &Path) -> String {
+        let cwd = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        match self {
+            SaveError::Open(e) => format!(
+                "Failed opening the temp RDB file {} (in server root dir {cwd}) for saving: {}",
+                short_name(tmp),
+                crate::util::strerror(e)
+            ),
+            SaveError::Write(e) => {
+                format!("Write error saving DB on disk: {}", crate::util::strerror(e))
+            }
+            SaveError::Rename(e) => format!(
+                "Error moving temp DB file {} on the final destination {} (in server root dir {cwd}): {}",
+                short_name(tmp),
+                short_name(target),
+                crate::util::strerror(e)
+            ),
+        }
+    }
+}
+
+/// A file in `dir` as Redis names it in its log: relative to `dir`, its working directory.
+fn short_name(p: &Path) -> String {
+    match p.file_name() {
+        Some(n)
+            if p.parent()
+                .is_some_and(|d| d == Path::new(".") || same_as_cwd(d)) =>
+        {
+            n.to_string_lossy().into_owned()
+        }
+        _ => p.display().to_string(),
+    }
+}
+
+fn same_as_cwd(d: &Path) -> bool {
+    std::env::current_dir().is_ok_and(|c| c == d)
+}
+
 /// Write the image to `tmp`, fsync it, rename it to `target` and fsync the directory.
 fn write_file_at(
     tmp: &Path,
@@ -250,7 +304,7 @@ fn write_file_at(
     dbs: &[Vec<&Shard>],
     opts: SaveOpts,
     used_mem: usize,
-) -> std::io::Result<u64> {
+) -> Result<u64, SaveError> {
     write_file_reporting(tmp, target, dbs, opts, used_mem, None)
 }
 
@@ -261,26 +315,30 @@ fn write_file_reporting(
     opts: SaveOpts,
     used_mem: usize,
     progress: Option<Box<dyn FnMut(u64)>>,
-) -> std::io::Result<u64> {
+) -> Result<u64, SaveError> {
     let r = (|| {
-        let f = std::fs::File::create(tmp)?;
+        let f = std::fs::File::create(tmp).map_err(SaveError::Open)?;
         let (w, keys) = write_image_reporting(
             std::io::BufWriter::with_capacity(1 << 16, f),
             dbs,
             opts,
             used_mem,
             progress,
-        )?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
+        )
+        .map_err(SaveError::Write)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| SaveError::Write(e.into_error()))?;
+        f.sync_all().map_err(SaveError::Write)?;
         drop(f);
-        std::fs::rename(tmp, target)?;
+        std::fs::rename(tmp, target).map_err(SaveError::Rename)?;
         if let Some(dir) = target.parent() {
             super::manifest::sync_dir(if dir.as_os_str().is_empty() {
                 Path::new(".")
             } else {
                 dir
-            })?;
+            })
+            .map_err(SaveError::Write)?;
         }
         Ok(keys)
     })();
@@ -738,7 +796,19 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
 pub(crate) fn rdb_path(srv: &Server) -> PathBuf {
     let dir = srv.config.text(dir::DIR);
     let name = srv.config.text(dir::DBFILENAME);
+    if name.is_empty() {
+        // `dbfilename ""` (which Redis accepts) names no file: `dir` joined with it would be
+        // the directory itself. An empty path fails to open or rename as Redis's "" does.
+        return PathBuf::new();
+    }
     Path::new(&dir).join(name)
+}
+
+/// The temporary file a save writes before renaming it onto [`rdb_path`]: `temp-<pid>.rdb` in
+/// `dir` itself. It is built from `dir`, never from the target's parent: with `dbfilename ""`
+/// the target is `dir/` and its parent is the directory above `dir`, where Redis never writes.
+pub(crate) fn temp_rdb_path(srv: &Server, pid: u32) -> PathBuf {
+    Path::new(&srv.config.text(dir::DIR)).join(format!("temp-{pid}.rdb"))
 }
 
 /// The configured save points: (seconds, changes) pairs.
@@ -782,7 +852,7 @@ pub fn write_refusal(srv: &Server) -> Option<&'static str> {
 /// SAVE (and SHUTDOWN's save): write the file in the foreground, every shard locked.
 pub(crate) fn save(srv: &Server) -> Result<(), String> {
     let target = rdb_path(srv);
-    let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let tmp = temp_rdb_path(srv, std::process::id());
     let opts = SaveOpts::from_config(srv, false);
     let guards = lock_all(srv);
     let dirty = srv.stats.dirty.get();
@@ -800,14 +870,7 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
             Ok(())
         }
         Err(e) => {
-            let msg = format!(
-                "Failed opening the temp RDB file {} (in server root dir {}) for saving: {}",
-                tmp.display(),
-                std::env::current_dir()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_default(),
-                e
-            );
+            let msg = e.log_line(&tmp, &target);
             tracing::warn!("{msg}");
             Err(msg)
         }
@@ -830,7 +893,8 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     };
     let target = rdb_path(srv);
     let opts = SaveOpts::from_config(srv, false);
-    let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
+    // The child's temporary file goes in `dir` (see temp_rdb_path), named by the child's pid.
+    let dir = PathBuf::from(srv.config.text(dir::DIR));
     let used_mem = crate::alloc::used_memory();
     st.last_bgsave_try
         .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
@@ -859,13 +923,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
                 child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
             }
         });
+        // The failure's line goes to the log (fork_child), as Redis's child logs it.
         let keys = write_file_reporting(&tmp, &target, &dbs, opts, used_mem, Some(progress))
-            .map_err(|e| {
-                format!(
-                    "Background saving error: can't write {}: {e}",
-                    tmp.display()
-                )
-            })?;
+            .map_err(|e| e.log_line(&tmp, &target))?;
         child_report(report_fd, REPORT_FINAL, keys, private_dirty());
         Ok(())
     });
@@ -1033,7 +1093,7 @@ pub(crate) fn after_flushall(srv: &Server) {
         return;
     }
     let target = rdb_path(srv);
-    let tmp = target.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let tmp = temp_rdb_path(srv, std::process::id());
     let opts = SaveOpts::from_config(srv, false);
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
@@ -1044,7 +1104,7 @@ pub(crate) fn after_flushall(srv: &Server) {
             let dirty = srv.stats.dirty.get();
             record_save(srv, dirty + 1);
         }
-        Err(e) => tracing::warn!("Failed saving the DB after FLUSHALL: {e}"),
+        Err(e) => tracing::warn!("{}", e.log_line(&tmp, &target)),
     }
 }
 

@@ -195,9 +195,24 @@ async fn link_once(
             ("?".to_string(), "-1".to_string())
         }
     };
-    let reply = m
-        .command(&[b"PSYNC", replid.as_bytes(), next.as_bytes()])
-        .await?;
+    // A master handing its role over (state::failover) asks the target to take it.
+    let failing_over = srv.failover.state() == crate::state::failover::IN_PROGRESS;
+    let mut psync: Vec<&[u8]> = vec![&b"PSYNC"[..], replid.as_bytes(), next.as_bytes()];
+    if failing_over {
+        psync.push(b"FAILOVER");
+    }
+    if let Err(e) = m.send(&psync).await {
+        crate::state::failover::abort(srv, "Write error to failover target");
+        return Err(e);
+    }
+    let reply = m.line(true).await;
+    let accepted =
+        matches!(&reply, Ok(r) if r.starts_with("+FULLRESYNC") || r.starts_with("+CONTINUE"));
+    if failing_over && !crate::state::failover::psync_answered(srv, accepted) {
+        // Aborted: this server is a master again and this link's generation is over.
+        return Ok(());
+    }
+    let reply = reply?;
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC") {
         let mut words = rest.split_whitespace();
         let (Some(id), Some(off)) = (
@@ -307,7 +322,13 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
         i.last_io_ms = now;
     }
     let target = crate::persistence::snapshot::rdb_path(srv);
-    let tmp = target.with_file_name(format!("temp-{}.{}.rdb", now / 1000, std::process::id()));
+    // In `dir` itself, not beside the target: with `dbfilename ""` the target's parent is the
+    // directory above `dir`.
+    let tmp = std::path::Path::new(&srv.config.text(dir::DIR)).join(format!(
+        "temp-{}.{}.rdb",
+        now / 1000,
+        std::process::id()
+    ));
     // Read back too: the diskless form's end is found by reading the file's last bytes.
     let mut file = std::fs::OpenOptions::new()
         .read(true)

@@ -28,6 +28,9 @@ pub(crate) struct Pause {
     /// A shutdown waiting for its replicas holds writes back (Redis's PAUSE_DURING_SHUTDOWN),
     /// apart from CLIENT PAUSE: CLIENT UNPAUSE does not end it, and it has no end time.
     during_shutdown: std::sync::atomic::AtomicBool,
+    /// FAILOVER holds writes back while a replica catches up (Redis's PAUSE_DURING_FAILOVER):
+    /// like the shutdown's, CLIENT UNPAUSE does not end it, and it has no end time.
+    during_failover: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Pause {
@@ -39,6 +42,7 @@ impl Default for Pause {
                 end_ms: 0,
             }),
             during_shutdown: std::sync::atomic::AtomicBool::new(false),
+            during_failover: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -81,10 +85,20 @@ impl Pause {
         self.state.send_modify(|_| {});
     }
 
-    /// The kind in force now (CLIENT PAUSE's, or WRITE during a shutdown's wait).
+    /// Hold writes back while a failover waits for its target (`on`), or stop.
+    pub(crate) fn during_failover(&self, on: bool) {
+        self.during_failover.store(on, Ordering::SeqCst);
+        self.state.send_modify(|_| {});
+    }
+
+    /// The kind in force now (CLIENT PAUSE's, or WRITE during a shutdown's or a failover's
+    /// wait).
     pub(crate) fn current(&self) -> u8 {
         let kind = self.client_pause();
-        if kind == OFF && self.during_shutdown.load(Ordering::Relaxed) {
+        if kind == OFF
+            && (self.during_shutdown.load(Ordering::Relaxed)
+                || self.during_failover.load(Ordering::Relaxed))
+        {
             return WRITE;
         }
         kind
@@ -128,7 +142,7 @@ impl Pause {
         }
         let until_end = async {
             if self.client_pause() == OFF {
-                // Only the shutdown's pause: it ends by a change.
+                // Only the shutdown's or the failover's pause: it ends by a change.
                 return std::future::pending::<()>().await;
             }
             let left = (end_ms - unix_ms()).max(0) as u64;

@@ -555,16 +555,24 @@ impl Replication {
     }
 
     /// The cron's share (once a second): PING the replicas every `ping_period` seconds and
-    /// drop the backlog after `ttl` seconds
-    /// without replicas.
-    pub(crate) fn cron(&self, tick: u64, ping_period: u64, ttl: i64, limit: ObufLimit) {
+    /// drop the backlog after `ttl` seconds without replicas. No PING while `failing_over`:
+    /// the failover waits for a replica to acknowledge our last offset, which a PING would
+    /// move.
+    pub(crate) fn cron(
+        &self,
+        tick: u64,
+        ping_period: u64,
+        ttl: i64,
+        limit: ObufLimit,
+        failing_over: bool,
+    ) {
         let has_online = self
             .stream
             .lock()
             .replicas
             .iter()
             .any(|r| r.state() == ONLINE);
-        if has_online && ping_period > 0 && tick.is_multiple_of(ping_period) {
+        if has_online && !failing_over && ping_period > 0 && tick.is_multiple_of(ping_period) {
             self.feed(None, &[Bytes::from_static(b"PING")], limit);
         }
         let mut s = self.stream.lock();
@@ -599,7 +607,8 @@ impl Replication {
     }
 
     /// INFO replication's master fields after role and connected_slaves' lines.
-    pub(crate) fn info_master(&self, out: &mut Vec<(String, String)>) {
+    /// `failover_state` is `master_failover_state`'s value (see `state::failover`).
+    pub(crate) fn info_master(&self, out: &mut Vec<(String, String)>, failover_state: &str) {
         let s = self.stream.lock();
         out.push(("connected_slaves".into(), s.replicas.len().to_string()));
         let now = crate::clock::unix_ms();
@@ -617,7 +626,7 @@ impl Replication {
                 ),
             ));
         }
-        out.push(("master_failover_state".into(), "no-failover".into()));
+        out.push(("master_failover_state".into(), failover_state.into()));
         out.push(("master_replid".into(), s.replid.clone()));
         out.push(("master_replid2".into(), s.replid2.clone()));
         out.push(("master_repl_offset".into(), s.offset.to_string()));

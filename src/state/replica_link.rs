@@ -210,10 +210,12 @@ pub(crate) fn read_only(srv: &Server) -> bool {
 /// REPLICAOF host port | NO ONE, for client `client_id`.
 pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) -> Reply {
     let who = client_id;
+    if srv.failover.state() != crate::state::failover::NONE {
+        return Reply::error("ERR REPLICAOF not allowed while failing over.");
+    }
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         if is_replica(srv) {
-            srv.master_link.unfollow();
-            srv.repl.become_master();
+            unset_master(srv);
             tracing::info!("MASTER MODE enabled (user request from 'id={who}')");
         }
         return Reply::Ok;
@@ -233,12 +235,25 @@ pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) 
             }
         }
     }
+    set_master(srv, host.clone(), port);
+    tracing::info!("REPLICAOF {host}:{port} enabled (user request from 'id={who}')");
+    Reply::Ok
+}
+
+/// Follow `host:port` from now on (REPLICAOF, and a failover handing the role to its target).
+/// A master's history stays ours: the link continues it with `PSYNC <replid> <offset+1>`.
+pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
     // Our replicas must resynchronize with the new history.
     srv.repl.disconnect_replicas();
     srv.repl.start_following();
-    srv.master_link.follow(host.clone(), port);
-    tracing::info!("REPLICAOF {host}:{port} enabled (user request from 'id={who}')");
-    Reply::Ok
+    srv.master_link.follow(host, port);
+}
+
+/// Stop following and become a master under a new replication ID (REPLICAOF NO ONE, a
+/// PSYNC FAILOVER from our master, an aborted failover).
+pub(crate) fn unset_master(srv: &Server) {
+    srv.master_link.unfollow();
+    srv.repl.become_master();
 }
 
 /// INFO replication's lines for a replica (after `role:slave`).

@@ -464,7 +464,7 @@ fn start_replication_cron(srv: &Arc<Server>) {
             tick += 1;
             let period = srv.config.int(dir::REPL_PING_REPLICA_PERIOD).max(1) as u64;
             let ttl = srv.config.int(dir::REPL_BACKLOG_TTL);
-            let failing_over = srv.failover.state() != crate::state::failover::NONE;
+            let failing_over = srv.failover.active();
             srv.repl
                 .cron(tick, period, ttl, srv.replica_obuf_limit(), failing_over);
             let timeout_ms = srv.config.int(dir::REPL_TIMEOUT).max(1) * 1000;

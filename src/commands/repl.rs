@@ -53,7 +53,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         crate::state::failover::accept_psync_failover(ctx.srv, &a[1], &who)
             .map_err(Reply::error)?;
     }
-    if ctx.srv.failover.state() != crate::state::failover::NONE {
+    if ctx.srv.failover.active() {
         return Err(Reply::error("NOMASTERLINK Can't SYNC while failing over"));
     }
     if let Some(refusal) = crate::state::replica_link::sync_refusal(ctx.srv) {

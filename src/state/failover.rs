@@ -54,6 +54,11 @@ impl Failover {
         self.state.load(Ordering::Acquire)
     }
 
+    /// A failover is waiting or in progress (REPLICAOF and SYNC are refused meanwhile).
+    pub(crate) fn active(&self) -> bool {
+        self.state() != NONE
+    }
+
     /// INFO replication's `master_failover_state`.
     pub(crate) fn state_name(&self) -> &'static str {
         match self.state() {

@@ -210,7 +210,7 @@ pub(crate) fn read_only(srv: &Server) -> bool {
 /// REPLICAOF host port | NO ONE, for client `client_id`.
 pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) -> Reply {
     let who = client_id;
-    if srv.failover.state() != crate::state::failover::NONE {
+    if srv.failover.active() {
         return Reply::error("ERR REPLICAOF not allowed while failing over.");
     }
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {

@@ -75,19 +75,8 @@ def doc_code(name, c, group, nsubs):
 
 
 # The release the tables describe; the JSON of any other would silently change them.
-REDIS_VERSION = "7.0.15"
-
-
-def check_version(src):
-    """Exit unless `src` (a tree's src/commands) belongs to Redis REDIS_VERSION."""
-    try:
-        with open(os.path.join(src, os.pardir, "version.h")) as f:
-            ok = '#define REDIS_VERSION "%s"' % REDIS_VERSION in f.read()
-    except OSError as e:
-        sys.exit("%s: cannot read Redis's version: %s" % (sys.argv[0], e))
-    if not ok:
-        sys.exit("%s: %s is not Redis %s's source (tools/redis-source.sh gives it)"
-                 % (sys.argv[0], src, REDIS_VERSION))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_pin import check_version  # noqa: E402
 
 
 def main():

@@ -104,9 +104,7 @@ pub fn value_heap_bytes(v: &Value) -> usize {
         Value::Str(s) => s.heap_bytes(),
         Value::ZSet(z) => z.heap_bytes(),
         Value::Hash(h) => h.heap_bytes(),
-        Value::Set(s) => {
-            crate::alloc::size_class(std::mem::size_of::<crate::types::set::Set>()) + s.heap_bytes()
-        }
+        Value::Set(s) => s.heap_bytes(),
         Value::List(l) => l.heap_bytes(),
         Value::Stream(s) => {
             crate::alloc::size_class(std::mem::size_of::<crate::types::stream::Stream>())

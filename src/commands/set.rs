@@ -82,7 +82,7 @@ fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
     let exists = get_set(&mut db, key, false)?.is_some();
     if !exists {
-        db.insert(key, Value::Set(Box::new(Set::for_member(&args[2]))));
+        db.insert(key, Value::Set(Set::for_member(&args[2])));
     }
     let Ok(Some(s)) = get_set(&mut db, key, false) else {
         return Err(Reply::error("ERR internal error: set vanished"));
@@ -322,7 +322,7 @@ fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         db.notify(notify::GENERIC, "del", src);
     }
     if !dst_exists {
-        db.insert(dst, Value::Set(Box::new(Set::for_member(m))));
+        db.insert(dst, Value::Set(Set::for_member(m)));
     }
     db.modified(src);
     let added = match get_set(&mut db, dst, false) {
@@ -460,7 +460,7 @@ fn set_op_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     let res = compute(&mut db, &args[2..], op, max, false)?;
     let n = res.len();
     if n > 0 {
-        db.insert(dst, Value::Set(Box::new(res)));
+        db.insert(dst, Value::Set(res));
         db.modified(dst);
         let event = match op {
             Op::Inter => "sinterstore",

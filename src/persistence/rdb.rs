@@ -398,7 +398,7 @@ fn build_set<'m>(mut members: impl Iterator<Item = &'m [u8]>, limits: &Limits) -
             return None;
         }
     }
-    Some(Value::Set(Box::new(s)))
+    Some(Value::Set(s))
 }
 
 /// A sorted set from its pairs; None on a repeated member or a NaN score.
@@ -696,7 +696,7 @@ mod tests {
         z.insert(b"inf", f64::INFINITY, &l.zset);
         for v in [
             Value::List(list),
-            Value::Set(Box::new(set)),
+            Value::Set(set),
             Value::Hash(hash),
             Value::ZSet(z),
         ] {
@@ -782,7 +782,7 @@ mod tests {
                 z.insert(format!("m{i}").as_bytes(), f64::from(i), &l.zset);
             }
             out.push(dump(&Value::List(list)));
-            out.push(dump(&Value::Set(Box::new(set))));
+            out.push(dump(&Value::Set(set)));
             out.push(dump(&Value::Hash(hash)));
             out.push(dump(&Value::ZSet(z)));
             out.push(dump(&Value::Str(crate::types::compact::CompactBytes::new(

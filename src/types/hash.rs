@@ -54,7 +54,7 @@ const POS_MASK: u64 = (1 << POS_BITS) - 1;
 
 /// The hash function of every [`Table`]: seeded at random once per process, as Redis seeds
 /// its dict hash once at startup. One per table cost each small set and hash its seed.
-static TABLE_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+pub(crate) static TABLE_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
     std::sync::LazyLock::new(hashbrown::DefaultHashBuilder::default);
 
 /// Below this many slots the slot vector grows one slot at a time, so a small set or hash

@@ -9,6 +9,7 @@ pub mod list;
 pub mod located;
 pub mod set;
 pub mod skiplist;
+pub mod small_set;
 pub mod stream;
 pub mod zset;
 
@@ -20,7 +21,8 @@ pub enum Value {
     List(list::List),
     // Inline: a small hash is one packed array, a large one boxed (see hash::Hash).
     Hash(hash::Hash),
-    Set(Box<set::Set>),
+    // Inline: a set of a few short members is one array (see set::Set), a large one boxed.
+    Set(set::Set),
     ZSet(zset::ZSet),
     // Boxed: a stream's header (IDs, counters, maps) is larger than a keyspace slot should be.
     Stream(Box<stream::Stream>),

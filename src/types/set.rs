@@ -3,11 +3,14 @@
 //! A [`Set`] is an integer set (a sorted `Vec<i64>`, Redis's intset) while every member is
 //! the canonical text of a 64-bit integer (Redis's `string2ll` rules: no sign on zero, no
 //! leading zeros, no spaces, no `+`) and it has at most `set-max-intset-entries` members;
-//! otherwise a hash table ([`Table`], shared with hashes, which gives SSCAN its guarantee).
-//! A set never converts back to an intset, as in Redis 7.0 (which has no listpack sets).
-//! Members of an intset are handed out as [`Member`]s holding their formatted text.
+//! otherwise a hash table, as in Redis 7.0 (which has no listpack sets): while it has at most
+//! 128 members of at most 64 bytes a [`SmallSet`] (a hash table in one allocation), past that
+//! a [`Table`] (shared with hashes, which gives SSCAN its guarantee). A set never converts
+//! back to a smaller form. Members of an intset are handed out as [`Member`]s holding their
+//! formatted text.
 
 use super::hash::Table;
+use super::small_set::SmallSet;
 use rand::Rng;
 use std::ops::Deref;
 
@@ -105,8 +108,10 @@ impl std::fmt::Debug for Member<'_> {
 pub enum Set {
     /// Sorted, distinct integers.
     Ints(Vec<i64>),
-    /// Hash-table form.
-    Table(Table<Box<[u8]>>),
+    /// Hash-table form for a few short members, in one allocation.
+    Small(SmallSet),
+    /// Hash-table form, boxed so that a set stays as small as a keyspace slot's value.
+    Table(Box<Table<Box<[u8]>>>),
 }
 
 impl Default for Set {
@@ -121,7 +126,7 @@ impl Set {
         if canonical_i64(m).is_some() {
             Set::Ints(Vec::new())
         } else {
-            Set::Table(Table::default())
+            Set::Small(SmallSet::default())
         }
     }
 
@@ -135,6 +140,7 @@ impl Set {
     pub fn iter(&self) -> Box<dyn Iterator<Item = Member<'_>> + '_> {
         match self {
             Set::Ints(v) => Box::new(v.iter().map(|&i| Member::from_int(i))),
+            Set::Small(s) => Box::new(s.iter().map(Member::Str)),
             Set::Table(t) => Box::new(t.iter().map(|m| Member::Str(m))),
         }
     }
@@ -142,6 +148,7 @@ impl Set {
     pub fn len(&self) -> usize {
         match self {
             Set::Ints(v) => v.len(),
+            Set::Small(s) => s.len(),
             Set::Table(t) => t.len(),
         }
     }
@@ -153,6 +160,7 @@ impl Set {
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {
             Set::Ints(v) => canonical_i64(m).is_some_and(|i| v.binary_search(&i).is_ok()),
+            Set::Small(s) => s.contains(m),
             Set::Table(t) => t.contains(m),
         }
     }
@@ -161,18 +169,56 @@ impl Set {
     pub fn encoding_name(&self) -> &'static str {
         match self {
             Set::Ints(_) => "intset",
-            Set::Table(_) => "hashtable",
+            Set::Small(_) | Set::Table(_) => "hashtable",
         }
     }
 
-    /// Convert to the hash-table form (no-op if already there).
-    pub fn convert_to_table(&mut self) {
-        if let Set::Ints(v) = self {
-            let mut t = Table::with_capacity(v.len() + 1);
-            for &i in v.iter() {
-                t.insert_new(Member::from_int(i).to_vec().into_boxed_slice());
+    /// About how many allocations freeing the set takes (lazyfree's effort).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Set::Ints(_) | Set::Small(_) => 1,
+            Set::Table(t) => t.len(),
+        }
+    }
+
+    /// Convert to a hash-table form that can take `next` as one more member: the small one
+    /// if it fits, else the full table (no-op if already in a form that takes it).
+    fn make_room_for(&mut self, next: &[u8]) {
+        let count = self.len() + 1;
+        let small = match self {
+            Set::Table(_) => return,
+            Set::Small(_) => {
+                if SmallSet::fits(count, next) {
+                    return;
+                }
+                false
             }
-            *self = Set::Table(t);
+            Set::Ints(_) => SmallSet::fits(count, next),
+        };
+        let members: Vec<Vec<u8>> = self.iter().map(|m| m.to_vec()).collect();
+        *self = if small {
+            let mut s = SmallSet::default();
+            for m in &members {
+                s.insert_new(m);
+            }
+            Set::Small(s)
+        } else {
+            let mut t = Table::with_capacity(count);
+            for m in members {
+                t.insert_new(m.into_boxed_slice());
+            }
+            Set::Table(Box::new(t))
+        };
+    }
+
+    /// Convert to the full hash-table form (no-op if already there).
+    pub fn convert_to_table(&mut self) {
+        if !matches!(self, Set::Table(_)) {
+            let mut t = Table::with_capacity(self.len() + 1);
+            for m in self.iter() {
+                t.insert_new(m.to_vec().into_boxed_slice());
+            }
+            *self = Set::Table(Box::new(t));
         }
     }
 
@@ -184,28 +230,29 @@ impl Set {
                     return match v.binary_search(&i) {
                         Ok(_) => false,
                         Err(pos) => {
-                            v.insert(pos, i);
-                            if v.len() > max_intset {
-                                self.convert_to_table();
+                            if v.len() >= max_intset {
+                                // One more than the intset may hold: a hash table, as Redis.
+                                self.make_room_for(m);
+                                return self.add(m, max_intset);
                             }
+                            v.insert(pos, i);
                             true
                         }
                     };
                 }
-                None => self.convert_to_table(),
+                None => self.make_room_for(m),
             }
         }
+        if self.contains(m) {
+            return false;
+        }
+        self.make_room_for(m);
         match self {
-            Set::Table(t) => {
-                if t.contains(m) {
-                    false
-                } else {
-                    t.insert_new(m.into());
-                    true
-                }
-            }
-            Set::Ints(_) => unreachable!("converted above"),
+            Set::Small(s) => s.insert_new(m),
+            Set::Table(t) => t.insert_new(m.into()),
+            Set::Ints(_) => unreachable!("made room above"),
         }
+        true
     }
 
     /// Remove `m`; true if it was there.
@@ -218,6 +265,7 @@ impl Set {
                 }
                 _ => false,
             },
+            Set::Small(s) => s.remove(m),
             Set::Table(t) => t.remove(m).is_some(),
         }
     }
@@ -229,6 +277,7 @@ impl Set {
         }
         Some(match self {
             Set::Ints(v) => Member::from_int(v[rng.gen_range(0..v.len())]),
+            Set::Small(s) => Member::Str(s.nth(rng.gen_range(0..s.len()))?),
             Set::Table(t) => Member::Str(t.at(t.random_slot(rng))?),
         })
     }
@@ -244,6 +293,13 @@ impl Set {
                 .into_iter()
                 .map(|i| Member::from_int(v[i]))
                 .collect(),
+            Set::Small(s) => {
+                let all: Vec<&[u8]> = s.iter().collect();
+                super::distinct_indices(n, count, rng)
+                    .into_iter()
+                    .map(|i| Member::Str(all[i]))
+                    .collect()
+            }
             Set::Table(t) => t
                 .random_distinct_slots(count, rng)
                 .into_iter()
@@ -266,13 +322,18 @@ impl Set {
         picked
     }
 
-    /// SSCAN step: the intset form returns everything with cursor 0.
+    /// SSCAN step: the intset and small forms return everything with cursor 0 (as Redis's
+    /// intset and listpack do: they are too small for a cursor to matter).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
         match self {
             Set::Ints(v) => {
                 for &i in v {
                     f(&Member::from_int(i));
                 }
+                0
+            }
+            Set::Small(s) => {
+                s.iter().for_each(f);
                 0
             }
             Set::Table(t) => t.scan(cursor, count, |m| f(m)),
@@ -283,11 +344,13 @@ impl Set {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Set::Ints(v) => crate::alloc::size_class(v.capacity() * 8),
+            Set::Small(s) => s.heap_bytes(),
             Set::Table(t) => {
                 t.iter()
                     .map(|m| crate::alloc::size_class(m.len()))
                     .sum::<usize>()
                     + t.overhead_bytes()
+                    + crate::alloc::size_class(std::mem::size_of::<Table<Box<[u8]>>>())
             }
         }
     }
@@ -297,23 +360,87 @@ impl Set {
 mod tests {
     use super::*;
 
-    /// A set's header is boxed in the keyspace entry: keep it in jemalloc's 96-byte class, and
-    /// a small table's slot vector without spare slots.
+    /// A set is held inline in the keyspace entry (the value stays at four words), and five
+    /// short tags take one allocation of jemalloc's 48-byte class.
     #[test]
-    fn small_tables_are_lean() {
+    fn small_sets_are_lean() {
         assert!(
-            std::mem::size_of::<Set>() <= 96,
+            std::mem::size_of::<Set>() <= 32,
             "{}",
             std::mem::size_of::<Set>()
         );
-        let mut s = Set::for_member(b"t1");
-        for m in ["t1", "t2", "t3", "t4", "t5"] {
+        let mut s = Set::for_member(b"t1001");
+        for m in ["t1001", "t1002", "t1003", "t1004", "t1005"] {
             assert!(s.add(m.as_bytes(), 512));
         }
-        let Set::Table(t) = &s else {
-            panic!("strings make a table")
-        };
-        assert_eq!(t.slot_capacity(), 5);
+        assert!(matches!(s, Set::Small(_)));
+        assert_eq!(s.encoding_name(), "hashtable");
+        assert_eq!(s.heap_bytes(), 48);
+    }
+
+    /// The small form holds 128 members of up to 64 bytes; one more, or a longer one, makes
+    /// the full table, and nothing converts back.
+    #[test]
+    fn small_set_grows_into_a_table() {
+        let mut s = Set::for_member(b"a");
+        for i in 0..128 {
+            assert!(s.add(format!("m{i}").as_bytes(), 512));
+        }
+        assert!(matches!(s, Set::Small(_)));
+        assert!(!s.add(b"m7", 512));
+        assert!(s.add(b"m128", 512));
+        assert!(matches!(s, Set::Table(_)));
+        assert_eq!(s.len(), 129);
+        assert!((0..129).all(|i| s.contains(format!("m{i}").as_bytes())));
+        for i in 0..129 {
+            assert!(s.remove(format!("m{i}").as_bytes()));
+        }
+        assert!(matches!(s, Set::Table(_)) && s.is_empty());
+
+        let mut s = Set::for_member(b"a");
+        s.add(b"a", 512);
+        s.add(&[b'x'; 65], 512);
+        assert!(matches!(s, Set::Table(_)) && s.contains(&[b'x'; 65]) && s.contains(b"a"));
+
+        // An intset that takes a string member becomes the small form, one past its limit
+        // the full table.
+        let mut s = Set::new_intset();
+        for i in 0..3 {
+            s.add(i.to_string().as_bytes(), 3);
+        }
+        s.add(b"x", 3);
+        assert!(matches!(s, Set::Small(_)) && s.len() == 4);
+        let mut s = Set::new_intset();
+        for i in 0..200 {
+            s.add(i.to_string().as_bytes(), 200);
+        }
+        assert!(matches!(s, Set::Ints(_)));
+        s.add(b"200", 200);
+        assert!(matches!(s, Set::Table(_)) && s.len() == 201);
+    }
+
+    #[test]
+    fn small_set_random_picks_and_scan() {
+        let mut s = Set::for_member(b"a");
+        for m in ["a", "b", "c", "d"] {
+            s.add(m.as_bytes(), 512);
+        }
+        let mut rng = rand::thread_rng();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            seen.insert(s.random(&mut rng).map(|m| m.to_vec()));
+        }
+        assert_eq!(seen.len(), 4);
+        let picked = s.random_distinct(3, &mut rng);
+        let distinct: std::collections::HashSet<Vec<u8>> =
+            picked.iter().map(|m| m.to_vec()).collect();
+        assert_eq!(distinct.len(), 3);
+        let mut scanned = Vec::new();
+        assert_eq!(s.scan(0, 1, |m| scanned.push(m.to_vec())), 0);
+        scanned.sort();
+        assert_eq!(scanned, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+        assert_eq!(s.pop_random(10, &mut rng).len(), 4);
+        assert!(s.is_empty());
     }
 
     #[test]

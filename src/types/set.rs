@@ -438,7 +438,10 @@ mod tests {
         let mut scanned = Vec::new();
         assert_eq!(s.scan(0, 1, |m| scanned.push(m.to_vec())), 0);
         scanned.sort();
-        assert_eq!(scanned, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+        assert_eq!(
+            scanned,
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
         assert_eq!(s.pop_random(10, &mut rng).len(), 4);
         assert!(s.is_empty());
     }

@@ -13,10 +13,14 @@
 //! # Encodings
 //!
 //! * `Small` ("listpack"): one byte buffer of entries
-//!   `[score: f64 LE][len: LEB128 varint][member bytes]`, sorted by
-//!   `(score, member)`. Everything is a linear walk; with at most
-//!   `max_entries` (128) members of at most `max_value` (64) bytes that is a
-//!   few cache lines and costs ~10 bytes of overhead per member.
+//!   `[head: LEB128 varint][score][member bytes]`, sorted by `(score, member)`.
+//!   The head is the member's length shifted left by one; its low bit says how
+//!   the score follows: 1, as the f64's 8 bytes; 0, as a zigzag LEB128
+//!   integer, for an integral score below 2^53 in magnitude (what a points
+//!   board or a timestamp holds: 100000 takes 3 bytes), as Redis's listpack
+//!   keeps such a score as an integer. Everything is a linear walk; with at
+//!   most `max_entries` (128) members of at most `max_value` (64) bytes that is
+//!   a few cache lines and costs 2-10 bytes of overhead per member.
 //! * `Large` ("skiplist"): `super::skiplist::SkipList`, a skip list with spans
 //!   in a u32-indexed arena plus a member -> slot hash index (see that file).
 //!
@@ -167,13 +171,66 @@ struct Small {
     len: usize,
 }
 
+/// Scores of at most this magnitude convert to i64 and back exactly.
+const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// The score as the integer the small form stores, if it is one (not -0, which keeps its sign
+/// only as an f64).
+#[inline]
+fn integral(score: f64) -> Option<i64> {
+    (score.fract() == 0.0
+        && score.abs() < EXACT_INT_LIMIT
+        && (score != 0.0 || score.is_sign_positive()))
+    .then_some(score as i64)
+}
+
+/// Bytes a LEB128 varint of `n` takes.
+#[inline]
+fn varint_len(n: u64) -> usize {
+    (u64::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+}
+
+/// Append the entry (`score`, `m`) in the small form's layout to `out`.
+fn encode(out: &mut Vec<u8>, m: &[u8], score: f64) {
+    match integral(score) {
+        Some(i) => {
+            super::put_varint(out, m.len() << 1);
+            let zigzag = ((i << 1) ^ (i >> 63)) as u64;
+            super::put_varint(out, zigzag as usize);
+        }
+        None => {
+            super::put_varint(out, (m.len() << 1) | 1);
+            out.extend_from_slice(&score.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(m);
+}
+
+/// Bytes [`encode`] writes for (`score`, `m`).
+fn encoded_len(m: &[u8], score: f64) -> usize {
+    let score_len = match integral(score) {
+        Some(i) => varint_len(((i << 1) ^ (i >> 63)) as u64),
+        None => 8,
+    };
+    varint_len((m.len() << 1) as u64) + score_len + m.len()
+}
+
 /// Decode the entry at `pos`: (score, member, position of the next entry).
 #[inline]
 fn decode(buf: &[u8], pos: usize) -> (f64, &[u8], usize) {
-    let mut sb = [0u8; 8];
-    sb.copy_from_slice(&buf[pos..pos + 8]);
-    let score = f64::from_le_bytes(sb);
-    let (len, p) = super::get_varint(buf, pos + 8);
+    let (head, mut p) = super::get_varint(buf, pos);
+    let score = if head & 1 == 1 {
+        let mut sb = [0u8; 8];
+        sb.copy_from_slice(&buf[p..p + 8]);
+        p += 8;
+        f64::from_le_bytes(sb)
+    } else {
+        let (zigzag, next) = super::get_varint(buf, p);
+        p = next;
+        let zigzag = zigzag as u64;
+        ((zigzag >> 1) as i64 ^ -((zigzag & 1) as i64)) as f64
+    };
+    let len = head >> 1;
     (score, &buf[p..p + len], p + len)
 }
 
@@ -224,10 +281,8 @@ impl Small {
             .iter()
             .find(|&(_, s, em, _)| !key_lt(s, em, score, m))
             .map_or(self.buf.len(), |e| e.0);
-        let mut enc = Vec::with_capacity(8 + 2 + m.len());
-        enc.extend_from_slice(&score.to_le_bytes());
-        super::put_varint(&mut enc, m.len());
-        enc.extend_from_slice(m);
+        let mut enc = Vec::with_capacity(encoded_len(m, score));
+        encode(&mut enc, m, score);
         // Grown to fit, not doubled: a small set is one array, like Redis's listpack, and a
         // doubled one wasted up to half of it (a 10-member set's 160 bytes took 256).
         self.buf.reserve_exact(enc.len());
@@ -236,10 +291,8 @@ impl Small {
     }
 
     fn push_back(&mut self, m: &[u8], score: f64) {
-        self.buf.reserve_exact(8 + 2 + m.len());
-        self.buf.extend_from_slice(&score.to_le_bytes());
-        super::put_varint(&mut self.buf, m.len());
-        self.buf.extend_from_slice(m);
+        self.buf.reserve_exact(encoded_len(m, score));
+        encode(&mut self.buf, m, score);
         self.len += 1;
     }
 
@@ -1335,5 +1388,61 @@ mod tests {
             n += 1;
         });
         assert_eq!(n, z.len());
+    }
+}
+
+#[cfg(test)]
+mod small_score_tests {
+    use super::*;
+
+    /// Integral scores take a few bytes in the small form, every other score its f64, and
+    /// both read back exactly (the extremes of the integer range, fractions, infinities, -0).
+    #[test]
+    fn scores_read_back_exactly_and_integers_are_short() {
+        let scores = [
+            0.0,
+            1.0,
+            -1.0,
+            100000.0,
+            -100000.0,
+            1732700000123.0,
+            9_007_199_254_740_991.0,
+            -9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            1e300,
+            0.5,
+            -2.25,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            f64::MIN_POSITIVE,
+        ];
+        for &sc in &scores {
+            let mut buf = Vec::new();
+            encode(&mut buf, b"member", sc);
+            assert_eq!(buf.len(), encoded_len(b"member", sc));
+            let (back, m, end) = decode(&buf, 0);
+            assert_eq!(m, b"member");
+            assert_eq!(end, buf.len());
+            assert_eq!(back.to_bits(), sc.to_bits(), "{sc}");
+        }
+        let mut buf = Vec::new();
+        encode(&mut buf, b"u123456", 100000.0);
+        assert_eq!(buf.len(), 1 + 3 + 7);
+    }
+
+    /// Ten members with integral scores (a friends board) fit jemalloc's 112-byte class.
+    #[test]
+    fn a_friends_board_is_one_small_array() {
+        let limits = ZsetLimits::default();
+        let mut z = ZSet::new_for(7, 10, &limits);
+        for j in 0..10u32 {
+            let m = format!("u{}", 100000 + j);
+            z.insert(m.as_bytes(), f64::from(j * 7919 % 100000), &limits);
+        }
+        assert_eq!(z.encoding_name(), "listpack");
+        assert!(z.heap_bytes() <= 112, "{}", z.heap_bytes());
+        let scores: Vec<f64> = z.iter().map(|(_, s)| s).collect();
+        assert!(scores.windows(2).all(|w| w[0] <= w[1]));
     }
 }

@@ -26,7 +26,7 @@
 
 use super::rdb_encoding::{
     fail, intset, listpack, packed_pairs, put_len, put_string, put_string_lzf, take_failure_reason,
-    ziplist, Reader,
+    ziplist, zipmap, Reader,
 };
 use crate::types::hash::{Hash, HashLimits};
 use crate::types::list::List;
@@ -46,6 +46,8 @@ const TYPE_ZSET_2: u8 = 5;
 const TYPE_LIST_ZIPLIST: u8 = 10;
 const TYPE_SET_INTSET: u8 = 11;
 const TYPE_ZSET_ZIPLIST: u8 = 12;
+/// Redis 2.x small hashes (read only; Redis converts them on load).
+const TYPE_HASH_ZIPMAP: u8 = 9;
 const TYPE_HASH_ZIPLIST: u8 = 13;
 const TYPE_LIST_QUICKLIST: u8 = 14;
 const TYPE_HASH_LISTPACK: u8 = 16;
@@ -238,7 +240,7 @@ pub(crate) fn failure_reason(t: Option<u8>) -> &'static str {
         Some(TYPE_SET_INTSET) => "Intset integrity check failed.",
         Some(TYPE_ZSET_ZIPLIST) => "Zset ziplist integrity check failed.",
         Some(TYPE_ZSET_LISTPACK) => "Zset listpack integrity check failed.",
-        Some(9) => "Zipmap integrity check failed.",
+        Some(TYPE_HASH_ZIPMAP) => "Zipmap integrity check failed.",
         Some(TYPE_HASH_ZIPLIST) => "Hash ziplist integrity check failed.",
         Some(TYPE_HASH_LISTPACK) => "Hash listpack integrity check failed.",
         Some(15 | 19 | 21) => "Stream listpack integrity check failed.",
@@ -363,13 +365,21 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                 .collect();
             build_hash(pairs, limits)?
         }
+        TYPE_HASH_ZIPMAP => {
+            let blob = r.string()?;
+            let pairs = zipmap(&blob)?
+                .into_iter()
+                .map(|(f, v)| (f.to_vec(), v.to_vec()))
+                .collect();
+            build_hash(pairs, limits)?
+        }
         super::rdb_stream::TYPE_STREAM_LISTPACKS | super::rdb_stream::TYPE_STREAM_LISTPACKS_2 => {
             // An empty stream is a value of its own (XGROUP CREATE MKSTREAM, XADD + XDEL).
             return Some(Value::Stream(Box::new(super::rdb_stream::read_stream(
                 r, t,
             )?)));
         }
-        // Modules, zipmaps and anything unknown.
+        // Modules and anything unknown.
         _ => return None,
     };
     let empty = match &value {

@@ -331,6 +331,47 @@ fn sign_extend(v: u64, bits: u32) -> i64 {
     ((v << shift) as i64) >> shift
 }
 
+/// The field/value pairs of a zipmap, the small-hash encoding of RDB files written by Redis
+/// 2.x (type 9), validated in full as Redis does before converting one: a count byte (254:
+/// "count them"), then per pair a length-prefixed field and a length-prefixed value followed
+/// by a "free" byte and that many unused bytes, then 255. A length is one byte below 254, or
+/// 254 and a 4-byte little-endian length. The pairs are not checked for repeats here.
+pub(crate) fn zipmap(zm: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    const BIGLEN: u8 = 254;
+    const END: u8 = 255;
+    let declared = *zm.first()?;
+    let mut at = 1;
+    let length = |at: &mut usize| -> Option<usize> {
+        let b = *zm.get(*at)?;
+        *at += 1;
+        match b {
+            END => None,
+            BIGLEN => {
+                let n = read_le(zm, *at, 4)? as usize;
+                *at += 4;
+                Some(n)
+            }
+            n => Some(usize::from(n)),
+        }
+    };
+    let mut pairs = Vec::new();
+    while *zm.get(at)? != END {
+        let flen = length(&mut at)?;
+        let field = zm.get(at..at.checked_add(flen)?)?;
+        at += flen;
+        let vlen = length(&mut at)?;
+        let free = usize::from(*zm.get(at)?);
+        at += 1;
+        let value = zm.get(at..at.checked_add(vlen)?)?;
+        at = at.checked_add(vlen)?.checked_add(free)?;
+        pairs.push((field, value));
+    }
+    if at + 1 != zm.len() || (declared < BIGLEN && usize::from(declared) != pairs.len()) {
+        return None;
+    }
+    Some(pairs)
+}
+
 /// The elements of a listpack (Redis 7.0's compact encoding), validated as Redis's deep
 /// sanitization does: header size and count, every entry's back-length, the terminator.
 pub(crate) fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
@@ -508,4 +549,40 @@ pub(super) fn packed_pairs(blob: &[u8], ziplist_form: bool) -> Option<Vec<Elem<'
         listpack(blob)?
     };
     (elems.len() % 2 == 0).then_some(elems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zipmap;
+
+    /// The zipmap of Redis's tests/assets/hash-zipmap.rdb ({f1: v1, f2: v2}), one with a long
+    /// value (the 254 + 4-byte length form) and free bytes, and corrupt ones.
+    #[test]
+    fn zipmaps_decode_and_corrupt_ones_are_refused() {
+        let asset = b"\x02\x02f1\x02\x00v1\x02f2\x02\x00v2\xff";
+        assert_eq!(
+            zipmap(asset),
+            Some(vec![(&b"f1"[..], &b"v1"[..]), (&b"f2"[..], &b"v2"[..])])
+        );
+        let long = vec![b'x'; 300];
+        let mut zm = vec![0xfe, 1, b'k', 0xfe];
+        zm.extend_from_slice(&300u32.to_le_bytes());
+        zm.push(3);
+        zm.extend_from_slice(&long);
+        zm.extend_from_slice(&[0, 0, 0, 0xff]);
+        assert_eq!(zipmap(&zm), Some(vec![(&b"k"[..], &long[..])]));
+        assert_eq!(zipmap(b"\x00\xff"), Some(vec![]));
+        // Wrong count, truncated, missing or early end, free bytes past the end.
+        for bad in [
+            &b"\x03\x02f1\x02\x00v1\x02f2\x02\x00v2\xff"[..],
+            b"\x02\x02f1\x02\x00v1\x02f2\x02\x00v2",
+            b"\x02\x02f1\x02\x00v1\x02f2\x02\x00v",
+            b"\x01\x02f1\xff",
+            b"\x01\x02f1\x02\x05v1\xff",
+            b"\x01\x02f1\x02\x00v1\xff\xff",
+            b"",
+        ] {
+            assert_eq!(zipmap(bad), None, "{bad:?}");
+        }
+    }
 }

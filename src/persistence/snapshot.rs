@@ -383,7 +383,6 @@ fn type_name(t: u8) -> &'static str {
     match t {
         6 => "module (pre-GA module value)",
         7 => "module",
-        9 => "hash (zipmap encoding)",
         20 => "set (listpack, Redis 7.2)",
         21 => "stream (listpacks v3, Redis 7.2)",
         _ => "unknown type",
@@ -391,7 +390,7 @@ fn type_name(t: u8) -> &'static str {
 }
 
 fn type_supported(t: u8) -> bool {
-    matches!(t, 0..=5 | 10..=19)
+    matches!(t, 0..=5 | 9..=19)
 }
 
 /// Parse an RDB image at the start of `data`. `skip_expired_at`: drop keys whose expiry is

@@ -31,6 +31,9 @@ pub struct Waiter {
     /// Try the waiters queued behind this one even when it cannot be served (stream readers
     /// wait for different IDs); list and sorted-set pops stop at the first that cannot.
     pub serve_each: bool,
+    /// Set when the client was unblocked because the server stopped being a master: its
+    /// connection closes once the error reply is written, as Redis's does.
+    pub close_after_reply: std::sync::atomic::AtomicBool,
     tx: Mutex<Option<oneshot::Sender<Reply>>>,
 }
 
@@ -76,6 +79,7 @@ impl Registry {
             args,
             serve,
             serve_each,
+            close_after_reply: std::sync::atomic::AtomicBool::new(false),
             tx: Mutex::new(Some(tx)),
         });
         let mut map = self.by_key.lock();
@@ -134,6 +138,30 @@ impl Registry {
             return true;
         }
         false
+    }
+
+    /// Unblock every blocked client with `error`, each to be disconnected after it (a master
+    /// turning into a replica, as Redis's `disconnectAllBlockedClients`: a client left blocked
+    /// would pop what the new master's stream pushes, and the two would no longer hold the
+    /// same data). Returns how many were unblocked.
+    pub fn unblock_all(&self, ks: &crate::keyspace::Keyspace, error: &str) -> usize {
+        let mut map = self.by_key.lock();
+        let mut all: Vec<Arc<Waiter>> = Vec::new();
+        for w in map.drain().flat_map(|(_, q)| q) {
+            if !all.iter().any(|x| Arc::ptr_eq(x, &w)) {
+                all.push(w);
+            }
+        }
+        let mut n = 0;
+        for w in all {
+            if let Some(tx) = w.take() {
+                ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                w.close_after_reply.store(true, Ordering::Release);
+                let _ = tx.send(Reply::error(error));
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The destinations of the BLMOVE / BRPOPLPUSH waiters on `keys` of `db`, and of those

@@ -362,7 +362,7 @@ async fn serve_client(
             let Outcome {
                 reply,
                 block,
-                close: quit,
+                close: mut quit,
                 postponed,
                 unblock_stats,
             } = dispatch_with(srv, client, args, &mut guards);
@@ -425,7 +425,8 @@ async fn serve_client(
                     // Send what the pipeline produced so far, then wait.
                     flush(srv, sock, &info, &mut out, &mut sent).await?;
                     match wait_blocked(srv, sock, client, b, &mut buf).await? {
-                        Some(r) => {
+                        Some((r, close_after_reply)) => {
+                            quit |= close_after_reply;
                             if let Some(stats) = unblock_stats {
                                 crate::commands::after_unblocked(srv, client, stats, &r);
                             }
@@ -826,14 +827,15 @@ async fn await_shutdown(srv: &Server, info: &ClientInfo, failures: u64) -> bool 
     }
 }
 
-/// Wait for a blocked command's outcome. None if the client went away or was killed.
+/// Wait for a blocked command's outcome, and whether the connection closes after it (the
+/// server stopped being a master). None if the client went away or was killed.
 async fn wait_blocked(
     srv: &Server,
     sock: &ClientSocket,
     client: &mut Client,
     blocked: crate::blocking::Blocked,
     buf: &mut BytesMut,
-) -> std::io::Result<Option<Reply>> {
+) -> std::io::Result<Option<(Reply, bool)>> {
     let info = client.info.clone();
     info.blocked.store(true, Ordering::Relaxed);
     let crate::blocking::Blocked { waiter, mut rx } = blocked;
@@ -886,5 +888,6 @@ async fn wait_blocked(
         }
     };
     info.blocked.store(false, Ordering::Relaxed);
-    Ok(result)
+    let close_after_reply = waiter.close_after_reply.load(Ordering::Acquire);
+    Ok(result.map(|r| (r, close_after_reply)))
 }

@@ -403,3 +403,48 @@ fn errors_answered_to_the_master_are_logged_and_counted() {
     let n: String = redis::cmd("GET").arg("n").query(&mut r).unwrap();
     assert_eq!(n, "foo");
 }
+
+/// A master that becomes a replica unblocks its blocked clients with Redis's error and closes
+/// their connections (integration/replication's "BLPOP followed by role change"): a client
+/// left blocked would pop what the new master pushes, and the two would hold different lists.
+#[test]
+fn a_demoted_master_unblocks_and_disconnects_its_blocked_clients() {
+    use std::io::{Read, Write};
+    let a = Podium::start(&[]);
+    let b = Podium::start(&[]);
+    let mut ca = a.con();
+    let mut cb = b.con();
+    let mut blocked = b.raw();
+    blocked
+        .write_all(b"*3\r\n$5\r\nBLPOP\r\n$3\r\nfoo\r\n$1\r\n0\r\n")
+        .unwrap();
+    wait_until("the client to block", || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut cb).unwrap();
+        info.contains("blocked_clients:1")
+    });
+    follow(&mut cb, &a);
+    let mut got = Vec::new();
+    blocked
+        .read_to_end(&mut got)
+        .expect("the connection closes");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n"
+    );
+    let _: () = redis::cmd("RPUSH")
+        .arg("foo")
+        .arg(&["a", "b", "c"])
+        .query(&mut ca)
+        .unwrap();
+    wait_until("the list to reach the replica", || {
+        let l: Vec<String> = redis::cmd("LRANGE")
+            .arg("foo")
+            .arg(0)
+            .arg(-1)
+            .query(&mut cb)
+            .unwrap();
+        l == ["a", "b", "c"]
+    });
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut cb).unwrap();
+    assert!(info.contains("blocked_clients:0"), "{info}");
+}

@@ -243,6 +243,11 @@ pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) 
 /// Follow `host:port` from now on (REPLICAOF, and a failover handing the role to its target).
 /// A master's history stays ours: the link continues it with `PSYNC <replid> <offset+1>`.
 pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
+    // Clients blocked while this was a master would be served by the new master's stream.
+    srv.blocking.unblock_all(
+        &srv.keyspace,
+        "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+    );
     // Our replicas must resynchronize with the new history.
     srv.repl.disconnect_replicas();
     srv.repl.start_following();

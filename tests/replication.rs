@@ -448,3 +448,37 @@ fn a_demoted_master_unblocks_and_disconnects_its_blocked_clients() {
     let info: String = redis::cmd("INFO").arg("clients").query(&mut cb).unwrap();
     assert!(info.contains("blocked_clients:0"), "{info}");
 }
+
+/// A replica promoted with REPLICAOF NO ONE disconnects its own replicas, so they learn its
+/// new replication ID; they come back with a partial resynchronization (the old ID is its
+/// secondary one), as Redis's replicationUnsetMaster makes them.
+#[test]
+fn a_promoted_replica_hands_its_replicas_the_new_id_by_partial_resync() {
+    let a = Podium::start(&[]);
+    let b = Podium::start(&[]);
+    let c = Podium::start(&[]);
+    let mut ca = a.con();
+    let mut cb = b.con();
+    let mut cc = c.con();
+    follow(&mut cb, &a);
+    follow(&mut cc, &b);
+    write_some(&mut ca, 0, 50);
+    wait_until("the chain to catch up", || same_data(&mut ca, &mut cc));
+    let full_before = info_stat(&mut cb, "sync_full");
+    let partial_before = info_stat(&mut cb, "sync_partial_ok");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut cb)
+        .unwrap();
+    let new_id = info_field(&mut cb, "master_replid");
+    wait_until("the replica to take the new replication ID", || {
+        info_field(&mut cc, "master_replid") == new_id && link_up(&mut cc)
+    });
+    assert_eq!(info_stat(&mut cb, "sync_partial_ok"), partial_before + 1);
+    assert_eq!(info_stat(&mut cb, "sync_full"), full_before);
+    write_some(&mut cb, 50, 60);
+    wait_until("the new master's writes to arrive", || {
+        same_data(&mut cb, &mut cc)
+    });
+}

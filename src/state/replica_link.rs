@@ -259,6 +259,10 @@ pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
 pub(crate) fn unset_master(srv: &Server) {
     srv.master_link.unfollow();
     srv.repl.become_master();
+    // Our replicas must learn the new replication ID: they reconnect and continue with a
+    // partial resynchronization (the old ID is our secondary one), as Redis's
+    // replicationUnsetMaster makes them.
+    srv.repl.disconnect_replicas();
 }
 
 /// INFO replication's lines for a replica (after `role:slave`).

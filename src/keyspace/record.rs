@@ -69,7 +69,10 @@ const _: () = assert!(ENTRY_BYTES.is_multiple_of(std::mem::align_of::<Entry>()))
 
 fn layout(key_len: usize) -> Layout {
     let long = if key_len < LONG_KEY as usize { 0 } else { 8 };
-    let size = TAIL_AT + long + key_len;
+    // Rounded up to 16 bytes, the spacing of jemalloc's size classes up to 128 bytes: the
+    // block is then exactly what jemalloc hands out for the usual record, so `used_memory`
+    // (which counts requested bytes) agrees with MEMORY USAGE (which counts size classes).
+    let size = (TAIL_AT + long + key_len).next_multiple_of(16);
     // A key is at most a bulk string, far below isize::MAX; this cannot fail for one.
     Layout::from_size_align(size, std::mem::align_of::<Entry>())
         .unwrap_or_else(|_| panic!("keyspace record of {key_len}-byte key"))

@@ -188,9 +188,13 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let cursor = reader.cursor()?;
     let opts = reader.scan_options(true)?;
     let shards = ctx.srv.keyspace.shards_per_db() as u64;
-    // Cursor layout: high 24 bits = shard, low 40 bits = slot position in that shard.
+    // Cursor layout: high 24 bits = shard, low 40 bits = the shard's bucket cursor (Redis's
+    // reverse-binary cursor over the shard table's buckets, `keyspace::table`). The table
+    // never has more than 2^40 buckets, so the bucket cursor's increments, which run from
+    // its top bit down and never set a bit at or above the bucket count, stay below the
+    // shard's bits.
     let mut shard = cursor >> 40;
-    let mut pos = (cursor & ((1 << 40) - 1)) as usize;
+    let mut pos = cursor & ((1 << 40) - 1);
     if shard >= shards {
         return Ok(scan_reply(0, vec![]));
     }
@@ -205,7 +209,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         let mut db = ctx.db();
         let sh = db.shard_at(shard as usize);
         let budget = opts.count.saturating_sub(visited).max(1);
-        let next_pos = sh.scan_slots(pos, budget, |k, e, at| {
+        let next_pos = sh.scan_buckets(pos, budget, |k, e, at| {
             visited += 1;
             if at != NO_EXPIRE && at < now {
                 expired.push(Bytes::copy_from_slice(k));
@@ -222,7 +226,7 @@ fn scan(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             found.push(Bytes::copy_from_slice(k));
         });
         if next_pos != 0 {
-            break (shard << 40) | next_pos as u64;
+            break (shard << 40) | next_pos;
         }
         shard += 1;
         pos = 0;

@@ -2,28 +2,29 @@
 //!
 //! A shard's table used to store a `(Key, Entry)` pair of 96 bytes inline in every bucket, at
 //! hashbrown's load of 0.44–0.875, and its SCAN order table held a second 40-byte copy of
-//! every key: about 200 bytes of tables per key before any value. Now a shard's tables hold
-//! an 8-byte pointer per index bucket and per SCAN position (see `keyspace/mod.rs`), and the
-//! key's bytes and its entry live here, once:
+//! every key: about 200 bytes of tables per key before any value. Now a shard's one table
+//! (`keyspace/table.rs`) holds an 8-byte pointer per key in 64-byte buckets, and the key's
+//! bytes and its entry live here, once:
 //!
 //! ```text
-//! [ Entry (value, vol, meta) | SCAN position: u32 | (long keys: u64 length) | key bytes ]
+//! [ Entry (value, vol, meta) | (long keys: u64 length) | key bytes ]
 //! ```
 //!
 //! The key's length is the top byte of the entry's `meta` word (whose low 24 bits are the
-//! access clock): 0..=254, or 255 for a long key, whose length then follows as a u64. A
-//! 12-byte key with a short string value makes a 64-byte record, jemalloc's 64-byte class;
-//! Redis 7.0 spends a 24-byte dictEntry, a 16-byte robj and the key's sds on the same. (A
-//! key's expiry is kept by its shard, beside the list of keys with a TTL.)
+//! access clock): 0..=254, or 255 for a long key, whose length then follows as a u64. A key
+//! of up to 16 bytes with a short string value makes a 64-byte record, jemalloc's 64-byte
+//! class; Redis 7.0 spends a 24-byte dictEntry, a 16-byte robj and the key's sds on the same.
+//! (A key's expiry is kept by its shard, beside the list of keys with a TTL.)
 //!
-//! The SCAN table owns each record ([`Record`]); the hash index holds a [`RecordRef`], a
-//! plain copy of the same pointer, so a lookup reads the index bucket and then the record,
-//! with no table in between. The shard keeps the rule that makes those copies safe to
-//! follow: a record leaves the index before it is freed.
+//! The table owns each record: it holds the record's pointer as a [`RecordRef`] (made by
+//! [`Record::into_ref`], turned back into the owning [`Record`] by [`Record::from_ref`] when the
+//! key leaves the table or the table is dropped), and the shard's list of keys with a TTL
+//! holds copies of the same pointers. The shard keeps the rule that makes those copies safe to
+//! follow: a record leaves the TTL list before it is freed.
 //!
-//! The layout is Podium's own, so this is the one place in the keyspace with `unsafe`: every
-//! block says why it holds, and `tests` exercise keys of every length form, drops, and
-//! taking the entry out.
+//! The layout is Podium's own, so this and the table are the places in the keyspace with
+//! `unsafe`: every block says why it holds, and `tests` exercise keys of every length form,
+//! drops, and taking the entry out.
 
 use super::Entry;
 use std::alloc::Layout;
@@ -33,22 +34,19 @@ use std::ptr::NonNull;
 const LONG_KEY: u32 = 0xff;
 /// Bytes of the entry at the head of a record (a multiple of its alignment).
 const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
-/// Where the SCAN position sits, after the entry.
-const POS_AT: usize = ENTRY_BYTES;
 /// Where a long key's length, or a short key's bytes, start.
-const TAIL_AT: usize = POS_AT + 4;
+const TAIL_AT: usize = ENTRY_BYTES;
 /// `Entry::meta` bits that hold the access clock; the byte above holds the key length tag.
 pub(super) const ACCESS_MASK: u32 = 0x00ff_ffff;
 
 /// One key and its entry, owned (see the module's description).
 pub struct Record {
-    /// Points at the entry at the start of the block; the position, key length and bytes
-    /// follow it.
+    /// Points at the entry at the start of the block; the key length and bytes follow it.
     head: NonNull<Entry>,
 }
 
-/// A non-owning copy of a [`Record`]'s pointer, for the shard's hash index. Following it is
-/// `unsafe`: the caller promises the record is still owned by its shard.
+/// A non-owning copy of a [`Record`]'s pointer, as the shard's table and TTL list keep it.
+/// Following it is `unsafe`: the caller promises the record is still owned by its shard.
 #[derive(Clone, Copy)]
 pub struct RecordRef {
     head: NonNull<Entry>,
@@ -60,8 +58,8 @@ pub struct RecordRef {
 unsafe impl Send for Record {}
 // SAFETY: see Send: `&Record` only gives out `&Entry` and `&[u8]`.
 unsafe impl Sync for Record {}
-// SAFETY: a RecordRef lives only in the index of the shard that owns its record and is only
-// followed through that shard (under `&Shard` for reads, `&mut Shard` for writes), so it
+// SAFETY: a RecordRef lives only in the table and TTL list of the shard that owns its record
+// and is only followed through that shard (under `&Shard` for reads, `&mut Shard` for writes), so it
 // crosses threads exactly when the shard does, under the shard's mutex.
 unsafe impl Send for RecordRef {}
 // SAFETY: see Send.
@@ -71,7 +69,10 @@ const _: () = assert!(ENTRY_BYTES.is_multiple_of(std::mem::align_of::<Entry>()))
 
 fn layout(key_len: usize) -> Layout {
     let long = if key_len < LONG_KEY as usize { 0 } else { 8 };
-    let size = TAIL_AT + long + key_len;
+    // Rounded up to 16 bytes, the spacing of jemalloc's size classes up to 128 bytes: the
+    // block is then exactly what jemalloc hands out for the usual record, so `used_memory`
+    // (which counts requested bytes) agrees with MEMORY USAGE (which counts size classes).
+    let size = (TAIL_AT + long + key_len).next_multiple_of(16);
     // A key is at most a bulk string, far below isize::MAX; this cannot fail for one.
     Layout::from_size_align(size, std::mem::align_of::<Entry>())
         .unwrap_or_else(|_| panic!("keyspace record of {key_len}-byte key"))
@@ -101,8 +102,8 @@ unsafe fn key_at<'a>(head: NonNull<Entry>) -> &'a [u8] {
 }
 
 impl Record {
-    /// A record for `key` holding `value`, at SCAN position `pos`, with access clock `access`.
-    pub fn new(key: &[u8], value: super::Value, vol: u32, access: u32, pos: u32) -> Record {
+    /// A record for `key` holding `value`, with access clock `access`.
+    pub fn new(key: &[u8], value: super::Value, vol: u32, access: u32) -> Record {
         let layout = layout(key.len());
         let tag = (key.len() as u32).min(LONG_KEY);
         let entry = Entry {
@@ -116,12 +117,10 @@ impl Record {
             std::alloc::handle_alloc_error(layout)
         };
         // SAFETY: `block` is a fresh allocation of `layout`: ENTRY_BYTES at the entry's
-        // alignment for the entry, 4 bytes for the position, then (for a long key) 8 length
-        // bytes and the key, which the writes below fill exactly (byte copies, no alignment
-        // needed).
+        // alignment for the entry, then (for a long key) 8 length bytes and the key, which the
+        // writes below fill exactly (byte copies, no alignment needed).
         unsafe {
             head.as_ptr().write(entry);
-            std::ptr::copy_nonoverlapping(pos.to_ne_bytes().as_ptr(), block.add(POS_AT), 4);
             let mut at = TAIL_AT;
             if tag == LONG_KEY {
                 let len = (key.len() as u64).to_le_bytes();
@@ -138,10 +137,29 @@ impl Record {
         crate::alloc::size_class(layout(key_len).size())
     }
 
-    /// The copy of this record's pointer that the hash index keeps.
+    /// A copy of this record's pointer.
     #[inline]
     pub fn as_ref(&self) -> RecordRef {
         RecordRef { head: self.head }
+    }
+
+    /// Give up ownership to a table: the record stays allocated, reachable through the
+    /// returned pointer, until [`Record::from_ref`] takes it back.
+    #[inline]
+    pub fn into_ref(self) -> RecordRef {
+        let r = self.as_ref();
+        std::mem::forget(self);
+        r
+    }
+
+    /// Take back ownership of a record given up with [`Record::into_ref`].
+    ///
+    /// # Safety
+    /// `r` must come from `into_ref` and be taken back once: no other `Record` owns it, and
+    /// no copy of it is followed after the returned record is dropped.
+    #[inline]
+    pub unsafe fn from_ref(r: RecordRef) -> Record {
+        Record { head: r.head }
     }
 
     #[inline]
@@ -206,29 +224,17 @@ impl RecordRef {
         unsafe { &mut *self.head.as_ptr() }
     }
 
-    /// The record's SCAN position.
-    ///
-    /// # Safety
-    /// As [`RecordRef::key`].
+    /// The pointer, as a table stores it.
     #[inline]
-    pub unsafe fn pos(self) -> u32 {
-        let mut b = [0u8; 4];
-        // SAFETY: the record is alive (caller's contract) and its position was written in
-        // `new`, 4 bytes at POS_AT inside the block.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.head.as_ptr().cast::<u8>().add(POS_AT),
-                b.as_mut_ptr(),
-                4,
-            );
-        }
-        u32::from_ne_bytes(b)
+    pub(super) fn raw(self) -> NonNull<u8> {
+        self.head.cast()
     }
 
-    /// Whether this is a copy of `r`'s pointer.
+    /// A pointer a table stored with [`RecordRef::raw`]. Making one is safe; following it is
+    /// what needs the record alive.
     #[inline]
-    pub fn is(self, r: &Record) -> bool {
-        self.head == r.head
+    pub(super) fn from_raw(p: NonNull<u8>) -> RecordRef {
+        RecordRef { head: p.cast() }
     }
 }
 
@@ -257,14 +263,12 @@ mod tests {
     fn keys_of_every_length_form_round_trip() {
         for len in [0usize, 1, 12, 254, 255, 256, 70_000] {
             let key: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
-            let r = Record::new(&key, value(b"value"), 7, 42, 1234);
+            let r = Record::new(&key, value(b"value"), 7, 42);
             assert_eq!(r.key(), &key[..]);
             assert_eq!(r.entry().access(), 42);
             let p = r.as_ref();
-            assert!(p.is(&r));
             // SAFETY: `r` is alive and not mutably borrowed for these calls.
             unsafe {
-                assert_eq!(p.pos(), 1234);
                 assert_eq!(p.key(), &key[..]);
                 p.entry_mut().set_access(0x00ab_cdef);
                 assert_eq!(p.entry().access(), 0x00ab_cdef);
@@ -273,6 +277,12 @@ mod tests {
                 assert_eq!(p.entry().access(), ACCESS_MASK);
             }
             assert_eq!(r.key(), &key[..], "entry writes leave the key alone");
+            // Handed to a table and taken back, the record is the same.
+            let q = r.into_ref();
+            assert_eq!(RecordRef::from_raw(q.raw()).raw(), q.raw());
+            // SAFETY: `q` came from into_ref just above and is taken back once.
+            let r = unsafe { Record::from_ref(q) };
+            assert_eq!(r.key(), &key[..]);
             let e = r.into_entry();
             assert_eq!(e.vol, 7);
             assert!(matches!(&e.value, Value::Str(s) if &s[..] == b"value"));
@@ -300,11 +310,11 @@ mod tests {
             let bytes = bytes::Bytes::from_owner(Owner(vec![b'x'; 300]));
             Value::Str(crate::types::compact::CompactBytes::from_bytes(bytes))
         };
-        let r = Record::new(b"k", heap_value(), 0, 0, 0);
+        let r = Record::new(b"k", heap_value(), 0, 0);
         assert_eq!(DROPS.load(Ordering::SeqCst), 0);
         drop(r);
         assert_eq!(DROPS.load(Ordering::SeqCst), 1);
-        let e = Record::new(b"k", heap_value(), 0, 0, 0).into_entry();
+        let e = Record::new(b"k", heap_value(), 0, 0).into_entry();
         assert_eq!(
             DROPS.load(Ordering::SeqCst),
             1,
@@ -318,6 +328,7 @@ mod tests {
     fn a_short_key_and_string_fit_jemallocs_64_byte_class() {
         assert_eq!(ENTRY_BYTES, 48);
         assert_eq!(Record::alloc_bytes(12), 64);
-        assert_eq!(Record::alloc_bytes(13), 80);
+        assert_eq!(Record::alloc_bytes(16), 64);
+        assert_eq!(Record::alloc_bytes(17), 80);
     }
 }

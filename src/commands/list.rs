@@ -649,7 +649,8 @@ fn bmove(
     if move_ready(&mut db, src, dst)? {
         if let Some(e) = do_move(&mut db, src, dst, from_left, to_left) {
             ctx.dirty += 1;
-            ctx.propagate_as(vec![move_cmd(src, dst, from_left, to_left)]);
+            let rpoplpush = args[0].eq_ignore_ascii_case(b"brpoplpush");
+            ctx.propagate_as(vec![move_cmd(rpoplpush, src, dst, from_left, to_left)]);
             return Ok(Reply::Bulk(Bytes::from(e)));
         }
     }
@@ -668,7 +669,16 @@ fn bmove(
     Ok(Reply::NoReply)
 }
 
-fn move_cmd(src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes> {
+/// The command a served BLMOVE / BRPOPLPUSH is propagated as: LMOVE, or RPOPLPUSH for a
+/// BRPOPLPUSH (`rpoplpush`), as Redis rewrites them (a replica's command statistics show it).
+fn move_cmd(rpoplpush: bool, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes> {
+    if rpoplpush {
+        return vec![
+            Bytes::from_static(b"RPOPLPUSH"),
+            Bytes::copy_from_slice(src),
+            Bytes::copy_from_slice(dst),
+        ];
+    }
     let s = |l: bool| Bytes::from_static(if l { b"LEFT" } else { b"RIGHT" });
     vec![
         Bytes::from_static(b"LMOVE"),
@@ -681,10 +691,11 @@ fn move_cmd(src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Vec<Bytes
 
 /// Serve a blocked BLMOVE/BRPOPLPUSH from `key` (its source).
 fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<Vec<Bytes>>)> {
-    let (from_left, to_left) = if w.args[0].eq_ignore_ascii_case(b"blmove") {
-        (side(&w.args[3])?, side(&w.args[4])?)
-    } else {
+    let rpoplpush = !w.args[0].eq_ignore_ascii_case(b"blmove");
+    let (from_left, to_left) = if rpoplpush {
         (false, true)
+    } else {
+        (side(&w.args[3])?, side(&w.args[4])?)
     };
     let dst = &w.args[2];
     match move_ready(db, key, dst) {
@@ -696,7 +707,7 @@ fn serve_move(db: &mut DbHandle, w: &Waiter, key: &[u8]) -> Option<(Reply, Vec<V
     let e = do_move(db, key, dst, from_left, to_left)?;
     Some((
         Reply::Bulk(Bytes::from(e)),
-        vec![move_cmd(key, dst, from_left, to_left)],
+        vec![move_cmd(rpoplpush, key, dst, from_left, to_left)],
     ))
 }
 

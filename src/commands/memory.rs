@@ -7,7 +7,7 @@
 //! The overhead Redis subtracts from the total to get `dataset.bytes` is, here: the memory in
 //! use at startup, every client's buffers (query buffer with its free room, arguments, pending
 //! output), the AOF buffer, the EVAL script cache and the FUNCTION libraries (their text), and
-//! each database's own tables (the hash index, the SCAN vector, the keys' records with their
+//! each database's own tables (each shard's bucketed table, the keys' records with their
 //! entries, as Redis counts its dictEntry structs, and the TTL list), the replication backlog
 //! and the replicas'
 //! output (`clients.slaves`, left out of what `maxmemory` compares, as in Redis). Figures that
@@ -366,7 +366,7 @@ fn usage(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(v) => super::keys::value_heap_bytes(v),
     };
     // The key's record (its bytes and entry, the value's inline part among them), its share
-    // of its shard's index and SCAN positions, and its place in the list of keys with a TTL:
+    // of its shard's table, and its place in the list of keys with a TTL:
     // with what the value allocates besides, this is what the key costs in used_memory, which
     // is what Redis's MEMORY USAGE reports too.
     let key_bytes = h.shard(&key).key_bytes(&key).unwrap_or(0);

@@ -476,6 +476,12 @@ fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 fn getset(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let old = read_str(ctx, &a[1])?;
     store(ctx, &a[1], a[2].clone(), Ttl::Clear);
+    // Propagated as the SET it amounts to, as Redis does (a replica counts a SET).
+    ctx.propagate_as(vec![vec![
+        Bytes::from_static(b"SET"),
+        a[1].clone(),
+        a[2].clone(),
+    ]]);
     match old {
         Some(v) => Ok(Reply::Bulk(v)),
         None => Ok(Reply::Null),

@@ -66,10 +66,7 @@ fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
 fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let lazy = flush_mode(a)?;
     let db = ctx.client.db;
-    let removed = empty_db(ctx, db, lazy);
-    if !lazy {
-        crate::keyspace::lazyfree::purge_after_flush(removed);
-    }
+    empty_db(ctx, db, lazy);
     let id = ctx.client.id;
     ctx.srv
         .tracking
@@ -80,12 +77,8 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let lazy = flush_mode(a)?;
-    let mut removed = 0;
     for db in 0..ctx.srv.keyspace.num_dbs() {
-        removed += empty_db(ctx, db, lazy);
-    }
-    if !lazy {
-        crate::keyspace::lazyfree::purge_after_flush(removed);
+        empty_db(ctx, db, lazy);
     }
     let id = ctx.client.id;
     ctx.srv

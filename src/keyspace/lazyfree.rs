@@ -39,16 +39,10 @@ pub static EVICTION: AtomicBool = AtomicBool::new(false);
 static PENDING: AtomicUsize = AtomicUsize::new(0);
 static FREED: AtomicU64 = AtomicU64::new(0);
 
-/// A flush that emptied at least this many keys asks the allocator to give its freed pages
-/// back at once ([`purge_after_flush`]).
-pub const FLUSH_PURGE_MIN: usize = 1024;
-
 /// Work for the thread: what to drop, and how many objects it counts for.
 enum Job {
     Value(Value),
     Shards(Vec<Shard>, usize),
-    /// Give the allocator's dirty pages back (after a synchronous flush freed many keys).
-    Purge,
 }
 
 /// The thread's queue, started at the first hand-off.
@@ -67,14 +61,7 @@ fn queue() -> &'static std::sync::Mutex<Sender<Job>> {
                         }
                         Job::Shards(shards, n) => {
                             drop(shards);
-                            if n >= FLUSH_PURGE_MIN {
-                                purge();
-                            }
                             n
-                        }
-                        Job::Purge => {
-                            purge();
-                            continue;
                         }
                     };
                     PENDING.fetch_sub(n, Ordering::AcqRel);
@@ -152,23 +139,6 @@ pub fn free(v: Value) {
 pub fn free_if(flag: &AtomicBool, v: Value) {
     if flag.load(Ordering::Relaxed) {
         free(v);
-    }
-}
-
-/// Give the allocator's freed pages back to the system. Without it they stay in RSS until
-/// jemalloc's decay returns them (seconds later, and only while the process is active), so a
-/// server emptied of its data would still look as big as when it held it.
-fn purge() {
-    if let Err(e) = crate::alloc::purge() {
-        tracing::debug!("allocator purge after a flush failed: error {e}");
-    }
-}
-
-/// A synchronous FLUSHDB / FLUSHALL removed `keys` keys: when they were many, the thread
-/// gives the freed pages back (off the command's path: a purge walks every arena).
-pub fn purge_after_flush(keys: usize) {
-    if keys >= FLUSH_PURGE_MIN {
-        send(Job::Purge, 0);
     }
 }
 

@@ -482,3 +482,56 @@ fn a_promoted_replica_hands_its_replicas_the_new_id_by_partial_resync() {
         same_data(&mut cb, &mut cc)
     });
 }
+
+/// Commands are propagated as Redis rewrites them: GETSET as SET, a served BRPOPLPUSH as
+/// RPOPLPUSH (and BLMOVE as LMOVE), so a replica's command statistics are Redis's.
+#[test]
+fn getset_and_brpoplpush_propagate_as_redis_rewrites_them() {
+    use std::io::Write;
+    let a = Podium::start(&[]);
+    let b = Podium::start(&[]);
+    let mut ca = a.con();
+    let mut cb = b.con();
+    follow(&mut cb, &a);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut cb)
+        .unwrap();
+    let _: Option<String> = redis::cmd("GETSET")
+        .arg("g")
+        .arg("v")
+        .query(&mut ca)
+        .unwrap();
+    let mut blocked = a.raw();
+    blocked
+        .write_all(b"*4\r\n$10\r\nBRPOPLPUSH\r\n$3\r\nsrc\r\n$3\r\ndst\r\n$1\r\n5\r\n")
+        .unwrap();
+    wait_until("the client to block", || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut ca).unwrap();
+        info.contains("blocked_clients:1")
+    });
+    let _: i64 = redis::cmd("LPUSH")
+        .arg("src")
+        .arg("x")
+        .query(&mut ca)
+        .unwrap();
+    wait_until("the move to reach the replica", || {
+        let l: Vec<String> = redis::cmd("LRANGE")
+            .arg("dst")
+            .arg(0)
+            .arg(-1)
+            .query(&mut cb)
+            .unwrap();
+        l == ["x"]
+    });
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut cb)
+        .unwrap();
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    assert!(stats.contains("cmdstat_rpoplpush:calls=1,"), "{stats}");
+    assert!(
+        !stats.contains("cmdstat_getset") && !stats.contains("cmdstat_lmove"),
+        "{stats}"
+    );
+}

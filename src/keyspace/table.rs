@@ -413,47 +413,19 @@ impl<S: BuildHasher> Table<S> {
         };
         self.n = n;
         self.children = 0;
-        for i in 0..old_n {
-            // SAFETY: i < old_n, inside the old array, which is still allocated.
-            let mut at = unsafe { old.add(i) };
-            let mut is_child = false;
-            loop {
-                // SAFETY: `at` is a bucket of the old array or a child of its chain, owned by
-                // this table and no longer reachable from it but through this walk.
-                let b = unsafe { at.as_ref() };
-                let mut m = b.present();
-                while m != 0 {
-                    let slot = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    let r = b.record(slot);
-                    // SAFETY: the record is owned by this table (it moves from the old
-                    // buckets to the new), alive and not borrowed elsewhere.
-                    let hash = self.hash(unsafe { r.key() });
-                    if n > 0 {
-                        self.place(hash, r);
-                    }
-                }
-                let next = b.child();
-                if is_child {
-                    // SAFETY: a child bucket allocated with Box::new, visited once, and never
-                    // used again after this.
-                    drop(unsafe { Box::from_raw(at.as_ptr()) });
-                }
-                match next {
-                    Some(c) => {
-                        at = c;
-                        is_child = true;
-                    }
-                    None => break,
-                }
-            }
-        }
         debug_assert!(n > 0 || self.len == 0, "resize to nothing with keys left");
-        if old_n > 0 {
-            // SAFETY: the old array was allocated in an earlier resize with this layout, and
-            // nothing points into it any more.
-            unsafe { std::alloc::dealloc(old.as_ptr().cast::<u8>(), array_layout(old_n)) };
-        }
+        // SAFETY: `old` is the array of `old_n` buckets this table held until just now, with
+        // its chains; nothing else reaches it, and each record moves to the new buckets.
+        unsafe {
+            take_apart(old, old_n, |r| {
+                // SAFETY: the record is owned by this table (it moves from the old buckets to
+                // the new), alive and not borrowed elsewhere.
+                let hash = self.hash(r.key());
+                if n > 0 {
+                    self.place(hash, r);
+                }
+            })
+        };
     }
 
     /// Shrink to the fewest buckets that hold `len` keys (at least the current count), if
@@ -562,42 +534,52 @@ impl<S: BuildHasher> Table<S> {
 
 impl<S> Drop for Table<S> {
     fn drop(&mut self) {
-        for i in 0..self.n {
-            // SAFETY: i < n, inside the array.
-            let mut at = unsafe { self.buckets.add(i) };
-            let mut is_child = false;
-            loop {
-                // SAFETY: a bucket of this table, visited once, not used after this loop.
-                let b = unsafe { at.as_ref() };
-                let mut m = b.present();
-                while m != 0 {
-                    let slot = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    // SAFETY: each present slot's record is owned by this table alone and is
-                    // freed once, here.
-                    drop(unsafe { Record::from_ref(b.record(slot)) });
+        // SAFETY: the table's own array and chains, finished with; each present slot's record
+        // is owned by this table alone and is freed once, here.
+        unsafe { take_apart(self.buckets, self.n, |r| drop(Record::from_ref(r))) };
+    }
+}
+
+/// Hand every record of the `n` buckets at `buckets` (and of their chains) to `f`, free the
+/// child buckets, then the array: what a resize (the records move on) and a drop (they are
+/// freed) share.
+///
+/// # Safety
+/// `buckets` must be an array of `n` buckets allocated by `resize` (dangling if `n` is 0),
+/// with child buckets made by `Box::new`, owned by the caller and not used after this call;
+/// `f` takes over each record.
+unsafe fn take_apart(buckets: NonNull<Bucket>, n: usize, mut f: impl FnMut(RecordRef)) {
+    for i in 0..n {
+        // SAFETY: i < n, inside the array.
+        let mut at = unsafe { buckets.add(i) };
+        let mut is_child = false;
+        loop {
+            // SAFETY: a bucket of the array or of its chain, visited once.
+            let b = unsafe { at.as_ref() };
+            let mut m = b.present();
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                f(b.record(slot));
+            }
+            let next = b.child();
+            if is_child {
+                // SAFETY: a child allocated with Box::new, freed once, after its last use.
+                drop(unsafe { Box::from_raw(at.as_ptr()) });
+            }
+            match next {
+                Some(c) => {
+                    at = c;
+                    is_child = true;
                 }
-                let next = b.child();
-                if is_child {
-                    // SAFETY: a child allocated with Box::new, freed once, after its last use.
-                    drop(unsafe { Box::from_raw(at.as_ptr()) });
-                }
-                match next {
-                    Some(c) => {
-                        at = c;
-                        is_child = true;
-                    }
-                    None => break,
-                }
+                None => break,
             }
         }
-        if self.n > 0 {
-            // SAFETY: the array was allocated in `resize` with this layout, and its buckets
-            // and their children are finished with.
-            unsafe {
-                std::alloc::dealloc(self.buckets.as_ptr().cast::<u8>(), array_layout(self.n))
-            };
-        }
+    }
+    if n > 0 {
+        // SAFETY: the array was allocated in `resize` with this layout, and its buckets and
+        // their children are finished with.
+        unsafe { std::alloc::dealloc(buckets.as_ptr().cast::<u8>(), array_layout(n)) };
     }
 }
 

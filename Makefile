@@ -2,6 +2,7 @@
 #   make run         build in release mode and start the server on port 6379 with conf/podium.conf
 #   make test        cargo test, Redis's own Tcl suites against the release binary, then fuzzing
 #   make suites      only the Tcl suites (tests/redis-suite/run.sh fetches Redis 7.0's tests once)
+#   make tls-suites  every native suite over TLS (make test runs the TLS_SUITES subset)
 #   make unit-test   the generated-tables check (tools/check-generated.sh), then cargo test
 #   make fuzz        the four fuzz targets, FUZZ_SECONDS each (fuzz/run.sh; part of make test)
 #   make bench       criterion benches (hot paths, skip list at 1M)
@@ -31,11 +32,15 @@ ONE_WORKER_SUITES = unit/type/set unit/multi unit/scripting unit/functions unit/
 # NATIVE_SUITES are suite:min-passed.
 NATIVE_FULL = unit/lazyfree unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4 unit/maxmemory integration/shutdown integration/failover integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load integration/convert-ziplist-zset-on-load
 NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58 unit/memefficiency:5
+# Over TLS (`--tls`: tls-port, tls-replication, tcl-tls clients), a fixed set in make test: the
+# TLS suite itself, the leaderboard's data types, transactions, scripting, pub/sub and
+# tracking, ACL and AUTH, and replication; `make tls-suites` runs all of NATIVE_FULL so.
+TLS_SUITES = unit/tls unit/type/zset unit/type/incr unit/type/hash unit/multi unit/scripting unit/pubsub unit/tracking unit/acl unit/auth unit/networking unit/info integration/replication-2 integration/block-repl
 
 # Seconds each fuzz target runs in make test (fuzz/run.sh --seconds N for longer runs).
 FUZZ_SECONDS ?= 40
 
-.PHONY: build run test unit-test suites fuzz bench clean image compose-test
+.PHONY: build run test unit-test suites tls-suites fuzz bench clean image compose-test
 
 build:
 	$(CARGO) build --release
@@ -58,6 +63,10 @@ suites: build
 	@set -e; for r in $(NATIVE_SUITES); do \
 	  bash $(SUITE) --native $(PODIUM) --port $(SUITE_PORT) --min-passed $${r#*:} $${r%%:*}; \
 	done
+	bash $(SUITE) --native $(PODIUM) --tls --port $(SUITE_PORT) $(TLS_SUITES)
+
+tls-suites: build
+	bash $(SUITE) --native $(PODIUM) --tls --port $(SUITE_PORT) unit/tls $(NATIVE_FULL)
 
 fuzz:
 	bash fuzz/run.sh --seconds $(FUZZ_SECONDS)

@@ -21,6 +21,11 @@ Where redis-benchmark's one thread is the bottleneck for both servers (P=1), ops
   default-suite.py --target 'target/release/podium --port {port} --bind 127.0.0.1'
                    [--rounds 3] [--pipelines 1,16] [--requests 200000] [--clients 50]
                    [--tests set,get,lrange_300] [--redis 'redis-server --port {port} ...']
+                   [--tls DIR]
+
+--tls DIR runs every line over TLS: both servers also listen on a TLS port (their port + 100)
+with the certificates in DIR (made there with the openssl tool when DIR has none: a CA, a
+server and a client pair), and redis-benchmark connects to it with --tls and the client pair.
 
 Needs redis-server, redis-benchmark, redis-cli (Debian: apt-get install redis-server
 redis-tools) and taskset. Reuses ../../shared/bench/vs-redis.py's server handling.
@@ -44,11 +49,52 @@ RANGES = {"lrange_100": "lrange mylist 0 99", "lrange_300": "lrange mylist 0 299
           "lrange_500": "lrange mylist 0 499", "lrange_600": "lrange mylist 0 599"}
 
 
+# Lines beyond the default suite, by name (`--tests zincrby`): a leaderboard's write, over
+# 100k members (`-r`).
+EXTRA = {"zincrby": "zincrby lb 1 member:__rand_int__"}
+
+TLS_PORT_OFFSET = 100
+
+
+def make_certs(d):
+    """A CA, a server pair and a client pair in `d` (kept if already there)."""
+    if os.path.exists(os.path.join(d, "client.key")):
+        return
+    os.makedirs(d, exist_ok=True)
+    def ossl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+         "-days", "30", "-subj", "/CN=bench-ca")
+    for name in ("server", "client"):
+        ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+             "-subj", f"/CN=bench-{name}")
+        ossl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", f"{name}.crt", "-days", "30")
+
+
+def tls_server_args(d):
+    d = os.path.abspath(d)
+    return (f" --tls-port {{tlsport}} --tls-cert-file {d}/server.crt --tls-key-file {d}/server.key"
+            f" --tls-ca-cert-file {d}/ca.crt")
+
+
+TLS_DIR = None
+
+
 def run_line(srv, test, pipeline, requests, clients):
     """One redis-benchmark line; returns (ops/s, cpu us/request, busy share) or None."""
-    argv = ["taskset", "-c", "1", "redis-benchmark", "-p", str(srv.port), "-c", str(clients),
+    port = srv.port + TLS_PORT_OFFSET if TLS_DIR else srv.port
+    argv = ["taskset", "-c", "1", "redis-benchmark", "-p", str(port), "-c", str(clients),
             "-n", str(requests), "-P", str(pipeline), "--csv"]
-    argv += RANGES[test].split() if test in RANGES else ["-t", test]
+    if TLS_DIR:
+        d = os.path.abspath(TLS_DIR)
+        argv += ["--tls", "--cacert", f"{d}/ca.crt", "--cert", f"{d}/client.crt", "--key", f"{d}/client.key"]
+    if test in RANGES:
+        argv += RANGES[test].split()
+    elif test in EXTRA:
+        argv += ["-r", "100000"] + EXTRA[test].split()
+    else:
+        argv += ["-t", test]
     c0, t0 = vs.cpu_s(srv.proc.pid), time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     c1, t1 = vs.cpu_s(srv.proc.pid), time.monotonic()
@@ -74,14 +120,24 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--tests", default=",".join(SUITE))
     ap.add_argument("--port", type=int, default=24800)
+    ap.add_argument("--tls", metavar="DIR", help="run over TLS with the certificates in DIR")
     a = ap.parse_args()
+    global TLS_DIR
+    if a.tls:
+        make_certs(a.tls)
+        TLS_DIR = a.tls
+        a.redis += tls_server_args(a.tls)
+        a.target += tls_server_args(a.tls)
     tests = a.tests.split(",")
     pipelines = [int(p) for p in a.pipelines.split(",")]
     # results[(pipeline, test)][name] = list of (rps, cpu, busy)
     results = {}
     for rnd in range(1, a.rounds + 1):
         for p in pipelines:
-            servers = [vs.Server("redis", a.redis, a.port, True), vs.Server("target", a.target, a.port + 1, True)]
+            def cmd(c, port):
+                return c.replace("{tlsport}", str(port + TLS_PORT_OFFSET))
+            servers = [vs.Server("redis", cmd(a.redis, a.port), a.port, True),
+                       vs.Server("target", cmd(a.target, a.port + 1), a.port + 1, True)]
             try:
                 order = servers if rnd % 2 else servers[::-1]
                 filled = False
@@ -99,8 +155,8 @@ def main():
                 for s in servers:
                     s.stop()
             print(f"round {rnd} P={p} done", file=sys.stderr)
-    print(f"redis-benchmark default suite, -n {a.requests} -c {a.clients}, one core per server, "
-          f"median of {a.rounds} rounds")
+    print(f"redis-benchmark default suite{' over TLS' if a.tls else ''}, -n {a.requests} -c {a.clients}, "
+          f"one core per server, median of {a.rounds} rounds")
     print(f"{'P':>3} {'line':<12} {'redis ops/s':>12} {'target ops/s':>13} {'ratio':>6} "
           f"{'redis us':>9} {'target us':>10} {'cpu ratio':>9} {'busy r/t':>10}")
     for p in pipelines:

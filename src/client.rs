@@ -886,7 +886,7 @@ pub enum DebugMode {
 
 /// What the connection gives a session: the socket and the input it had not run yet.
 pub struct DebugIo {
-    pub fd: std::os::fd::RawFd,
+    pub sock: std::sync::Arc<crate::net::ClientSocket>,
     pub input: Vec<u8>,
 }
 

@@ -30,9 +30,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-/// Serve one TCP connection until it closes.
-pub async fn handle(srv: Arc<Server>, sock: TcpStream, peer: SocketAddr) {
-    let sock = match ClientSocket::new(sock) {
+/// Serve one TCP connection until it closes; `tls` is the session of a client of the TLS
+/// port, whose handshake is done first.
+pub async fn handle(
+    srv: Arc<Server>,
+    sock: TcpStream,
+    peer: SocketAddr,
+    tls: Option<openssl::ssl::Ssl>,
+) {
+    let sock = match tls {
+        None => ClientSocket::new(sock),
+        Some(ssl) => ClientSocket::new_tls(sock, ssl),
+    };
+    let sock = match sock {
         Ok(s) => s,
         Err(e) => {
             tracing::debug!("dropping connection from {peer}: {e}");
@@ -76,9 +86,23 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         srv.stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
-        let _ = sock
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+        // A TLS client refused here is closed before its handshake, so it reads no reason
+        // (an I/O error), as from Redis.
+        if !sock.is_tls() {
+            let _ = sock
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+        }
+        return;
+    }
+    // A TLS client counts from its accept, as in Redis; it is served once its handshake is
+    // done.
+    if let Err(e) = sock.handshake().await {
+        tracing::debug!(
+            "Error accepting a client connection: {e} (addr={})",
+            info.addr
+        );
+        srv.clients.lock().remove(&id);
         return;
     }
     if crate::net::protected_mode_refuses(
@@ -352,7 +376,7 @@ async fn serve_client(
                 input.extend_from_slice(&buf);
                 buf.clear();
                 client.debug_io = Some(crate::commands::scripting::DebugIo {
-                    fd: sock.raw_fd(),
+                    sock: sock.clone(),
                     input,
                 });
             }
@@ -472,6 +496,11 @@ async fn serve_client(
                 // as Redis frees such a client.
                 return Ok(());
             }
+            // Gone for everyone else before its last reply can be read, as Redis frees such a
+            // client before it runs another client's command: an invalidation sent after the
+            // client has read its QUIT's +OK finds its redirection broken, not this client.
+            srv.clients.lock().remove(&info.id);
+            srv.tracking.disable(info.id);
             flush(srv, sock, &info, &mut out, &mut sent).await?;
             sock.shutdown();
             return Ok(());

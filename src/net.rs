@@ -18,7 +18,7 @@
 //! descriptors here, read and written with the same calls.
 
 use bytes::BytesMut;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -136,10 +136,77 @@ pub(crate) fn is_local_peer(addr: &str) -> bool {
     }
 }
 
-/// The connected stream: TCP, or the local Unix socket.
+/// The connected stream: TCP, the local Unix socket, or TLS over TCP.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(TlsStream),
+}
+
+/// A TLS session over a non-blocking TCP socket. OpenSSL's state is behind a lock: the
+/// socket loop reads while the park hook may write the same client's replies.
+pub struct TlsStream {
+    fd: RawFd,
+    ssl: parking_lot::Mutex<openssl::ssl::SslStream<TcpStream>>,
+}
+
+/// What one OpenSSL call on a non-blocking socket came to.
+enum TlsIo {
+    Done(usize),
+    /// The socket had nothing to read (EAGAIN): wait until it is readable, then call again.
+    WantRead,
+    /// The socket took no more: wait until it is writable, then call again with the same data.
+    WantWrite,
+    /// The peer closed the session (close_notify, or the socket's end of file).
+    Closed,
+    Failed(io::Error),
+}
+
+impl TlsIo {
+    fn of(r: Result<usize, openssl::ssl::Error>) -> TlsIo {
+        use openssl::ssl::ErrorCode;
+        match r {
+            Ok(n) => TlsIo::Done(n),
+            Err(e) => match e.code() {
+                ErrorCode::WANT_READ => TlsIo::WantRead,
+                ErrorCode::WANT_WRITE => TlsIo::WantWrite,
+                ErrorCode::ZERO_RETURN => TlsIo::Closed,
+                ErrorCode::SYSCALL => match e.into_io_error() {
+                    Ok(io) if io.kind() == io::ErrorKind::Interrupted => TlsIo::WantRead,
+                    Ok(io) => TlsIo::Failed(io),
+                    // An end of file without close_notify: the peer went away.
+                    Err(_) => TlsIo::Closed,
+                },
+                _ => TlsIo::Failed(io::Error::other(e.to_string())),
+            },
+        }
+    }
+}
+
+impl TlsStream {
+    /// Decrypt what the session has into the spare capacity of `buf` (which must have some).
+    fn read_spare(&self, buf: &mut BytesMut) -> TlsIo {
+        let r = self.ssl.lock().ssl_read_uninit(buf.spare_capacity_mut());
+        let io = TlsIo::of(r);
+        if let TlsIo::Done(n) = io {
+            // SAFETY: ssl_read_uninit initialised exactly `n` bytes at the start of the spare
+            // capacity. Covered by tests/tls.rs (every request over TLS is read here).
+            unsafe { buf.set_len(buf.len() + n) };
+        }
+        io
+    }
+
+    fn write(&self, data: &[u8]) -> io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        match TlsIo::of(self.ssl.lock().ssl_write(data)) {
+            TlsIo::Done(n) => Ok(n),
+            TlsIo::WantRead | TlsIo::WantWrite => Err(io::ErrorKind::WouldBlock.into()),
+            TlsIo::Closed => Err(io::ErrorKind::BrokenPipe.into()),
+            TlsIo::Failed(e) => Err(e),
+        }
+    }
 }
 
 impl AsRawFd for Stream {
@@ -147,6 +214,7 @@ impl AsRawFd for Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(t) => t.fd,
         }
     }
 }
@@ -156,6 +224,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => (&*s).write(data),
             Stream::Unix(s) => (&*s).write(data),
+            Stream::Tls(t) => t.write(data),
         }
     }
 }
@@ -204,6 +273,81 @@ impl ClientSocket {
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
         Self::register(Stream::Unix(std))
+    }
+
+    /// A client of the TLS port, with its session `ssl` (made from the contexts in use when
+    /// the client was accepted); [`ClientSocket::handshake`] then completes the handshake.
+    pub fn new_tls(
+        stream: tokio::net::TcpStream,
+        ssl: openssl::ssl::Ssl,
+    ) -> io::Result<ClientSocket> {
+        let _ = stream.set_nodelay(true);
+        let std = stream.into_std()?;
+        std.set_nonblocking(true)?;
+        let fd = std.as_raw_fd();
+        let session = openssl::ssl::SslStream::new(ssl, std).map_err(io::Error::other)?;
+        Self::register(Stream::Tls(TlsStream {
+            fd,
+            ssl: parking_lot::Mutex::new(session),
+        }))
+    }
+
+    /// Complete a TLS client's handshake (nothing to do for plain TCP and the Unix socket);
+    /// Err when it fails. The client's first request may have come with the handshake's last
+    /// message, with no readiness wake of its own to number, so the end of the handshake is
+    /// numbered as one (crate::arrival): that request keeps its place among other
+    /// connections' requests.
+    pub async fn handshake(&self) -> io::Result<()> {
+        if !matches!(self.fd.get_ref(), Stream::Tls(_)) {
+            return Ok(());
+        }
+        self.tls_call(|s| s.accept().map(|()| 0)).await?;
+        if let Some((_, waker)) = &self.arrival {
+            waker.wake_by_ref();
+        }
+        Ok(())
+    }
+
+    /// Drive an OpenSSL call on this TLS socket to its end, waiting for whichever readiness
+    /// it asks for (a handshake may want to read and to write several times).
+    async fn tls_call(
+        &self,
+        mut call: impl FnMut(
+            &mut openssl::ssl::SslStream<TcpStream>,
+        ) -> Result<usize, openssl::ssl::Error>,
+    ) -> io::Result<usize> {
+        let Stream::Tls(t) = self.fd.get_ref() else {
+            return Err(io::ErrorKind::Unsupported.into());
+        };
+        // What the previous attempt waited for: a guard whose readiness turned out stale is
+        // cleared, so the next wait goes to the reactor.
+        let mut waiting: Option<bool> = None; // Some(true): readable, Some(false): writable
+        loop {
+            let mut guard = match waiting {
+                None => None,
+                Some(true) => Some(self.fd.readable().await?),
+                Some(false) => Some(self.fd.writable().await?),
+            };
+            let io = TlsIo::of(call(&mut t.ssl.lock()));
+            let want = match io {
+                TlsIo::Done(n) => return Ok(n),
+                TlsIo::Closed => return Err(io::ErrorKind::UnexpectedEof.into()),
+                TlsIo::Failed(e) => return Err(e),
+                TlsIo::WantRead => true,
+                TlsIo::WantWrite => false,
+            };
+            if waiting == Some(want) {
+                if let Some(g) = guard.as_mut() {
+                    g.clear_ready();
+                }
+            }
+            waiting = Some(want);
+        }
+    }
+
+    /// Whether the client came over the TLS port.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.fd.get_ref(), Stream::Tls(_))
     }
 
     /// The socket's descriptor (the Lua debugger talks to its client directly).
@@ -268,6 +412,13 @@ impl ClientSocket {
     pub fn local_addr(&self) -> String {
         match self.fd.get_ref() {
             Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Tls(t) => t
+                .ssl
+                .lock()
+                .get_ref()
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
             Stream::Unix(s) => s
                 .local_addr()
                 .ok()
@@ -302,6 +453,33 @@ impl ClientSocket {
             if buf.capacity() - buf.len() < 4096 {
                 buf.reserve(16 * 1024);
             }
+            if let Stream::Tls(t) = self.fd.get_ref() {
+                // OpenSSL reads a record at a time and may hold decrypted bytes, so readiness
+                // is cleared only when it reports the socket empty (WANT_READ).
+                match t.read_spare(buf) {
+                    TlsIo::Done(n) => return std::task::Poll::Ready(Ok(n)),
+                    TlsIo::Closed => return std::task::Poll::Ready(Ok(0)),
+                    TlsIo::Failed(e) => return std::task::Poll::Ready(Err(e)),
+                    TlsIo::WantRead => {
+                        guard.clear_ready();
+                        continue;
+                    }
+                    TlsIo::WantWrite => {
+                        // A read that must first write (a post-handshake message while the
+                        // send buffer is full): wait until the socket takes more.
+                        drop(guard);
+                        let mut w = std::task::ready!(self.fd.poll_write_ready(cx))?;
+                        match t.read_spare(buf) {
+                            TlsIo::Done(n) => return std::task::Poll::Ready(Ok(n)),
+                            TlsIo::Closed => return std::task::Poll::Ready(Ok(0)),
+                            TlsIo::Failed(e) => return std::task::Poll::Ready(Err(e)),
+                            TlsIo::WantWrite => w.clear_ready(),
+                            TlsIo::WantRead => {}
+                        }
+                        continue;
+                    }
+                }
+            }
             let offered = buf.capacity() - buf.len();
             match read_spare(self.fd.get_ref().as_raw_fd(), buf) {
                 Ok(n) => {
@@ -324,6 +502,22 @@ impl ClientSocket {
         self.arrival
             .as_ref()
             .and_then(|(stamp, _)| stamp.take_ticket())
+    }
+
+    /// Read what the socket has now into `buf`, without waiting: WouldBlock when it has
+    /// nothing, Ok(0) when the peer closed. For the Lua debugger, which owns the connection
+    /// while a session runs and waits with poll(2) on [`ClientSocket::raw_fd`].
+    pub(crate) fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.fd.get_ref() {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+            Stream::Tls(t) => match TlsIo::of(t.ssl.lock().ssl_read(buf)) {
+                TlsIo::Done(n) => Ok(n),
+                TlsIo::Closed => Ok(0),
+                TlsIo::WantRead | TlsIo::WantWrite => Err(io::ErrorKind::WouldBlock.into()),
+                TlsIo::Failed(e) => Err(e),
+            },
+        }
     }
 
     /// Write what the socket takes of `data` now, without waiting (WouldBlock when it takes
@@ -371,6 +565,12 @@ impl ClientSocket {
         let _ = match self.fd.get_ref() {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(t) => {
+                let mut ssl = t.ssl.lock();
+                // close_notify, if the socket takes it now; the TCP shutdown follows anyway.
+                let _ = ssl.shutdown();
+                ssl.get_ref().shutdown(Shutdown::Both)
+            }
         };
     }
 }

@@ -285,13 +285,19 @@ fn bind_unix_socket(config: &Config) -> Result<Option<(tokio::net::UnixListener,
     Ok(Some((listener, path)))
 }
 
-/// Start the accept loops: TCP on `tcp`, and the Unix socket when one is configured.
-fn start_accepting(
-    srv: &Arc<Server>,
+/// The sockets a server listens on: `port`'s, `tls-port`'s, and the Unix socket.
+struct Sockets {
     tcp: Vec<std::net::TcpListener>,
+    tls: Vec<std::net::TcpListener>,
     unix: Option<(tokio::net::UnixListener, String)>,
-) -> Result<(), String> {
-    crate::listeners::start(srv, tcp)?;
+}
+
+/// Start the accept loops: TCP on `port` and `tls-port`, and the Unix socket when one is
+/// configured.
+fn start_accepting(srv: &Arc<Server>, sockets: Sockets) -> Result<(), String> {
+    let Sockets { tcp, tls, unix } = sockets;
+    crate::listeners::start(srv, tcp, crate::listeners::Group::Plain)?;
+    crate::listeners::start(srv, tls, crate::listeners::Group::Tls)?;
     if let Some((l, path)) = unix {
         let srv = srv.clone();
         tokio::spawn(async move {
@@ -317,21 +323,35 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::crash::install(srv.config.flag(dir::CRASH_LOG_ENABLED));
     crate::commands::acl::load_users_at_startup(&srv)?;
     let port = srv.config.int(dir::PORT) as u16;
+    let tls_port = srv.config.int(dir::TLS_PORT) as u16;
     let bind = srv.config.text(dir::BIND);
-    let _ = srv.listeners.serve.set(|srv, sock, peer| {
-        tokio::spawn(crate::connection::handle(srv, sock, peer));
+    let _ = srv.listeners.serve.set(|srv, sock, peer, tls| {
+        tokio::spawn(crate::connection::handle(srv, sock, peer, tls));
     });
-    let listeners = crate::listeners::bind(&srv, &bind, port).inspect_err(|_| {
-        // Redis's words: its test harness looks for "Failed listening on port" to retry on
-        // another port.
-        tracing::warn!("Failed listening on port {port} (TCP), aborting.");
-    })?;
-    // An empty `bind` listens on no TCP address, as in Redis (the Unix socket may serve).
-    if listeners.is_empty() && !bind.trim().is_empty() {
-        tracing::warn!("Failed listening on port {port} (TCP), aborting.");
-        return Err("no address to listen on".into());
+    if crate::listeners::configure_tls(&srv).is_err() {
+        tracing::warn!("Failed to configure TLS. Check logs for more info.");
+        return Err("Failed to configure TLS".into());
     }
+    let listen = |p: u16, what: &str| {
+        let sockets = crate::listeners::bind(&srv, &bind, p).inspect_err(|_| {
+            // Redis's words: its test harness looks for "Failed listening on port" to retry
+            // on another port.
+            tracing::warn!("Failed listening on port {p} ({what}), aborting.");
+        })?;
+        // An empty `bind` listens on no TCP address, as in Redis (the Unix socket may serve).
+        if p != 0 && sockets.is_empty() && !bind.trim().is_empty() {
+            tracing::warn!("Failed listening on port {p} ({what}), aborting.");
+            return Err("no address to listen on".to_string());
+        }
+        Ok(sockets)
+    };
+    let tcp = listen(port, "TCP")?;
+    let tls = listen(tls_port, "TLS")?;
     let unix_listener = bind_unix_socket(&srv.config)?;
+    if port == 0 && tls_port == 0 && unix_listener.is_none() {
+        tracing::warn!("Configured to not listen anywhere, exiting.");
+        return Err("Configured to not listen anywhere".into());
+    }
     log_banner(&srv.config, port);
     srv.config.show_proc_title();
     tracing::warn!("Server initialized");
@@ -343,11 +363,15 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     // With nothing to load (only an AOF to create, or no persistence) connections wait in the
     // listen backlog until startup is done, as Redis serves no one before its event loop.
     let loads_data = crate::persistence::will_load(&srv);
-    let mut accepting = Some((listeners, unix_listener));
+    let mut accepting = Some(Sockets {
+        tcp,
+        tls,
+        unix: unix_listener,
+    });
     if loads_data {
         srv.aof.inner.loading.store(true, Ordering::SeqCst);
-        if let Some((tcp, unix)) = accepting.take() {
-            start_accepting(&srv, tcp, unix)?;
+        if let Some(sockets) = accepting.take() {
+            start_accepting(&srv, sockets)?;
         }
     }
     let loader = srv.clone();
@@ -356,8 +380,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(r) => r?,
         Err(e) => return Err(format!("loading the AOF failed: {e}")),
     }
-    if let Some((tcp, unix)) = accepting.take() {
-        start_accepting(&srv, tcp, unix)?;
+    if let Some(sockets) = accepting.take() {
+        start_accepting(&srv, sockets)?;
     }
     crate::client_evict::configure(&srv);
     tracing::info!("Ready to accept connections");

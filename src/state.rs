@@ -100,6 +100,8 @@ pub struct Server {
     pub(crate) failover: failover::Failover,
     /// The TCP accept loops (CONFIG SET port / bind replace them).
     pub(crate) listeners: listeners::Listeners,
+    /// The TLS contexts new TLS connections use (`tls-*`; crate::listeners configures them).
+    pub(crate) tls: crate::tls::TlsState,
     /// A shutdown a signal asked for (SHUTDOWN ABORT, DEBUG PAUSE-CRON).
     pub(crate) signal_shutdown: shutdown::SignalShutdown,
     /// A shutdown waiting for replicas (`shutdown-timeout`).
@@ -143,6 +145,7 @@ impl Server {
             pause: Default::default(),
             failover: Default::default(),
             listeners: Default::default(),
+            tls: Default::default(),
             signal_shutdown: Default::default(),
             shutdown_wait: Default::default(),
             self_ref: std::sync::OnceLock::new(),

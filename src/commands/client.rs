@@ -13,11 +13,11 @@ use std::sync::atomic::Ordering;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ping", -1, FAST, Keys::None, ping, "connection"),
+    Spec::new("ping", -1, FAST | MISCONF_REFUSED, Keys::None, ping, "connection"),
     Spec::new("echo", 2, LOADING | STALE | FAST, Keys::None, echo, "connection"),
     Spec::new("hello", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, hello, "connection"),
     Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, quit, "connection"),
-    Spec::new("select", 2, FAST | LOADING | STALE, Keys::None, select, "connection"),
+    Spec::new("select", 2, FAST | LOADING | STALE | SWITCHES_DB, Keys::None, select, "connection"),
     Spec::new("auth", -2, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, auth, "connection"),
     Spec::new("reset", 1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, reset, "connection"),
     Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, client, "connection"),
@@ -213,7 +213,16 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             Bytes::from(ctx.client.info.describe() + "\n"),
         )),
         "list" => {
-            let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
+            // A killed client is gone, as Redis frees one at once; its task may still be
+            // winding down (a TLS session's close, a write in flight).
+            let clients: Vec<_> = ctx
+                .srv
+                .clients
+                .lock()
+                .values()
+                .filter(|c| !c.killed.load(std::sync::atomic::Ordering::Relaxed))
+                .cloned()
+                .collect();
             let mut ids: Option<Vec<u64>> = None;
             let mut type_filter: Option<String> = None;
             let mut i = 2;

@@ -44,8 +44,49 @@ const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Longest reply line read back (Redis reads into 1 KiB buffers).
 const MAX_LINE: usize = 1024;
 
+/// A connection to the target: TCP, or TLS over it (`tls-cluster yes`, as Redis's MIGRATE
+/// connects with the cluster's connection type).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<openssl::ssl::SslStream<TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(data),
+            Stream::Tls(s) => s.write(data),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 struct Cached {
-    conn: BufReader<TcpStream>,
+    conn: BufReader<Stream>,
     /// The database the target connection has selected (-1: unknown, SELECT next time).
     last_db: i64,
     last_use: Instant,
@@ -181,7 +222,7 @@ fn io_error(writing: bool, e: &std::io::Error) -> SocketError {
 }
 
 /// One reply line without its CRLF; an empty line, end of file or an over-long line is an error.
-fn read_line(conn: &mut BufReader<TcpStream>) -> Result<Vec<u8>, SocketError> {
+fn read_line(conn: &mut BufReader<Stream>) -> Result<Vec<u8>, SocketError> {
     let mut line = Vec::new();
     let n = conn
         .by_ref()
@@ -205,9 +246,15 @@ fn read_line(conn: &mut BufReader<TcpStream>) -> Result<Vec<u8>, SocketError> {
     Ok(line)
 }
 
-/// A connection to `host:port` within `timeout`, from the cache or new. Taken out of the
-/// cache while in use; [`give_back`] returns it.
-fn connect(name: &[u8], host: &[u8], port: &[u8], timeout: Duration) -> Option<Cached> {
+/// A connection to `host:port` within `timeout`, from the cache or new, over TLS when `tls`
+/// holds a session for it. Taken out of the cache while in use; [`give_back`] returns it.
+fn connect(
+    name: &[u8],
+    host: &[u8],
+    port: &[u8],
+    timeout: Duration,
+    tls: Option<openssl::ssl::Ssl>,
+) -> Option<Cached> {
     if let Some(mut c) = CACHE.lock().as_mut().and_then(|m| m.remove(name)) {
         c.last_use = Instant::now();
         return Some(c);
@@ -221,6 +268,14 @@ fn connect(name: &[u8], host: &[u8], port: &[u8], timeout: Duration) -> Option<C
     let addr = (host, port).to_socket_addrs().ok()?.next()?;
     let stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
     let _ = stream.set_nodelay(true);
+    let stream = match tls {
+        None => Stream::Plain(stream),
+        Some(ssl) => {
+            stream.set_read_timeout(Some(timeout)).ok()?;
+            stream.set_write_timeout(Some(timeout)).ok()?;
+            Stream::Tls(Box::new(ssl.connect(stream).ok()?))
+        }
+    };
     Some(Cached {
         conn: BufReader::new(stream),
         last_db: -1,
@@ -280,7 +335,18 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let name = [&a[1][..], b":", &a[2][..]].concat();
     let mut may_retry = true;
     loop {
-        let Some(mut conn) = connect(&name, &a[1], &a[2], timeout) else {
+        let tls = if ctx.srv.config.flag(crate::config::dir::TLS_CLUSTER) {
+            ctx.srv.tls.connecting().ok()
+        } else {
+            None
+        };
+        let tls_missing = tls.is_none() && ctx.srv.config.flag(crate::config::dir::TLS_CLUSTER);
+        let conn = if tls_missing {
+            None
+        } else {
+            connect(&name, &a[1], &a[2], timeout, tls)
+        };
+        let Some(mut conn) = conn else {
             return Err(Reply::error(
                 "IOERR error or timeout connecting to the client",
             ));
@@ -353,7 +419,7 @@ fn exchange(
         acked,
         replies_read: 0,
     };
-    let stream = conn.conn.get_ref();
+    let stream = conn.conn.get_ref().tcp();
     if let Err(e) = stream
         .set_write_timeout(Some(timeout))
         .and_then(|()| stream.set_read_timeout(Some(timeout)))

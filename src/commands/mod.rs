@@ -115,6 +115,14 @@ pub mod flags {
     pub const MAY_REPLICATE: u32 = 1 << 13;
     pub const SORT_FOR_SCRIPT: u32 = 1 << 14;
     pub const MOVABLE_KEYS: u32 = 1 << 15;
+    /// Runs the client's queued transaction (EXEC): the dispatcher's refusals are judged again
+    /// on what was queued, and a -BUSY refusal discards the transaction.
+    pub const RUNS_QUEUE: u32 = 1 << 16;
+    /// Refused while the last background save failed (MISCONF) though it writes nothing: PING,
+    /// so a health check sees the disk error, as Redis refuses it.
+    pub const MISCONF_REFUSED: u32 = 1 << 17;
+    /// Changes the client's database (SELECT): refused to a script held to one database.
+    pub const SWITCHES_DB: u32 = 1 << 18;
 }
 
 /// Where a command's keys are.
@@ -818,7 +826,7 @@ pub fn dispatch_with<'a>(
         && spec.flags & flags::ALLOW_BUSY == 0
         && !scripting::is_script_kill(&args)
     {
-        if spec.name == "exec" && client.multi.is_some() {
+        if spec.flags & flags::RUNS_QUEUE != 0 && client.multi.is_some() {
             tx::discard_for(srv, client);
             return done(Reply::error(format!(
                 "EXECABORT Transaction discarded because of: {}",
@@ -888,7 +896,7 @@ pub fn dispatch_with<'a>(
     }
     // EXEC is checked again with what it queued, as the server's state may have changed
     // since (Redis's cmd_flags / cmd_inv_flags of the transaction).
-    if spec.name == "exec" && !client.obeys() {
+    if spec.flags & flags::RUNS_QUEUE != 0 && !client.obeys() {
         if let Some(queue) = client.multi.as_ref() {
             let (mut any, mut all_stale, mut ping) = (0u32, true, false);
             for a in queue {
@@ -898,7 +906,7 @@ pub fn dispatch_with<'a>(
                     );
                     any |= f;
                     all_stale &= f & flags::STALE != 0;
-                    ping |= c.name == "ping";
+                    ping |= c.flags & flags::MISCONF_REFUSED != 0;
                 }
             }
             let fl =
@@ -1097,7 +1105,13 @@ fn dispatch_refusal(
         // reads the script's flags, which for EVAL means hashing its text).
         fl = crate::commands::scripting::effective_command_flags(srv, spec.name, args, fl);
     }
-    refusal_by_flags(srv, fl, spec.name == "ping", out_of_memory, from_master)
+    refusal_by_flags(
+        srv,
+        fl,
+        spec.flags & flags::MISCONF_REFUSED != 0,
+        out_of_memory,
+        from_master,
+    )
 }
 
 /// [`write_refusal`] given whether memory is over `maxmemory` with nothing left to evict.
@@ -1112,7 +1126,7 @@ fn write_refusal_oom(
     refusal_by_flags(
         srv,
         spec.flags,
-        spec.name == "ping",
+        spec.flags & flags::MISCONF_REFUSED != 0,
         out_of_memory,
         from_master,
     )

@@ -29,7 +29,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::session(
         "exec",
         1,
-        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | RUNS_QUEUE,
         Keys::None,
         exec_command,
         "transactions",

@@ -9,7 +9,7 @@
 //!   link); its rows are declared as the core table's are, each with its typed identifier
 //!   ([`extra_ids`], read through [`crate::config::dir`]) and update hook;
 //! - [`refusal`]: directives, or values of them, that would need a feature Podium lacks
-//!   (replication, cluster mode, TLS, modules, syslog ...), refused with a message saying so;
+//!   (cluster mode, modules, syslog ...), refused with a message saying so;
 //! - [`merge_obuf_limits`]: `client-output-buffer-limit`, given one class per line as Redis
 //!   allows, merged into the full three-class value.
 
@@ -30,10 +30,6 @@ const MEMORY: Kind = Kind::Memory { min: 0 };
 const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
 const NO_CLUSTER: &str =
     "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
-const NO_TLS: &str = "TLS is not supported: only the default (off/empty) is accepted";
-/// Why a TLS directive's other values are refused (the session-cache knobs and
-/// tls-auth-clients mean nothing without TLS and are accepted).
-const TLS_UNSUPPORTED: &str = "TLS is not supported";
 
 directive_table! {
     /// Directives of Redis 7.0 that the core table does not list.
@@ -447,47 +443,32 @@ directive_table! {
         NO_CLUSTER,
     ),
     CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", NO_CLUSTER),
-    // TLS.
-    TLS_PORT: Int = fixed_row("tls-port", PORT, "0", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
+    // TLS (crate::tls builds OpenSSL contexts from these; crate::listeners applies a change).
+    TLS_PORT: Int = row("tls-port", PORT, "0", "the TLS port (0 = none); serves beside `port`"),
+    TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", "the server's certificate chain (PEM); also the client certificate when tls-client-cert-file is not set"),
+    TLS_KEY_FILE: Text = row("tls-key-file", Kind::Str, "", "the private key of tls-cert-file (PEM)"),
+    TLS_KEY_FILE_PASS: Text = row("tls-key-file-pass", Kind::Str, "", "the passphrase of an encrypted tls-key-file"),
+    TLS_CLIENT_CERT_FILE: Text = row("tls-client-cert-file", Kind::Str, "", "the certificate Podium presents when it connects (replication, MIGRATE)"),
+    TLS_CLIENT_KEY_FILE: Text = row("tls-client-key-file", Kind::Str, "", "the private key of tls-client-cert-file"),
+    TLS_CLIENT_KEY_FILE_PASS: Text = row("tls-client-key-file-pass", Kind::Str, "", "the passphrase of an encrypted tls-client-key-file"),
+    TLS_DH_PARAMS_FILE: Text = row("tls-dh-params-file", Kind::Str, "", "DH parameters (PEM) for DHE cipher suites; empty: OpenSSL's built-in groups"),
+    TLS_CA_CERT_FILE: Text = row("tls-ca-cert-file", Kind::Str, "", "the CA bundle peers' certificates must chain to"),
+    TLS_CA_CERT_DIR: Text = row("tls-ca-cert-dir", Kind::Str, "", "a directory of CA certificates (OpenSSL's hashed layout)"),
+    TLS_PROTOCOLS: Text = row("tls-protocols", Kind::Str, "", "the TLS versions allowed: TLSv1 TLSv1.1 TLSv1.2 TLSv1.3 (empty: TLSv1.2 and TLSv1.3)"),
+    TLS_CIPHERS: Text = row("tls-ciphers", Kind::Str, "", "OpenSSL cipher list for TLS 1.2 and below"),
+    TLS_CIPHERSUITES: Text = row("tls-ciphersuites", Kind::Str, "", "OpenSSL cipher suites for TLS 1.3"),
     TLS_AUTH_CLIENTS: Text = row(
         "tls-auth-clients",
         Kind::Enum(&["no", "yes", "optional"]),
         "yes",
-        NO_TLS,
+        "whether a TLS client must present a certificate signed by the CA (optional: verified if given)",
     ),
-    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", NO_TLS)
-    .unsupported(TLS_UNSUPPORTED),
-    TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", NO_TLS),
-    TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", NO_TLS),
-    TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", NO_TLS),
-    TLS_SESSION_CACHE_TIMEOUT: Int = row("tls-session-cache-timeout", UINT, "300", NO_TLS),
+    TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", "a replica connects to its master over TLS"),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", "MIGRATE connects to its target over TLS (the cluster bus itself: cluster-enabled yes is refused)"),
+    TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", "choose the cipher by the server's order rather than the client's"),
+    TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", "cache TLS sessions so clients can resume them"),
+    TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", "how many TLS sessions the cache holds"),
+    TLS_SESSION_CACHE_TIMEOUT: Int = row("tls-session-cache-timeout", UINT, "300", "seconds a cached TLS session may be resumed"),
 }
 
 /// Why `value` (already normalised) of directive `prm` is refused, if it is: a directive
@@ -836,21 +817,9 @@ mod tests {
         assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes")
             .unwrap()
             .contains("cluster"));
-        assert!(refusal(prm(dir::TLS_CERT_FILE.index()), "x.pem")
-            .unwrap()
-            .contains("TLS"));
-        assert!(refusal(prm(dir::TLS_SESSION_CACHE_SIZE.index()), "1").is_none());
-        // Every TLS directive but the ones meaningless without TLS refuses a value.
+        // TLS is built: every TLS directive takes its values (crate::tls checks them).
         for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
-            let accepted = matches!(
-                p.name,
-                "tls-auth-clients"
-                    | "tls-prefer-server-ciphers"
-                    | "tls-session-caching"
-                    | "tls-session-cache-size"
-                    | "tls-session-cache-timeout"
-            );
-            assert_eq!(p.unsupported.is_none(), accepted, "{}", p.name);
+            assert!(p.unsupported.is_none(), "{}", p.name);
         }
         assert!(refused_keyword("LOADMODULE").unwrap().contains("modules"));
         assert!(refused_keyword("port").is_none());

@@ -52,9 +52,86 @@ async fn run(srv: Arc<Server>, generation: u64) {
     }
 }
 
+/// The connection to the master: TCP, or TLS over it (`tls-replication yes`).
+enum MasterStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_openssl::SslStream<TcpStream>>),
+}
+
+impl MasterStream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            MasterStream::Plain(s) => s,
+            MasterStream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for MasterStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            MasterStream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            MasterStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for MasterStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            MasterStream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, data),
+            MasterStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, data),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            MasterStream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            MasterStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            MasterStream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            MasterStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Start TLS on a connection to the master, with the client context (crate::tls): the
+/// master's certificate must chain to the CA.
+async fn start_tls(srv: &Server, tcp: TcpStream) -> Result<MasterStream, String> {
+    let ssl = srv
+        .tls
+        .connecting()
+        .map_err(|e| format!("Failed to create TLS connection: {e}"))?;
+    let mut s = tokio_openssl::SslStream::new(ssl, tcp)
+        .map_err(|e| format!("Failed to create TLS connection: {e}"))?;
+    std::pin::Pin::new(&mut s)
+        .connect()
+        .await
+        .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
+    Ok(MasterStream::Tls(Box::new(s)))
+}
+
 /// The connection to the master with what has been read and not yet used.
 struct Link {
-    sock: TcpStream,
+    sock: MasterStream,
     buf: BytesMut,
     timeout: Duration,
 }
@@ -119,6 +196,14 @@ async fn link_once(
         Err(_) => return Err("Timeout connecting to the MASTER...".into()),
     };
     let _ = sock.set_nodelay(!srv.config.flag(dir::REPL_DISABLE_TCP_NODELAY));
+    let sock = if srv.config.flag(dir::TLS_REPLICATION) {
+        match tokio::time::timeout(timeout, start_tls(srv, sock)).await {
+            Ok(r) => r?,
+            Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+        }
+    } else {
+        MasterStream::Plain(sock)
+    };
     tracing::info!("MASTER <-> REPLICA sync started");
     link.set_state(generation, LinkState::Handshake);
     let mut m = Link {
@@ -148,7 +233,10 @@ async fn link_once(
             return Err(format!("Unable to AUTH to MASTER: {reply}"));
         }
     }
+    // A replica that reaches its master over TLS is reached over TLS too: it announces its
+    // TLS port, as Redis does.
     let announce_port = match srv.config.int(dir::REPLICA_ANNOUNCE_PORT) {
+        0 if srv.config.flag(dir::TLS_REPLICATION) => srv.config.int(dir::TLS_PORT),
         0 => srv.port.load(Ordering::Relaxed),
         p => p,
     };
@@ -507,11 +595,13 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     let id = srv.next_client_id();
     let peer = m
         .sock
+        .tcp()
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let laddr = m
         .sock
+        .tcp()
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();

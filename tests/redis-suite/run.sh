@@ -12,6 +12,12 @@
 #       itself (restarts, config files, tests tagged external:skip). BIN must print Redis's
 #       startup lines " PID: <pid>" and "Ready to accept connections"; a pre-flight checks that
 #       first and fails in seconds with BIN's first output lines when it does not.
+#   tests/redis-suite/run.sh --native BIN --tls [--port P] [--min-passed N] SUITE...
+#       The same over TLS, as Redis's `./runtest --tls`: the server manager starts BIN with
+#       tls-port (and port 0), tls-replication and the test certificates, which are made
+#       first by the tree's utils/gen-test-certs.sh (its DH parameters are RFC 7919's
+#       ffdhe2048 group instead of a fresh `openssl dhparam`, which takes up to a minute);
+#       every client connects with tcl-tls. Needs openssl and tcl-tls (installed if missing).
 #
 # SUITE is a name such as unit/type/zset or integration/rdb.
 # --min-passed N is a ratchet for a suite still being completed: success when at least N tests
@@ -51,6 +57,26 @@ declare -A NATIVE_TOTAL=(
   [unit/scripting]=306 [unit/functions]=109 [integration/rdb]=14 [integration/logging]=3
   [integration/redis-cli]=31 [integration/redis-benchmark]=9)
 
+# Tests Redis 7.0.15 passes natively over TLS (--tls): the suites skip their `tls:skip` tests
+# there, so some counts differ from the plain ones.
+declare -A TLS_TOTAL=(
+  [unit/tls]=8 [unit/lazyfree]=4 [unit/type/zset]=312 [unit/type/string]=77 [unit/type/hash]=73
+  [unit/sort]=52 [unit/scan]=17 [unit/type/incr]=25 [unit/protocol]=25 [unit/info-command]=3
+  [unit/quit]=3 [unit/keyspace]=53 [unit/tracking]=54 [unit/acl]=90 [unit/acl-v2]=30
+  [unit/dump]=26 [unit/slowlog]=16 [unit/latency-monitor]=14 [integration/rdb]=14 [unit/aofrw]=20
+  [unit/geo]=59 [unit/bitops]=45 [unit/hyperloglog]=20 [unit/type/stream]=72 [unit/info]=17
+  [unit/introspection-2]=43 [unit/auth]=10 [unit/pubsubshard]=11 [unit/networking]=5
+  [unit/oom-score-adj]=5 [unit/wait]=5 [integration/replication-2]=7 [integration/block-repl]=2
+  [integration/redis-benchmark]=12 [unit/bitfield]=20 [integration/aof]=40 [unit/introspection]=43
+  [unit/scripting]=306 [unit/functions]=109 [unit/limits]=1 [unit/querybuf]=2 [unit/shutdown]=8
+  [unit/pause]=16 [integration/redis-cli]=30 [unit/pubsub]=30 [unit/type/stream-cgroups]=57
+  [integration/aof-multi-part]=35 [unit/multi]=63 [unit/type/list]=240 [unit/type/list-2]=2
+  [unit/type/list-3]=11 [unit/expire]=70 [integration/replication-3]=7 [integration/logging]=3
+  [unit/obuf-limits]=9 [integration/replication-4]=16 [unit/maxmemory]=31 [integration/shutdown]=5
+  [integration/failover]=13 [integration/convert-zipmap-hash-on-load]=3 [integration/convert-
+  ziplist-hash-on-load]=2 [integration/convert-ziplist-zset-on-load]=2
+)
+
 # Tests that rely on Redis's single thread serving two connections in the order their requests
 # arrived, microseconds apart: the test sends a request on one connection without waiting for
 # its reply, then one on another that must come after it. Podium's worker threads can run the
@@ -74,7 +100,7 @@ declare -A KNOWN_RACES=(
 )
 RACE_RETRIES=${RACE_RETRIES:-3}
 
-mode="" server_cmd="" native_bin="" port=6399 min_passed="" suites=()
+mode="" server_cmd="" native_bin="" port=6399 min_passed="" tls="" suites=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) mode=server; server_cmd=${2-}; shift 2 || break ;;
@@ -82,6 +108,7 @@ while [ $# -gt 0 ]; do
     --native) mode=native; native_bin=${2-}; shift 2 || break ;;
     --port) port=${2-}; shift 2 || break ;;
     --min-passed) min_passed=${2-}; shift 2 || break ;;
+    --tls) tls=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) suites+=("$1"); shift ;;
@@ -94,6 +121,7 @@ fi
 if [ "$mode" = server ] && [ -z "$server_cmd" ] || [ "$mode" = native ] && [ -z "$native_bin" ]; then
   echo "run.sh: --server and --native take an argument (see --help)" >&2; exit 2
 fi
+if [ -n "$tls" ] && [ "$mode" != native ]; then echo "run.sh: --tls needs --native BIN" >&2; exit 2; fi
 case "$port$min_passed" in *[!0-9]*) echo "run.sh: --port and --min-passed take numbers" >&2; exit 2 ;; esac
 
 # --- Redis's test tree ---------------------------------------------------------------------------
@@ -121,7 +149,8 @@ fail_all() {
   exit 1
 }
 expected_total() {
-  if [ "$mode" = native ]; then echo "${NATIVE_TOTAL[$1]:-?}"; else echo "${EXTERNAL_TOTAL[$1]:-?}"; fi
+  if [ -n "$tls" ]; then echo "${TLS_TOTAL[$1]:-?}"
+  elif [ "$mode" = native ]; then echo "${NATIVE_TOTAL[$1]:-?}"; else echo "${EXTERNAL_TOTAL[$1]:-?}"; fi
 }
 
 # --- native mode: a private copy of the tree whose src/ holds BIN as redis-server ----------------
@@ -138,6 +167,17 @@ if [ "$mode" = native ]; then
   for t in redis-cli redis-benchmark redis-check-aof redis-check-rdb; do
     p=$(command -v $t) && ln -s "$p" "$work/src/$t"
   done
+  if [ -n "$tls" ]; then
+    command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl >/dev/null; }
+    dpkg -s tcl-tls >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tcl-tls >/dev/null; }
+    mkdir -p "$work/utils" "$work/tests/tls"
+    cp "$tree/utils/gen-test-certs.sh" "$work/utils/"
+    if ! (cd "$work" && openssl genpkey -genparam -algorithm DH -pkeyopt group:ffdhe2048 \
+            -out tests/tls/redis.dh && bash utils/gen-test-certs.sh) >"$work/certs.log" 2>&1; then
+      sed 's/^/    /' "$work/certs.log" | tail -n 8 >&2
+      fail_all "could not make the TLS test certificates"
+    fi
+  fi
   tree=$work
 
   # Pre-flight: start BIN as the server manager does and wait for its two log lines.
@@ -198,8 +238,9 @@ run_suite_once() {
   # it) are kept next to P, so runs on different P do not race for its default 21079-21111.
   harness_ports=(--baseport $((port + 40)) --portcount 50)
   if [ "$mode" = native ]; then
+    local tls_opt=(); [ -n "$tls" ] && tls_opt=(--tls)
     (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --single "$suite" --durable \
-      --ignore-encoding --clients 1 "${harness_ports[@]}" "$@") >"$out" 2>&1
+      --ignore-encoding --clients 1 "${harness_ports[@]}" "${tls_opt[@]}" "$@") >"$out" 2>&1
   else
     (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --host 127.0.0.1 --port "$port" \
       --single "$suite" --durable --ignore-encoding --ignore-digest --clients 1 "${harness_ports[@]}" \

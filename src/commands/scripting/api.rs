@@ -779,7 +779,10 @@ fn script_refusal(
     }
     // Safety net for the lock scope: a script judged to stay in one database holds only its
     // shards, so it must not reach another (stays_in_one_db rules these out beforehand).
-    if inv.one_db && (spec.name == "select" || matches!(spec.keys, crate::commands::Keys::All)) {
+    if inv.one_db
+        && (spec.flags & crate::commands::flags::SWITCHES_DB != 0
+            || matches!(spec.keys, crate::commands::Keys::All))
+    {
         return Some(Reply::error(
             "ERR this script was judged to stay in one database; it cannot call this command",
         ));

@@ -22,12 +22,14 @@
 //! their callbacks.
 
 use super::convert::format_g;
+use crate::net::ClientSocket;
 use crate::protocol::{Reply, Resp};
 use bytes::Bytes;
 use mlua::{ffi, Lua, MultiValue, Value as LuaValue};
 use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most breakpoints a session keeps (Redis's LDB_BREAKPOINTS_MAX).
@@ -47,7 +49,7 @@ pub use crate::client::{DebugIo, DebugMode};
 
 /// One debugging session.
 struct Session {
-    fd: RawFd,
+    sock: Arc<ClientSocket>,
     /// Input not yet taken as a command.
     input: Vec<u8>,
     /// Log lines not yet sent.
@@ -130,7 +132,7 @@ impl Session {
             out.extend_from_slice(b"\r\n");
         }
         // A failed write is noticed by the next read, which ends the interaction.
-        let _ = write_all(self.fd, &out);
+        let _ = write_all(&self.sock, &out);
     }
 
     fn source_line(&self, line: i32) -> &[u8] {
@@ -248,7 +250,7 @@ impl Session {
                 Parsed::Incomplete => {}
             }
             let mut chunk = [0u8; 1024];
-            let n = match read_some(self.fd, &mut chunk) {
+            let n = match read_some(&self.sock, &mut chunk) {
                 Some(n) if n > 0 => n,
                 _ => {
                     // The client is gone: the script runs on without stopping (until the
@@ -367,52 +369,34 @@ fn wait_ready(fd: RawFd, events: i16, timeout: Option<Duration>) -> bool {
 }
 
 /// Read what the (non-blocking) socket has, waiting for something first; None on an error.
-fn read_some(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
+fn read_some(sock: &ClientSocket, buf: &mut [u8]) -> Option<usize> {
     loop {
-        // SAFETY: read(2) into a buffer we own, at most its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Some(n as usize);
-        }
-        match std::io::Error::last_os_error().kind() {
-            std::io::ErrorKind::Interrupted => continue,
-            std::io::ErrorKind::WouldBlock => {
-                if !blocking(|| wait_ready(fd, libc::POLLIN, None)) {
+        match sock.read_now(buf) {
+            Ok(n) => return Some(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if !blocking(|| wait_ready(sock.raw_fd(), libc::POLLIN, None)) {
                     return None;
                 }
             }
-            _ => return None,
+            Err(_) => return None,
         }
     }
 }
 
 /// Write all of `data`, waiting for room at most [`SEND_TIMEOUT`] at a time.
-fn write_all(fd: RawFd, mut data: &[u8]) -> bool {
+fn write_all(sock: &ClientSocket, mut data: &[u8]) -> bool {
     while !data.is_empty() {
-        // SAFETY: write(2) from a buffer we own. MSG_NOSIGNAL: a closed peer is an error
-        // here, not a SIGPIPE.
-        let n = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            data = &data[n as usize..];
-            continue;
-        }
-        match std::io::Error::last_os_error().kind() {
-            std::io::ErrorKind::Interrupted => {}
-            std::io::ErrorKind::WouldBlock => {
-                if !wait_ready(fd, libc::POLLOUT, Some(SEND_TIMEOUT)) {
+        match sock.try_write(data) {
+            Ok(0) => return false,
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if !wait_ready(sock.raw_fd(), libc::POLLOUT, Some(SEND_TIMEOUT)) {
                     return false;
                 }
             }
-            _ => {
-                // A Unix socket is not a socket for send(2)'s flags on every kernel: plain
-                // write as the fallback.
-                // SAFETY: write(2) from a buffer we own.
-                let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-                if n < 0 {
-                    return false;
-                }
-                data = &data[n as usize..];
-            }
+            Err(_) => return false,
         }
     }
     true
@@ -443,7 +427,7 @@ pub(super) fn start(io: DebugIo, body: &[u8]) {
     }
     let source = text.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
     let session = Session {
-        fd: io.fd,
+        sock: io.sock,
         input: io.input,
         logs: Vec::new(),
         breakpoints: Vec::new(),
@@ -460,19 +444,19 @@ pub(super) fn start(io: DebugIo, body: &[u8]) {
 }
 
 /// End this thread's session: the last log lines and `<endsession>` go out.
-pub(super) fn end() -> Option<RawFd> {
+pub(super) fn end() -> Option<Arc<ClientSocket>> {
     ACTIVE.with(|a| a.set(false));
     let mut session = SESSION.with(|s| s.borrow_mut().take())?;
     session.log("<endsession>");
     session.send_logs();
-    Some(session.fd)
+    Some(session.sock)
 }
 
 /// Write a reply to the debugging client (a forked session's final EVAL reply).
-pub(super) fn write_reply(fd: RawFd, reply: &Reply, resp: Resp) {
+pub(super) fn write_reply(sock: &ClientSocket, reply: &Reply, resp: Resp) {
     let mut out = Vec::new();
     reply.encode(resp, &mut out);
-    let _ = write_all(fd, &out);
+    let _ = write_all(sock, &out);
 }
 
 /// Mark this process as a forked debugging session.

@@ -652,10 +652,10 @@ fn eval_debugging(ctx: &mut Ctx, a: &[Bytes], mode: DebugMode) -> Reply {
     }
     debugger::start(io, &a[1]);
     let reply = crate::commands::reply_of(eval(ctx, a));
-    let fd = debugger::end();
+    let sock = debugger::end();
     if mode == DebugMode::Forked {
-        if let Some(fd) = fd {
-            debugger::write_reply(fd, &reply, ctx.client.resp);
+        if let Some(sock) = sock {
+            debugger::write_reply(&sock, &reply, ctx.client.resp);
         }
         crate::log::line(crate::log::WARNING, "Lua debugging session child exiting");
         // SAFETY: _exit(2) ends the child without destructors (its memory, locks included,

@@ -1040,3 +1040,88 @@ fn tls_protocols_bad_value_stops_the_start_and_a_good_one_restricts() {
     assert!(v13.stdout.contains("TLSv1.3"), "{v13}");
     assert!(cx.pong(As::Client, srv.tls_port));
 }
+
+/// MIGRATE over TLS (`tls-cluster yes`, as Redis's MIGRATE connects with the cluster's
+/// connection type): from the server under test to `target_prog`, both TLS-only; the keys
+/// arrive with their values and TTLs and leave the source, and a second MIGRATE reuses the
+/// cached TLS connection.
+fn migrate_over_tls(cx: &Ctx, target_prog: &str) {
+    let client_cert = cx.path("client.crt");
+    let client_key = cx.path("client.key");
+    let source = cx.start(
+        &server_bin(),
+        false,
+        &[
+            "--tls-cluster",
+            "yes",
+            "--tls-client-cert-file",
+            &client_cert,
+            "--tls-client-key-file",
+            &client_key,
+        ],
+    );
+    let target = cx.start(target_prog, false, &[]);
+    let (s, t) = (source.tls_port, target.tls_port);
+    let tport = t.to_string();
+    cx.expect(s, &["ZADD", "board", "10", "alice", "7.5", "bob"], "2\n");
+    cx.expect(
+        s,
+        &["SET", "profile:alice", "level 3", "EX", "1000"],
+        "OK\n",
+    );
+    cx.expect(s, &["SET", "profile:bob", "level 1"], "OK\n");
+    cx.expect(
+        s,
+        &["MIGRATE", "127.0.0.1", &tport, "board", "0", "5000"],
+        "OK\n",
+    );
+    cx.expect(
+        s,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &tport,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "profile:alice",
+            "profile:bob",
+        ],
+        "OK\n",
+    );
+    cx.expect(s, &["DBSIZE"], "0\n");
+    cx.expect(
+        t,
+        &["ZRANGE", "board", "0", "-1", "WITHSCORES"],
+        "bob\n7.5\nalice\n10\n",
+    );
+    cx.expect(
+        t,
+        &["MGET", "profile:alice", "profile:bob"],
+        "level 3\nlevel 1\n",
+    );
+    let ttl = cx.cli(t, &["TTL", "profile:alice"]);
+    let secs: i64 = ttl.stdout_ok().trim().parse().expect("a TTL");
+    assert!((990..=1000).contains(&secs), "{ttl}");
+    let info = cx.cli(s, &["INFO", "stats"]);
+    assert!(
+        info.stdout_ok().contains("migrate_cached_sockets:1"),
+        "{info}"
+    );
+}
+
+#[test]
+fn migrate_over_tls_to_a_redis_server_target() {
+    let Some(cx) = Ctx::new() else { return };
+    let Some(redis_server) = require_tool("redis-server") else {
+        return;
+    };
+    migrate_over_tls(&cx, &redis_server);
+}
+
+#[test]
+fn migrate_over_tls_to_this_server() {
+    let Some(cx) = Ctx::new() else { return };
+    migrate_over_tls(&cx, &server_bin());
+}

@@ -147,44 +147,7 @@ pub enum Stream {
 /// socket loop reads while the park hook may write the same client's replies.
 pub struct TlsStream {
     fd: RawFd,
-    ssl: parking_lot::Mutex<openssl::ssl::SslStream<Wire>>,
-}
-
-/// The TCP socket under a TLS session, noting whether OpenSSL's last read from it came back
-/// short: with read-ahead on (crate::tls), OpenSSL asks for more than a record, so a short
-/// read means the kernel buffer was empty, and readiness can be cleared without a read that
-/// ends in EAGAIN, as for plain TCP (see the module's note).
-pub struct Wire {
-    tcp: TcpStream,
-    /// Set by a short read during the current OpenSSL call (reset before each call).
-    drained: std::cell::Cell<bool>,
-}
-
-impl Read for Wire {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = (&self.tcp).read(buf);
-        self.drained.set(match &r {
-            Ok(n) => *n < buf.len(),
-            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
-        });
-        r
-    }
-}
-
-impl Write for Wire {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        (&self.tcp).write(data)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-extern "C" {
-    // libssl's SSL_has_pending (1.1.0+), which the openssl crate does not wrap: whether the
-    // session holds any unread input, decrypted or not (read-ahead can buffer whole records).
-    fn SSL_has_pending(ssl: *const openssl_sys::SSL) -> libc::c_int;
+    ssl: parking_lot::Mutex<openssl::ssl::SslStream<TcpStream>>,
 }
 
 /// What one OpenSSL call on a non-blocking socket came to.
@@ -222,26 +185,15 @@ impl TlsIo {
 
 impl TlsStream {
     /// Decrypt what the session has into the spare capacity of `buf` (which must have some).
-    /// The flag says the socket is drained: this call read from it, the read came back
-    /// short, and OpenSSL holds nothing more.
-    fn read_spare(&self, buf: &mut BytesMut) -> (TlsIo, bool) {
-        let mut ssl = self.ssl.lock();
-        ssl.get_ref().drained.set(false);
-        let io = TlsIo::of(ssl.ssl_read_uninit(buf.spare_capacity_mut()));
-        let mut drained = false;
+    fn read_spare(&self, buf: &mut BytesMut) -> TlsIo {
+        let r = self.ssl.lock().ssl_read_uninit(buf.spare_capacity_mut());
+        let io = TlsIo::of(r);
         if let TlsIo::Done(n) = io {
             // SAFETY: ssl_read_uninit initialised exactly `n` bytes at the start of the spare
             // capacity. Covered by tests/tls.rs (every request over TLS is read here).
             unsafe { buf.set_len(buf.len() + n) };
-            // A `&SslRef` is the address of OpenSSL's SSL object itself (the foreign-types
-            // pattern the openssl crate is built on), so the cast gives the SSL pointer.
-            let raw = ssl.ssl() as *const openssl::ssl::SslRef as *const openssl_sys::SSL;
-            // SAFETY: SSL_has_pending only reads the live SSL object the locked stream owns.
-            // Covered by tests/tls.rs (its 1000-member replies and pipelines).
-            let pending = unsafe { SSL_has_pending(raw) } != 0;
-            drained = ssl.get_ref().drained.get() && !pending;
         }
-        (io, drained)
+        io
     }
 
     fn write(&self, data: &[u8]) -> io::Result<usize> {
@@ -333,11 +285,7 @@ impl ClientSocket {
         let std = stream.into_std()?;
         std.set_nonblocking(true)?;
         let fd = std.as_raw_fd();
-        let wire = Wire {
-            tcp: std,
-            drained: std::cell::Cell::new(false),
-        };
-        let session = openssl::ssl::SslStream::new(ssl, wire).map_err(io::Error::other)?;
+        let session = openssl::ssl::SslStream::new(ssl, std).map_err(io::Error::other)?;
         Self::register(Stream::Tls(TlsStream {
             fd,
             ssl: parking_lot::Mutex::new(session),
@@ -364,7 +312,9 @@ impl ClientSocket {
     /// it asks for (a handshake may want to read and to write several times).
     async fn tls_call(
         &self,
-        mut call: impl FnMut(&mut openssl::ssl::SslStream<Wire>) -> Result<usize, openssl::ssl::Error>,
+        mut call: impl FnMut(
+            &mut openssl::ssl::SslStream<TcpStream>,
+        ) -> Result<usize, openssl::ssl::Error>,
     ) -> io::Result<usize> {
         let Stream::Tls(t) = self.fd.get_ref() else {
             return Err(io::ErrorKind::Unsupported.into());
@@ -466,7 +416,6 @@ impl ClientSocket {
                 .ssl
                 .lock()
                 .get_ref()
-                .tcp
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default(),
@@ -508,25 +457,19 @@ impl ClientSocket {
                 // OpenSSL reads a record at a time and may hold decrypted bytes, so readiness
                 // is cleared only when it reports the socket empty (WANT_READ).
                 match t.read_spare(buf) {
-                    (TlsIo::Done(n), drained) => {
-                        if drained {
-                            // Drained: wait for the next event rather than probing with a read.
-                            guard.clear_ready();
-                        }
-                        return std::task::Poll::Ready(Ok(n));
-                    }
-                    (TlsIo::Closed, _) => return std::task::Poll::Ready(Ok(0)),
-                    (TlsIo::Failed(e), _) => return std::task::Poll::Ready(Err(e)),
-                    (TlsIo::WantRead, _) => {
+                    TlsIo::Done(n) => return std::task::Poll::Ready(Ok(n)),
+                    TlsIo::Closed => return std::task::Poll::Ready(Ok(0)),
+                    TlsIo::Failed(e) => return std::task::Poll::Ready(Err(e)),
+                    TlsIo::WantRead => {
                         guard.clear_ready();
                         continue;
                     }
-                    (TlsIo::WantWrite, _) => {
+                    TlsIo::WantWrite => {
                         // A read that must first write (a post-handshake message while the
                         // send buffer is full): wait until the socket takes more.
                         drop(guard);
                         let mut w = std::task::ready!(self.fd.poll_write_ready(cx))?;
-                        match t.read_spare(buf).0 {
+                        match t.read_spare(buf) {
                             TlsIo::Done(n) => return std::task::Poll::Ready(Ok(n)),
                             TlsIo::Closed => return std::task::Poll::Ready(Ok(0)),
                             TlsIo::Failed(e) => return std::task::Poll::Ready(Err(e)),
@@ -626,7 +569,7 @@ impl ClientSocket {
                 let mut ssl = t.ssl.lock();
                 // close_notify, if the socket takes it now; the TCP shutdown follows anyway.
                 let _ = ssl.shutdown();
-                ssl.get_ref().tcp.shutdown(Shutdown::Both)
+                ssl.get_ref().shutdown(Shutdown::Both)
             }
         };
     }

@@ -237,9 +237,6 @@ fn server_extras(b: &mut SslContextBuilder, s: &Settings) -> Result<(), String> 
     } else {
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     }
-    // Read-ahead: OpenSSL reads what the socket has, not one record at a time, so a request
-    // costs one read and a short read tells the socket is drained (net::Wire).
-    b.set_read_ahead(true);
     let mut options = SslOptions::NO_RENEGOTIATION | SslOptions::SINGLE_DH_USE;
     if s.prefer_server_ciphers {
         options |= SslOptions::CIPHER_SERVER_PREFERENCE;

@@ -246,14 +246,15 @@ fn read_line(conn: &mut BufReader<Stream>) -> Result<Vec<u8>, SocketError> {
     Ok(line)
 }
 
-/// A connection to `host:port` within `timeout`, from the cache or new, over TLS when `tls`
-/// holds a session for it. Taken out of the cache while in use; [`give_back`] returns it.
+/// A connection to `host:port` within `timeout`, from the cache or new, over TLS with a
+/// session from `tls` when it is given (`tls-cluster yes`; no session, no connection). Taken
+/// out of the cache while in use; [`give_back`] returns it.
 fn connect(
     name: &[u8],
     host: &[u8],
     port: &[u8],
     timeout: Duration,
-    tls: Option<openssl::ssl::Ssl>,
+    tls: Option<&crate::tls::TlsState>,
 ) -> Option<Cached> {
     if let Some(mut c) = CACHE.lock().as_mut().and_then(|m| m.remove(name)) {
         c.last_use = Instant::now();
@@ -270,7 +271,8 @@ fn connect(
     let _ = stream.set_nodelay(true);
     let stream = match tls {
         None => Stream::Plain(stream),
-        Some(ssl) => {
+        Some(tls) => {
+            let ssl = tls.connecting().ok()?;
             stream.set_read_timeout(Some(timeout)).ok()?;
             stream.set_write_timeout(Some(timeout)).ok()?;
             Stream::Tls(Box::new(ssl.connect(stream).ok()?))
@@ -335,18 +337,12 @@ fn migrate(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let name = [&a[1][..], b":", &a[2][..]].concat();
     let mut may_retry = true;
     loop {
-        let tls = if ctx.srv.config.flag(crate::config::dir::TLS_CLUSTER) {
-            ctx.srv.tls.connecting().ok()
-        } else {
-            None
-        };
-        let tls_missing = tls.is_none() && ctx.srv.config.flag(crate::config::dir::TLS_CLUSTER);
-        let conn = if tls_missing {
-            None
-        } else {
-            connect(&name, &a[1], &a[2], timeout, tls)
-        };
-        let Some(mut conn) = conn else {
+        let tls = ctx
+            .srv
+            .config
+            .flag(crate::config::dir::TLS_CLUSTER)
+            .then_some(&ctx.srv.tls);
+        let Some(mut conn) = connect(&name, &a[1], &a[2], timeout, tls) else {
             return Err(Reply::error(
                 "IOERR error or timeout connecting to the client",
             ));

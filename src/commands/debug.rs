@@ -1,8 +1,11 @@
 //! DEBUG: the subcommands Redis's own test suites rely on, behind `enable-debug-command`.
 //!
 //! Refused unless `enable-debug-command` is `yes`, or `local` and the client is on a loopback
-//! address or the Unix socket (Redis's rule for protected commands). SLEEP blocks the worker
-//! thread it runs on, as it blocks Redis's only thread; SET-ACTIVE-EXPIRE switches the
+//! address or the Unix socket (Redis's rule for protected commands). SLEEP stops the whole
+//! server for its length, as it stops Redis's only thread: the worker it runs on sleeps, and
+//! every other worker waits before its next command ([`wait_while_stopped`]), so a client of
+//! another worker gets no reply meanwhile (Redis's tests time MIGRATE and replication links
+//! out that way). SET-ACTIVE-EXPIRE switches the
 //! active-expiry cron. The dataset subcommands (DIGEST, DIGEST-VALUE, POPULATE, RELOAD) are in
 //! [`super::debug_data`].
 
@@ -24,6 +27,21 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
 
 /// False after `DEBUG SET-ACTIVE-EXPIRE 0`: the cron then expires no key.
 static ACTIVE_EXPIRE: AtomicBool = AtomicBool::new(true);
+
+/// True while a DEBUG SLEEP runs: other commands wait for it to end.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// Before a command runs: wait while a DEBUG SLEEP has the server stopped. Only read on the
+/// command path (a flag no other time written, so it costs a load from a shared cache line);
+/// the wait blocks the worker thread, as Redis's thread is blocked.
+#[inline]
+pub fn wait_while_stopped() {
+    if STOPPED.load(Ordering::Relaxed) {
+        while STOPPED.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
 
 pub fn active_expire_enabled() -> bool {
     ACTIVE_EXPIRE.load(Ordering::Relaxed)
@@ -63,7 +81,9 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 Some(s) if s.is_finite() && s >= 0.0 => s,
                 _ => return Err(Reply::error(super::args::NOT_FLOAT)),
             };
+            STOPPED.store(true, Ordering::Release);
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            STOPPED.store(false, Ordering::Release);
             Ok(Reply::Ok)
         }
         ("aof-flush-sleep", 3) => {

@@ -752,6 +752,7 @@ pub fn dispatch_with<'a>(
         postponed: None,
         unblock_stats: None,
     };
+    debug::wait_while_stopped();
     srv.tracking.before_command(srv);
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {

@@ -97,7 +97,7 @@ fn sample_db(srv: &Server, db: usize, policy: Policy, samples: usize, rng: &mut 
         };
         if let Some(k) = key {
             if let Some(e) = sh.raw_get(&k) {
-                found.push((score(policy, e, sh.expire_of(e)), db, k));
+                found.push((score(policy, &e, sh.expire_of(&e)), db, k));
             }
         }
     }

@@ -211,7 +211,7 @@ fn digest(ctx: &mut Ctx) -> Reply {
             for (key, entry, _) in shard.keys() {
                 let mut d = [0u8; 20];
                 mix_in(&mut d, key);
-                mix_entry(&mut d, entry);
+                mix_entry(&mut d, &entry);
                 xor_in(&mut total, &d);
             }
         });
@@ -229,7 +229,7 @@ fn digest_value(ctx: &mut Ctx, keys: &[Bytes]) -> Reply {
             let mut d = [0u8; 20];
             // As Redis: no expiry check, a debug command reads logically expired keys too.
             if let Some(entry) = ctx.g.shard_mut(db, ks.shard_of(key)).raw_get(key) {
-                mix_entry(&mut d, entry);
+                mix_entry(&mut d, &entry);
             }
             Reply::StatusOwned(hex(&d))
         })

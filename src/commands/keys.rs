@@ -396,7 +396,7 @@ fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 /// DUMP key: the value in Redis's RDB object format (see `persistence::rdb`), nil if absent.
 fn dump(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
-    match db.value(&a[1]) {
+    match db.read_uncounted(&a[1]) {
         Some(v) => Ok(Reply::Bulk(Bytes::from(crate::persistence::rdb::dump(v)))),
         None => Ok(Reply::Null),
     }
@@ -493,7 +493,7 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     // The access field as Redis's objectSetLRUOrLFU sets it: IDLETIME counts in LRU mode,
     // FREQ in LFU mode, and the other is not recorded (the key starts fresh in that respect).
-    if let Some(e) = db.read_no_touch(key) {
+    if let Some(e) = db.header_no_touch(key) {
         if let Some(secs) = idle {
             crate::evict::set_idle_secs(e, secs);
         }

@@ -361,7 +361,7 @@ fn usage(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let key = a[2].clone();
     let mut h = ctx.db();
-    let value_bytes = match h.value(&key) {
+    let value_bytes = match h.read_uncounted(&key) {
         None => return Reply::Null,
         Some(v) => super::keys::value_heap_bytes(v),
     };

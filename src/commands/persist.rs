@@ -192,7 +192,7 @@ mod tests {
     fn get(srv: &crate::state::Server, db: usize, key: &str) -> Option<Vec<u8>> {
         let ks = &srv.keyspace;
         let shard = ks.dbs[db].shards[ks.shard_of(key.as_bytes())].lock();
-        match shard.raw_get(key.as_bytes()).map(|e| &e.value) {
+        match shard.raw_get(key.as_bytes()).as_deref().map(|e| &e.value) {
             Some(Value::Str(s)) => Some(s.to_vec()),
             _ => None,
         }

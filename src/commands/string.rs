@@ -13,6 +13,7 @@ use super::errors::invalid_expire_time;
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
 use crate::cmdspec::wrong_arity;
+use crate::keyspace::StrSlot;
 use crate::notify;
 use crate::protocol::Reply;
 use crate::types::compact::CompactBytes;
@@ -700,8 +701,18 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut db = ctx.db();
     // One lookup: the counter is rewritten where it is; a missing key is inserted.
     let mut digits = [0u8; 20];
-    let new = match db.value(&a[1]) {
-        Some(Value::Str(s)) => {
+    let new = match db.string_slot(&a[1]) {
+        Some(StrSlot::Packed(p)) => {
+            let Some(cur) = parse_i64(p.bytes()) else {
+                return Err(Reply::error(NOT_INT));
+            };
+            let Some(new) = cur.checked_add(delta) else {
+                return Err(Reply::error("ERR increment or decrement would overflow"));
+            };
+            p.set(i64_text(new, &mut digits));
+            new
+        }
+        Some(StrSlot::Stored(Value::Str(s))) => {
             let Some(cur) = parse_i64(s) else {
                 return Err(Reply::error(NOT_INT));
             };
@@ -711,7 +722,7 @@ fn incr(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             *s = CompactBytes::new(i64_text(new, &mut digits));
             new
         }
-        Some(_) => return Err(Reply::error(WRONGTYPE)),
+        Some(StrSlot::Stored(_)) => return Err(Reply::error(WRONGTYPE)),
         None => {
             db.insert(
                 &a[1],

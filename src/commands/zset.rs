@@ -78,7 +78,8 @@ pub fn warm_batch(srv: &crate::state::Server, db: usize, batch: &[Vec<Bytes>]) {
     let mut g = crate::keyspace::Guards::new(&srv.keyspace);
     g.lock_one(db, key);
     let shard = srv.keyspace.shard_of(key);
-    let Some(Value::ZSet(z)) = g.shard_mut(db, shard).raw_get(key).map(|e| &e.value) else {
+    let found = g.shard_mut(db, shard).raw_get(key);
+    let Some(Value::ZSet(z)) = found.as_deref().map(|e| &e.value) else {
         return;
     };
     if z.len() < ZSet::WARM_MIN_LEN {

@@ -150,7 +150,7 @@ fn lfu_decayed(access: u32, now_secs: u64) -> u32 {
 
 /// Record an access at `now_ms` (the command's clock).
 #[inline]
-pub fn touch(e: &mut Entry, now_ms: i64) {
+pub fn touch(e: &mut super::Header, now_ms: i64) {
     let now = (now_ms.max(0) / 1000) as u64;
     if lfu_mode() {
         let mut counter = lfu_decayed(e.access(), now);
@@ -184,7 +184,7 @@ pub fn frequency(e: &Entry) -> u32 {
 }
 
 /// Set by RESTORE ... IDLETIME / FREQ.
-pub fn set_idle_secs(e: &mut Entry, secs: u64) {
+pub fn set_idle_secs(e: &mut super::Header, secs: u64) {
     if !lfu_mode() {
         let clock = u64::from(lru_clock(unix_secs()));
         e.set_access(
@@ -194,7 +194,7 @@ pub fn set_idle_secs(e: &mut Entry, secs: u64) {
     }
 }
 
-pub fn set_frequency(e: &mut Entry, freq: u8) {
+pub fn set_frequency(e: &mut super::Header, freq: u8) {
     if lfu_mode() {
         e.set_access((lfu_minutes(unix_secs()) << 8) | u32::from(freq));
     }

@@ -5,7 +5,7 @@
 //! database: key lookups that delete expired keys on the way (lazy expiry), inserts, removes,
 //! TTL changes, and `modified()` which wakes WATCH and blocked clients.
 
-use super::{Entry, Keyspace, Shard, NO_EXPIRE};
+use super::{Entry, Keyspace, RecordRef, Shard, NO_EXPIRE};
 use crate::types::Value;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
@@ -64,6 +64,9 @@ pub struct Guards<'a> {
     /// The command is a client's write on a replica (not its master's): keys it gives a TTL
     /// are remembered for the replica's own expiry (`Keyspace::replica_ttl_keys`).
     pub replica_write: bool,
+    /// The entry a read of a packed record was given (made from the record's bytes; see
+    /// `keyspace::record`), kept here so the read can borrow it.
+    made: Option<Entry>,
 }
 
 impl<'a> Guards<'a> {
@@ -83,6 +86,14 @@ impl<'a> Guards<'a> {
             tracking: false,
             replica_write: false,
             touched: Vec::new(),
+            made: None,
+        }
+    }
+
+    /// Pack again what the command unpacked in the shards it holds, before letting go of them.
+    fn settle(&mut self) {
+        for (_, _, g) in &mut self.held {
+            g.settle();
         }
     }
 
@@ -165,6 +176,7 @@ impl<'a> Guards<'a> {
                 Some(g) => taken.push((d, s, g)),
                 None => {
                     taken.clear();
+                    self.settle();
                     let mut all: Vec<(u32, u32)> =
                         self.held.iter().map(|(d, s, _)| (*d, *s)).collect();
                     all.extend(want.iter().copied());
@@ -216,6 +228,7 @@ impl<'a> Guards<'a> {
 
     /// Release every lock.
     pub fn release(&mut self) {
+        self.settle();
         self.held.clear();
     }
 
@@ -244,6 +257,38 @@ impl<'a> Guards<'a> {
     /// The view of database `db`.
     pub fn db(&mut self, db: usize) -> DbHandle<'_, 'a> {
         DbHandle { g: self, db }
+    }
+}
+
+impl Drop for Guards<'_> {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+/// A live value found by [`DbHandle::string_slot`].
+pub enum StrSlot<'s> {
+    /// A short string kept packed.
+    Packed(PackedStr<'s>),
+    /// Any other value, as stored.
+    Stored(&'s mut Value),
+}
+
+/// A short string kept packed in its record, to read and rewrite in place.
+pub struct PackedStr<'s> {
+    shard: &'s mut Shard,
+    r: RecordRef,
+}
+
+impl PackedStr<'_> {
+    /// The string.
+    pub fn bytes(&self) -> &[u8] {
+        self.shard.packed_value(self.r)
+    }
+
+    /// Replace the string with `v`, keeping the key's TTL and access word.
+    pub fn set(self, v: &[u8]) {
+        self.shard.rewrite_packed(self.r, v);
     }
 }
 
@@ -297,45 +342,102 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// A read that counts in keyspace_hits / keyspace_misses but leaves the key's access
     /// time (LRU clock, LFU counter) alone: TTL, TYPE, EXISTS, as Redis's LOOKUP_NOTOUCH.
-    pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.lookup(key, true, false)
+    pub fn read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.lookup_read(key, true, false).map(|e| &*e)
     }
 
-    fn lookup(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
+    /// The header of the live key `key` (its access word), found without counting or
+    /// touching it: RESTORE's IDLETIME and FREQ.
+    pub fn header_no_touch(&mut self, key: &[u8]) -> Option<&mut super::Header> {
+        let (sid, r) = self.lookup_record(key, false, false)?;
+        Some(Self::held_shard(&mut self.g.held, self.db, sid).header_mut(r))
+    }
+
+    /// The live entry for `key` to read: as [`lookup`](Self::lookup), but a packed record
+    /// is read where it is, not unpacked: the entry returned is then one made from its bytes
+    /// (kept in `made`), and a change to it is not kept. Readers that may change what they
+    /// read use [`lookup`](Self::lookup) (or [`string_slot`](Self::string_slot)).
+    fn lookup_read(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
+        let (sid, r) = self.lookup_record(key, count, touch)?;
+        let g = &mut *self.g;
+        let shard = Self::held_shard(&mut g.held, self.db, sid);
+        if shard.is_packed(r) {
+            Some(g.made.insert(shard.view(r).into_made()))
+        } else {
+            Some(shard.entry_mut(r))
+        }
+    }
+
+    /// The live record of `key` (and its shard), expiring it first if it has expired, counting
+    /// the access in keyspace_hits / keyspace_misses when `count`, and updating its access
+    /// word when `touch`.
+    fn lookup_record(
+        &mut self,
+        key: &[u8],
+        count: bool,
+        touch: bool,
+    ) -> Option<(usize, RecordRef)> {
         let sid = self.g.ks.shard_of(key);
         let now = self.g.now_ms;
         let enabled = self.g.expire_enabled;
         let db = self.db;
-        let shard: *mut Shard = self.g.shard_mut(db, sid);
-        // SAFETY: `shard` points at a shard whose MutexGuard is held by `self.g` for at least as
-        // long as `self` stays mutably borrowed, and nothing else references that shard while
-        // this runs. The raw pointer only works around the borrow checker's conditional-return
-        // limitation: the live path returns the entry borrow (its lifetime bounded by the
-        // `&mut self` borrow), the expired path drops it before touching the shard again.
-        // Covered by keyspace::guards::tests.
-        match unsafe { (*shard).raw_get_mut_with_expire(key) } {
+        let found = self.g.shard_mut(db, sid).find_with_expire(key);
+        match found {
             None => {
                 if count {
                     self.note_miss(key);
                 }
-                return None;
+                None
             }
-            Some((e, at)) if !(enabled && at != NO_EXPIRE && at < now) => {
+            Some((r, at)) if !(enabled && at != NO_EXPIRE && at < now) => {
                 if count {
                     self.g.hits += 1;
                 }
                 if touch {
-                    super::access::touch(e, now);
+                    let shard = Self::held_shard(&mut self.g.held, db, sid);
+                    super::access::touch(shard.header_mut(r), now);
                 }
-                return Some(e);
+                Some((sid, r))
             }
-            Some(_) => {}
+            Some(_) => {
+                self.shard(key);
+                if count {
+                    self.note_miss(key);
+                }
+                None
+            }
         }
-        self.shard(key);
-        if count {
-            self.note_miss(key);
+    }
+
+    /// The live value of `key` to rewrite a string where it is kept (INCR and the like): a
+    /// short string stays packed (see `keyspace::record`), anything else is the stored value.
+    /// An access as [`value`](Self::value)'s.
+    pub fn string_slot(&mut self, key: &[u8]) -> Option<StrSlot<'_>> {
+        let (sid, r) = self.lookup_record(key, false, true)?;
+        let shard = Self::held_shard(&mut self.g.held, self.db, sid);
+        if shard.is_packed(r) {
+            Some(StrSlot::Packed(PackedStr { shard, r }))
+        } else {
+            Some(StrSlot::Stored(&mut shard.entry_mut(r).value))
         }
-        None
+    }
+
+    /// The shard `sid` of `db` among `held` (which [`Guards::shard_mut`] has just locked).
+    fn held_shard<'h>(
+        held: &'h mut [(u32, u32, MutexGuard<'a, Shard>)],
+        db: usize,
+        sid: usize,
+    ) -> &'h mut Shard {
+        let key = (db as u32, sid as u32);
+        match held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
+            Ok(i) => &mut held[i].2,
+            Err(_) => unreachable!("shard {key:?} was locked just before"),
+        }
+    }
+
+    fn lookup(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
+        let (sid, r) = self.lookup_record(key, count, touch)?;
+        Some(Self::held_shard(&mut self.g.held, self.db, sid).entry_mut(r))
     }
 
     /// A read found no key: counted in keyspace_misses and, as Redis's lookupKeyRead does,
@@ -354,14 +456,22 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// which looks at the dictionary itself in Redis).
     pub fn peek_stored(&mut self, key: &[u8]) -> Option<&Entry> {
         let sid = self.g.ks.shard_of(key);
-        self.g.shard_mut(self.db, sid).raw_get(key)
+        let db = self.db;
+        self.g.shard_mut(db, sid);
+        let g = &mut *self.g;
+        let shard = Self::held_shard(&mut g.held, db, sid);
+        match shard.raw_get(key)? {
+            super::EntryRef::Stored(e) => Some(e),
+            super::EntryRef::Made(e) => Some(g.made.insert(e)),
+        }
     }
 
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
         if self.g.expire_paused && self.g.expire_enabled && self.is_expired_entry(key) {
             return None;
         }
-        self.shard(key).raw_get(key)
+        self.shard(key);
+        self.peek_stored(key)
     }
 
     /// The live value for `key`, if any.
@@ -369,13 +479,22 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         self.lookup(key, false, true).map(|e| &mut e.value)
     }
 
-    /// Like [`value`](Self::value) but counted in keyspace_hits / keyspace_misses.
+    /// The live value for `key` to read, counted in keyspace_hits / keyspace_misses. A short
+    /// string is read in place (see [`lookup_read`](Self::lookup_read)): changes to what this
+    /// returns are only kept for the other types; code that changes a string uses
+    /// [`value`](Self::value) or [`string_slot`](Self::string_slot).
     pub fn read(&mut self, key: &[u8]) -> Option<&mut Value> {
-        self.lookup(key, true, true).map(|e| &mut e.value)
+        self.lookup_read(key, true, true).map(|e| &mut e.value)
+    }
+
+    /// The live value for `key` to read, as [`read`](Self::read) but not counted in
+    /// keyspace_hits / keyspace_misses (DUMP, MEMORY USAGE).
+    pub fn read_uncounted(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.lookup_read(key, false, true).map(|e| &mut e.value)
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
-        self.get(key).is_some()
+        self.lookup_record(key, false, true).is_some()
     }
 
     /// Store `value` at `key`, clearing any TTL.
@@ -392,7 +511,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// Record the `new` keyspace event when `key` is about to be created.
     fn note_new(&mut self, key: &[u8]) {
-        if self.g.notify_flags & super::events::NEW != 0 && self.get(key).is_none() {
+        if self.g.notify_flags & super::events::NEW != 0
+            && self.lookup_record(key, false, true).is_none()
+        {
             self.g
                 .events
                 .push((self.db, "new", Bytes::copy_from_slice(key)));
@@ -415,7 +536,7 @@ impl<'g, 'a> DbHandle<'g, 'a> {
 
     /// Absolute expiry of `key`: None if the key is absent, Some(NO_EXPIRE) if persistent.
     pub fn expire_at(&mut self, key: &[u8]) -> Option<i64> {
-        self.get(key)?;
+        self.lookup_record(key, false, true)?;
         self.shard(key).raw_expire(key)
     }
 

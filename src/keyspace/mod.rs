@@ -10,7 +10,8 @@
 //! must be atomic with respect to everything (FLUSHALL, SWAPDB, EXEC) lock every shard.
 //!
 //! Each shard owns:
-//! - its keys' records (`record`: one allocation per key holding the key and its entry), in
+//! - its keys' records (`record`: one allocation per key holding the key and its entry, or,
+//!   for a short string, just the key and the string's bytes), in
 //!   one table (`table`: 64-byte buckets of seven record pointers, chained when full) that is
 //!   both the hash index and what SCAN walks, with Redis's reverse-binary cursor over its
 //!   buckets, so that keys present for the whole scan are returned even while the table
@@ -32,9 +33,9 @@ pub mod lazyfree;
 pub mod record;
 pub mod table;
 
-pub use guards::{DbHandle, Guards};
+pub use guards::{DbHandle, Guards, PackedStr, StrSlot};
 
-pub use record::{Record, RecordRef};
+pub use record::{EntryRef, Record, RecordRef};
 
 use crate::types::Value;
 use bytes::Bytes;
@@ -47,22 +48,19 @@ use table::Table;
 /// No expiry.
 pub const NO_EXPIRE: i64 = -1;
 
-/// One key's value and metadata, as its record stores it. The key's expiry is not here but in
-/// its shard's list of keys with a TTL (most keys have none, and each of them saves the
-/// eight bytes), reached through `vol`: read it with [`Shard::expire_of`].
-pub struct Entry {
-    pub value: Value,
+/// What every record starts with, in both of its forms (see [`record`]): the key's place in
+/// its shard's TTL list and its access word.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Header {
     /// Position in the shard's volatile-key list, or [`NO_VOL`] for a key without a TTL.
     vol: u32,
     /// Low 24 bits: the last access (LRU clock) or access frequency (LFU), see
-    /// [`crate::evict`]. Top byte: the record's key length tag (see [`record`]).
+    /// [`crate::evict`]. Top byte: the record's form and key length tag (see [`record`]).
     meta: u32,
 }
 
-/// `Entry::vol` of a key without a TTL.
-const NO_VOL: u32 = u32::MAX;
-
-impl Entry {
+impl Header {
     pub fn has_expire(&self) -> bool {
         self.vol != NO_VOL
     }
@@ -77,6 +75,43 @@ impl Entry {
     #[inline]
     pub fn set_access(&mut self, access: u32) {
         self.meta = (self.meta & !record::ACCESS_MASK) | (access & record::ACCESS_MASK);
+    }
+}
+
+/// One key's value and metadata, as a full record stores it (a packed record stands for
+/// one, see [`record`]). The key's expiry is not here but in its shard's list of keys with a
+/// TTL (most keys have none, and each of them saves the eight bytes), reached through the
+/// header's `vol`: read it with [`Shard::expire_of`].
+#[repr(C)]
+pub struct Entry {
+    hdr: Header,
+    pub value: Value,
+}
+
+/// `Header::vol` of a key without a TTL.
+const NO_VOL: u32 = u32::MAX;
+
+impl Entry {
+    pub fn has_expire(&self) -> bool {
+        self.hdr.has_expire()
+    }
+
+    /// The access clock or LFU word (24 bits, as Redis's `lru` field).
+    #[inline]
+    pub fn access(&self) -> u32 {
+        self.hdr.access()
+    }
+
+    /// Set the access word; only its low 24 bits are kept.
+    #[inline]
+    pub fn set_access(&mut self, access: u32) {
+        self.hdr.set_access(access)
+    }
+
+    /// The header, for the access word (see [`access`]).
+    #[inline]
+    pub fn header_mut(&mut self) -> &mut Header {
+        &mut self.hdr
     }
 }
 
@@ -139,6 +174,9 @@ pub struct Shard {
     pub watched: HashMap<Bytes, Vec<Watcher>>,
     /// Keys deleted because they expired (lazily or actively), for INFO and the AOF.
     pub expired_total: u64,
+    /// Packed records a writer had unpacked (see `record`), to pack again by [`Shard::settle`]
+    /// when the command lets go of the shard. A record leaving the table leaves this list.
+    unpacked: Vec<RecordRef>,
 }
 
 impl Shard {
@@ -167,38 +205,178 @@ impl Shard {
     }
 
     /// Look up without any expiry check.
-    pub fn raw_get(&self, key: &[u8]) -> Option<&Entry> {
+    pub fn raw_get(&self, key: &[u8]) -> Option<EntryRef<'_>> {
         self.table.get(key)
     }
 
-    pub fn raw_get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        self.table.get_mut(key)
+    /// The record of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry
+    /// check, for a reader that looks at it in place ([`Shard::header_mut`], [`Shard::view`]).
+    pub fn find_with_expire(&self, key: &[u8]) -> Option<(RecordRef, i64)> {
+        let r = self.find(key)?;
+        Some((r, self.expire_at_vol(self.header(r).vol)))
     }
 
-    /// The entry of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry check.
+    /// The header of a record of this shard.
+    #[inline]
+    fn header(&self, r: RecordRef) -> Header {
+        // SAFETY: `r` is a record this shard's table owns (the callers found it there under
+        // this borrow), alive while `&self` is held.
+        unsafe { *r.header_mut() }
+    }
+
+    /// The header of a record of this shard (found under this borrow), to change the access
+    /// word.
+    #[inline]
+    pub fn header_mut(&mut self, r: RecordRef) -> &mut Header {
+        // SAFETY: `r` is a record this shard's table owns, and `&mut self` makes the returned
+        // borrow the only one of it.
+        unsafe { r.header_mut() }
+    }
+
+    /// The entry of a record of this shard (found under this borrow), as a reader sees it.
+    #[inline]
+    pub fn view(&self, r: RecordRef) -> EntryRef<'_> {
+        // SAFETY: `r` is a record this shard's table owns, alive and unchanged while `&self`
+        // is held.
+        unsafe { r.entry() }
+    }
+
+    /// The entry of `key`, to change it: a packed record is unpacked first (and packed again
+    /// by [`Shard::settle`]).
+    pub fn raw_get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let r = self.find(key)?;
+        Some(self.entry_mut(r))
+    }
+
+    /// The entry of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry
+    /// check, to change it (as [`Shard::raw_get_mut`]).
     pub fn raw_get_mut_with_expire(&mut self, key: &[u8]) -> Option<(&mut Entry, i64)> {
-        let e = self.table.get_mut(key)?;
-        let at = if e.vol == NO_VOL {
+        let r = self.find(key)?;
+        let at = self.expire_at_vol(self.header(r).vol);
+        Some((self.entry_mut(r), at))
+    }
+
+    /// True when a record of this shard (found under this borrow) is packed.
+    #[inline]
+    pub fn is_packed(&self, r: RecordRef) -> bool {
+        // SAFETY: `r` is a record this shard's table owns, alive while `&self` is held.
+        unsafe { r.is_packed() }
+    }
+
+    /// The string of a packed record of this shard (found under this borrow).
+    #[inline]
+    pub fn packed_value(&self, r: RecordRef) -> &[u8] {
+        debug_assert!(self.is_packed(r));
+        // SAFETY: `r` is a packed record this shard's table owns, alive and unchanged while
+        // `&self` is held.
+        unsafe { r.packed_value() }
+    }
+
+    /// Replace the string of a packed record of this shard with `v`: in its block when the
+    /// size allows, else in a new record (packed, or full for a longer string) in its place.
+    pub fn rewrite_packed(&mut self, r: RecordRef, v: &[u8]) {
+        debug_assert!(self.is_packed(r));
+        // SAFETY: `r` is a packed record this shard's table owns, and `&mut self` makes this
+        // the only reference to it.
+        if unsafe { r.rewrite_packed_in_place(v) } {
+            return;
+        }
+        let hdr = self.header(r);
+        // SAFETY: as above; the key is copied into the new record before `r` is freed.
+        let key = unsafe { r.key() };
+        let value = Value::Str(crate::types::compact::CompactBytes::new(v));
+        let new = Record::new(key, value, hdr.vol, hdr.access());
+        drop(self.swap_record(r, new));
+    }
+
+    /// The stored entry of a record of this shard, unpacking it first if it is packed.
+    pub fn entry_mut(&mut self, r: RecordRef) -> &mut Entry {
+        // SAFETY: `r` is a record this shard's table owns, and `&mut self` makes this the only
+        // reference to it.
+        let r = if unsafe { r.is_packed() } {
+            self.unpack(r)
+        } else {
+            r
+        };
+        // SAFETY: as above; `r` is now a full record, and the returned borrow is the only one
+        // of it for as long as `&mut self` is held.
+        match unsafe { r.full_entry_mut() } {
+            Some(e) => e,
+            None => unreachable!("an unpacked record is full"),
+        }
+    }
+
+    /// Replace the packed record `r` with a full one holding the same entry, to be packed
+    /// again by [`Shard::settle`]; returns the full record.
+    fn unpack(&mut self, r: RecordRef) -> RecordRef {
+        // SAFETY: `r` is a record this shard's table owns; the made entry is a copy, and the
+        // key is read before the record is replaced (it is freed after the copy is made).
+        let full = unsafe { record::full_copy(r.key(), r.made_entry()) };
+        let (full, _) = self.swap_record(r, full);
+        self.unpacked.push(full);
+        full
+    }
+
+    /// The command that held this shard is done with it: pack the records it unpacked that
+    /// still hold a short string.
+    pub fn settle(&mut self) {
+        for r in std::mem::take(&mut self.unpacked) {
+            // SAFETY: `r` is in the table (a record leaves `unpacked` when it leaves the table,
+            // and a replaced one is replaced here too), and `&mut self` makes this the only
+            // reference to it; the packed copy is made before the full record is freed.
+            let packed = unsafe {
+                match r.full_entry_mut() {
+                    Some(e) => record::packed_copy(r.key(), e),
+                    None => None,
+                }
+            };
+            if let Some(p) = packed {
+                drop(self.swap_record(r, p));
+            }
+        }
+    }
+
+    /// Put `new` (the same key, TTL place and access word) in the place of the record `old`:
+    /// in the table, the TTL list and `unpacked`. Returns `new`'s pointer and `old`, owned.
+    fn swap_record(&mut self, old: RecordRef, new: Record) -> (RecordRef, Record) {
+        let new_ref = new.as_ref();
+        let new_bytes = new.alloc_bytes();
+        let vol = self.header(old).vol;
+        let Some(old_record) = self.table.replace(old, new) else {
+            unreachable!("a record of this shard is in its table");
+        };
+        self.record_bytes = self.record_bytes - old_record.alloc_bytes() + new_bytes;
+        if vol != NO_VOL {
+            self.volatile[vol as usize] = new_ref;
+        }
+        for u in &mut self.unpacked {
+            if *u == old {
+                *u = new_ref;
+            }
+        }
+        (new_ref, old_record)
+    }
+
+    /// The expiry kept at `vol` of the TTL list, or [`NO_EXPIRE`].
+    #[inline]
+    fn expire_at_vol(&self, vol: u32) -> i64 {
+        if vol == NO_VOL {
             NO_EXPIRE
         } else {
-            self.expires[e.vol as usize]
-        };
-        Some((e, at))
+            self.expires[vol as usize]
+        }
     }
 
     /// The absolute expiry of an entry of this shard, or [`NO_EXPIRE`].
     #[inline]
     pub fn expire_of(&self, e: &Entry) -> i64 {
-        if e.vol == NO_VOL {
-            NO_EXPIRE
-        } else {
-            self.expires[e.vol as usize]
-        }
+        self.expire_at_vol(e.hdr.vol)
     }
 
     /// The absolute expiry of `key` (or [`NO_EXPIRE`]); None if absent. No expiry check.
     pub fn raw_expire(&self, key: &[u8]) -> Option<i64> {
-        self.raw_get(key).map(|e| self.expire_of(e))
+        self.find(key)
+            .map(|r| self.expire_at_vol(self.header(r).vol))
     }
 
     /// True if the key exists and its TTL has passed at `now_ms`: as Redis's keyIsExpired, a
@@ -209,29 +387,48 @@ impl Shard {
 
     /// Insert or overwrite; the TTL is cleared unless `keep_ttl`.
     pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
-        if let Some(e) = self.table.get_mut(key) {
-            let old = std::mem::replace(&mut e.value, value);
-            lazyfree::free_if(&lazyfree::SERVER_DEL, old);
-            if !keep_ttl && e.vol != NO_VOL {
-                let vol = std::mem::replace(&mut e.vol, NO_VOL);
-                self.volatile_remove(vol);
+        if let Some(r) = self.find(key) {
+            let hdr = self.header(r);
+            if !keep_ttl && hdr.vol != NO_VOL {
+                self.header_mut(r).vol = NO_VOL;
+                self.volatile_remove(hdr.vol);
+            }
+            // SAFETY: `r` is a record this shard's table owns, and `&mut self` makes this the
+            // only reference to it.
+            let full = unsafe { r.full_entry_mut() };
+            match full {
+                // A full record that stays full takes the value in place.
+                Some(e) if !record::could_pack(key, &value) => {
+                    let old = std::mem::replace(&mut e.value, value);
+                    lazyfree::free_if(&lazyfree::SERVER_DEL, old);
+                }
+                _ => {
+                    let was_full = full.is_some();
+                    let new = Record::new(key, value, self.header(r).vol, hdr.access());
+                    let (_, old) = self.swap_record(r, new);
+                    if was_full {
+                        lazyfree::free_if(&lazyfree::SERVER_DEL, old.into_entry().value);
+                    }
+                }
             }
             return;
         }
         let record = Record::new(key, value, NO_VOL, access::initial_access());
-        self.record_bytes += Record::alloc_bytes(key.len());
+        self.record_bytes += record.alloc_bytes();
         self.table.insert_new(record);
     }
 
     /// Remove a key, returning its value and expiry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Removed> {
         let record = self.table.remove(key)?;
-        self.record_bytes -= Record::alloc_bytes(key.len());
+        self.record_bytes -= record.alloc_bytes();
+        let gone = record.as_ref();
+        self.unpacked.retain(|u| *u != gone);
         let e = record.into_entry();
         let expire_at = self.expire_of(&e);
-        if e.vol != NO_VOL {
+        if e.hdr.vol != NO_VOL {
             // The freed record's pointer leaves the TTL list here, unfollowed.
-            self.volatile_remove(e.vol);
+            self.volatile_remove(e.hdr.vol);
         }
         Some(Removed {
             value: e.value,
@@ -247,7 +444,7 @@ impl Shard {
             // SAFETY: every pointer left in the TTL list is to a record the table owns (a
             // record leaves the list before it is freed, and `at` no longer holds the one
             // this call removes), and `&mut self` makes this the only reference to it.
-            unsafe { moved.entry_mut() }.vol = at as u32;
+            unsafe { moved.header_mut() }.vol = at as u32;
         }
     }
 
@@ -257,13 +454,12 @@ impl Shard {
             return false;
         };
         let vol = self.volatile.len() as u32;
-        // SAFETY: `r` is to a record the table owns, and `&mut self` makes this the only
-        // reference to it while `e` is used.
-        let e = unsafe { r.entry_mut() };
-        if e.vol != NO_VOL {
-            self.expires[e.vol as usize] = at_ms;
+        let h = self.header_mut(r);
+        if h.vol != NO_VOL {
+            let at = h.vol as usize;
+            self.expires[at] = at_ms;
         } else {
-            e.vol = vol;
+            h.vol = vol;
             self.volatile.push(r);
             self.expires.push(at_ms);
         }
@@ -272,13 +468,14 @@ impl Shard {
 
     /// Remove the TTL. Returns true if there was one.
     pub fn clear_expire(&mut self, key: &[u8]) -> bool {
-        let Some(e) = self.raw_get_mut(key) else {
+        let Some(r) = self.find(key) else {
             return false;
         };
-        if e.vol == NO_VOL {
+        let h = self.header_mut(r);
+        if h.vol == NO_VOL {
             return false;
         }
-        let vol = std::mem::replace(&mut e.vol, NO_VOL);
+        let vol = std::mem::replace(&mut h.vol, NO_VOL);
         self.volatile_remove(vol);
         true
     }
@@ -291,6 +488,7 @@ impl Shard {
         self.table = Table::default();
         self.expires = Vec::new();
         self.record_bytes = 0;
+        self.unpacked = Vec::new();
         n
     }
 
@@ -372,8 +570,11 @@ impl Shard {
     }
 
     /// Every key, its entry and its expiry, in the table's order.
-    pub fn keys(&self) -> impl Iterator<Item = (&[u8], &Entry, i64)> {
-        self.table.iter().map(|(k, e)| (k, e, self.expire_of(e)))
+    pub fn keys(&self) -> impl Iterator<Item = (&[u8], EntryRef<'_>, i64)> {
+        self.table.iter().map(|(k, e)| {
+            let at = self.expire_of(&e);
+            (k, e, at)
+        })
     }
 
     /// A uniformly random key among those with a TTL, if any (volatile-* eviction).
@@ -452,9 +653,11 @@ impl Shard {
     /// share of the table's buckets (and of the TTL list, when it has a TTL). None if the key
     /// is absent.
     pub fn key_bytes(&self, key: &[u8]) -> Option<usize> {
-        let e = self.raw_get(key)?;
-        let mut bytes = Record::alloc_bytes(key.len()) + self.index_bytes() / self.len().max(1);
-        if e.has_expire() {
+        let r = self.find(key)?;
+        // SAFETY: `r` is a record this shard's table owns, alive while `&self` is held.
+        let record = unsafe { r.alloc_bytes() };
+        let mut bytes = record + self.index_bytes() / self.len().max(1);
+        if self.header(r).has_expire() {
             bytes += self.expires_bytes() / self.volatile.len().max(1);
         }
         Some(bytes)
@@ -496,6 +699,7 @@ impl Shard {
         std::mem::swap(&mut self.volatile, &mut other.volatile);
         std::mem::swap(&mut self.expires, &mut other.expires);
         std::mem::swap(&mut self.record_bytes, &mut other.record_bytes);
+        std::mem::swap(&mut self.unpacked, &mut other.unpacked);
     }
 }
 
@@ -781,6 +985,108 @@ mod tests {
         assert!(!other.is_empty());
         other.clear();
         assert!(other.is_empty());
+    }
+
+    /// The string stored at `k`, read as a reader sees it.
+    fn stored(sh: &Shard, k: &str) -> Option<Vec<u8>> {
+        match sh.raw_get(k.as_bytes()).as_deref().map(|e| &e.value) {
+            Some(Value::Str(v)) => Some(v.to_vec()),
+            _ => None,
+        }
+    }
+
+    fn is_packed(sh: &Shard, k: &str) -> bool {
+        sh.find(k.as_bytes()).is_some_and(|r| sh.is_packed(r))
+    }
+
+    #[test]
+    fn short_strings_are_packed_unpacked_for_writers_and_packed_again() {
+        // Every way a record changes form keeps its value, its TTL (the TTL list's pointer)
+        // and the shard's byte count.
+        let mut sh = Shard::default();
+        for i in 0..100 {
+            let k = format!("k{i}");
+            sh.insert(k.as_bytes(), s("short"), false);
+            assert!(sh.set_expire(k.as_bytes(), 5_000 + i));
+        }
+        let bytes_packed = sh.record_bytes;
+        // 9 bytes of header and length, the key and the value: jemalloc's 16-byte class for
+        // k0..k9, its 32-byte class for the others.
+        assert_eq!(bytes_packed, 10 * 16 + 90 * 32);
+        assert!(is_packed(&sh, "k7"));
+        // A writer unpacks; the TTL list follows; settle packs again.
+        for i in (0..100).step_by(2) {
+            let k = format!("k{i}");
+            let e = sh.raw_get_mut(k.as_bytes()).expect("present");
+            assert!(matches!(&e.value, Value::Str(v) if &v[..] == b"short"));
+            e.value = s("longer but short");
+        }
+        assert!(!is_packed(&sh, "k8") && is_packed(&sh, "k9"));
+        // Removing an unpacked record before settle takes it off the list to pack.
+        sh.remove(b"k10");
+        // Overwriting an unpacked record with a long string keeps it full.
+        sh.insert(b"k12", s(&"x".repeat(40)), true);
+        sh.settle();
+        assert!(is_packed(&sh, "k8") && !is_packed(&sh, "k12"));
+        assert_eq!(stored(&sh, "k8").as_deref(), Some(&b"longer but short"[..]));
+        assert_eq!(stored(&sh, "k9").as_deref(), Some(&b"short"[..]));
+        assert_eq!(stored(&sh, "k12").map(|v| v.len()), Some(40));
+        // Overwrites in every direction, with and without the TTL.
+        sh.insert(b"k12", s("tiny"), true);
+        assert!(is_packed(&sh, "k12"));
+        sh.insert(b"k13", Value::List(Default::default()), true);
+        assert!(!is_packed(&sh, "k13"));
+        sh.insert(b"k13", s("back"), false);
+        assert!(is_packed(&sh, "k13"));
+        // In-place rewrites, and one that outgrows the block or the packed form.
+        let r = sh.find(b"k15").expect("present");
+        sh.rewrite_packed(r, b"SHORT");
+        assert_eq!(sh.find(b"k15"), Some(r), "same size: rewritten in place");
+        sh.rewrite_packed(r, b"a good deal longer");
+        assert!(is_packed(&sh, "k15"));
+        let r = sh.find(b"k15").expect("present");
+        sh.rewrite_packed(r, "y".repeat(60).as_bytes());
+        assert!(!is_packed(&sh, "k15"));
+        assert_eq!(stored(&sh, "k15").map(|v| v.len()), Some(60));
+        for i in 0..100i64 {
+            let k = format!("k{i}");
+            let want = match i {
+                10 => None,
+                13 => Some(NO_EXPIRE),
+                _ => Some(5_000 + i),
+            };
+            assert_eq!(sh.raw_expire(k.as_bytes()), want, "{k}");
+        }
+        // Every pointer of the TTL list leads to a record with that TTL.
+        let mut rng = rand::thread_rng();
+        for _ in 0..200 {
+            let k = sh.random_volatile_key(&mut rng).expect("some");
+            assert!(sh.raw_get(&k).is_some_and(|e| e.has_expire()));
+        }
+        // The byte count follows the records' real sizes.
+        let counted: usize = sh
+            .table
+            .iter()
+            .map(|(k, _)| {
+                let r = sh.find(k).expect("present");
+                // SAFETY: `r` is a record of `sh`, alive while it is borrowed.
+                unsafe { r.alloc_bytes() }
+            })
+            .sum();
+        assert_eq!(sh.record_bytes, counted);
+        let (mut gone, mut dead) = (Vec::new(), Vec::new());
+        while sh.volatile_len() > 0 {
+            sh.active_expire(
+                100_000,
+                20,
+                &mut rng,
+                &mut gone,
+                &mut dead,
+                &mut TtlSample::default(),
+            );
+        }
+        assert_eq!(sh.len(), 1, "only k13 has no TTL");
+        assert_eq!(stored(&sh, "k13").as_deref(), Some(&b"back"[..]));
     }
 
     #[test]

@@ -22,11 +22,12 @@
 //! last child is freed), so an insert only looks at free slots of the chain's last bucket.
 //! A key is only ever in its home bucket or that bucket's chain.
 //!
-//! The table grows (doubles) when it is full on average, seven keys per bucket, and is
-//! shrunk by its shard (`shrink_to`) when it has become sparse; a resize rehashes every key
-//! at once (no incremental rehashing: a resize never runs while a SCAN is in a call). With
-//! 3.5 to 7 keys per bucket, plus the child buckets of the fuller ones, the table costs
-//! about 9-19 bytes per key, 12-13 on average over a doubling.
+//! The table grows (doubles) at eight keys per bucket on average, one past a bucket's seven
+//! slots, so that it runs dense and the fuller buckets chain (a lookup of a key in a child
+//! reads a second cache line), and is shrunk by its shard (`shrink_to`) when it has become
+//! sparse; a resize rehashes every key at once (no incremental rehashing: a resize never runs
+//! while a SCAN is in a call). With 4 to 8 keys per bucket, plus the child buckets of the
+//! fuller ones, the table costs about 8-18 bytes per key, 12 on average over a doubling.
 //!
 //! SCAN walks the buckets with Redis's reverse-binary cursor: the cursor is a bucket index
 //! whose bits are incremented from the top down (`scan`). Doubling the table splits bucket
@@ -41,8 +42,7 @@
 //! table, freed by `remove` (which hands it back as a [`Record`]) or by the table's drop.
 //! Every block says why it holds, and the tests below exercise each.
 
-use super::record::{Record, RecordRef};
-use super::Entry;
+use super::record::{EntryRef, Record, RecordRef};
 use hashbrown::DefaultHashBuilder;
 use std::alloc::Layout;
 use std::hash::BuildHasher;
@@ -50,6 +50,9 @@ use std::ptr::NonNull;
 
 /// Slots of a bucket.
 const SLOTS: usize = 7;
+/// Keys per bucket, on average, at which the table doubles: past a bucket's seven slots, so
+/// that the fuller buckets chain (see the module's description).
+const FILL: usize = 8;
 /// The slot of a chained bucket that holds its child's pointer.
 const CHILD: usize = SLOTS - 1;
 /// `meta` bits of the slots that hold a record.
@@ -141,7 +144,7 @@ fn buckets_for(len: usize) -> usize {
     if len == 0 {
         return 0;
     }
-    len.div_ceil(SLOTS)
+    len.div_ceil(FILL)
         .next_power_of_two()
         .min(MAX_BUCKETS as usize)
 }
@@ -170,7 +173,7 @@ pub struct Table<S = DefaultHashBuilder> {
 // its shard keeps, which are followed only under the same shard. Records are Send and Sync
 // (record.rs), so moving or sharing the table is as safe as moving or sharing those boxes.
 unsafe impl<S: Send> Send for Table<S> {}
-// SAFETY: see Send: `&Table` only gives out `&[u8]` and `&Entry` of its records.
+// SAFETY: see Send: `&Table` only gives out `&[u8]` and entries of its records.
 unsafe impl<S: Sync> Sync for Table<S> {}
 
 impl Default for Table<DefaultHashBuilder> {
@@ -200,10 +203,10 @@ impl<S: BuildHasher> Table<S> {
         self.len == 0
     }
 
-    /// Keys the table holds before it grows: seven per bucket.
+    /// Keys the table holds before it grows: [`FILL`] per bucket on average.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.n * SLOTS
+        self.n * FILL
     }
 
     /// Bytes allocated for the buckets, home and child (jemalloc's size classes).
@@ -254,22 +257,39 @@ impl<S: BuildHasher> Table<S> {
         }
     }
 
-    /// The entry of `key`, if present.
+    /// The entry of `key`, if present, as a reader sees it (see `record::EntryRef`).
     #[inline]
-    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+    pub fn get(&self, key: &[u8]) -> Option<EntryRef<'_>> {
         let r = self.find(key)?;
         // SAFETY: `r` is a record this table owns; the borrow of self keeps it alive and
         // unchanged for the returned borrow.
         Some(unsafe { r.entry() })
     }
 
-    /// The entry of `key`, if present, to change it.
-    #[inline]
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let r = self.find(key)?;
-        // SAFETY: `r` is a record this table owns, and `&mut self` makes the returned borrow
-        // the only one of it for its length.
-        Some(unsafe { r.entry_mut() })
+    /// Put `new` where `old` is (the same key's record, in another form), handing `old` back
+    /// to the caller. False, and `new` dropped, if `old` is not in the table.
+    pub fn replace(&mut self, old: RecordRef, new: Record) -> Option<Record> {
+        // SAFETY: `old` is followed only if the table holds it (the caller's copy of a record
+        // this table owns); its key is read before anything changes.
+        let hash = self.hash(unsafe { old.key() });
+        let mut at = self.home(hash);
+        loop {
+            // SAFETY: `at` is a bucket of this table (see `find`), and `&mut self` makes this
+            // the only reference to it.
+            let b = unsafe { at.as_mut() };
+            let mut m = b.present();
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if b.record(slot) == old {
+                    b.slots[slot] = Some(new.into_ref().raw());
+                    // SAFETY: `old` came from `Record::into_ref` when it was inserted and has
+                    // just left the table, so it is owned once again.
+                    return Some(unsafe { Record::from_ref(old) });
+                }
+            }
+            at = b.child()?;
+        }
     }
 
     /// Start loading the bucket a lookup of `key` reads first. Only a hint.
@@ -442,7 +462,7 @@ impl<S: BuildHasher> Table<S> {
     /// index's bits are incremented from the top down, which is what keeps keys present for a
     /// whole scan from being missed across resizes (see the module's description). The
     /// cursors this returns stay below 2^40.
-    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &Entry)) -> u64 {
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&[u8], &EntryRef<'_>)) -> u64 {
         if self.n == 0 {
             return 0;
         }
@@ -457,7 +477,7 @@ impl<S: BuildHasher> Table<S> {
                 m &= m - 1;
                 let r = b.record(slot);
                 // SAFETY: as in `get`.
-                unsafe { f(r.key(), r.entry()) };
+                unsafe { f(r.key(), &r.entry()) };
             }
             at = b.child();
         }
@@ -593,7 +613,7 @@ pub struct Iter<'a, S> {
 }
 
 impl<'a, S> Iterator for Iter<'a, S> {
-    type Item = (&'a [u8], &'a Entry);
+    type Item = (&'a [u8], EntryRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {

@@ -91,22 +91,6 @@ pub(crate) const ROLE_NONE: u8 = 0;
 pub(crate) const ROLE_REPLICA: u8 = 1;
 pub(crate) const ROLE_MASTER: u8 = 2;
 
-/// Work a replication command leaves for the connection (it needs the socket or must wait).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ReplAction {
-    /// Send this replica the RDB image, then its stream (SYNC / PSYNC without +CONTINUE).
-    FullSync,
-    /// WAIT: until `replicas` replicas acknowledged `offset`, or `deadline_ms` (0: none).
-    Wait {
-        replicas: i64,
-        offset: u64,
-        deadline_ms: i64,
-    },
-    /// SHUTDOWN waiting for the replicas: blocked until the process exits, or answered with
-    /// an error when the wait's failure count moves past `failures` (aborted, save failed).
-    AwaitShutdown { failures: u64 },
-}
-
 /// A connection's replication state.
 #[derive(Default)]
 pub(crate) struct ReplClient {
@@ -125,7 +109,6 @@ pub(crate) struct ReplClient {
     pub(crate) is_master: bool,
     /// The replication offset right after this client's last logged write (WAIT).
     pub(crate) woff: u64,
-    pub(crate) action: Option<ReplAction>,
 }
 
 impl ClientInfo {

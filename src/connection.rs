@@ -22,6 +22,7 @@ use crate::keyspace::Guards;
 use crate::net::ClientSocket;
 use crate::protocol::{parse_request_resuming, ParseLimits, Parsed, Partial, Reply};
 use crate::state::Server;
+use crate::takeover::Resume;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::net::SocketAddr;
@@ -389,6 +390,7 @@ async fn serve_client(
                 close: mut quit,
                 postponed,
                 unblock_stats,
+                takeover,
             } = dispatch_with(srv, client, args, &mut guards);
             arrival = None;
             ran += 1;
@@ -406,42 +408,16 @@ async fn serve_client(
                 continue;
             }
             let served_after_block = block.is_some();
-            // Replication work that needs the socket or a wait (SYNC / PSYNC, WAIT).
-            let reply = match client.repl.action.take() {
+            // Work the command left for the connection (it needs the socket or a wait).
+            let reply = match takeover {
                 None => reply,
-                Some(crate::client::ReplAction::FullSync) => {
+                Some(t) => {
                     flush(srv, sock, &info, &mut out, &mut sent).await?;
-                    if !crate::replication::full_sync(srv, sock, client).await {
-                        return Ok(());
+                    match crate::takeover::run(srv, sock, client, t).await {
+                        Resume::KeepReply => reply,
+                        Resume::Reply(r) => r,
+                        Resume::Close => return Ok(()),
                     }
-                    // The stream queued since the image's instant follows from the mailbox.
-                    reply
-                }
-                Some(crate::client::ReplAction::Wait {
-                    replicas,
-                    offset,
-                    deadline_ms,
-                }) => {
-                    flush(srv, sock, &info, &mut out, &mut sent).await?;
-                    info.blocked.store(true, Ordering::Relaxed);
-                    let r =
-                        crate::replication::wait_acks(srv, client, replicas, offset, deadline_ms)
-                            .await;
-                    info.blocked.store(false, Ordering::Relaxed);
-                    match r {
-                        Some(r) => r,
-                        None => return Ok(()),
-                    }
-                }
-                Some(crate::client::ReplAction::AwaitShutdown { failures }) => {
-                    // SHUTDOWN marked the client blocked already (counted from the command on).
-                    flush(srv, sock, &info, &mut out, &mut sent).await?;
-                    let failed = await_shutdown(srv, &info, failures).await;
-                    info.blocked.store(false, Ordering::Relaxed);
-                    if !failed {
-                        return Ok(());
-                    }
-                    Reply::error("ERR Errors trying to SHUTDOWN. Check logs.")
                 }
             };
             let reply = match block {
@@ -836,24 +812,6 @@ async fn flush(
     let n = out.len() - *sent;
     wrote(srv, info, out, sent, n);
     Ok(())
-}
-
-/// Block a SHUTDOWN caller on the shutdown's wait for replicas: true once the shutdown has
-/// failed (the caller gets its error), false if the client was killed; when the shutdown
-/// succeeds the process exits meanwhile.
-async fn await_shutdown(srv: &Server, info: &ClientInfo, failures: u64) -> bool {
-    loop {
-        let changed = srv.shutdown_wait.changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if srv.shutdown_wait.failures() != failures {
-            return true;
-        }
-        tokio::select! {
-            _ = changed => {}
-            _ = info.kill.notified() => return false,
-        }
-    }
 }
 
 /// Wait for a blocked command's outcome, and whether the connection closes after it (the

@@ -44,6 +44,7 @@ pub(crate) mod replication;
 pub mod server;
 pub(crate) mod shutdown;
 pub(crate) mod state;
+pub(crate) mod takeover;
 pub(crate) mod tls;
 pub(crate) mod tracking;
 pub mod types;

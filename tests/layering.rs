@@ -48,6 +48,21 @@ fn no_module_imports_a_module_above_it() {
     );
 }
 
+/// The connection reads, parses and acts on what the dispatcher hands back (`Outcome`, and a
+/// `commands::takeover` for the work a command leaves it): it knows nothing of replication
+/// or shutdown, whose waits run behind that value.
+#[test]
+fn the_connection_does_not_reach_into_replication_or_shutdown() {
+    let (_, report) = import_graph(None, &[]);
+    assert!(report.contains("connection -> commands"), "{report}");
+    for lower in ["replication", "shutdown"] {
+        assert!(
+            !report.contains(&format!("connection -> {lower} ")),
+            "connection imports {lower}:\n{report}"
+        );
+    }
+}
+
 /// The layers README's "Layering" lists, one number per line: module name -> line number.
 fn readme_layers() -> std::collections::HashMap<String, usize> {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))

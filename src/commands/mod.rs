@@ -50,6 +50,7 @@ pub mod slowlog;
 pub mod sort;
 pub mod stream;
 pub mod string;
+pub mod takeover;
 pub mod tx;
 pub mod zset;
 
@@ -263,6 +264,8 @@ pub struct Ctx<'c, 'a> {
     pub in_exec: bool,
     /// Set by commands that end the connection after the reply (QUIT).
     pub close_after_reply: bool,
+    /// Set by commands that leave work for the connection (SYNC, PSYNC, WAIT, SHUTDOWN).
+    pub(crate) takeover: Option<takeover::Takeover>,
     /// When the dispatcher started the command (a script's run record takes it rather than
     /// reading the clock again).
     pub started: crate::clock::Stamp,
@@ -625,6 +628,8 @@ pub struct Outcome {
     pub postponed: Option<Vec<Bytes>>,
     /// The command blocked: what [`after_unblocked`] needs once it is answered.
     pub(crate) unblock_stats: Option<(&'static Cmd, Vec<Bytes>)>,
+    /// Work the command left for the connection, after what it owes is sent ([`takeover`]).
+    pub(crate) takeover: Option<takeover::Takeover>,
 }
 
 /// Who sent a command whose error reply nobody reads: the stream of this server's master, or
@@ -751,6 +756,7 @@ pub fn dispatch_with<'a>(
         close: false,
         postponed: None,
         unblock_stats: None,
+        takeover: None,
     };
     debug::wait_while_stopped();
     srv.tracking.before_command(srv);
@@ -848,6 +854,7 @@ pub fn dispatch_with<'a>(
             close: false,
             postponed: Some(args),
             unblock_stats: None,
+            takeover: None,
         };
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
@@ -865,6 +872,7 @@ pub fn dispatch_with<'a>(
             close: true,
             postponed: None,
             unblock_stats: None,
+            takeover: None,
         };
     }
     if client.multi.is_some()
@@ -928,7 +936,7 @@ pub fn dispatch_with<'a>(
         return done(reply);
     }
     g.now_ms = now;
-    let (reply, block, close) = run_locked(srv, client, spec, &args, g, false, started);
+    let (reply, block, close, takeover) = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.add(1);
     // CLIENT CACHING applies to the one command after it (or the transaction it opens).
     if spec.name != "client" && client.multi.is_none() {
@@ -944,6 +952,7 @@ pub fn dispatch_with<'a>(
         close,
         postponed: None,
         unblock_stats,
+        takeover,
     }
 }
 
@@ -1228,7 +1237,7 @@ pub fn run_locked<'a>(
     g: &mut Guards<'a>,
     in_exec: bool,
     started: crate::clock::Stamp,
-) -> (Reply, Option<Blocked>, bool) {
+) -> (Reply, Option<Blocked>, bool, Option<takeover::Takeover>) {
     let own_locks = g.is_empty();
     if own_locks {
         match spec.keys {
@@ -1287,6 +1296,7 @@ pub fn run_locked<'a>(
         block: None,
         in_exec,
         close_after_reply: false,
+        takeover: None,
         started,
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
@@ -1309,6 +1319,7 @@ pub fn run_locked<'a>(
         propagate,
         block,
         close_after_reply,
+        takeover,
         ..
     } = ctx;
     if monitored && !script_first {
@@ -1380,7 +1391,7 @@ pub fn run_locked<'a>(
     if own_locks {
         g.release();
     }
-    (reply, blocked, close_after_reply)
+    (reply, blocked, close_after_reply, takeover)
 }
 
 /// Client-side caching after a command: a tracking client's read-only command remembers its

@@ -2,14 +2,14 @@
 //!
 //! These only check arguments and change state: the stream and the replica registry are
 //! [`crate::state::repl`]; the work that needs the client's socket (sending the RDB image,
-//! waiting for acknowledgements) is done by the connection through [`crate::replication`],
-//! which the handlers ask for with [`crate::client::ReplAction`]; the link to a master (this
-//! server as a replica) is started through a hook the server registers.
+//! waiting for acknowledgements) is left to the connection as a [`Takeover`] (see
+//! [`super::takeover`]), which runs it through [`crate::replication`]; the link to a master
+//! (this server as a replica) is started through a hook the server registers.
 
 use super::args::{eq, SYNTAX};
 use super::flags::*;
+use super::takeover::Takeover;
 use super::{CmdResult, Ctx, Keys, Spec};
-use crate::client::ReplAction;
 use crate::config::dir;
 use crate::protocol::Reply;
 use crate::state::repl::{Replica, Resync, ONLINE, WAIT_BGSAVE_START};
@@ -115,7 +115,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     srv.repl.sync_full.fetch_add(1, Ordering::Relaxed);
     let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
     srv.repl.add_replica(replica, backlog);
-    ctx.client.repl.action = Some(ReplAction::FullSync);
+    ctx.takeover = Some(Takeover::FullSync);
     Ok(Reply::NoReply)
 }
 
@@ -218,7 +218,7 @@ fn wait(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         0
     };
     ctx.srv.repl.getack_wanted.store(true, Ordering::Release);
-    ctx.client.repl.action = Some(ReplAction::Wait {
+    ctx.takeover = Some(Takeover::Wait {
         replicas: num,
         offset: target,
         deadline_ms,

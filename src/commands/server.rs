@@ -203,7 +203,7 @@ fn shutdown(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         }
         // Counted in INFO's blocked_clients from now, not from when the connection gets to it.
         ctx.client.info.blocked.store(true, Ordering::Relaxed);
-        ctx.client.repl.action = Some(crate::client::ReplAction::AwaitShutdown {
+        ctx.takeover = Some(super::takeover::Takeover::AwaitShutdown {
             failures: ctx.srv.shutdown_wait.failures(),
         });
         return Ok(Reply::NoReply);

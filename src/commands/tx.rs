@@ -245,7 +245,8 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             continue;
         }
         let started = crate::clock::command_stamp();
-        let (reply, _block, _close) = run_locked(srv, client, spec, &args, &mut g, true, started);
+        let (reply, _block, _close, _takeover) =
+            run_locked(srv, client, spec, &args, &mut g, true, started);
         srv.stats.commands.add(1);
         super::slowlog::record(srv, client, spec, &args, client.last_duration_us);
         replies.push(reply);

@@ -236,8 +236,15 @@ impl<'a> Guards<'a> {
     /// demand (see [`Guards::lock_out_of_order`] for one that sorts before a held shard);
     /// declared keys are the rule, this is the safety net.
     pub fn shard_mut(&mut self, db: usize, shard: usize) -> &mut Shard {
+        let idx = self.shard_index(db, shard);
+        &mut self.held[idx].2
+    }
+
+    /// Where the locked shard `shard` of `db` is in `held` (locking it as
+    /// [`Guards::shard_mut`] does); it stays there until a lock is taken or released.
+    fn shard_index(&mut self, db: usize, shard: usize) -> usize {
         let key = (db as u32, shard as u32);
-        let idx = match self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
+        match self.held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
             Ok(i) => i,
             Err(i) if i == self.held.len() => {
                 let g = lock_shard(&self.ks.dbs[db].shards[shard]);
@@ -250,8 +257,7 @@ impl<'a> Guards<'a> {
                     .binary_search_by(|(d, s, _)| (*d, *s).cmp(&key))
                     .unwrap_or_else(|_| unreachable!("lock_out_of_order holds {key:?}"))
             }
-        };
-        &mut self.held[idx].2
+        }
     }
 
     /// The view of database `db`.
@@ -349,8 +355,8 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// The header of the live key `key` (its access word), found without counting or
     /// touching it: RESTORE's IDLETIME and FREQ.
     pub fn header_no_touch(&mut self, key: &[u8]) -> Option<&mut super::Header> {
-        let (sid, r) = self.lookup_record(key, false, false)?;
-        Some(Self::held_shard(&mut self.g.held, self.db, sid).header_mut(r))
+        let (at, r) = self.lookup_record(key, false, false)?;
+        Some(self.g.held[at].2.header_mut(r))
     }
 
     /// The live entry for `key` to read: as [`lookup`](Self::lookup), but a packed record
@@ -358,19 +364,18 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// (kept in `made`), and a change to it is not kept. Readers that may change what they
     /// read use [`lookup`](Self::lookup) (or [`string_slot`](Self::string_slot)).
     fn lookup_read(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
-        let (sid, r) = self.lookup_record(key, count, touch)?;
+        let (at, r) = self.lookup_record(key, count, touch)?;
         let g = &mut *self.g;
-        let shard = Self::held_shard(&mut g.held, self.db, sid);
-        if shard.is_packed(r) {
-            Some(g.made.insert(shard.view(r).into_made()))
-        } else {
-            Some(shard.entry_mut(r))
+        let shard = &mut g.held[at].2;
+        match shard.made_entry(r) {
+            Some(e) => Some(g.made.insert(e)),
+            None => Some(shard.entry_mut(r)),
         }
     }
 
-    /// The live record of `key` (and its shard), expiring it first if it has expired, counting
-    /// the access in keyspace_hits / keyspace_misses when `count`, and updating its access
-    /// word when `touch`.
+    /// The live record of `key` (and where its shard is in `held`), expiring it first if it
+    /// has expired, counting the access in keyspace_hits / keyspace_misses when `count`, and
+    /// updating its access word when `touch`.
     fn lookup_record(
         &mut self,
         key: &[u8],
@@ -381,7 +386,8 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         let now = self.g.now_ms;
         let enabled = self.g.expire_enabled;
         let db = self.db;
-        let found = self.g.shard_mut(db, sid).find_with_expire(key);
+        let held = self.g.shard_index(db, sid);
+        let found = self.g.held[held].2.find_with_expire(key);
         match found {
             None => {
                 if count {
@@ -394,10 +400,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
                     self.g.hits += 1;
                 }
                 if touch {
-                    let shard = Self::held_shard(&mut self.g.held, db, sid);
-                    super::access::touch(shard.header_mut(r), now);
+                    super::access::touch(self.g.held[held].2.header_mut(r), now);
                 }
-                Some((sid, r))
+                Some((held, r))
             }
             Some(_) => {
                 self.shard(key);
@@ -413,8 +418,8 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// short string stays packed (see `keyspace::record`), anything else is the stored value.
     /// An access as [`value`](Self::value)'s.
     pub fn string_slot(&mut self, key: &[u8]) -> Option<StrSlot<'_>> {
-        let (sid, r) = self.lookup_record(key, false, true)?;
-        let shard = Self::held_shard(&mut self.g.held, self.db, sid);
+        let (at, r) = self.lookup_record(key, false, true)?;
+        let shard = &mut self.g.held[at].2;
         if shard.is_packed(r) {
             Some(StrSlot::Packed(PackedStr { shard, r }))
         } else {
@@ -422,22 +427,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
         }
     }
 
-    /// The shard `sid` of `db` among `held` (which [`Guards::shard_mut`] has just locked).
-    fn held_shard<'h>(
-        held: &'h mut [(u32, u32, MutexGuard<'a, Shard>)],
-        db: usize,
-        sid: usize,
-    ) -> &'h mut Shard {
-        let key = (db as u32, sid as u32);
-        match held.binary_search_by(|(d, s, _)| (*d, *s).cmp(&key)) {
-            Ok(i) => &mut held[i].2,
-            Err(_) => unreachable!("shard {key:?} was locked just before"),
-        }
-    }
-
     fn lookup(&mut self, key: &[u8], count: bool, touch: bool) -> Option<&mut Entry> {
-        let (sid, r) = self.lookup_record(key, count, touch)?;
-        Some(Self::held_shard(&mut self.g.held, self.db, sid).entry_mut(r))
+        let (at, r) = self.lookup_record(key, count, touch)?;
+        Some(self.g.held[at].2.entry_mut(r))
     }
 
     /// A read found no key: counted in keyspace_misses and, as Redis's lookupKeyRead does,
@@ -456,11 +448,9 @@ impl<'g, 'a> DbHandle<'g, 'a> {
     /// which looks at the dictionary itself in Redis).
     pub fn peek_stored(&mut self, key: &[u8]) -> Option<&Entry> {
         let sid = self.g.ks.shard_of(key);
-        let db = self.db;
-        self.g.shard_mut(db, sid);
+        let at = self.g.shard_index(self.db, sid);
         let g = &mut *self.g;
-        let shard = Self::held_shard(&mut g.held, db, sid);
-        match shard.raw_get(key)? {
+        match g.held[at].2.raw_get(key)? {
             super::EntryRef::Stored(e) => Some(e),
             super::EntryRef::Made(e) => Some(g.made.insert(e)),
         }

@@ -210,7 +210,7 @@ impl Shard {
     }
 
     /// The record of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry
-    /// check, for a reader that looks at it in place ([`Shard::header_mut`], [`Shard::view`]).
+    /// check, for a reader that looks at it in place ([`Shard::header_mut`], [`Shard::made_entry`]).
     pub fn find_with_expire(&self, key: &[u8]) -> Option<(RecordRef, i64)> {
         let r = self.find(key)?;
         Some((r, self.expire_at_vol(self.header(r).vol)))
@@ -221,7 +221,7 @@ impl Shard {
     fn header(&self, r: RecordRef) -> Header {
         // SAFETY: `r` is a record this shard's table owns (the callers found it there under
         // this borrow), alive while `&self` is held.
-        unsafe { *r.header_mut() }
+        unsafe { r.header() }
     }
 
     /// The header of a record of this shard (found under this borrow), to change the access
@@ -233,12 +233,16 @@ impl Shard {
         unsafe { r.header_mut() }
     }
 
-    /// The entry of a record of this shard (found under this borrow), as a reader sees it.
+    /// The entry a packed record of this shard (found under this borrow) stands for, made
+    /// from its bytes; None for a full record, whose entry is stored.
     #[inline]
-    pub fn view(&self, r: RecordRef) -> EntryRef<'_> {
-        // SAFETY: `r` is a record this shard's table owns, alive and unchanged while `&self`
-        // is held.
-        unsafe { r.entry() }
+    pub fn made_entry(&self, r: RecordRef) -> Option<Entry> {
+        if !self.is_packed(r) {
+            return None;
+        }
+        // SAFETY: `r` is a packed record this shard's table owns, alive and unchanged while
+        // `&self` is held.
+        Some(unsafe { r.made_entry() })
     }
 
     /// The entry of `key`, to change it: a packed record is unpacked first (and packed again
@@ -246,14 +250,6 @@ impl Shard {
     pub fn raw_get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let r = self.find(key)?;
         Some(self.entry_mut(r))
-    }
-
-    /// The entry of `key` and its absolute expiry (or [`NO_EXPIRE`]), without any expiry
-    /// check, to change it (as [`Shard::raw_get_mut`]).
-    pub fn raw_get_mut_with_expire(&mut self, key: &[u8]) -> Option<(&mut Entry, i64)> {
-        let r = self.find(key)?;
-        let at = self.expire_at_vol(self.header(r).vol);
-        Some((self.entry_mut(r), at))
     }
 
     /// True when a record of this shard (found under this borrow) is packed.
@@ -393,22 +389,16 @@ impl Shard {
                 self.header_mut(r).vol = NO_VOL;
                 self.volatile_remove(hdr.vol);
             }
-            // SAFETY: `r` is a record this shard's table owns, and `&mut self` makes this the
-            // only reference to it.
-            let full = unsafe { r.full_entry_mut() };
-            match full {
+            let full = !self.is_packed(r);
+            if full && !record::could_pack(key, &value) {
                 // A full record that stays full takes the value in place.
-                Some(e) if !record::could_pack(key, &value) => {
-                    let old = std::mem::replace(&mut e.value, value);
-                    lazyfree::free_if(&lazyfree::SERVER_DEL, old);
-                }
-                _ => {
-                    let was_full = full.is_some();
-                    let new = Record::new(key, value, self.header(r).vol, hdr.access());
-                    let (_, old) = self.swap_record(r, new);
-                    if was_full {
-                        lazyfree::free_if(&lazyfree::SERVER_DEL, old.into_entry().value);
-                    }
+                let old = std::mem::replace(&mut self.entry_mut(r).value, value);
+                lazyfree::free_if(&lazyfree::SERVER_DEL, old);
+            } else {
+                let new = Record::new(key, value, self.header(r).vol, hdr.access());
+                let (_, old) = self.swap_record(r, new);
+                if full {
+                    lazyfree::free_if(&lazyfree::SERVER_DEL, old.into_entry().value);
                 }
             }
             return;
@@ -966,17 +956,7 @@ mod tests {
             let k = sh.random_volatile_key(&mut rng).expect("some left");
             assert!(sh.raw_get(&k).is_some_and(|e| e.has_expire()));
         }
-        let (mut gone, mut dead) = (Vec::new(), Vec::new());
-        while sh.volatile_len() > 0 {
-            sh.active_expire(
-                10_000,
-                20,
-                &mut rng,
-                &mut gone,
-                &mut dead,
-                &mut TtlSample::default(),
-            );
-        }
+        let gone = expire_all(&mut sh, 10_000);
         assert!(!gone.is_empty());
         sh.maybe_shrink();
         let mut other = Shard::default();
@@ -985,6 +965,23 @@ mod tests {
         assert!(!other.is_empty());
         other.clear();
         assert!(other.is_empty());
+    }
+
+    /// Run active expiry at `now_ms` until no key with a TTL is left; the keys it deleted.
+    fn expire_all(sh: &mut Shard, now_ms: i64) -> Vec<Bytes> {
+        let mut rng = rand::thread_rng();
+        let (mut gone, mut dead) = (Vec::new(), Vec::new());
+        while sh.volatile_len() > 0 {
+            sh.active_expire(
+                now_ms,
+                20,
+                &mut rng,
+                &mut gone,
+                &mut dead,
+                &mut TtlSample::default(),
+            );
+        }
+        gone
     }
 
     /// The string stored at `k`, read as a reader sees it.
@@ -1074,17 +1071,7 @@ mod tests {
             })
             .sum();
         assert_eq!(sh.record_bytes, counted);
-        let (mut gone, mut dead) = (Vec::new(), Vec::new());
-        while sh.volatile_len() > 0 {
-            sh.active_expire(
-                100_000,
-                20,
-                &mut rng,
-                &mut gone,
-                &mut dead,
-                &mut TtlSample::default(),
-            );
-        }
+        expire_all(&mut sh, 100_000);
         assert_eq!(sh.len(), 1, "only k13 has no TTL");
         assert_eq!(stored(&sh, "k13").as_deref(), Some(&b"back"[..]));
     }

@@ -87,16 +87,6 @@ pub enum EntryRef<'a> {
     Made(Entry),
 }
 
-impl EntryRef<'_> {
-    /// The entry made from a packed record; None for a stored one.
-    pub fn into_made(self) -> Entry {
-        match self {
-            EntryRef::Made(e) => e,
-            EntryRef::Stored(_) => unreachable!("into_made of a stored entry"),
-        }
-    }
-}
-
 impl std::ops::Deref for EntryRef<'_> {
     type Target = Entry;
     #[inline]
@@ -326,13 +316,6 @@ impl Record {
         Record { head: r.head }
     }
 
-    /// The entry, as a reader sees it (see [`EntryRef`]).
-    #[inline]
-    pub fn entry(&self) -> EntryRef<'_> {
-        // SAFETY: the record is alive for as long as self is borrowed.
-        unsafe { self.as_ref().entry() }
-    }
-
     #[inline]
     pub fn key(&self) -> &[u8] {
         // SAFETY: the record is alive for as long as self is borrowed.
@@ -471,6 +454,16 @@ impl RecordRef {
                 Some(&mut *self.head.as_ptr().cast::<Entry>())
             }
         }
+    }
+
+    /// A copy of the header both forms start with.
+    ///
+    /// # Safety
+    /// As [`RecordRef::key`].
+    #[inline]
+    pub unsafe fn header(self) -> Header {
+        // SAFETY: forwarded to the caller's contract; every record starts with its header.
+        unsafe { self.head.as_ptr().read() }
     }
 
     /// The header both forms start with.

@@ -346,9 +346,6 @@ pub struct Client {
     pub block_timeout_reply: Option<Reply>,
     /// Channels, patterns and shard channels this client is subscribed to.
     pub(crate) subs: Subscriptions,
-    /// The reply being produced is a push (subscribe confirmations): it is written whatever
-    /// CLIENT REPLY says, as in Redis.
-    pub(crate) push_reply: bool,
     /// Set while a script's `redis.call` runs a command (MONITOR shows it as `lua`).
     pub(crate) in_script: bool,
     /// The reply about to be sent is a script's error that the command it called already
@@ -359,8 +356,6 @@ pub struct Client {
     /// The keys the running script declared: what a read inside it makes a tracking client
     /// remember (as Redis, which tracks the script's keys, not the inner command's).
     pub(crate) script_keys: Vec<Bytes>,
-    /// Invalidations caused by this client's own command: written after its reply.
-    pub(crate) after_reply: Vec<u8>,
     /// The ACL user the connection runs as; None (internal clients: AOF loading) may run
     /// anything.
     pub user: Option<crate::acl::UserRef>,
@@ -427,7 +422,6 @@ impl Client {
             block_timeout_ms: 0,
             block_timeout_reply: None,
             subs: Default::default(),
-            push_reply: false,
             in_script: false,
             lua_debug: None,
             debug_io: None,
@@ -435,7 +429,6 @@ impl Client {
             error_reply_counted: false,
             tracking_caching: false,
             script_keys: Vec::new(),
-            after_reply: Vec::new(),
             user: None,
             last_duration_us: 0,
             repl: Default::default(),

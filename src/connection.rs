@@ -348,18 +348,6 @@ async fn serve_client(
                 crate::net::warn_cross_protocol();
                 return Ok(());
             }
-            if srv.aof.loading() {
-                if let Some(spec) = crate::commands::lookup(&args[0]) {
-                    if spec.flags & crate::commands::flags::LOADING == 0 {
-                        if client.multi.is_some() {
-                            client.multi_abort = true;
-                        }
-                        let e = Reply::error("LOADING Redis is loading the dataset in memory");
-                        emit(srv, client, &e, &mut out);
-                        continue;
-                    }
-                }
-            }
             info.argv_mem
                 .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
             client.output_pending = sent < out.len();
@@ -391,6 +379,7 @@ async fn serve_client(
                 postponed,
                 unblock_stats,
                 takeover,
+                mut extras,
             } = dispatch_with(srv, client, args, &mut guards);
             arrival = None;
             ran += 1;
@@ -443,15 +432,13 @@ async fn serve_client(
             // (what the serving caused, such as an invalidation of the key it moved to, follows;
             // what came while it waited was sent then).
             if served_after_block {
-                emit(srv, client, &reply, &mut out);
+                emit(srv, client, &reply, extras.push, &mut out);
                 info.drain_pushes(&mut out);
             } else {
                 info.drain_pushes(&mut out);
-                emit(srv, client, &reply, &mut out);
+                emit(srv, client, &reply, extras.push, &mut out);
             }
-            if !client.after_reply.is_empty() {
-                out.append(&mut client.after_reply);
-            }
+            out.append(&mut extras.after);
             // The batch's replies are this client's memory as they accumulate: client eviction,
             // before the next command of any client, must see them (Redis counts each reply as
             // it is added), or the memory they take evicts keys instead.
@@ -626,7 +613,9 @@ pub(crate) fn request_buffer_checks(srv: &Server) {
     }
 }
 
-fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
+/// Write `reply` as the client's reply mode allows; `pushed` (subscribe confirmations) is
+/// written even when replies are silenced.
+fn emit(srv: &Server, client: &mut Client, reply: &Reply, pushed: bool, out: &mut Vec<u8>) {
     // A replica reads the stream, not replies (Redis never answers a replica's commands).
     if client.repl.is_replica {
         return;
@@ -634,8 +623,6 @@ fn emit(srv: &Server, client: &mut Client, reply: &Reply, out: &mut Vec<u8>) {
     if !std::mem::take(&mut client.error_reply_counted) {
         srv.errorstats.count_reply(reply);
     }
-    // Pushes (subscribe confirmations) are written even when replies are silenced.
-    let pushed = std::mem::take(&mut client.push_reply);
     match client.reply_mode {
         ReplyMode::On => reply.encode(client.resp, out),
         ReplyMode::Off => {

@@ -517,3 +517,69 @@ fn tracking_invalidates_after_the_reply_and_through_redirection() {
         "{e}"
     );
 }
+
+/// Read until `end` has been seen; returns everything read.
+fn read_until(s: &mut TcpStream, end: &[u8]) -> Vec<u8> {
+    let mut seen = Vec::new();
+    while !seen.ends_with(end) {
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).expect("read");
+        seen.push(b[0]);
+    }
+    seen
+}
+
+#[test]
+fn own_invalidations_of_exec_and_scripts_follow_their_reply() {
+    let srv = Podium::start(&[]);
+    let mut s = srv.raw();
+    send(&mut s, &["HELLO", "3"]);
+    send(&mut s, &["PING", "sync"]);
+    read_until(&mut s, b"$4\r\nsync\r\n");
+    send(&mut s, &["CLIENT", "TRACKING", "on"]);
+    expect(&mut s, b"+OK\r\n");
+    let invalidate_k = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n";
+    // A write inside EXEC: the invalidation comes after EXEC's whole reply.
+    send(&mut s, &["GET", "k"]);
+    expect(&mut s, b"_\r\n");
+    for cmd in [&["MULTI"][..], &["SET", "k", "1"], &["INCR", "k"]] {
+        send(&mut s, cmd);
+    }
+    expect(&mut s, b"+OK\r\n+QUEUED\r\n+QUEUED\r\n");
+    send(&mut s, &["EXEC"]);
+    expect(&mut s, b"*2\r\n+OK\r\n:2\r\n");
+    expect(&mut s, invalidate_k);
+    // A script's write: after the script's reply.
+    send(&mut s, &["GET", "k"]);
+    expect(&mut s, b"$1\r\n2\r\n");
+    send(
+        &mut s,
+        &["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"],
+    );
+    expect(&mut s, b":3\r\n");
+    expect(&mut s, invalidate_k);
+    // FLUSHALL inside EXEC: a null invalidation (everything) after EXEC's reply.
+    send(&mut s, &["GET", "k"]);
+    expect(&mut s, b"$1\r\n3\r\n");
+    send(&mut s, &["MULTI"]);
+    send(&mut s, &["FLUSHALL"]);
+    expect(&mut s, b"+OK\r\n+QUEUED\r\n");
+    send(&mut s, &["EXEC"]);
+    expect(&mut s, b"*1\r\n+OK\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n");
+    send(&mut s, &["PING", "end"]);
+    expect(&mut s, b"$3\r\nend\r\n");
+}
+
+#[test]
+fn subscribe_confirmations_are_written_under_client_reply_off() {
+    let srv = Podium::start(&[]);
+    let mut s = srv.raw();
+    send(&mut s, &["CLIENT", "REPLY", "OFF"]);
+    send(&mut s, &["PING"]);
+    send(&mut s, &["SUBSCRIBE", "ch"]);
+    expect(&mut s, &sub_ack(false, "subscribe", "ch", 1));
+    send(&mut s, &["UNSUBSCRIBE", "ch"]);
+    expect(&mut s, &sub_ack(false, "unsubscribe", "ch", 0));
+    send(&mut s, &["CLIENT", "REPLY", "ON"]);
+    expect(&mut s, b"+OK\r\n");
+}

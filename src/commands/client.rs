@@ -16,11 +16,11 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new("ping", -1, FAST | MISCONF_REFUSED, Keys::None, ping, "connection"),
     Spec::new("echo", 2, LOADING | STALE | FAST, Keys::None, echo, "connection"),
     Spec::new("hello", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, hello, "connection"),
-    Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, quit, "connection"),
+    Spec::new("quit", -1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY | NOT_QUEUED, Keys::None, quit, "connection"),
     Spec::new("select", 2, FAST | LOADING | STALE | SWITCHES_DB, Keys::None, select, "connection"),
     Spec::new("auth", -2, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, auth, "connection"),
-    Spec::new("reset", 1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY, Keys::None, reset, "connection"),
-    Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE, Keys::None, client, "connection"),
+    Spec::new("reset", 1, NO_AUTH | FAST | STALE | NOSCRIPT | LOADING | ALLOW_BUSY | NOT_QUEUED, Keys::None, reset, "connection"),
+    Spec::new("client", -2, ADMIN | NOSCRIPT | LOADING | STALE | KEEPS_CACHING, Keys::None, client, "connection"),
 ];
 
 fn ping(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {

@@ -152,12 +152,17 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     .values()
                     .filter(|c| c.postponed.load(Ordering::Relaxed))
                     .count();
-                // Replicas are not counted (connected_slaves counts them), as in Redis.
-                let replicas = clients
+                // Replicas are not counted (connected_slaves counts them), as in Redis; nor
+                // are killed clients whose connection has not ended yet (Redis frees a client
+                // another one kills before CLIENT KILL returns).
+                let uncounted = clients
                     .values()
-                    .filter(|c| c.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA)
+                    .filter(|c| {
+                        c.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA
+                            || c.killed.load(Ordering::Relaxed)
+                    })
                     .count();
-                kv("connected_clients", (clients.len() - replicas).to_string());
+                kv("connected_clients", (clients.len() - uncounted).to_string());
                 kv("cluster_connections", "0".into());
                 kv("maxclients", srv.config.int(dir::MAXCLIENTS).to_string());
                 kv("client_recent_max_input_buffer", "0".into());

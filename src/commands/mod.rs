@@ -87,7 +87,39 @@ pub fn reply_of(r: CmdResult) -> Reply {
 /// A command that acts on the client's own session and takes whatever locks it needs itself
 /// (the transaction commands: MULTI and DISCARD change only the client, WATCH locks the keys
 /// it watches, EXEC locks every shard for its queue).
-pub type SessionHandler = fn(&Server, &mut Client, &[Bytes]) -> CmdResult;
+pub type SessionHandler = fn(&Server, &mut Client, &[Bytes], &mut ReplyExtras) -> CmdResult;
+
+/// What a command leaves to be written with its reply, besides the reply: it travels up with
+/// the reply (in [`Ran`], then [`Outcome`]), never on the client. EXEC and scripts gather the
+/// extras of the commands they run into their own.
+#[derive(Default)]
+pub struct ReplyExtras {
+    /// Invalidations this client's own command caused (client-side caching): written after
+    /// its reply, as Redis does.
+    pub after: Vec<u8>,
+    /// The reply is a push (subscribe confirmations): written whatever CLIENT REPLY says.
+    pub push: bool,
+}
+
+impl ReplyExtras {
+    /// Take in the extras of a command run inside this one (EXEC's queue, a script's calls).
+    pub fn absorb(&mut self, mut inner: ReplyExtras) {
+        self.after.append(&mut inner.after);
+        self.push |= inner.push;
+    }
+}
+
+/// What [`run_locked`] gives back: the reply and what else the command left for its caller.
+pub struct Ran {
+    pub reply: Reply,
+    /// The command must wait (a blocking command with nothing to serve it yet).
+    pub blocked: Option<Blocked>,
+    /// The connection closes once the reply is written (QUIT, CLIENT KILL of itself).
+    pub close: bool,
+    /// Work the command left for the connection ([`takeover`]).
+    pub(crate) takeover: Option<takeover::Takeover>,
+    pub extras: ReplyExtras,
+}
 
 /// How a command runs: what the table row holds instead of a handler caught by name.
 #[derive(Clone, Copy)]
@@ -124,6 +156,16 @@ pub mod flags {
     pub const MISCONF_REFUSED: u32 = 1 << 17;
     /// Changes the client's database (SELECT): refused to a script held to one database.
     pub const SWITCHES_DB: u32 = 1 << 18;
+    /// Runs at once inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT,
+    /// RESET: the list Redis's processCommand names).
+    pub const NOT_QUEUED: u32 = 1 << 19;
+    /// Runs a script (EVAL, EVALSHA, FCALL and their _RO forms): MONITOR shows it before the
+    /// commands it calls, and client-side caching remembers the keys of those commands, not
+    /// the script's own.
+    pub const RUNS_SCRIPT: u32 = 1 << 20;
+    /// Does not use up a CLIENT CACHING given for the next command (CLIENT itself, as in
+    /// Redis, where only the command after CLIENT CACHING consumes it).
+    pub const KEEPS_CACHING: u32 = 1 << 21;
 }
 
 /// Where a command's keys are.
@@ -266,6 +308,8 @@ pub struct Ctx<'c, 'a> {
     pub close_after_reply: bool,
     /// Set by commands that leave work for the connection (SYNC, PSYNC, WAIT, SHUTDOWN).
     pub(crate) takeover: Option<takeover::Takeover>,
+    /// What is written with the reply ([`ReplyExtras`]).
+    pub extras: ReplyExtras,
     /// When the dispatcher started the command (a script's run record takes it rather than
     /// reading the clock again).
     pub started: crate::clock::Stamp,
@@ -630,6 +674,8 @@ pub struct Outcome {
     pub(crate) unblock_stats: Option<(&'static Cmd, Vec<Bytes>)>,
     /// Work the command left for the connection, after what it owes is sent ([`takeover`]).
     pub(crate) takeover: Option<takeover::Takeover>,
+    /// What is written with the reply ([`ReplyExtras`]).
+    pub extras: ReplyExtras,
 }
 
 /// Who sent a command whose error reply nobody reads: the stream of this server's master, or
@@ -757,6 +803,7 @@ pub fn dispatch_with<'a>(
         postponed: None,
         unblock_stats: None,
         takeover: None,
+        extras: ReplyExtras::default(),
     };
     debug::wait_while_stopped();
     srv.tracking.before_command(srv);
@@ -767,6 +814,16 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(unknown_command(&args));
     };
+    // While the dataset loads only commands flagged LOADING run (the loader's own client, which
+    // obeys, applies the file); checked first, before the arity.
+    if spec.flags & flags::LOADING == 0 && srv.aof.loading() && !client.obeys() {
+        if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        return done(Reply::error(
+            "LOADING Redis is loading the dataset in memory",
+        ));
+    }
     if !arity_ok(spec.arity, args.len()) {
         spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
         if client.multi.is_some() {
@@ -855,6 +912,7 @@ pub fn dispatch_with<'a>(
             postponed: Some(args),
             unblock_stats: None,
             takeover: None,
+            extras: ReplyExtras::default(),
         };
     }
     // One clock read serves the command's duration (commandstats) and its notion of now.
@@ -873,14 +931,10 @@ pub fn dispatch_with<'a>(
             postponed: None,
             unblock_stats: None,
             takeover: None,
+            extras: ReplyExtras::default(),
         };
     }
-    if client.multi.is_some()
-        && !matches!(
-            spec.name,
-            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-        )
-    {
+    if client.multi.is_some() && spec.flags & flags::NOT_QUEUED == 0 {
         if spec.flags & flags::NO_MULTI != 0 {
             client.multi_abort = true;
             spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
@@ -930,16 +984,26 @@ pub fn dispatch_with<'a>(
         }
     }
     if let Run::Session(handler) = spec.run {
-        let reply = reply_of(handler(srv, client, &args));
+        let mut extras = ReplyExtras::default();
+        let reply = reply_of(handler(srv, client, &args, &mut extras));
         feed_monitors(srv, client, client.db, &args);
         count_transaction_command(srv, client, spec, &args, &reply, started);
-        return done(reply);
+        return Outcome {
+            extras,
+            ..done(reply)
+        };
     }
     g.now_ms = now;
-    let (reply, block, close, takeover) = run_locked(srv, client, spec, &args, g, false, started);
+    let Ran {
+        reply,
+        blocked: block,
+        close,
+        takeover,
+        extras,
+    } = run_locked(srv, client, spec, &args, g, false, started);
     srv.stats.commands.add(1);
     // CLIENT CACHING applies to the one command after it (or the transaction it opens).
-    if spec.name != "client" && client.multi.is_none() {
+    if spec.flags & flags::KEEPS_CACHING == 0 && client.multi.is_none() {
         client.tracking_caching = false;
     }
     if block.is_none() {
@@ -953,6 +1017,7 @@ pub fn dispatch_with<'a>(
         postponed: None,
         unblock_stats,
         takeover,
+        extras,
     }
 }
 
@@ -1237,7 +1302,7 @@ pub fn run_locked<'a>(
     g: &mut Guards<'a>,
     in_exec: bool,
     started: crate::clock::Stamp,
-) -> (Reply, Option<Blocked>, bool, Option<takeover::Takeover>) {
+) -> Ran {
     let own_locks = g.is_empty();
     if own_locks {
         match spec.keys {
@@ -1271,10 +1336,7 @@ pub fn run_locked<'a>(
     // MONITOR sees a command once it has run (administrative ones never); a script is shown
     // before the commands it runs.
     let monitored = srv.pubsub.has_monitors() && spec.flags & flags::ADMIN == 0;
-    let script_first = matches!(
-        spec.name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    );
+    let script_first = spec.flags & flags::RUNS_SCRIPT != 0;
     if monitored && script_first {
         feed_monitors(srv, client, db_before, args);
     }
@@ -1297,6 +1359,7 @@ pub fn run_locked<'a>(
         in_exec,
         close_after_reply: false,
         takeover: None,
+        extras: ReplyExtras::default(),
         started,
     };
     let long = long::expected_long(ctx.g, ctx.client.db, spec, args);
@@ -1306,7 +1369,7 @@ pub fn run_locked<'a>(
         // Only UNWATCH gets here: queued in a transaction (MULTI, EXEC, DISCARD and WATCH
         // never are) and run by EXEC, which has already dropped the client's WATCHes, as
         // Redis's does, so it takes no lock.
-        Run::Session(handler) => reply_of(handler(ctx.srv, ctx.client, args)),
+        Run::Session(handler) => reply_of(handler(ctx.srv, ctx.client, args, &mut ctx.extras)),
     };
     drop(busy);
     let duration_us = started.elapsed_us();
@@ -1320,6 +1383,7 @@ pub fn run_locked<'a>(
         block,
         close_after_reply,
         takeover,
+        mut extras,
         ..
     } = ctx;
     if monitored && !script_first {
@@ -1368,7 +1432,8 @@ pub fn run_locked<'a>(
         serve_blocked(srv, g);
     }
     if g.tracking {
-        tracking_after_command(srv, client, spec, args, &expired, g, !in_exec);
+        let mut own = tracking_after_command(srv, client, spec, args, &expired, g, !in_exec);
+        extras.after.append(&mut own);
     }
     // Keyspace events of the command (and of the blocked clients it served), in order.
     if !g.events.is_empty() {
@@ -1391,11 +1456,18 @@ pub fn run_locked<'a>(
     if own_locks {
         g.release();
     }
-    (reply, blocked, close_after_reply, takeover)
+    Ran {
+        reply,
+        blocked,
+        close: close_after_reply,
+        takeover,
+        extras,
+    }
 }
 
 /// Client-side caching after a command: a tracking client's read-only command remembers its
-/// keys; every key the command changed (or found expired) is invalidated.
+/// keys; every key the command changed (or found expired) is invalidated. Returns the
+/// invalidations meant for this client itself (written after its reply).
 fn tracking_after_command(
     srv: &Server,
     client: &mut Client,
@@ -1404,13 +1476,15 @@ fn tracking_after_command(
     expired: &[(usize, Bytes)],
     g: &mut Guards,
     broadcast: bool,
-) {
+) -> Vec<u8> {
     let mut touched = std::mem::take(&mut g.touched);
     touched.extend(expired.iter().map(|(_, k)| k.clone()));
     let id = client.id;
+    // The invalidations of this client's own keys, returned to go after its reply.
+    let mut own = Vec::new();
     srv.tracking
-        .invalidate(srv, &touched, id, Some(&mut client.after_reply), broadcast);
-    let script = matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+        .invalidate(srv, &touched, id, Some(&mut own), broadcast);
+    let script = spec.flags & flags::RUNS_SCRIPT != 0;
     if spec.flags & flags::READONLY != 0 && spec.flags & flags::PUBSUB == 0 && !script {
         let keys: Vec<&[u8]> = if client.in_script {
             client.script_keys.iter().map(|k| &k[..]).collect()
@@ -1425,6 +1499,7 @@ fn tracking_after_command(
                 .remember(srv, id, &keys, client.tracking_caching);
         }
     }
+    own
 }
 
 /// Show a command to MONITOR clients.

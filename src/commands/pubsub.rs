@@ -100,7 +100,7 @@ fn do_subscribe(ctx: &mut Ctx, a: &[Bytes], kind: Kind) -> Reply {
     ctx.srv
         .pubsub
         .subscribe(&info, &mut ctx.client.subs, kind, &a[1..], resp, &mut out);
-    ctx.client.push_reply = true;
+    ctx.extras.push = true;
     Reply::Raw(Bytes::from(out))
 }
 
@@ -116,7 +116,7 @@ fn do_unsubscribe(ctx: &mut Ctx, a: &[Bytes], kind: Kind) -> Reply {
         resp,
         Some(&mut out),
     );
-    ctx.client.push_reply = true;
+    ctx.extras.push = true;
     Reply::Raw(Bytes::from(out))
 }
 

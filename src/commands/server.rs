@@ -70,7 +70,7 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let id = ctx.client.id;
     ctx.srv
         .tracking
-        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), false);
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.extras.after), false);
     ctx.dirty += 1;
     Ok(Reply::Ok)
 }
@@ -83,7 +83,7 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let id = ctx.client.id;
     ctx.srv
         .tracking
-        .invalidate_all(ctx.srv, id, Some(&mut ctx.client.after_reply), true);
+        .invalidate_all(ctx.srv, id, Some(&mut ctx.extras.after), true);
     crate::persistence::snapshot::after_flushall(ctx.srv);
     ctx.dirty += 1;
     Ok(Reply::Ok)

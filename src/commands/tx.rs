@@ -6,7 +6,7 @@
 //! checks WATCH: a watched key modified since WATCH (its shard flagged the client) or expired
 //! since then aborts with a null reply. Errors inside EXEC do not roll anything back.
 
-use super::{lookup, run_locked, CmdResult, Keys, Spec};
+use super::{lookup, run_locked, CmdResult, Keys, ReplyExtras, Spec};
 use crate::client::Client;
 use crate::keyspace::Guards;
 use crate::protocol::Reply;
@@ -21,7 +21,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::session(
         "multi",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED,
         Keys::None,
         multi,
         "transactions",
@@ -29,7 +29,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::session(
         "exec",
         1,
-        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | RUNS_QUEUE,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | RUNS_QUEUE | NOT_QUEUED,
         Keys::None,
         exec_command,
         "transactions",
@@ -37,7 +37,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::session(
         "discard",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED,
         Keys::None,
         discard,
         "transactions",
@@ -45,7 +45,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::session(
         "watch",
         -2,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED,
         Keys::Range(1, -1, 1),
         watch_command,
         "transactions",
@@ -62,7 +62,7 @@ pub static COMMANDS: &[Spec] = &[
 
 const SKIP_SLOWLOG: u32 = 0;
 
-fn multi(_: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
+fn multi(_: &Server, client: &mut Client, _: &[Bytes], _: &mut ReplyExtras) -> CmdResult {
     if client.multi.is_some() {
         return Err(Reply::error("ERR MULTI calls can not be nested"));
     }
@@ -72,7 +72,7 @@ fn multi(_: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     Ok(Reply::Ok)
 }
 
-fn discard(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
+fn discard(srv: &Server, client: &mut Client, _: &[Bytes], _: &mut ReplyExtras) -> CmdResult {
     if client.multi.is_none() {
         return Err(Reply::error("ERR DISCARD without MULTI"));
     }
@@ -81,7 +81,12 @@ fn discard(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
     Ok(Reply::Ok)
 }
 
-fn watch_command(srv: &Server, client: &mut Client, args: &[Bytes]) -> CmdResult {
+fn watch_command(
+    srv: &Server,
+    client: &mut Client,
+    args: &[Bytes],
+    _: &mut ReplyExtras,
+) -> CmdResult {
     if client.multi.is_some() {
         return Err(Reply::error("ERR WATCH inside MULTI is not allowed"));
     }
@@ -89,20 +94,25 @@ fn watch_command(srv: &Server, client: &mut Client, args: &[Bytes]) -> CmdResult
     Ok(Reply::Ok)
 }
 
-fn unwatch(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
+fn unwatch(srv: &Server, client: &mut Client, _: &[Bytes], _: &mut ReplyExtras) -> CmdResult {
     unwatch_all(srv, client);
     Ok(Reply::Ok)
 }
 
 /// EXEC, and what follows it for client-side caching: CLIENT CACHING applied to the whole
 /// transaction, and the invalidations its writes caused go out (Redis sends them after EXEC).
-fn exec_command(srv: &Server, client: &mut Client, _: &[Bytes]) -> CmdResult {
-    let reply = exec(srv, client);
+fn exec_command(
+    srv: &Server,
+    client: &mut Client,
+    _: &[Bytes],
+    extras: &mut ReplyExtras,
+) -> CmdResult {
+    let reply = exec(srv, client, extras);
     client.tracking_caching = false;
     if srv.tracking.is_active() {
         let id = client.id;
         srv.tracking
-            .invalidate(srv, &[], id, Some(&mut client.after_reply), true);
+            .invalidate(srv, &[], id, Some(&mut extras.after), true);
     }
     Ok(reply)
 }
@@ -190,7 +200,7 @@ pub fn unwatch_all(srv: &Server, client: &mut Client) {
 }
 
 /// EXEC.
-pub fn exec(srv: &Server, client: &mut Client) -> Reply {
+pub fn exec(srv: &Server, client: &mut Client, extras: &mut ReplyExtras) -> Reply {
     let Some(queue) = client.multi.take() else {
         return Reply::error("ERR EXEC without MULTI");
     };
@@ -245,8 +255,9 @@ pub fn exec(srv: &Server, client: &mut Client) -> Reply {
             continue;
         }
         let started = crate::clock::command_stamp();
-        let (reply, _block, _close, _takeover) =
-            run_locked(srv, client, spec, &args, &mut g, true, started);
+        let ran = run_locked(srv, client, spec, &args, &mut g, true, started);
+        extras.absorb(ran.extras);
+        let reply = ran.reply;
         srv.stats.commands.add(1);
         super::slowlog::record(srv, client, spec, &args, client.last_duration_us);
         replies.push(reply);

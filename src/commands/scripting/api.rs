@@ -863,10 +863,11 @@ fn call_command(inv: &mut Invocation, argv: Vec<Bytes>) -> Reply {
     // flags share the values of the log targets).
     let suppressed = crate::state::repl::TO_ALL & !inv.repl;
     ctx.client.in_script = true;
-    let (reply, _block, _close, _takeover) =
-        crate::state::scripts::without_targets(suppressed, || {
-            crate::commands::run_locked(srv, ctx.client, spec, &argv, ctx.g, true, started)
-        });
+    let ran = crate::state::scripts::without_targets(suppressed, || {
+        crate::commands::run_locked(srv, ctx.client, spec, &argv, ctx.g, true, started)
+    });
+    ctx.extras.absorb(ran.extras);
+    let reply = ran.reply;
     ctx.client.in_script = false;
     srv.stats.commands.add(1);
     // A failed command counts in errorstats now, as in Redis (run_locked counted it in

@@ -66,7 +66,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "eval",
         -3,
-        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -74,7 +74,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "evalsha",
         -3,
-        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -82,7 +82,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "eval_ro",
         -3,
-        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -90,7 +90,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "evalsha_ro",
         -3,
-        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         eval,
         "scripting",
@@ -99,7 +99,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "fcall",
         -3,
-        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS,
+        NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         fcall,
         "scripting",
@@ -107,7 +107,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "fcall_ro",
         -3,
-        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS,
+        NOSCRIPT | READONLY | STALE | MOVABLE_KEYS | RUNS_SCRIPT,
         Keys::Custom(eval_key_positions),
         fcall,
         "scripting",

@@ -143,6 +143,14 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 c.reset();
             }
             ctx.srv.errorstats.reset();
+            let repl = &ctx.srv.repl;
+            for c in [
+                &repl.sync_full,
+                &repl.sync_partial_ok,
+                &repl.sync_partial_err,
+            ] {
+                c.store(0, Ordering::Relaxed);
+            }
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
             crate::keyspace::lazyfree::reset_stats();
             crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);

@@ -66,7 +66,10 @@ fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
 fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let lazy = flush_mode(a)?;
     let db = ctx.client.db;
-    empty_db(ctx, db, lazy);
+    let removed = empty_db(ctx, db, lazy);
+    if !lazy {
+        crate::alloc::after_mass_free(removed);
+    }
     let id = ctx.client.id;
     ctx.srv
         .tracking
@@ -77,8 +80,12 @@ fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let lazy = flush_mode(a)?;
+    let mut removed = 0;
     for db in 0..ctx.srv.keyspace.num_dbs() {
-        empty_db(ctx, db, lazy);
+        removed += empty_db(ctx, db, lazy);
+    }
+    if !lazy {
+        crate::alloc::after_mass_free(removed);
     }
     let id = ctx.client.id;
     ctx.srv

@@ -53,17 +53,33 @@ fn queue() -> &'static std::sync::Mutex<Sender<Job>> {
         let spawned = std::thread::Builder::new()
             .name("lazyfree".into())
             .spawn(move || {
-                for job in rx {
-                    let n = match job {
+                // Objects freed since the thread's cache was last given back.
+                let mut since_flush = 0usize;
+                loop {
+                    let job = match rx.try_recv() {
+                        Ok(job) => job,
+                        Err(std::sync::mpsc::TryRecvError::Empty) => {
+                            // Idle from here: what its cache keeps would pin pages for good.
+                            crate::alloc::after_mass_free(std::mem::take(&mut since_flush));
+                            match rx.recv() {
+                                Ok(job) => job,
+                                Err(_) => break,
+                            }
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+                    };
+                    let (n, effort) = match job {
                         Job::Value(v) => {
+                            let e = effort(&v);
                             drop(v);
-                            1
+                            (1, e)
                         }
                         Job::Shards(shards, n) => {
                             drop(shards);
-                            n
+                            (n, n)
                         }
                     };
+                    since_flush += effort;
                     PENDING.fetch_sub(n, Ordering::AcqRel);
                     FREED.fetch_add(n as u64, Ordering::AcqRel);
                 }

@@ -70,6 +70,9 @@ pub(crate) struct SaveOpts {
     pub aof_base: bool,
     /// The FUNCTION libraries' codes, written before the databases (read before any fork).
     pub functions: Vec<bytes::Bytes>,
+    /// The replication history to record (set with every shard locked, see
+    /// [`crate::state::repl::Replication::saved_history`]).
+    pub history: Option<crate::state::repl::SavedHistory>,
 }
 
 impl SaveOpts {
@@ -80,6 +83,7 @@ impl SaveOpts {
             key_delay: srv.config.int(dir::RDB_KEY_SAVE_DELAY),
             aof_base,
             functions: srv.scripts.library_codes(),
+            history: None,
         }
     }
 }
@@ -116,7 +120,14 @@ impl<W: Write> RdbWriter<W> {
             ("used-mem", used_mem.to_string()),
             ("aof-base", u8::from(out.opts.aof_base).to_string()),
         ];
-        for (k, v) in aux {
+        let history = out.opts.history.as_ref().map(|h| {
+            [
+                ("repl-stream-db", h.stream_db.to_string()),
+                ("repl-id", h.replid.clone()),
+                ("repl-offset", h.offset.to_string()),
+            ]
+        });
+        for (k, v) in aux.into_iter().chain(history.into_iter().flatten()) {
             out.buf.push(OP_AUX);
             rdb_encoding::put_string(&mut out.buf, k.as_bytes());
             rdb_encoding::put_string(&mut out.buf, v.as_bytes());
@@ -373,6 +384,11 @@ pub(crate) struct Parsed {
     pub functions: Vec<bytes::Bytes>,
     /// Keys holding an empty collection, skipped.
     pub empty_keys_skipped: u64,
+    /// The replication history the file recorded, when complete (`repl-stream-db`,
+    /// `repl-id`, `repl-offset` all present and valid, as Redis's loadDataFromDisk checks).
+    pub history: Option<crate::state::repl::SavedHistory>,
+    /// The keys dropped as expired, with their databases (a restarted master logs them).
+    pub expired_keys: Vec<(usize, Vec<u8>)>,
 }
 
 /// How a load error names an object that failed to decode (the startup path then ends the
@@ -427,7 +443,11 @@ pub(crate) fn parse(
         used_mem: 0,
         functions: Vec::new(),
         empty_keys_skipped: 0,
+        history: None,
+        expired_keys: Vec::new(),
     };
+    // The three history fields, as read: (repl-stream-db, repl-id, repl-offset).
+    let mut history: (Option<i64>, Option<String>, Option<i64>) = (None, None, None);
     let mut db = 0usize;
     let mut expire_at = crate::keyspace::NO_EXPIRE;
     let short = |r: &Reader<'_>, what: &str| bad(r.pos, &format!("short read or damage {what}"));
@@ -485,6 +505,14 @@ pub(crate) fn parse(
                     out.aof_base = v == b"1";
                 } else if k == b"used-mem" {
                     out.used_mem = crate::util::numtext::parse_i64(&v).unwrap_or(0).max(0) as u64;
+                } else if k == b"repl-stream-db" {
+                    history.0 = crate::util::numtext::parse_i64(&v);
+                } else if k == b"repl-id" {
+                    history.1 = (v.len() == 40)
+                        .then(|| String::from_utf8(v.to_vec()).ok())
+                        .flatten();
+                } else if k == b"repl-offset" {
+                    history.2 = crate::util::numtext::parse_i64(&v);
                 }
             }
             OP_MODULE_AUX => {
@@ -542,6 +570,7 @@ pub(crate) fn parse(
                     && skip_expired_at.is_some_and(|now| exp <= now)
                 {
                     out.expired += 1;
+                    out.expired_keys.push((db, key));
                     continue;
                 }
                 out.keys.push(LoadedKey {
@@ -571,6 +600,15 @@ pub(crate) fn parse(
         end = r.pos;
     }
     out.end = end;
+    if let (Some(db), Some(replid), Some(offset)) = history {
+        if db >= 0 && offset >= 0 {
+            out.history = Some(crate::state::repl::SavedHistory {
+                replid,
+                offset: offset as u64,
+                stream_db: db as usize,
+            });
+        }
+    }
     Ok(out)
 }
 
@@ -777,10 +815,29 @@ pub(crate) fn reload(srv: &Server, flush: bool, merge: bool) -> Result<(), Strin
 /// Load `path` into the (empty) keyspace at startup.
 pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
     let started = Instant::now();
-    let parsed = read_checked(srv, path)?;
+    let mut parsed = read_checked(srv, path)?;
     let (expired, empty_skipped) = (parsed.expired, parsed.empty_keys_skipped);
+    let history = parsed.history.take();
+    let expired_keys = std::mem::take(&mut parsed.expired_keys);
     let loaded = apply(srv, parsed, &path.display().to_string())?;
     record_load(srv, loaded, expired, empty_skipped);
+    // A master (no `replicaof` at startup) keeps serving the history the file recorded.
+    let replicaof = srv.config.text(dir::REPLICAOF);
+    let master = replicaof.is_empty() || replicaof.eq_ignore_ascii_case("no one");
+    if let (true, Some(h)) = (master, history) {
+        let del = if crate::keyspace::lazyfree::EXPIRE.load(Ordering::Relaxed) {
+            "UNLINK"
+        } else {
+            "DEL"
+        };
+        srv.repl.resume_history(
+            &h,
+            srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize,
+            &expired_keys,
+            del,
+            srv.replica_obuf_limit(),
+        );
+    }
     tracing::info!(
         "DB loaded from disk: {:.3} seconds",
         started.elapsed().as_secs_f64()
@@ -852,8 +909,9 @@ pub fn write_refusal(srv: &Server) -> Option<&'static str> {
 pub(crate) fn save(srv: &Server) -> Result<(), String> {
     let target = rdb_path(srv);
     let tmp = temp_rdb_path(srv, std::process::id());
-    let opts = SaveOpts::from_config(srv, false);
+    let mut opts = SaveOpts::from_config(srv, false);
     let guards = lock_all(srv);
+    opts.history = srv.repl.saved_history();
     let dirty = srv.stats.dirty.get();
     let dbs: Vec<Vec<&Shard>> = guards
         .iter()
@@ -891,7 +949,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
         return Err("no server handle".into());
     };
     let target = rdb_path(srv);
-    let opts = SaveOpts::from_config(srv, false);
+    let mut opts = SaveOpts::from_config(srv, false);
     // The child's temporary file goes in `dir` (see temp_rdb_path), named by the child's pid.
     let dir = PathBuf::from(srv.config.text(dir::DIR));
     let used_mem = crate::alloc::used_memory();
@@ -901,6 +959,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     // Replicas waiting for an image start their stream here: no command runs while every
     // shard is locked, so the image and the stream meet at this instant.
     srv.repl.attach_waiting();
+    opts.history = srv.repl.saved_history();
     let dirty = srv.stats.dirty.get();
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
     st.keys_total.store(total as u64, Ordering::Relaxed);
@@ -1093,7 +1152,8 @@ pub(crate) fn after_flushall(srv: &Server) {
     }
     let target = rdb_path(srv);
     let tmp = temp_rdb_path(srv, std::process::id());
-    let opts = SaveOpts::from_config(srv, false);
+    let mut opts = SaveOpts::from_config(srv, false);
+    opts.history = srv.repl.saved_history();
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
             tracing::info!("DB saved on disk");
@@ -1185,6 +1245,7 @@ mod tests {
             key_delay: 0,
             functions: Vec::new(),
             aof_base: false,
+            history: None,
         }
     }
 
@@ -1244,8 +1305,30 @@ mod tests {
         let (img, _) = write_image(Vec::new(), &[vec![&sh]], opts(false, true), 0).expect("write");
         let p = parse(&img, "t", &lim(), 1, Some(2000)).expect("parse");
         assert_eq!((p.keys.len(), p.expired), (1, 1));
+        assert_eq!(p.expired_keys, vec![(0, b"old".to_vec())]);
         let p = parse(&img, "t", &lim(), 1, None).expect("parse");
         assert_eq!((p.keys.len(), p.expired), (2, 0));
+    }
+
+    #[test]
+    fn the_replication_history_round_trips_and_is_absent_unless_recorded() {
+        let sh = sample(3);
+        let (img, _) = write_image(Vec::new(), &[vec![&sh]], opts(true, true), 0).expect("write");
+        assert_eq!(
+            parse(&img, "t", &lim(), 1, None).expect("parse").history,
+            None
+        );
+        let history = crate::state::repl::SavedHistory {
+            replid: "0123456789abcdef0123456789abcdef01234567".into(),
+            offset: 147_564,
+            stream_db: 9,
+        };
+        let mut o = opts(true, true);
+        o.history = Some(history.clone());
+        let (img, _) = write_image(Vec::new(), &[vec![&sh]], o, 0).expect("write");
+        let p = parse(&img, "t", &lim(), 1, None).expect("parse");
+        assert_eq!(p.history, Some(history));
+        assert_eq!(p.keys.len(), 3);
     }
 
     #[test]

@@ -97,6 +97,17 @@ struct Stream {
     alone_since_ms: i64,
 }
 
+/// What an RDB records of this server's replication history (aux fields `repl-stream-db`,
+/// `repl-id`, `repl-offset`), so that a master restarted from the file can keep serving the
+/// replicas that followed it with a partial resynchronization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SavedHistory {
+    pub replid: String,
+    pub offset: u64,
+    /// The database the stream last selected (0 when it selected none yet).
+    pub stream_db: usize,
+}
+
 /// The server's replication state as a master.
 pub(crate) struct Replication {
     /// Anything to log: a backlog exists or replicas are connected. Read on every write.
@@ -266,6 +277,71 @@ impl Replication {
             first: offset + 1,
         });
         self.active.store(true, Ordering::Release);
+    }
+
+    /// The history an RDB written now records: a master's that has a backlog (replicas have
+    /// followed it), as Redis's rdbPopulateSaveInfo; None otherwise. Read with every shard
+    /// locked, so nothing is logged between this and the image.
+    pub(crate) fn saved_history(&self) -> Option<SavedHistory> {
+        if self.is_following() {
+            return None;
+        }
+        let s = self.stream.lock();
+        s.backlog.as_ref()?;
+        Some(SavedHistory {
+            replid: s.replid.clone(),
+            offset: s.offset,
+            stream_db: s.seldb.unwrap_or(0),
+        })
+    }
+
+    /// A master started from an RDB that recorded `saved` (Redis's loadDataFromDisk): that
+    /// history becomes the secondary ID, valid up to its end, and this server's offset
+    /// continues from it with a backlog, so a replica that followed it continues with a
+    /// partial resynchronization. `expired` are the keys the load dropped as expired: they
+    /// are logged first (`del`: DEL, or UNLINK under lazyfree-lazy-expire), as Redis feeds
+    /// them, so the replicas drop them too.
+    pub(crate) fn resume_history(
+        &self,
+        saved: &SavedHistory,
+        backlog_size: usize,
+        expired: &[(usize, Vec<u8>)],
+        del: &'static str,
+        limit: ObufLimit,
+    ) {
+        {
+            let mut s = self.stream.lock();
+            s.seldb = None;
+            s.backlog = Some(Backlog {
+                buf: VecDeque::new(),
+                size: backlog_size.max(1),
+                first: s.offset + 1,
+            });
+            self.active.store(true, Ordering::Release);
+        }
+        let del = Bytes::from_static(del.as_bytes());
+        for (db, key) in expired {
+            self.feed(
+                Some(*db),
+                &[del.clone(), Bytes::copy_from_slice(key)],
+                limit,
+            );
+        }
+        let mut s = self.stream.lock();
+        s.replid2 = saved.replid.clone();
+        s.second_offset = saved.offset as i64 + 1;
+        s.offset += saved.offset;
+        let offset = s.offset;
+        if let Some(b) = s.backlog.as_mut() {
+            b.first = offset + 1 - b.buf.len() as u64;
+        }
+        s.alone_since_ms = crate::clock::unix_ms();
+        tracing::info!(
+            "Secondary replication ID {} from the RDB file, valid up to offset {}; replication ID {}",
+            s.replid2,
+            s.second_offset,
+            s.replid
+        );
     }
 
     /// The master continued our history under a new ID (+CONTINUE with another replid).

@@ -73,7 +73,7 @@ declare -A TLS_TOTAL=(
   [integration/aof-multi-part]=35 [unit/multi]=63 [unit/type/list]=240 [unit/type/list-2]=2
   [unit/type/list-3]=11 [unit/expire]=70 [integration/replication-3]=7 [integration/logging]=3
   [unit/obuf-limits]=9 [integration/replication-4]=16 [unit/maxmemory]=31 [integration/shutdown]=5
-  [integration/failover]=13 [integration/convert-zipmap-hash-on-load]=3 [integration/convert-
+  [integration/failover]=13 [integration/psync2-master-restart]=4 [integration/convert-zipmap-hash-on-load]=3 [integration/convert-
   ziplist-hash-on-load]=2 [integration/convert-ziplist-zset-on-load]=2
 )
 

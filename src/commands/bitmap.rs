@@ -366,6 +366,8 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[Bytes], ro_command: bool) -> CmdResult {
             let mut v = std::mem::take(s).into_vec();
             let grown = v.len() < need;
             if grown {
+                // Exactly (see `CompactBytes::append`): the stored string is exactly sized.
+                v.reserve_exact(need - v.len());
                 v.resize(need, 0);
             }
             (v, grown)

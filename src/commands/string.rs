@@ -587,11 +587,8 @@ fn append(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             if (s.len() + a[2].len()) as i64 > max {
                 return Err(too_big());
             }
-            let mut v = std::mem::take(s).into_vec();
-            v.extend_from_slice(&a[2]);
-            let n = v.len();
-            *s = CompactBytes::from_vec(v);
-            n
+            s.append(&a[2]);
+            s.len()
         }
         Some(_) => return Err(Reply::error(WRONGTYPE)),
     };
@@ -664,6 +661,8 @@ fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         _ => Vec::new(),
     };
     if v.len() < off + patch.len() {
+        // Exactly (see `CompactBytes::append`): the stored string is exactly sized again.
+        v.reserve_exact(off + patch.len() - v.len());
         v.resize(off + patch.len(), 0);
     }
     v[off..off + patch.len()].copy_from_slice(patch);
@@ -810,6 +809,8 @@ fn setbit(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     // that flips does (so a no-op SETBIT is neither logged nor signalled).
     let grown = !existed || v.len() <= byte;
     if v.len() <= byte {
+        // Exactly (see `CompactBytes::append`): the stored string is exactly sized again.
+        v.reserve_exact(byte + 1 - v.len());
         v.resize(byte + 1, 0);
     }
     let old = (v[byte] & mask != 0) as i64;

@@ -2,10 +2,15 @@
 //!
 //! Up to [`INLINE_MAX`] bytes (`k:000000123456`, `player:123456`, `leaderboard:global`, a
 //! counter, a short flag) live inside the hash-table slot itself, next to the entry; longer ones
-//! are a `Bytes` on the heap. A lookup of a large keyspace then costs one cache miss for the slot
-//! instead of two (slot, then the key's separate allocation to compare it), a GET of a short
-//! value one more miss fewer (its bytes are in the same slot), and neither needs an allocation of
-//! its own.
+//! are an exactly sized `Box<[u8]>` on the heap. A lookup of a large keyspace then costs one
+//! cache miss for the slot instead of two (slot, then the key's separate allocation to compare
+//! it), a GET of a short value one more miss fewer (its bytes are in the same slot), and
+//! neither needs an allocation of its own.
+//!
+//! The type is 24 bytes, and `Value` (which holds it) too: the inline length is an
+//! [`InlineLen`], a byte with 24 valid values, so the compiler keeps the variant in that byte's
+//! other values, and the heap form (pointer and length, 16 bytes) fits beside it. `Value`'s
+//! other variants, 16 bytes at most, fit beside it the same way (see `types/mod.rs`).
 //!
 //! `CompactBytes` hashes, compares and borrows exactly as the `[u8]` it holds, so maps keyed by
 //! it are looked up with plain `&[u8]`.
@@ -17,11 +22,48 @@ use std::hash::{Hash, Hasher};
 /// Longest byte string stored inline.
 pub const INLINE_MAX: usize = 23;
 
+/// The length of an inline string: 0..=[`INLINE_MAX`], and nothing else, so that the byte
+/// holding it leaves 232 values free for the enclosing enums' variants.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+#[rustfmt::skip]
+pub enum InlineLen {
+    L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11,
+    L12, L13, L14, L15, L16, L17, L18, L19, L20, L21, L22, L23,
+}
+
+impl InlineLen {
+    #[rustfmt::skip]
+    const ALL: [InlineLen; INLINE_MAX + 1] = {
+        use InlineLen::*;
+        [
+            L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11,
+            L12, L13, L14, L15, L16, L17, L18, L19, L20, L21, L22, L23,
+        ]
+    };
+
+    /// The length `n`; panics past [`INLINE_MAX`] (callers check first).
+    #[inline]
+    pub fn of(n: usize) -> InlineLen {
+        InlineLen::ALL[n]
+    }
+
+    #[inline]
+    pub fn get(self) -> usize {
+        self as usize
+    }
+}
+
 #[derive(Clone)]
 pub enum CompactBytes {
-    Inline { len: u8, buf: [u8; INLINE_MAX] },
-    Heap(Bytes),
+    Inline {
+        len: InlineLen,
+        buf: [u8; INLINE_MAX],
+    },
+    Heap(Box<[u8]>),
 }
+
+const _: () = assert!(std::mem::size_of::<CompactBytes>() == 24);
 
 impl CompactBytes {
     pub fn new(b: &[u8]) -> CompactBytes {
@@ -29,11 +71,11 @@ impl CompactBytes {
             let mut buf = [0u8; INLINE_MAX];
             buf[..b.len()].copy_from_slice(b);
             CompactBytes::Inline {
-                len: b.len() as u8,
+                len: InlineLen::of(b.len()),
                 buf,
             }
         } else {
-            CompactBytes::Heap(Bytes::copy_from_slice(b))
+            CompactBytes::Heap(Box::from(b))
         }
     }
 
@@ -57,44 +99,53 @@ impl CompactBytes {
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         match self {
-            CompactBytes::Inline { len, buf } => &buf[..*len as usize],
+            CompactBytes::Inline { len, buf } => &buf[..len.get()],
             CompactBytes::Heap(b) => b,
         }
     }
 
-    /// Takes `b` without copying when it is too long to be stored inline.
+    /// Takes `b`'s buffer when it is too long to be stored inline and `b` is its only owner
+    /// (a copy otherwise).
     pub fn from_bytes(b: Bytes) -> CompactBytes {
         if b.len() <= INLINE_MAX {
             CompactBytes::new(&b)
         } else {
-            CompactBytes::Heap(b)
+            CompactBytes::from_vec(Vec::from(b))
         }
     }
 
-    /// Takes `v` without copying when it is too long to be stored inline.
+    /// Takes `v` without copying when it is too long to be stored inline (spare capacity is
+    /// given back: the heap form is exactly sized).
     pub fn from_vec(v: Vec<u8>) -> CompactBytes {
         if v.len() <= INLINE_MAX {
             CompactBytes::new(&v)
         } else {
-            CompactBytes::Heap(Bytes::from(v))
+            CompactBytes::Heap(v.into_boxed_slice())
         }
     }
 
-    /// The bytes as a `Vec`, reusing the heap allocation when it is not shared (so repeated
-    /// APPENDs grow in amortized O(1), as Redis's sds does).
+    /// The bytes as a `Vec`, reusing the heap allocation (no copy).
     pub fn into_vec(self) -> Vec<u8> {
         match self {
             CompactBytes::Inline { .. } => self.as_bytes().to_vec(),
-            CompactBytes::Heap(b) => Vec::from(b),
+            CompactBytes::Heap(b) => b.into_vec(),
         }
     }
 
-    /// The bytes as a `Bytes` (a copy when inline, a shared reference otherwise).
+    /// Append `tail` (APPEND). The heap form is grown to the exact new length: jemalloc grows
+    /// a block within its size class in place, and its classes are at most 25% apart, so a
+    /// string built by many appends is copied only when it crosses into the next class
+    /// (amortized O(1) per byte, as Redis's sds with its preallocation).
+    pub fn append(&mut self, tail: &[u8]) {
+        let mut v = std::mem::take(self).into_vec();
+        v.reserve_exact(tail.len());
+        v.extend_from_slice(tail);
+        *self = CompactBytes::from_vec(v);
+    }
+
+    /// The bytes as a `Bytes` (a copy).
     pub fn to_bytes(&self) -> Bytes {
-        match self {
-            CompactBytes::Inline { .. } => Bytes::copy_from_slice(self.as_bytes()),
-            CompactBytes::Heap(b) => b.clone(),
-        }
+        Bytes::copy_from_slice(self.as_bytes())
     }
 }
 
@@ -102,7 +153,7 @@ impl Default for CompactBytes {
     /// The empty string.
     fn default() -> Self {
         CompactBytes::Inline {
-            len: 0,
+            len: InlineLen::L0,
             buf: [0; INLINE_MAX],
         }
     }
@@ -153,7 +204,8 @@ mod tests {
 
     #[test]
     fn inline_and_heap_strings_behave_like_their_bytes() {
-        assert_eq!(std::mem::size_of::<CompactBytes>(), 32);
+        assert_eq!(std::mem::size_of::<CompactBytes>(), 24);
+        assert_eq!(std::mem::size_of::<Option<CompactBytes>>(), 24);
         let mut m: HashMap<CompactBytes, u32> = HashMap::new();
         let short = b"k:000000123456".to_vec();
         let edge = vec![b'x'; INLINE_MAX];
@@ -190,6 +242,26 @@ mod tests {
             assert_eq!(&a[..], &v[..]);
             assert_eq!(b.clone().into_vec(), v);
             assert_eq!(a.to_bytes(), Bytes::from(v));
+        }
+    }
+
+    #[test]
+    fn appends_cross_from_inline_to_heap_and_keep_every_byte() {
+        let mut s = CompactBytes::default();
+        let mut model = Vec::new();
+        for i in 0..3000usize {
+            let tail: Vec<u8> = (0..i % 13).map(|j| (i + j) as u8).collect();
+            s.append(&tail);
+            model.extend_from_slice(&tail);
+            assert_eq!(&s[..], &model[..]);
+            assert_eq!(
+                matches!(s, CompactBytes::Inline { .. }),
+                model.len() <= INLINE_MAX
+            );
+            assert_eq!(s.heap_bytes(), CompactBytes::heap_bytes_of(&model));
+        }
+        for n in 0..=INLINE_MAX {
+            assert_eq!(InlineLen::of(n).get(), n);
         }
     }
 }

@@ -11,6 +11,7 @@
 //! a cursor from an older epoch restarts the walk, so the guarantee survives compaction
 //! (elements may then be returned twice, which SCAN allows).
 
+use super::thin::{may_pass_safety_bound, varint_len, write_varint, Counted, PACKED_SAFETY_BYTES};
 use hashbrown::HashTable;
 use rand::Rng;
 use std::hash::BuildHasher;
@@ -288,13 +289,13 @@ impl<T: Keyed> Table<T> {
 type Pair = (Box<[u8]>, Box<[u8]>);
 
 /// The compact form: every field and value in one exactly sized byte array, in insertion
-/// order, each as a LEB128 length followed by its bytes (what Redis's listpack is for a
-/// small hash: one allocation instead of one per field and value). Lookups walk it, as
-/// Redis walks its listpack; the form holds at most `hash-max-listpack-entries` pairs.
+/// order, each as a LEB128 length followed by its bytes, after the number of pairs (a
+/// [`Counted`]: what Redis's listpack is for a small hash, one allocation instead of one per
+/// field and value, and one pointer inside the value). Lookups walk it, as Redis walks its
+/// listpack; the form holds at most `hash-max-listpack-entries` pairs.
 #[derive(Clone, Default)]
 pub struct Packed {
-    bytes: Box<[u8]>,
-    pairs: u32,
+    bytes: Counted,
 }
 
 /// The bytes of the item at `pos`, and the position after it.
@@ -327,7 +328,7 @@ impl<'a> Iterator for PackedIter<'a> {
 impl Packed {
     fn iter(&self) -> PackedIter<'_> {
         PackedIter {
-            bytes: &self.bytes,
+            bytes: self.bytes.body(),
             pos: 0,
         }
     }
@@ -342,24 +343,30 @@ impl Packed {
         self.iter().nth(i).map(|(f, v, _)| (f, v))
     }
 
-    /// Replace `range` of the array with the pair (`field`, `value`), or with nothing: one new
-    /// exactly sized allocation, the pair encoded straight into it.
-    fn splice(&mut self, range: std::ops::Range<usize>, pair: Option<(&[u8], &[u8])>) {
-        // LEB128 takes one byte per started 7 bits.
-        let prefix = |n: usize| (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize;
+    fn pairs(&self) -> usize {
+        self.bytes.count()
+    }
+
+    /// Replace `range` of the pairs' bytes with the pair (`field`, `value`), or with nothing,
+    /// leaving `pairs` pairs: the array is resized in place and the pair encoded straight
+    /// into it.
+    fn splice(
+        &mut self,
+        range: std::ops::Range<usize>,
+        pair: Option<(&[u8], &[u8])>,
+        pairs: usize,
+    ) {
         let added = pair.map_or(0, |(f, v)| {
-            prefix(f.len()) + f.len() + prefix(v.len()) + v.len()
+            varint_len(f.len()) + f.len() + varint_len(v.len()) + v.len()
         });
-        let mut next = Vec::with_capacity(self.bytes.len() - range.len() + added);
-        next.extend_from_slice(&self.bytes[..range.start]);
+        let out = self.bytes.splice(range, added, pairs);
         if let Some((field, value)) = pair {
-            super::put_varint(&mut next, field.len());
-            next.extend_from_slice(field);
-            super::put_varint(&mut next, value.len());
-            next.extend_from_slice(value);
+            let mut at = write_varint(out, field.len());
+            out[at..at + field.len()].copy_from_slice(field);
+            at += field.len();
+            at += write_varint(&mut out[at..], value.len());
+            out[at..].copy_from_slice(value);
         }
-        next.extend_from_slice(&self.bytes[range.end..]);
-        self.bytes = next.into_boxed_slice();
     }
 }
 
@@ -385,7 +392,7 @@ impl Hash {
 
     pub fn len(&self) -> usize {
         match self {
-            Hash::Small(p) => p.pairs as usize,
+            Hash::Small(p) => p.pairs(),
             Hash::Large(t) => t.len(),
         }
     }
@@ -416,7 +423,7 @@ impl Hash {
     /// Convert to the hash-table form (no-op if already there).
     pub fn convert_to_large(&mut self) {
         if let Hash::Small(p) = self {
-            let mut t = Table::with_capacity(p.pairs as usize);
+            let mut t = Table::with_capacity(p.pairs());
             for (f, v, _) in p.iter() {
                 t.insert_new((f.into(), v.into()));
             }
@@ -426,8 +433,12 @@ impl Hash {
 
     /// Set `field` to `value`; returns true if the field is new.
     pub fn set(&mut self, field: &[u8], value: &[u8], limits: &HashLimits) -> bool {
-        if let Hash::Small(_) = self {
-            if field.len() > limits.max_value || value.len() > limits.max_value {
+        if let Hash::Small(p) = self {
+            if field.len() > limits.max_value
+                || value.len() > limits.max_value
+                || (may_pass_safety_bound(limits.max_entries, 2 * limits.max_value + 20)
+                    && p.bytes.body().len() + field.len() + value.len() + 20 > PACKED_SAFETY_BYTES)
+            {
                 self.convert_to_large();
             }
         }
@@ -435,14 +446,13 @@ impl Hash {
             Hash::Small(p) => {
                 if let Some((old, range)) = p.find(field) {
                     if old != value {
-                        p.splice(range, Some((field, value)));
+                        p.splice(range, Some((field, value)), p.pairs());
                     }
                     return false;
                 }
-                let end = p.bytes.len();
-                p.splice(end..end, Some((field, value)));
-                p.pairs += 1;
-                if p.pairs as usize > limits.max_entries {
+                let (end, pairs) = (p.bytes.body().len(), p.pairs() + 1);
+                p.splice(end..end, Some((field, value)), pairs);
+                if pairs > limits.max_entries {
                     self.convert_to_large();
                 }
                 true
@@ -463,8 +473,8 @@ impl Hash {
         match self {
             Hash::Small(p) => match p.find(field) {
                 Some((_, range)) => {
-                    p.splice(range, None);
-                    p.pairs -= 1;
+                    let pairs = p.pairs() - 1;
+                    p.splice(range, None, pairs);
                     true
                 }
                 None => false,
@@ -487,7 +497,7 @@ impl Hash {
             return None;
         }
         match self {
-            Hash::Small(p) => p.nth(rng.gen_range(0..p.pairs as usize)),
+            Hash::Small(p) => p.nth(rng.gen_range(0..p.pairs())),
             Hash::Large(t) => t.at(t.random_slot(rng)).map(|(f, v)| (&f[..], &v[..])),
         }
     }
@@ -532,7 +542,7 @@ impl Hash {
     /// with every field and value (each boxed slice's allocation).
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Hash::Small(p) => crate::alloc::size_class(p.bytes.len()),
+            Hash::Small(p) => p.bytes.heap_bytes(),
             Hash::Large(t) => {
                 let contents: usize = t
                     .iter()

@@ -4,17 +4,22 @@
 //! list is one small array of length-prefixed elements, and OBJECT ENCODING says
 //! `quicklist` for all of them. Podium has two forms behind the same API:
 //! - **packed**, for lists of up to [`PACKED_MAX_LEN`] elements and [`PACKED_MAX_BYTES`]
-//!   bytes: one exactly sized array of LEB128-length-prefixed elements (the shape of one
-//!   quicklist node). A five-element activity feed costs one allocation instead of six. A
-//!   push or pop rewrites the array, which at this size costs less than the allocation the
+//!   bytes: one exactly sized array (a [`Counted`]: the element count, then the elements,
+//!   each a LEB128 length and its bytes; the shape of one quicklist node). A five-element
+//!   activity feed costs one allocation instead of six. A push or pop moves the bytes after
+//!   it within the array's block, and takes a new block only when the array changes size
+//!   class (see `ThinBytes::splice`), which at this size costs less than the allocation the
 //!   deque form makes per element; indexing walks it.
-//! - **deque**, past either bound: a `VecDeque` of elements, with O(1) pushes and pops at both
-//!   ends and O(1) indexing. A list that grew past the bounds stays a deque.
+//! - **deque**, past either bound: a boxed `VecDeque` of elements, with O(1) pushes and pops
+//!   at both ends and O(1) indexing. A list that grew past the bounds stays a deque.
+//!
+//! Either form is one pointer and a tag, so a list is 16 bytes inside `Value`.
 //!
 //! Both report `quicklist`, which is what Redis 7.0 reports for any list. Index
 //! normalisation follows Redis: negative indexes count from the tail.
 
-use super::{get_varint, put_varint};
+use super::get_varint;
+use super::thin::{write_varint, Counted};
 use std::collections::VecDeque;
 
 /// Most elements a packed list holds.
@@ -24,12 +29,12 @@ pub const PACKED_MAX_BYTES: usize = 1024;
 
 #[derive(Clone)]
 enum Store {
-    /// `len` elements, each a LEB128 length then its bytes, back to back.
-    Packed {
-        buf: Box<[u8]>,
-        len: u32,
-    },
-    Deque(VecDeque<Vec<u8>>),
+    /// The elements, each a LEB128 length then its bytes, back to back, after their count.
+    Packed(Counted),
+    /// Boxed, so that a list stays two words (a `VecDeque` is four) and `Value` three: the
+    /// extra allocation is one per large list, beside one per element.
+    #[allow(clippy::box_collection)]
+    Deque(Box<VecDeque<Vec<u8>>>),
 }
 
 #[derive(Clone)]
@@ -81,16 +86,13 @@ fn prefixed_len(n: usize) -> usize {
 impl List {
     pub fn new() -> List {
         List {
-            store: Store::Packed {
-                buf: Box::default(),
-                len: 0,
-            },
+            store: Store::Packed(Counted::new()),
         }
     }
 
     pub fn len(&self) -> usize {
         match &self.store {
-            Store::Packed { len, .. } => *len as usize,
+            Store::Packed(c) => c.count(),
             Store::Deque(d) => d.len(),
         }
     }
@@ -106,12 +108,15 @@ impl List {
 
     /// Whether the list is in its packed form (tests, DEBUG).
     pub fn is_packed(&self) -> bool {
-        matches!(self.store, Store::Packed { .. })
+        matches!(self.store, Store::Packed(_))
     }
 
     pub fn iter(&self) -> Iter<'_> {
         match &self.store {
-            Store::Packed { buf, .. } => Iter::Packed { buf, pos: 0 },
+            Store::Packed(c) => Iter::Packed {
+                buf: c.body(),
+                pos: 0,
+            },
             Store::Deque(d) => Iter::Deque(d.iter()),
         }
     }
@@ -119,7 +124,7 @@ impl List {
     /// The element at position `p` (0-based from the head).
     pub fn get(&self, p: usize) -> Option<&[u8]> {
         match &self.store {
-            Store::Packed { .. } => self.iter().nth(p),
+            Store::Packed(_) => self.iter().nth(p),
             Store::Deque(d) => d.get(p).map(|v| &v[..]),
         }
     }
@@ -131,21 +136,22 @@ impl List {
 
     /// The deque form, converting a packed list (for edits in the middle).
     pub fn deque_mut(&mut self) -> &mut VecDeque<Vec<u8>> {
-        if let Store::Packed { .. } = self.store {
+        if let Store::Packed(_) = self.store {
             let d: VecDeque<Vec<u8>> = self.iter().map(<[u8]>::to_vec).collect();
-            self.store = Store::Deque(d);
+            self.store = Store::Deque(Box::new(d));
         }
         match &mut self.store {
             Store::Deque(d) => d,
-            Store::Packed { .. } => unreachable!("converted above"),
+            Store::Packed(_) => unreachable!("converted above"),
         }
     }
 
     /// Whether the packed form can take `more` elements of `more_bytes` prefixed bytes.
     fn packed_fits(&self, more: usize, more_bytes: usize) -> bool {
         match &self.store {
-            Store::Packed { buf, len } => {
-                *len as usize + more <= PACKED_MAX_LEN && buf.len() + more_bytes <= PACKED_MAX_BYTES
+            Store::Packed(c) => {
+                c.count() + more <= PACKED_MAX_LEN
+                    && c.body().len() + more_bytes <= PACKED_MAX_BYTES
             }
             Store::Deque(_) => false,
         }
@@ -154,13 +160,11 @@ impl List {
     pub fn push_back(&mut self, v: &[u8]) {
         let add = prefixed_len(v.len()) + v.len();
         if self.packed_fits(1, add) {
-            if let Store::Packed { buf, len } = &mut self.store {
-                let mut out = Vec::with_capacity(buf.len() + add);
-                out.extend_from_slice(buf);
-                put_varint(&mut out, v.len());
-                out.extend_from_slice(v);
-                *buf = out.into_boxed_slice();
-                *len += 1;
+            if let Store::Packed(c) = &mut self.store {
+                let (end, n) = (c.body().len(), c.count());
+                let out = c.splice(end..end, add, n + 1);
+                let at = write_varint(out, v.len());
+                out[at..].copy_from_slice(v);
                 return;
             }
         }
@@ -170,13 +174,11 @@ impl List {
     pub fn push_front(&mut self, v: &[u8]) {
         let add = prefixed_len(v.len()) + v.len();
         if self.packed_fits(1, add) {
-            if let Store::Packed { buf, len } = &mut self.store {
-                let mut out = Vec::with_capacity(buf.len() + add);
-                put_varint(&mut out, v.len());
-                out.extend_from_slice(v);
-                out.extend_from_slice(buf);
-                *buf = out.into_boxed_slice();
-                *len += 1;
+            if let Store::Packed(c) = &mut self.store {
+                let n = c.count();
+                let out = c.splice(0..0, add, n + 1);
+                let at = write_varint(out, v.len());
+                out[at..].copy_from_slice(v);
                 return;
             }
         }
@@ -185,14 +187,15 @@ impl List {
 
     pub fn pop_front(&mut self) -> Option<Vec<u8>> {
         match &mut self.store {
-            Store::Packed { buf, len } => {
-                if *len == 0 {
+            Store::Packed(c) => {
+                let count = c.count();
+                if count == 0 {
                     return None;
                 }
-                let (n, at) = get_varint(buf, 0);
-                let e = buf[at..at + n].to_vec();
-                *buf = buf[at + n..].into();
-                *len -= 1;
+                let body = c.body();
+                let (n, at) = get_varint(body, 0);
+                let e = body[at..at + n].to_vec();
+                c.splice(0..at + n, 0, count - 1);
                 Some(e)
             }
             Store::Deque(d) => d.pop_front(),
@@ -201,21 +204,22 @@ impl List {
 
     pub fn pop_back(&mut self) -> Option<Vec<u8>> {
         match &mut self.store {
-            Store::Packed { buf, len } => {
-                if *len == 0 {
+            Store::Packed(c) => {
+                let count = c.count();
+                if count == 0 {
                     return None;
                 }
+                let body = c.body();
                 let mut start = 0;
                 let mut pos = 0;
-                while pos < buf.len() {
+                while pos < body.len() {
                     start = pos;
-                    let (n, at) = get_varint(buf, pos);
+                    let (n, at) = get_varint(body, pos);
                     pos = at + n;
                 }
-                let (n, at) = get_varint(buf, start);
-                let e = buf[at..at + n].to_vec();
-                *buf = buf[..start].into();
-                *len -= 1;
+                let (n, at) = get_varint(body, start);
+                let e = body[at..at + n].to_vec();
+                c.splice(start..body.len(), 0, count - 1);
                 Some(e)
             }
             Store::Deque(d) => d.pop_back(),
@@ -225,18 +229,27 @@ impl List {
     /// Keep only positions `a..=b` (LTRIM); a packed list stays packed.
     pub fn keep_range(&mut self, a: usize, b: usize) {
         match &mut self.store {
-            Store::Packed { .. } => {
-                let mut out = Vec::new();
-                let mut kept = 0u32;
-                for e in self.range_iter(a, b) {
-                    put_varint(&mut out, e.len());
-                    out.extend_from_slice(e);
-                    kept += 1;
+            Store::Packed(c) => {
+                let count = c.count();
+                if a > b || a >= count {
+                    *c = Counted::new();
+                    return;
                 }
-                self.store = Store::Packed {
-                    buf: out.into_boxed_slice(),
-                    len: kept,
-                };
+                let b = b.min(count - 1);
+                // Byte offsets of element a and of the end of element b.
+                let body = c.body();
+                let (mut from, mut to) = (0, 0);
+                for i in 0..=b {
+                    if i == a {
+                        from = to;
+                    }
+                    let (n, at) = get_varint(body, to);
+                    to = at + n;
+                }
+                let kept = b + 1 - a;
+                let end = body.len();
+                c.splice(to..end, 0, kept);
+                c.splice(0..from, 0, kept);
             }
             Store::Deque(d) => {
                 d.truncate(b + 1);
@@ -281,13 +294,14 @@ impl List {
     /// Heap bytes (MEMORY USAGE), by jemalloc's size classes.
     pub fn heap_bytes(&self) -> usize {
         match &self.store {
-            Store::Packed { buf, .. } => crate::alloc::size_class(buf.len()),
-            // Each element's own allocation, and the ring of element headers.
+            Store::Packed(c) => c.heap_bytes(),
+            // Each element's own allocation, the ring of element headers, and its box.
             Store::Deque(d) => {
                 d.iter()
                     .map(|e| crate::alloc::size_class(e.capacity()))
                     .sum::<usize>()
                     + crate::alloc::size_class(d.capacity() * std::mem::size_of::<Vec<u8>>())
+                    + crate::alloc::size_class(std::mem::size_of::<VecDeque<Vec<u8>>>())
             }
         }
     }
@@ -385,6 +399,22 @@ mod tests {
         assert_eq!(small.pop_back(), Some(b"c".to_vec()));
         assert_eq!(small.pop_back(), Some(b"b".to_vec()));
         assert_eq!(small.pop_back(), None);
+        // LTRIM of every range of a packed list keeps it packed and exactly sized.
+        let five: Vec<Vec<u8>> = (0..5).map(|i| format!("event{i}").into_bytes()).collect();
+        for a in 0..5 {
+            for b in a..7 {
+                let mut l: List = five.iter().map(|e| &e[..]).collect();
+                l.keep_range(a, b);
+                let want: Vec<Vec<u8>> = five[a..(b + 1).min(5)].to_vec();
+                assert!(l.is_packed());
+                assert_eq!(items(&l), want);
+                let body: usize = want.iter().map(|e| 1 + e.len()).sum();
+                assert_eq!(l.heap_bytes(), Counted::heap_bytes_for(want.len(), body));
+            }
+        }
+        // A five-element feed: 4 + 1 + 5 * 7 bytes, jemalloc's 48-byte class.
+        let feed: List = five.iter().map(|e| &e[..]).collect();
+        assert_eq!(feed.heap_bytes(), 48);
         let many: List = (0..PACKED_MAX_LEN + 1).map(|_| &b"z"[..]).collect();
         assert!(!many.is_packed(), "more than PACKED_MAX_LEN elements");
         assert_eq!(many.len(), PACKED_MAX_LEN + 1);

@@ -11,25 +11,36 @@ pub mod set;
 pub mod skiplist;
 pub mod small_set;
 pub mod stream;
+pub mod thin;
 pub mod zset;
 
-/// A key's value.
+/// A key's value: 24 bytes. A string is a `CompactBytes` (24 bytes, its inline length a byte
+/// with 24 valid values); every other variant is at most 16 bytes (a tag and a pointer), so
+/// the compiler keeps the variant in that length byte's spare values and lays the others out
+/// beside it, with no tag of its own. A keyspace record (an 8-byte header, the value, the key)
+/// then takes jemalloc's 48-byte class for a key of up to 16 bytes.
 #[derive(Clone)]
 pub enum Value {
     /// Short strings (counters, flags, small JSON fragments) inline in the keyspace slot.
     Str(compact::CompactBytes),
+    // A small list is one counted array, a large one a boxed deque (see list::List).
     List(list::List),
-    // Inline: a small hash is one packed array, a large one boxed (see hash::Hash).
+    // A small hash is one counted array, a large one boxed (see hash::Hash).
     Hash(hash::Hash),
-    // Inline: a set of a few short members is one array (see set::Set), a large one boxed.
+    // A small set is one array (intset or SmallSet), a large one boxed (see set::Set).
     Set(set::Set),
+    // A small sorted set is one counted array, a large one boxed (see zset::ZSet).
     ZSet(zset::ZSet),
     // Boxed: a stream's header (IDs, counters, maps) is larger than a keyspace slot should be.
     Stream(Box<stream::Stream>),
 }
 
-// A keyspace record holds a Value; keep it at five words (the record test pins the total).
-const _: () = assert!(std::mem::size_of::<Value>() <= 40);
+// A keyspace record holds a Value; keep it at three words (the record test pins the total).
+const _: () = assert!(std::mem::size_of::<Value>() == 24);
+const _: () = assert!(std::mem::size_of::<list::List>() <= 16);
+const _: () = assert!(std::mem::size_of::<hash::Hash>() <= 16);
+const _: () = assert!(std::mem::size_of::<set::Set>() <= 16);
+const _: () = assert!(std::mem::size_of::<zset::ZSet>() <= 16);
 
 impl Value {
     /// The name TYPE reports.
@@ -111,9 +122,10 @@ pub fn distinct_indices(n: usize, count: usize, rng: &mut impl rand::Rng) -> Vec
 #[cfg(test)]
 mod layout_tests {
     #[test]
-    fn a_value_with_an_inline_string_is_no_bigger_than_before() {
-        // The keyspace stores `(Key, Entry)` in its table slots; a string value is 24 bytes
-        // inline or a `Bytes` (32), so `Value` stays 40 bytes with its tag.
-        assert!(std::mem::size_of::<super::Value>() <= 40);
+    fn a_value_is_three_words() {
+        // The keyspace stores each entry in a record: an 8-byte header, this value and the
+        // key; at 24 bytes a record of a key up to 16 bytes is jemalloc's 48-byte class.
+        assert_eq!(std::mem::size_of::<super::Value>(), 24);
+        assert_eq!(std::mem::size_of::<Option<super::Value>>(), 24);
     }
 }

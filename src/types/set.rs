@@ -1,16 +1,18 @@
 //! Set values.
 //!
-//! A [`Set`] is an integer set (a sorted `Vec<i64>`, Redis's intset) while every member is
+//! A [`Set`] is an integer set (an [`IntSet`]: sorted i64s in one exactly sized array, Redis's
+//! intset) while every member is
 //! the canonical text of a 64-bit integer (Redis's `string2ll` rules: no sign on zero, no
 //! leading zeros, no spaces, no `+`) and it has at most `set-max-intset-entries` members;
 //! otherwise a hash table, as in Redis 7.0 (which has no listpack sets): while it has at most
 //! 128 members of at most 64 bytes a [`SmallSet`] (a hash table in one allocation), past that
 //! a [`Table`] (shared with hashes, which gives SSCAN its guarantee). A set never converts
 //! back to a smaller form. Members of an intset are handed out as [`Member`]s holding their
-//! formatted text.
+//! formatted text. Every form is one pointer and a tag, so a set is 16 bytes inside `Value`.
 
 use super::hash::Table;
 use super::small_set::SmallSet;
+use super::thin::ThinBytes;
 use rand::Rng;
 use std::ops::Deref;
 
@@ -54,8 +56,8 @@ pub enum Member<'a> {
     Int { buf: [u8; 20], len: u8 },
 }
 
-impl Member<'_> {
-    pub fn from_int(v: i64) -> Member<'static> {
+impl<'a> Member<'a> {
+    pub fn from_int(v: i64) -> Member<'a> {
         // Digits are written from the end of the buffer, then moved to the front.
         let mut buf = [0u8; 20];
         let mut n = v.unsigned_abs();
@@ -103,11 +105,70 @@ impl std::fmt::Debug for Member<'_> {
     }
 }
 
+/// Sorted, distinct integers, each as its 8 little-endian bytes, in one [`ThinBytes`] (Redis's
+/// intset with its widest encoding; the RDB writer picks the narrowest width itself). An
+/// insert or removal resizes the array in place and moves the integers after it.
+#[derive(Clone, Default)]
+pub struct IntSet {
+    bytes: ThinBytes,
+}
+
+impl IntSet {
+    /// The integers' byte groups (the array is always a whole number of them).
+    #[inline]
+    fn words(&self) -> &[[u8; 8]] {
+        self.bytes.as_chunks::<8>().0
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The integer at position `i` (below `len`).
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        i64::from_le_bytes(self.words()[i])
+    }
+
+    /// The integers, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = i64> + '_ {
+        self.words().iter().map(|w| i64::from_le_bytes(*w))
+    }
+
+    /// `v`'s position (Ok), or where it would go (Err), as `slice::binary_search`.
+    #[inline]
+    pub fn search(&self, v: i64) -> Result<usize, usize> {
+        self.words()
+            .binary_search_by(|w| i64::from_le_bytes(*w).cmp(&v))
+    }
+
+    /// Insert `v` at `pos` (from [`IntSet::search`]).
+    pub fn insert_at(&mut self, pos: usize, v: i64) {
+        self.bytes
+            .splice(pos * 8..pos * 8, 8)
+            .copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Remove the integer at `pos`.
+    pub fn remove_at(&mut self, pos: usize) {
+        self.bytes.splice(pos * 8..pos * 8 + 8, 0);
+    }
+
+    /// The array's allocation (MEMORY USAGE).
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.heap_bytes()
+    }
+}
+
 /// A set value.
 #[derive(Clone)]
 pub enum Set {
     /// Sorted, distinct integers.
-    Ints(Vec<i64>),
+    Ints(IntSet),
     /// Hash-table form for a few short members, in one allocation.
     Small(SmallSet),
     /// Hash-table form, boxed so that a set stays as small as a keyspace slot's value.
@@ -116,7 +177,7 @@ pub enum Set {
 
 impl Default for Set {
     fn default() -> Self {
-        Set::Ints(Vec::new())
+        Set::Ints(IntSet::default())
     }
 }
 
@@ -124,7 +185,7 @@ impl Set {
     /// An empty set in the form Redis would create for a first member `m` (SADD, SMOVE).
     pub fn for_member(m: &[u8]) -> Set {
         if canonical_i64(m).is_some() {
-            Set::Ints(Vec::new())
+            Set::Ints(IntSet::default())
         } else {
             Set::Small(SmallSet::default())
         }
@@ -132,14 +193,14 @@ impl Set {
 
     /// An empty integer set (the *STORE commands start from one, as Redis does).
     pub fn new_intset() -> Set {
-        Set::Ints(Vec::new())
+        Set::Ints(IntSet::default())
     }
 
     /// Every member, in no particular order (used by ZUNIONSTORE & co, which take sets as
     /// inputs). Items dereference to `&[u8]`.
     pub fn iter(&self) -> Box<dyn Iterator<Item = Member<'_>> + '_> {
         match self {
-            Set::Ints(v) => Box::new(v.iter().map(|&i| Member::from_int(i))),
+            Set::Ints(v) => Box::new(v.iter().map(Member::from_int)),
             Set::Small(s) => Box::new(s.iter().map(Member::Str)),
             Set::Table(t) => Box::new(t.iter().map(|m| Member::Str(m))),
         }
@@ -159,7 +220,7 @@ impl Set {
 
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {
-            Set::Ints(v) => canonical_i64(m).is_some_and(|i| v.binary_search(&i).is_ok()),
+            Set::Ints(v) => canonical_i64(m).is_some_and(|i| v.search(i).is_ok()),
             Set::Small(s) => s.contains(m),
             Set::Table(t) => t.contains(m),
         }
@@ -227,7 +288,7 @@ impl Set {
         if let Set::Ints(v) = self {
             match canonical_i64(m) {
                 Some(i) => {
-                    return match v.binary_search(&i) {
+                    return match v.search(i) {
                         Ok(_) => false,
                         Err(pos) => {
                             if v.len() >= max_intset {
@@ -235,7 +296,7 @@ impl Set {
                                 self.make_room_for(m);
                                 return self.add(m, max_intset);
                             }
-                            v.insert(pos, i);
+                            v.insert_at(pos, i);
                             true
                         }
                     };
@@ -258,9 +319,9 @@ impl Set {
     /// Remove `m`; true if it was there.
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match self {
-            Set::Ints(v) => match canonical_i64(m).map(|i| v.binary_search(&i)) {
+            Set::Ints(v) => match canonical_i64(m).map(|i| v.search(i)) {
                 Some(Ok(pos)) => {
-                    v.remove(pos);
+                    v.remove_at(pos);
                     true
                 }
                 _ => false,
@@ -276,7 +337,7 @@ impl Set {
             return None;
         }
         Some(match self {
-            Set::Ints(v) => Member::from_int(v[rng.gen_range(0..v.len())]),
+            Set::Ints(v) => Member::from_int(v.get(rng.gen_range(0..v.len()))),
             Set::Small(s) => Member::Str(s.nth(rng.gen_range(0..s.len()))?),
             Set::Table(t) => Member::Str(t.at(t.random_slot(rng))?),
         })
@@ -291,7 +352,7 @@ impl Set {
         match self {
             Set::Ints(v) => super::distinct_indices(n, count, rng)
                 .into_iter()
-                .map(|i| Member::from_int(v[i]))
+                .map(|i| Member::from_int(v.get(i)))
                 .collect(),
             Set::Small(s) => {
                 let all: Vec<&[u8]> = s.iter().collect();
@@ -327,7 +388,7 @@ impl Set {
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
         match self {
             Set::Ints(v) => {
-                for &i in v {
+                for i in v.iter() {
                     f(&Member::from_int(i));
                 }
                 0
@@ -343,7 +404,7 @@ impl Set {
     /// Approximate heap bytes (MEMORY USAGE).
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Set::Ints(v) => crate::alloc::size_class(v.capacity() * 8),
+            Set::Ints(v) => v.heap_bytes(),
             Set::Small(s) => s.heap_bytes(),
             Set::Table(t) => {
                 t.iter()
@@ -360,15 +421,25 @@ impl Set {
 mod tests {
     use super::*;
 
-    /// A set is held inline in the keyspace entry (the value stays at four words), and five
-    /// short tags take one allocation of jemalloc's 48-byte class.
+    /// A set is held inline in the keyspace entry (two words of the value's three), and five
+    /// short tags take one allocation of jemalloc's 48-byte class; an intset of five takes
+    /// 4 + 40 bytes, the 48-byte class too.
     #[test]
     fn small_sets_are_lean() {
-        assert!(
-            std::mem::size_of::<Set>() <= 32,
-            "{}",
-            std::mem::size_of::<Set>()
+        assert_eq!(std::mem::size_of::<Set>(), 16);
+        let mut ints = Set::new_intset();
+        for m in ["5", "-3", "9000000000", "0", "12"] {
+            assert!(ints.add(m.as_bytes(), 512));
+        }
+        assert_eq!(ints.heap_bytes(), 48);
+        assert_eq!(
+            ints.iter().map(|m| m.to_vec()).collect::<Vec<_>>(),
+            ["-3", "0", "5", "12", "9000000000"].map(|m| m.as_bytes().to_vec())
         );
+        for m in ["5", "-3", "9000000000", "0", "12"] {
+            assert!(ints.remove(m.as_bytes()));
+        }
+        assert!(ints.is_empty() && ints.heap_bytes() == 0);
         let mut s = Set::for_member(b"t1001");
         for m in ["t1001", "t1002", "t1003", "t1004", "t1005"] {
             assert!(s.add(m.as_bytes(), 512));

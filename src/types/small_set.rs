@@ -15,13 +15,15 @@
 //! 0 (empty) or 1 + the offset of a member in that area; slots are probed linearly from the
 //! member's hash, and there are always more slots than members (load at most 7/8), so a probe
 //! ends at an empty slot. Slots are one byte wide while the members take at most 255 bytes, two
-//! bytes otherwise. Five 5-byte tags take 4 + 8 + 30 = 42 bytes, jemalloc's 48-byte class.
+//! bytes otherwise. Five 5-byte tags take 4 + 8 + 30 = 42 bytes, 46 with the array's length
+//! ([`ThinBytes`]), jemalloc's 48-byte class.
 //!
 //! Every change writes a new exactly sized array, as Redis rewrites a listpack; with at most
 //! [`MAX_MEMBERS`] members of at most [`MAX_MEMBER_LEN`] bytes that is a copy of a few KiB at
 //! worst. Past either limit the set becomes a full [`super::hash::Table`] (see `set.rs`).
 //! OBJECT ENCODING reports both as "hashtable": each is one.
 
+use super::thin::ThinBytes;
 use std::hash::BuildHasher;
 
 /// Most members a small set holds (Redis 7.2's `set-max-listpack-entries` default).
@@ -31,10 +33,11 @@ pub const MAX_MEMBER_LEN: usize = 64;
 
 const HEADER: usize = 4;
 
-/// A small set (see the module documentation). The empty set holds no allocation.
+/// A small set (see the module documentation). The empty set holds no allocation. The array
+/// is a [`ThinBytes`], so the set is one pointer (its length is in the block, ahead of it).
 #[derive(Clone, Default)]
 pub struct SmallSet {
-    bytes: Box<[u8]>,
+    bytes: ThinBytes,
 }
 
 /// Bytes a LEB128 length prefix of `n` takes.
@@ -165,14 +168,14 @@ impl SmallSet {
     }
 
     /// The array holding `count` members whose encoded data is `data`.
-    fn build(count: usize, data: &[u8]) -> Box<[u8]> {
+    fn build(count: usize, data: &[u8]) -> ThinBytes {
         if count == 0 {
-            return Box::default();
+            return ThinBytes::new();
         }
         let (bits, width) = shape(count, data.len());
         let slots = 1usize << bits;
         let start = HEADER + slots * width;
-        let mut out = vec![0u8; start + data.len()];
+        let mut out = ThinBytes::zeroed(start + data.len());
         // count <= MAX_MEMBERS, far below u16::MAX.
         out[..2].copy_from_slice(&(count as u16).to_le_bytes());
         out[2] = bits;
@@ -199,7 +202,7 @@ impl SmallSet {
             }
             pos = next;
         }
-        out.into_boxed_slice()
+        out
     }
 
     /// Add `m`, which the caller checked is absent and fits ([`SmallSet::fits`]).
@@ -227,13 +230,9 @@ impl SmallSet {
         true
     }
 
-    /// The allocation's size.
+    /// The allocation's size (its length header included).
     pub fn heap_bytes(&self) -> usize {
-        if self.bytes.is_empty() {
-            0
-        } else {
-            crate::alloc::size_class(self.bytes.len())
-        }
+        self.bytes.heap_bytes()
     }
 }
 

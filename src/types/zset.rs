@@ -12,15 +12,19 @@
 //!
 //! # Encodings
 //!
-//! * `Small` ("listpack"): one byte buffer of entries
-//!   `[head: LEB128 varint][score][member bytes]`, sorted by `(score, member)`.
+//! * `Small` ("listpack"): one exactly sized byte array (a `Counted`: the entry count, then
+//!   the entries) of entries `[head: LEB128 varint][score][member bytes]`, sorted by
+//!   `(score, member)`, behind one pointer.
 //!   The head is the member's length shifted left by one; its low bit says how
 //!   the score follows: 1, as the f64's 8 bytes; 0, as a zigzag LEB128
 //!   integer, for an integral score below 2^53 in magnitude (what a points
 //!   board or a timestamp holds: 100000 takes 3 bytes), as Redis's listpack
 //!   keeps such a score as an integer. Everything is a linear walk; with at
 //!   most `max_entries` (128) members of at most `max_value` (64) bytes that is
-//!   a few cache lines and costs 2-10 bytes of overhead per member.
+//!   a few cache lines and costs 2-10 bytes of overhead per member. An insert,
+//!   update or removal moves the entries after it within the array's block, and
+//!   takes a new block only when the array changes size class (see
+//!   `ThinBytes::splice`).
 //! * `Large` ("skiplist"): `super::skiplist::SkipList`, a skip list with spans
 //!   in a u32-indexed arena plus a member -> slot hash index (see that file).
 //!
@@ -35,6 +39,7 @@
 //! use ranks too (the skip list has no backward pointers).
 
 use super::skiplist::{SkipList, NIL};
+use super::thin::{may_pass_safety_bound, write_varint, Counted, PACKED_SAFETY_BYTES};
 
 /// Encoding thresholds (`zset-max-listpack-entries` / `zset-max-listpack-value`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,8 +172,7 @@ pub enum InsertResult {
 
 #[derive(Clone, Default, Debug)]
 struct Small {
-    buf: Vec<u8>,
-    len: usize,
+    bytes: Counted,
 }
 
 /// Scores of at most this magnitude convert to i64 and back exactly.
@@ -190,20 +194,30 @@ fn varint_len(n: u64) -> usize {
     (u64::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
 }
 
-/// Append the entry (`score`, `m`) in the small form's layout to `out`.
-fn encode(out: &mut Vec<u8>, m: &[u8], score: f64) {
-    match integral(score) {
+/// Write the entry (`score`, `m`) in the small form's layout to `out`, which is exactly
+/// [`encoded_len`] bytes.
+fn encode_into(out: &mut [u8], m: &[u8], score: f64) {
+    let at = match integral(score) {
         Some(i) => {
-            super::put_varint(out, m.len() << 1);
+            let at = write_varint(out, m.len() << 1);
             let zigzag = ((i << 1) ^ (i >> 63)) as u64;
-            super::put_varint(out, zigzag as usize);
+            at + write_varint(&mut out[at..], zigzag as usize)
         }
         None => {
-            super::put_varint(out, (m.len() << 1) | 1);
-            out.extend_from_slice(&score.to_le_bytes());
+            let at = write_varint(out, (m.len() << 1) | 1);
+            out[at..at + 8].copy_from_slice(&score.to_le_bytes());
+            at + 8
         }
-    }
-    out.extend_from_slice(m);
+    };
+    out[at..].copy_from_slice(m);
+}
+
+/// Append the entry (`score`, `m`) in the small form's layout to `out` (tests).
+#[cfg(test)]
+fn encode(out: &mut Vec<u8>, m: &[u8], score: f64) {
+    let start = out.len();
+    out.resize(start + encoded_len(m, score), 0);
+    encode_into(&mut out[start..], m, score);
 }
 
 /// Bytes [`encode`] writes for (`score`, `m`).
@@ -263,9 +277,23 @@ impl<'a> Iterator for SmallIter<'a> {
 impl Small {
     fn iter(&self) -> SmallIter<'_> {
         SmallIter {
-            buf: &self.buf,
+            buf: self.bytes.body(),
             pos: 0,
         }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.bytes.count()
+    }
+
+    /// Whether one more member `m` keeps the form within `limits` (and Redis's listpack
+    /// safety bound, as its `lpSafeToAdd`).
+    fn takes(&self, m: &[u8], limits: &ZsetLimits) -> bool {
+        self.len() < limits.max_entries
+            && m.len() <= limits.max_value
+            && (!may_pass_safety_bound(limits.max_entries, limits.max_value + 20)
+                || self.bytes.body().len() + m.len() + 20 <= PACKED_SAFETY_BYTES)
     }
 
     /// (rank, start, end, score)
@@ -276,40 +304,65 @@ impl Small {
             .map(|(r, (st, s, _, end))| (r, st, end, s))
     }
 
+    /// Add the absent member `m`. The array grows to fit, not doubled: a small set is one
+    /// array, like Redis's listpack (a doubled one wasted up to half of it: a 10-member
+    /// set's 160 bytes took 256).
     fn insert(&mut self, m: &[u8], score: f64) {
         let pos = self
             .iter()
             .find(|&(_, s, em, _)| !key_lt(s, em, score, m))
-            .map_or(self.buf.len(), |e| e.0);
-        let mut enc = Vec::with_capacity(encoded_len(m, score));
-        encode(&mut enc, m, score);
-        // Grown to fit, not doubled: a small set is one array, like Redis's listpack, and a
-        // doubled one wasted up to half of it (a 10-member set's 160 bytes took 256).
-        self.buf.reserve_exact(enc.len());
-        self.buf.splice(pos..pos, enc);
-        self.len += 1;
+            .map_or(self.bytes.body().len(), |e| e.0);
+        let count = self.len() + 1;
+        encode_into(
+            self.bytes.splice(pos..pos, encoded_len(m, score), count),
+            m,
+            score,
+        );
     }
 
-    fn push_back(&mut self, m: &[u8], score: f64) {
-        self.buf.reserve_exact(encoded_len(m, score));
-        encode(&mut self.buf, m, score);
-        self.len += 1;
+    /// Give `m`, whose entry is at bytes `st..end`, the new `score`: the entry is rewritten
+    /// where it is (one resize if its length changes), then rotated to its new place, so the
+    /// array is resized at most once (ZINCRBY, ZADD of a present member).
+    fn update(&mut self, st: usize, end: usize, m: &[u8], score: f64) {
+        let old = end - st;
+        // Its place among the others, as an offset in the array without it.
+        let place = self
+            .iter()
+            .filter(|e| e.0 != st)
+            .find(|&(_, s, em, _)| !key_lt(s, em, score, m))
+            .map(|e| if e.0 > st { e.0 - old } else { e.0 });
+        let place = place.unwrap_or(self.bytes.body().len() - old);
+        let n = encoded_len(m, score);
+        let count = self.len();
+        encode_into(self.bytes.splice(st..end, n, count), m, score);
+        let body = self.bytes.body_mut();
+        if place < st {
+            body[place..st + n].rotate_right(n);
+        } else if place > st {
+            body[st..place + n].rotate_left(n);
+        }
     }
 
-    /// Byte offset of the entry with rank `r` (buf.len() when r >= len).
+    /// Remove the entry at bytes `st..end`.
+    fn remove_at(&mut self, st: usize, end: usize) {
+        let count = self.len() - 1;
+        self.bytes.splice(st..end, 0, count);
+    }
+
+    /// Byte offset of the entry with rank `r` (the body's length when r >= len).
     fn offset_of_rank(&self, r: usize) -> usize {
-        self.iter().nth(r).map_or(self.buf.len(), |e| e.0)
+        self.iter().nth(r).map_or(self.bytes.body().len(), |e| e.0)
     }
 
     fn remove_ranks(&mut self, a: usize, b: usize) -> usize {
-        if a > b || a >= self.len {
+        let len = self.len();
+        if a > b || a >= len {
             return 0;
         }
-        let b = b.min(self.len - 1);
+        let b = b.min(len - 1);
         let p0 = self.offset_of_rank(a);
         let p1 = self.offset_of_rank(b + 1);
-        self.buf.drain(p0..p1);
-        self.len -= b - a + 1;
+        self.bytes.splice(p0..p1, 0, len - (b - a + 1));
         b - a + 1
     }
 
@@ -387,7 +440,7 @@ impl ZSet {
 
     pub fn len(&self) -> usize {
         match &self.enc {
-            Enc::Small(s) => s.len,
+            Enc::Small(s) => s.len(),
             Enc::Large(l) => l.len(),
         }
     }
@@ -465,12 +518,10 @@ impl ZSet {
                 if old == score {
                     return InsertResult::Unchanged;
                 }
-                s.buf.drain(st..end);
-                s.len -= 1;
-                s.insert(member, score);
+                s.update(st, end, member, score);
                 return InsertResult::Updated { old };
             }
-            if s.len < limits.max_entries && member.len() <= limits.max_value {
+            if s.takes(member, limits) {
                 s.insert(member, score);
                 return InsertResult::Added;
             }
@@ -500,8 +551,7 @@ impl ZSet {
         match &mut self.enc {
             Enc::Small(s) => {
                 let (_, st, end, score) = s.find(member)?;
-                s.buf.drain(st..end);
-                s.len -= 1;
+                s.remove_at(st, end);
                 Some(score)
             }
             Enc::Large(l) => l.remove(member),
@@ -770,18 +820,23 @@ impl ZSet {
                 return;
             }
             let mut bytes = 0;
-            for (m, _) in self.iter() {
+            for (m, sc) in self.iter() {
                 if m.len() > limits.max_value {
                     return;
                 }
-                bytes += m.len() + 10;
+                bytes += encoded_len(m, sc);
             }
-            let mut s = Small {
-                buf: Vec::with_capacity(bytes),
-                len: 0,
-            };
+            if bytes > PACKED_SAFETY_BYTES {
+                return;
+            }
+            // One exactly sized array, filled in order.
+            let mut s = Small::default();
+            let out = s.bytes.splice(0..0, bytes, l.len());
+            let mut at = 0;
             for (m, sc) in self.iter() {
-                s.push_back(m, sc);
+                let n = encoded_len(m, sc);
+                encode_into(&mut out[at..at + n], m, sc);
+                at += n;
             }
             self.enc = Enc::Small(s);
         }
@@ -790,7 +845,7 @@ impl ZSet {
     /// Force the skiplist encoding (tests, DEBUG-like commands).
     pub fn convert_to_large(&mut self) {
         if let Enc::Small(s) = &self.enc {
-            let mut l = SkipList::with_capacity(s.len + 1);
+            let mut l = SkipList::with_capacity(s.len() + 1);
             let mut ap = l.appender();
             for (_, score, m, _) in s.iter() {
                 l.append_sorted(&mut ap, m, score);
@@ -802,7 +857,7 @@ impl ZSet {
     /// Approximate heap bytes used by this value.
     pub fn heap_bytes(&self) -> usize {
         match &self.enc {
-            Enc::Small(s) => crate::alloc::size_class(s.buf.capacity()),
+            Enc::Small(s) => s.bytes.heap_bytes(),
             Enc::Large(l) => std::mem::size_of::<SkipList>() + l.heap_bytes(),
         }
     }
@@ -825,8 +880,8 @@ impl ZSet {
                     prev = Some((sc, m));
                     n += 1;
                 }
-                if n != s.len {
-                    return Err(format!("listpack has {n} entries, len {}", s.len));
+                if n != s.len() {
+                    return Err(format!("listpack has {n} entries, len {}", s.len()));
                 }
                 let mut seen = std::collections::HashSet::new();
                 for (_, _, m, _) in s.iter() {
@@ -1444,5 +1499,76 @@ mod small_score_tests {
         assert!(z.heap_bytes() <= 112, "{}", z.heap_bytes());
         let scores: Vec<f64> = z.iter().map(|(_, s)| s).collect();
         assert!(scores.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    /// Inserts, updates that move an entry down, up or nowhere (and change its encoded
+    /// length: integer and fractional scores), removals and range removals keep the small
+    /// form equal to a sorted model, exactly sized.
+    #[test]
+    fn small_edits_agree_with_a_sorted_model() {
+        use rand::{Rng, SeedableRng};
+        let limits = ZsetLimits::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut z = ZSet::new_for(1, 1, &limits);
+        let mut model: Vec<(f64, Vec<u8>)> = Vec::new();
+        for step in 0..4000 {
+            let m = format!("m{}", rng.gen_range(0..60)).into_bytes();
+            let score = match rng.gen_range(0..4) {
+                0 => f64::from(rng.gen_range(-50..50)),
+                1 => f64::from(rng.gen_range(-50..50)) + 0.5,
+                2 => f64::from(rng.gen_range(0..3_000_000)),
+                _ => f64::from(rng.gen_range(0..4)),
+            };
+            match rng.gen_range(0..10) {
+                0..=6 => {
+                    let had = model.iter().position(|(_, x)| *x == m);
+                    let r = z.insert(&m, score, &limits);
+                    match had {
+                        Some(i) if model[i].0 == score => {
+                            assert!(matches!(r, InsertResult::Unchanged))
+                        }
+                        Some(i) => {
+                            assert!(
+                                matches!(r, InsertResult::Updated { old } if old == model[i].0)
+                            );
+                            model[i].0 = score;
+                        }
+                        None => {
+                            assert!(matches!(r, InsertResult::Added));
+                            model.push((score, m));
+                        }
+                    }
+                }
+                7 | 8 => {
+                    let had = model.iter().position(|(_, x)| *x == m);
+                    assert_eq!(z.remove(&m), had.map(|i| model.remove(i).0));
+                }
+                _ => {
+                    let a = rng.gen_range(0..=model.len());
+                    let b = a + rng.gen_range(0..3);
+                    model.sort_by(|x, y| x.0.total_cmp(&y.0).then_with(|| x.1.cmp(&y.1)));
+                    let want = model.len().min(b + 1).saturating_sub(a);
+                    assert_eq!(z.remove_rank_range(a, b), want);
+                    if want > 0 {
+                        model.drain(a..a + want);
+                    }
+                }
+            }
+            model.sort_by(|x, y| x.0.total_cmp(&y.0).then_with(|| x.1.cmp(&y.1)));
+            assert_eq!(z.encoding_name(), "listpack");
+            z.check_invariants().unwrap();
+            let got: Vec<(f64, Vec<u8>)> = z.iter().map(|(m, s)| (s, m.to_vec())).collect();
+            assert_eq!(got, model, "step {step}");
+            let Enc::Small(s) = &z.enc else {
+                unreachable!("listpack")
+            };
+            let body: usize = model.iter().map(|(sc, m)| encoded_len(m, *sc)).sum();
+            assert_eq!(s.bytes.body().len(), body);
+            assert_eq!(
+                z.heap_bytes(),
+                Counted::heap_bytes_for(model.len(), body),
+                "exactly sized"
+            );
+        }
     }
 }

@@ -164,6 +164,11 @@ impl IntSet {
     }
 }
 
+/// The most integers an intset holds (1 GiB of them), whatever `set-max-intset-entries`
+/// allows: its array's length is a u32 of bytes ([`super::thin::ThinBytes`]), and Redis
+/// likewise keeps a listpack or intset below 1 GiB.
+pub const INTSET_MAX_ENTRIES: usize = (1 << 30) / 8;
+
 /// A set value.
 #[derive(Clone)]
 pub enum Set {
@@ -283,7 +288,8 @@ impl Set {
         }
     }
 
-    /// Add `m`; true if it was not there. `max_intset` is `set-max-intset-entries`.
+    /// Add `m`; true if it was not there. `max_intset` is `set-max-intset-entries` (past
+    /// [`INTSET_MAX_ENTRIES`] the set is a hash table whatever it says).
     pub fn add(&mut self, m: &[u8], max_intset: usize) -> bool {
         if let Set::Ints(v) = self {
             match canonical_i64(m) {
@@ -291,7 +297,7 @@ impl Set {
                     return match v.search(i) {
                         Ok(_) => false,
                         Err(pos) => {
-                            if v.len() >= max_intset {
+                            if v.len() >= max_intset.min(INTSET_MAX_ENTRIES) {
                                 // One more than the intset may hold: a hash table, as Redis.
                                 self.make_room_for(m);
                                 return self.add(m, max_intset);

@@ -389,13 +389,10 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     start_replication_cron(&srv);
     // `replicaof host port` in the configuration: follow it from the start.
     let target = srv.config.text(dir::REPLICAOF);
-    if !target.trim().is_empty() {
-        let mut w = target.split_whitespace();
-        if let (Some(host), Some(Ok(port))) = (w.next(), w.next().map(|p| p.parse::<u16>())) {
-            srv.repl.start_following();
-            srv.master_link.follow(host.to_string(), port);
-            let _ = crate::commands::config_cmd::apply_oom_score_adj(&srv);
-        }
+    if let Some((host, port)) = crate::config::directives::replicaof_target(&target) {
+        srv.repl.start_following();
+        srv.master_link.follow(host.to_string(), port);
+        let _ = crate::commands::config_cmd::apply_oom_score_adj(&srv);
     }
     let supervisor = crate::process::supervisor(&srv.config.text(dir::SUPERVISED));
     crate::process::notify_ready(supervisor);

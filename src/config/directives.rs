@@ -496,6 +496,15 @@ fn replicaof(value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
+/// The master a `replicaof` value names (host, port); None for "" and `no one`.
+pub fn replicaof_target(value: &str) -> Option<(&str, u16)> {
+    let mut w = value.split_whitespace();
+    match (w.next(), w.next().map(|p| p.parse::<u16>())) {
+        (Some(host), Some(Ok(port))) => Some((host, port)),
+        _ => None,
+    }
+}
+
 /// `maxmemory-clients`: a memory amount, shown in bytes, or a percentage of `maxmemory`.
 fn maxmemory_clients(value: &str) -> Result<String, String> {
     Ok(match memory_or_percent(value)? {

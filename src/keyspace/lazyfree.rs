@@ -41,7 +41,8 @@ static FREED: AtomicU64 = AtomicU64::new(0);
 
 /// Work for the thread: what to drop, and how many objects it counts for.
 enum Job {
-    Value(Value),
+    /// A value and its free effort ([`effort`]).
+    Value(Value, usize),
     Shards(Vec<Shard>, usize),
 }
 
@@ -69,8 +70,7 @@ fn queue() -> &'static std::sync::Mutex<Sender<Job>> {
                         Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
                     };
                     let (n, effort) = match job {
-                        Job::Value(v) => {
-                            let e = effort(&v);
+                        Job::Value(v, e) => {
                             drop(v);
                             (1, e)
                         }
@@ -146,8 +146,9 @@ pub fn effort(v: &Value) -> usize {
 
 /// Free `v` on the lazyfree thread if it is big enough to be worth it, else here.
 pub fn free(v: Value) {
-    if effort(&v) > THRESHOLD {
-        send(Job::Value(v), 1);
+    let e = effort(&v);
+    if e > THRESHOLD {
+        send(Job::Value(v, e), 1);
     }
 }
 

@@ -822,8 +822,8 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
     let loaded = apply(srv, parsed, &path.display().to_string())?;
     record_load(srv, loaded, expired, empty_skipped);
     // A master (no `replicaof` at startup) keeps serving the history the file recorded.
-    let replicaof = srv.config.text(dir::REPLICAOF);
-    let master = replicaof.is_empty() || replicaof.eq_ignore_ascii_case("no one");
+    let master =
+        crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF)).is_none();
     if let (true, Some(h)) = (master, history) {
         let del = if crate::keyspace::lazyfree::EXPIRE.load(Ordering::Relaxed) {
             "UNLINK"

@@ -315,9 +315,6 @@ async fn link_once(
         receive_image(srv, generation, &mut m).await?;
         let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
         srv.repl.adopt_history(id, off, backlog);
-        // Our replicas hold the data we just replaced: they reconnect and, our history now
-        // being another, resynchronize in full (Redis's replicationAttachToNewMaster).
-        srv.repl.disconnect_replicas();
         link.processed.store(off as i64, Ordering::Relaxed);
         tracing::info!("MASTER <-> REPLICA sync: Finished with success");
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
@@ -326,10 +323,6 @@ async fn link_once(
             if id != replid {
                 tracing::warn!("Master replication ID changed to {id}");
                 srv.repl.switch_id(id);
-                // Our replicas follow the old ID: they reconnect and continue under the new
-                // one (a PSYNC with the old ID is served from the secondary ID), as Redis
-                // disconnects its sub-replicas here.
-                srv.repl.disconnect_replicas();
             }
         }
         if let Some((_, off)) = srv.repl.history() {

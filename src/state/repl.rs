@@ -225,7 +225,10 @@ impl Replication {
 
     /// Close every replica's connection (this server starts following another history).
     pub(crate) fn disconnect_replicas(&self) {
-        let s = self.stream.lock();
+        Self::kill_replicas(&self.stream.lock());
+    }
+
+    fn kill_replicas(s: &Stream) {
         for r in &s.replicas {
             r.info.kill();
         }
@@ -263,9 +266,12 @@ impl Replication {
     }
 
     /// A full synchronization from the master gave us its history `replid` up to `offset`:
-    /// adopt it, with an empty backlog that the relayed stream fills.
+    /// adopt it, with an empty backlog that the relayed stream fills. Our replicas hold the
+    /// data just replaced: they are disconnected and resynchronize in full (Redis's
+    /// replicationAttachToNewMaster).
     pub(crate) fn adopt_history(&self, replid: &str, offset: u64, backlog_size: usize) {
         let mut s = self.stream.lock();
+        Self::kill_replicas(&s);
         s.replid = replid.to_string();
         s.replid2 = ZERO_ID.to_string();
         s.second_offset = -1;
@@ -344,12 +350,15 @@ impl Replication {
         );
     }
 
-    /// The master continued our history under a new ID (+CONTINUE with another replid).
+    /// The master continued our history under a new ID (+CONTINUE with another replid). Our
+    /// replicas follow the old ID: they are disconnected, and continue under the new one (a
+    /// PSYNC with the old ID is served from the secondary ID), as Redis does.
     pub(crate) fn switch_id(&self, new_replid: &str) {
         let mut s = self.stream.lock();
         if s.replid != new_replid {
             s.replid2 = std::mem::replace(&mut s.replid, new_replid.to_string());
             s.second_offset = s.offset as i64 + 1;
+            Self::kill_replicas(&s);
         }
     }
 

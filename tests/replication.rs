@@ -483,6 +483,53 @@ fn a_promoted_replica_hands_its_replicas_the_new_id_by_partial_resync() {
     });
 }
 
+/// A partial resynchronization continues the master's stream where it stopped, with no SELECT
+/// in front: the replica applies it in the database the stream had selected before the link
+/// dropped (Redis keeps it in its cached master), not in database 0.
+#[test]
+fn a_partial_resync_continues_in_the_database_the_stream_had_selected() {
+    let master = Podium::start(&[]);
+    let replica = Podium::start(&[]);
+    let mut cm = master.con();
+    let mut cr = replica.con();
+    let _: () = redis::cmd("SELECT").arg(9).query(&mut cm).unwrap();
+    let _: () = redis::cmd("SELECT").arg(9).query(&mut cr).unwrap();
+    follow(&mut cr, &master);
+    let _: i64 = redis::cmd("INCR").arg("counter").query(&mut cm).unwrap();
+    wait_until("the first INCR to arrive", || {
+        redis::cmd("GET")
+            .arg("counter")
+            .query::<Option<i64>>(&mut cr)
+            .unwrap()
+            == Some(1)
+    });
+    let partial_before = info_stat(&mut cm, "sync_partial_ok");
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut cm)
+        .unwrap();
+    wait_until(
+        "the replica to continue by partial resynchronization",
+        || info_stat(&mut cm, "sync_partial_ok") == partial_before + 1 && link_up(&mut cr),
+    );
+    let _: i64 = redis::cmd("INCR").arg("counter").query(&mut cm).unwrap();
+    wait_until("the second INCR to arrive in database 9", || {
+        redis::cmd("GET")
+            .arg("counter")
+            .query::<Option<i64>>(&mut cr)
+            .unwrap()
+            == Some(2)
+    });
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut cr).unwrap();
+    let in_db0: Option<i64> = redis::cmd("GET").arg("counter").query(&mut cr).unwrap();
+    assert_eq!(
+        in_db0, None,
+        "the continued stream was applied in database 0"
+    );
+}
+
 /// Commands are propagated as Redis rewrites them: GETSET as SET, a served BRPOPLPUSH as
 /// RPOPLPUSH (and BLMOVE as LMOVE), so a replica's command statistics are Redis's.
 #[test]

@@ -316,6 +316,8 @@ async fn link_once(
         let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
         srv.repl.adopt_history(id, off, backlog);
         link.processed.store(off as i64, Ordering::Relaxed);
+        // The master's stream after a full synchronization starts with SELECT.
+        link.stream_db.store(0, Ordering::Relaxed);
         tracing::info!("MASTER <-> REPLICA sync: Finished with success");
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         tracing::info!("Successful partial resynchronization with master.");
@@ -611,12 +613,14 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     let mut client = Client::new(id, info.clone());
     client.authenticated = true;
     client.repl.is_master = true;
+    client.select(link.stream_db.load(Ordering::Relaxed));
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = Some(id);
         i.last_io_ms = crate::clock::unix_ms();
     }
     link.set_state(generation, LinkState::Connected);
     let result = apply_stream(srv, generation, &mut m, &mut client).await;
+    link.stream_db.store(client.db, Ordering::Relaxed);
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = None;
     }

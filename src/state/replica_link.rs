@@ -67,6 +67,10 @@ pub struct MasterLink {
     /// Bytes of the stream read but not applied yet (a request CLIENT PAUSE holds back and
     /// what follows it): INFO slave_read_repl_offset is `processed` plus these.
     pub(crate) unapplied: std::sync::atomic::AtomicI64,
+    /// The database the master's stream had selected when the last link ended. A partial
+    /// resynchronization continues the stream where it stopped, with no SELECT in front, so
+    /// the next link starts in it (Redis keeps it in its cached master client).
+    pub(crate) stream_db: std::sync::atomic::AtomicUsize,
 }
 
 impl MasterLink {
@@ -243,6 +247,11 @@ pub(crate) fn replicaof(srv: &Server, client_id: u64, host: &[u8], port: &[u8]) 
 /// Follow `host:port` from now on (REPLICAOF, and a failover handing the role to its target).
 /// A master's history stays ours: the link continues it with `PSYNC <replid> <offset+1>`.
 pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
+    if !is_replica(srv) {
+        // A master's own history has no stream database to continue in: its new master
+        // starts the stream with SELECT (Redis's replicationCacheMasterUsingMyself).
+        srv.master_link.stream_db.store(0, Ordering::Relaxed);
+    }
     // Clients blocked while this was a master would be served by the new master's stream.
     srv.blocking.unblock_all(
         &srv.keyspace,

@@ -55,6 +55,9 @@ fn select(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Ok(n) = int(&a[1]) else {
         return Err(Reply::error(NOT_INT));
     };
+    if n != 0 && crate::cluster::get(ctx.srv).is_some() {
+        return Err(Reply::error("ERR SELECT is not allowed in cluster mode"));
+    }
     if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
         return Err(Reply::error("ERR DB index is out of range"));
     }

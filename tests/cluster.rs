@@ -94,6 +94,7 @@ fn text(port: u16, args: &[&str]) -> String {
         redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         redis::Value::SimpleString(s) => s,
+        redis::Value::Int(i) => i.to_string(),
         v => format!("{v:?}"),
     }
 }

@@ -39,10 +39,6 @@ pub const PUBLISHSHARD: u16 = 10;
 /// Number of message types (the statistics' size).
 pub const TYPES: usize = 11;
 
-/// mflags[0]: the master is paused for a manual failover.
-pub const MFLAG_PAUSED: u8 = 1;
-/// mflags[0]: vote even though the master is up (manual failover).
-pub const MFLAG_FORCEACK: u8 = 2;
 /// mflags[0]: the message carries ping extensions.
 pub const MFLAG_EXT_DATA: u8 = 4;
 

@@ -131,8 +131,6 @@ fn settings(srv: &Server) -> Settings {
     Settings {
         node_timeout: srv.config.int(dir::CLUSTER_NODE_TIMEOUT),
         require_full_coverage: srv.config.flag(dir::CLUSTER_REQUIRE_FULL_COVERAGE),
-        allow_reads_when_down: srv.config.flag(dir::CLUSTER_ALLOW_READS_WHEN_DOWN),
-        allow_pubsubshard_when_down: srv.config.flag(dir::CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN),
         announce_ip: srv.config.text(dir::CLUSTER_ANNOUNCE_IP),
         announce_hostname: srv.config.text(dir::CLUSTER_ANNOUNCE_HOSTNAME),
         port,

@@ -193,8 +193,6 @@ impl Link {
 pub struct Settings {
     pub node_timeout: i64,
     pub require_full_coverage: bool,
-    pub allow_reads_when_down: bool,
-    pub allow_pubsubshard_when_down: bool,
     pub announce_ip: String,
     pub announce_hostname: String,
     /// The ports this node announces: clients, plaintext (TLS only: 0), bus.

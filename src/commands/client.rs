@@ -171,6 +171,8 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     ctx.srv.pubsub.remove_monitor(&info);
     ctx.srv.tracking.disable(info.id);
     ctx.client.tracking_caching = false;
+    // READONLY and ASKING end with the connection's state, as Redis clears them.
+    ctx.client.cluster = Default::default();
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);

@@ -200,7 +200,7 @@ pub fn decode(buf: &[u8]) -> Option<(Header, Body)> {
                         return None;
                     }
                     let len = be32(buf, at) as usize;
-                    if len % 8 != 0 || len < 8 || totlen - explen < len {
+                    if !len.is_multiple_of(8) || len < 8 || totlen - explen < len {
                         return None;
                     }
                     if be16(buf, at + 4) == EXT_HOSTNAME {

@@ -33,6 +33,10 @@ pub const F_MEET: u16 = 128;
 pub const F_MIGRATE_TO: u16 = 256;
 pub const F_NOFAILOVER: u16 = 512;
 
+/// DEBUG DROP-CLUSTER-PACKET-FILTER: bus messages of this type are counted and dropped
+/// (-1: none).
+pub static DROP_FILTER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
 const TODO_UPDATE_STATE: u32 = 1;
 const TODO_SAVE_CONFIG: u32 = 2;
 const TODO_FSYNC_CONFIG: u32 = 4;
@@ -1091,6 +1095,10 @@ impl ClusterState {
         if (kind as usize) < codec::TYPES {
             self.stats_received[kind as usize] += 1;
         }
+        if i32::from(kind) == DROP_FILTER.load(Ordering::Relaxed) {
+            tracing::warn!("Dropping packet that matches debug drop filter");
+            return true;
+        }
         let Some(l) = self.links.get(&link) else {
             return false;
         };
@@ -1311,14 +1319,14 @@ impl ClusterState {
                     );
                 }
             }
-            (codec::PUBLISH | codec::PUBLISHSHARD, Body::Publish { channel, message }) => {
-                if sender.is_some() {
-                    deliveries.push(Delivery {
-                        channel: channel.clone(),
-                        message: message.clone(),
-                        shard: kind == codec::PUBLISHSHARD,
-                    });
-                }
+            (codec::PUBLISH | codec::PUBLISHSHARD, Body::Publish { channel, message })
+                if sender.is_some() =>
+            {
+                deliveries.push(Delivery {
+                    channel: channel.clone(),
+                    message: message.clone(),
+                    shard: kind == codec::PUBLISHSHARD,
+                });
             }
             (
                 codec::UPDATE,
@@ -1407,7 +1415,7 @@ impl ClusterState {
             }
         }
         // Every second, ping one of five random nodes: the one whose pong is oldest.
-        if self.cron_iteration % 10 == 0 && !self.nodes.is_empty() {
+        if self.cron_iteration.is_multiple_of(10) && !self.nodes.is_empty() {
             let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
             let mut rng = rand::thread_rng();
             let mut best: Option<(NodeId, i64)> = None;

@@ -44,7 +44,7 @@ pub fn load(st: &mut ClusterState, path: &std::path::Path, now: i64) -> Result<b
             continue;
         }
         if argv[0].eq_ignore_ascii_case("vars") {
-            if argv.len() % 2 == 0 {
+            if argv.len().is_multiple_of(2) {
                 return Err(CORRUPTED.into());
             }
             for pair in argv[1..].chunks(2) {

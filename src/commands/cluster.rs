@@ -155,7 +155,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         ("slots", 2) => Ok(cl.read(slots_reply)),
         ("shards", 2) => Ok(cl.read(|st| shards_reply(st, srv.repl.offset()))),
         ("flushslots", 2) => {
-            if ctx.db_at(0).len() != 0 {
+            if !ctx.db_at(0).is_empty() {
                 return Err(err("DB must be empty to perform CLUSTER FLUSHSLOTS."));
             }
             cl.event(srv, |st, _| {
@@ -323,7 +323,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 Some(_) => return Err(Reply::error(super::errors::SYNTAX)),
             };
             let db = ctx.client.db;
-            if cl.read(|st| st.me().is_master()) && ctx.db_at(db).len() != 0 {
+            if cl.read(|st| st.me().is_master()) && !ctx.db_at(db).is_empty() {
                 return Err(err(
                     "CLUSTER RESET can't be called with master nodes containing keys",
                 ));
@@ -409,13 +409,13 @@ fn update_slots(ctx: &mut Ctx, cl: &Cluster, ranges: &[(usize, usize)], del: boo
     cl.event(ctx.srv, |st, _| {
         let mut seen = vec![false; SLOTS];
         for &(start, end) in ranges {
-            for slot in start..=end {
+            for (slot, seen) in seen.iter_mut().enumerate().take(end + 1).skip(start) {
                 if del && st.slots[slot].is_none() {
                     return Err(err(format!("Slot {slot} is already unassigned")));
                 } else if !del && st.slots[slot].is_some() {
                     return Err(err(format!("Slot {slot} is already busy")));
                 }
-                if std::mem::replace(&mut seen[slot], true) {
+                if std::mem::replace(seen, true) {
                     return Err(err(format!("Slot {slot} specified multiple times")));
                 }
             }

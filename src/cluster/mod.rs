@@ -168,20 +168,22 @@ impl Cluster {
         }
         let r = f(&mut st, &mut deliveries);
         let now = now_ms();
-        st.after_event(now);
+        let fatal = st
+            .after_event(now)
+            .and_then(|fsync| nodes_conf::save(&st, fsync).err());
         if st.slots_dirty || st.state_ok != self.view.state_ok() {
             self.view.refresh(&st);
             st.slots_dirty = false;
         }
         let connects = st.take_connects();
-        let fatal = st.save_error.take();
         let lost = std::mem::take(&mut st.lost_slots);
         drop(st);
         for slot in lost {
             srv.keyspace.delete_keys_in_slot(0, slot);
         }
         if let Some(e) = fatal {
-            tracing::warn!("{e}");
+            // Redis exits when it cannot update nodes.conf.
+            tracing::warn!("Fatal: can't update cluster config file. ({e})");
             std::process::exit(1);
         }
         if !connects.is_empty() {

@@ -251,8 +251,6 @@ pub struct ClusterState {
     pub config_path: std::path::PathBuf,
     /// Slot ownership changed since the routing view was last refreshed.
     pub slots_dirty: bool,
-    /// Why saving nodes.conf failed last, for the caller to act on.
-    pub save_error: Option<String>,
     /// Slots this node served and lost to a newer configuration: their keys are deleted
     /// once the lock is released (the state's lock is never held while a shard's is taken).
     pub lost_slots: Vec<u16>,
@@ -290,7 +288,6 @@ impl ClusterState {
             settings,
             config_path,
             slots_dirty: true,
-            save_error: None,
             lost_slots: Vec::new(),
         };
         st.myself = st.add_node(Node::new(random_name(), F_MYSELF | F_MASTER, now));
@@ -1525,19 +1522,14 @@ impl ClusterState {
         }
     }
 
-    /// What Redis does before sleeping: recompute the state and save nodes.conf if asked.
-    pub fn after_event(&mut self, now: i64) {
+    /// What Redis does before sleeping: recompute the state if asked. Returns Some(fsync)
+    /// when nodes.conf must be saved (the caller saves it: `nodes_conf` sits above this).
+    pub fn after_event(&mut self, now: i64) -> Option<bool> {
         let todo = std::mem::take(&mut self.todo);
         if todo & TODO_UPDATE_STATE != 0 {
             self.update_state(now);
         }
-        if todo & TODO_SAVE_CONFIG != 0 {
-            if let Err(e) = super::nodes_conf::save(self, todo & TODO_FSYNC_CONFIG != 0) {
-                // Redis exits when it cannot update nodes.conf.
-                tracing::warn!("Fatal: can't update cluster config file.");
-                self.save_error = Some(e);
-            }
-        }
+        (todo & TODO_SAVE_CONFIG != 0).then_some(todo & TODO_FSYNC_CONFIG != 0)
     }
 
     /// CLUSTER RESET: forget every other node, drop every slot; HARD also renames this node
@@ -1751,6 +1743,8 @@ mod tests {
     fn description_lists_slot_ranges_and_open_slots() {
         let mut st = state();
         st.me_mut().ip = "127.0.0.1".into();
+        st.me_mut().port = 7000;
+        st.me_mut().cport = 17000;
         for j in (0..=10).chain([12]) {
             st.add_slot(st.myself, j);
         }

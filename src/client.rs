@@ -370,6 +370,30 @@ pub struct Client {
     /// Replies of earlier commands of this batch are not written yet (SCRIPT DEBUG must not
     /// be pipelined).
     pub output_pending: bool,
+    /// Cluster mode: READONLY / READWRITE and ASKING (see `cluster::routing`).
+    pub cluster: ClusterFlags,
+}
+
+/// A client's cluster-mode flags.
+#[derive(Default, Clone, Copy)]
+pub struct ClusterFlags {
+    /// READONLY: a replica serves this client's reads of its master's slots.
+    pub readonly: bool,
+    /// ASKING: the next command may use a slot this node is importing.
+    pub asking: bool,
+    /// ASKING was the last command: the flag survives the next command's start.
+    pub asking_fresh: bool,
+}
+
+impl ClusterFlags {
+    /// Called as a command starts: the ASKING flag lasts one command (or one transaction,
+    /// from MULTI to EXEC), as Redis clears it after any other command outside MULTI.
+    pub fn command_starts(&mut self, in_multi: bool) {
+        if !in_multi && !self.asking_fresh {
+            self.asking = false;
+        }
+        self.asking_fresh = false;
+    }
 }
 
 impl Client {
@@ -426,6 +450,7 @@ impl Client {
             lua_debug: None,
             debug_io: None,
             output_pending: false,
+            cluster: ClusterFlags::default(),
             error_reply_counted: false,
             tracking_caching: false,
             script_keys: Vec::new(),

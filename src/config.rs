@@ -1422,7 +1422,8 @@ impl Config {
                 "listen-addr" => {
                     format!("unixsocket:{}", self.text(dir::UNIXSOCKET))
                 }
-                // Neither cluster nor sentinel mode exists here.
+                // Sentinel mode does not exist here.
+                "server-mode" if self.flag(dir::CLUSTER_ENABLED) => "[cluster]".into(),
                 "server-mode" => String::new(),
                 "config-file" => self
                     .config_file

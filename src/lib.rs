@@ -17,6 +17,7 @@ pub(crate) mod blocking;
 pub(crate) mod client;
 pub(crate) mod client_evict;
 pub(crate) mod clock;
+pub(crate) mod cluster;
 pub(crate) mod cmdspec;
 pub(crate) mod command_table;
 pub mod commands;

@@ -248,16 +248,21 @@ fn init_logging(config: &Config) {
 /// " PID: <pid>" (its default.conf sets `always-show-logo yes`).
 fn log_banner(config: &Config, port: u16) {
     let pid = std::process::id();
+    let mode = if config.flag(dir::CLUSTER_ENABLED) {
+        "cluster"
+    } else {
+        "standalone"
+    };
     let to_terminal = config.text(dir::LOGFILE).is_empty()
         && std::io::IsTerminal::is_terminal(&std::io::stdout());
     if config.flag(dir::ALWAYS_SHOW_LOGO) || to_terminal {
         crate::log::raw(&format!(
-            "\n    Podium {} {} bit, Redis 7.0 protocol\n    Running in standalone mode\n    Port: {port}\n    PID: {pid}\n\n",
+            "\n    Podium {} {} bit, Redis 7.0 protocol\n    Running in {mode} mode\n    Port: {port}\n    PID: {pid}\n\n",
             env!("CARGO_PKG_VERSION"),
             usize::BITS
         ));
     } else {
-        tracing::info!("Running mode=standalone, port={port}.");
+        tracing::info!("Running mode={mode}, port={port}.");
     }
 }
 
@@ -346,6 +351,8 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         Ok(sockets)
     };
     let tcp = listen(port, "TCP")?;
+    // Cluster mode: nodes.conf and the bus port, before the dataset loads (as Redis).
+    crate::cluster::init(&srv).inspect_err(|e| tracing::warn!("{e}"))?;
     let tls = listen(tls_port, "TLS")?;
     let unix_listener = bind_unix_socket(&srv.config)?;
     if port == 0 && tls_port == 0 && unix_listener.is_none() {
@@ -384,6 +391,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         start_accepting(&srv, sockets)?;
     }
     crate::client_evict::configure(&srv);
+    crate::cluster::start(&srv).inspect_err(|e| tracing::warn!("{e}"))?;
     tracing::info!("Ready to accept connections");
     crate::replication::replica::install(&srv);
     start_replication_cron(&srv);

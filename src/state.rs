@@ -108,6 +108,9 @@ pub struct Server {
     pub(crate) shutdown_wait: shutdown::ReplicaWait,
     /// A handle to this server's own Arc, for commands that start background work.
     self_ref: std::sync::OnceLock<std::sync::Weak<Server>>,
+    /// Cluster mode's state (`crate::cluster::Cluster`), set at startup when
+    /// `cluster-enabled` is yes. Typed as Any because the cluster module sits above this one.
+    pub(crate) cluster: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Server {
@@ -118,7 +121,8 @@ impl Server {
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
         Server {
-            keyspace: Keyspace::new(dbs, shards),
+            // In cluster mode shards follow hash slots and index their keys by slot.
+            keyspace: Keyspace::with_slots(dbs, shards, config.flag(dir::CLUSTER_ENABLED)),
             port: AtomicI64::new(config.int(dir::PORT)),
             acl: crate::acl::Acl::new(&config),
             config,
@@ -149,6 +153,7 @@ impl Server {
             signal_shutdown: Default::default(),
             shutdown_wait: Default::default(),
             self_ref: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
         }
     }
 

@@ -55,6 +55,9 @@ fn select(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Ok(n) = int(&a[1]) else {
         return Err(Reply::error(NOT_INT));
     };
+    if n != 0 && crate::cluster::get(ctx.srv).is_some() {
+        return Err(Reply::error("ERR SELECT is not allowed in cluster mode"));
+    }
     if n < 0 || n as usize >= ctx.srv.keyspace.num_dbs() {
         return Err(Reply::error("ERR DB index is out of range"));
     }
@@ -168,6 +171,8 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     ctx.srv.pubsub.remove_monitor(&info);
     ctx.srv.tracking.disable(info.id);
     ctx.client.tracking_caching = false;
+    // READONLY and ASKING end with the connection's state, as Redis clears them.
+    ctx.client.cluster = Default::default();
     ctx.client.select(0);
     ctx.client.resp = Resp::V2;
     ctx.client.info.resp.store(2, Ordering::Relaxed);

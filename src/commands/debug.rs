@@ -98,6 +98,17 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             tracing::info!("Changing replication IDs after receiving DEBUG change-repl-id");
             Ok(Reply::Ok)
         }
+        ("drop-cluster-packet-filter", 3) => match crate::util::numtext::parse_i64(&a[2]) {
+            // Cluster bus messages of this type are dropped as they arrive (-1: none).
+            Some(t) => {
+                crate::cluster::nodes::DROP_FILTER.store(
+                    t.clamp(-1, i64::from(i32::MAX)) as i32,
+                    Ordering::Relaxed,
+                );
+                Ok(Reply::Ok)
+            }
+            None => Err(Reply::error(super::args::NOT_INT)),
+        },
         ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);
@@ -174,6 +185,8 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 "    Stop the server's worker thread for <seconds> (a decimal number).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Turn the active expiry of keys off or on.",
+                "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+                "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
                 "SET-DISABLE-DENY-SCRIPTS <0|1>",
                 "    Let scripts run commands normally refused to them (testing only).",
                 "QUICKLIST-PACKED-THRESHOLD <size>",

@@ -96,7 +96,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 kv("redis_git_sha1", "00000000".into());
                 kv("redis_git_dirty", "0".into());
                 kv("redis_build_id", "0".into());
-                kv("redis_mode", "standalone".into());
+                let mode = if crate::cluster::get(srv).is_some() {
+                    "cluster"
+                } else {
+                    "standalone"
+                };
+                kv("redis_mode", mode.into());
                 kv("podium_version", env!("CARGO_PKG_VERSION").into());
                 kv("os", std::env::consts::OS.into());
                 kv("arch_bits", "64".into());
@@ -391,7 +396,15 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     kv(&k, v);
                 }
             }
-            "cluster" => kv("cluster_enabled", "0".into()),
+            "cluster" => kv(
+                "cluster_enabled",
+                if crate::cluster::get(srv).is_some() {
+                    "1"
+                } else {
+                    "0"
+                }
+                .into(),
+            ),
             "keyspace" => {
                 for db in 0..srv.keyspace.num_dbs() {
                     let (keys, vol) = srv.keyspace.db_sizes(db);

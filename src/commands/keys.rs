@@ -325,6 +325,11 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             i += 1;
         } else if eq(&a[i], "db") && i + 1 < a.len() {
             let d = db_index(&a[i + 1])?;
+            if d != 0 && crate::cluster::get(ctx.srv).is_some() {
+                return Err(Reply::error(
+                    "ERR Copying to another database is not allowed in cluster mode",
+                ));
+            }
             if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {
                 return Err(Reply::error("ERR DB index is out of range"));
             }
@@ -363,6 +368,9 @@ fn copy(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn move_cmd(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if crate::cluster::get(ctx.srv).is_some() {
+        return Err(Reply::error("ERR MOVE is not allowed in cluster mode"));
+    }
     let key = &a[1];
     let d = db_index(&a[2])?;
     if d < 0 || d as usize >= ctx.srv.keyspace.num_dbs() {

@@ -807,6 +807,8 @@ pub fn dispatch_with<'a>(
     };
     debug::wait_while_stopped();
     srv.tracking.before_command(srv);
+    let asking = client.cluster.asking;
+    client.cluster.command_starts(client.multi.is_some());
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;
@@ -870,6 +872,18 @@ pub fn dispatch_with<'a>(
         }
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(crate::acl::noperm(denied, id));
+    }
+    // Cluster mode: a command for keys this node does not serve is redirected (MOVED, ASK,
+    // TRYAGAIN, CROSSSLOT, CLUSTERDOWN), where Redis checks it: after the ACL.
+    if let Some(redirect) = cluster_redirect(srv, client, spec, &args, asking) {
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
+        if spec.flags & flags::RUNS_QUEUE != 0 && client.multi.is_some() {
+            tx::discard_for(srv, client);
+        } else if client.multi.is_some() {
+            client.multi_abort = true;
+        }
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(redirect);
     }
     // A RESP2 client with subscriptions may only run what Redis allows in subscriber mode.
     if client.resp == crate::protocol::Resp::V2 && client.subs.total() > 0 {
@@ -1019,6 +1033,57 @@ pub fn dispatch_with<'a>(
         takeover,
         extras,
     }
+}
+
+/// Cluster mode's routing of a request (see `crate::cluster::routing`): None when this
+/// node serves it. Our master's link and the AOF loader are never redirected, and neither
+/// is a command without keys (but EXEC is checked with what it queued).
+fn cluster_redirect(
+    srv: &Server,
+    client: &Client,
+    spec: &Cmd,
+    args: &[Bytes],
+    asking: bool,
+) -> Option<Reply> {
+    crate::cluster::get(srv)?;
+    if client.obeys() {
+        return None;
+    }
+    let shard_pubsub = matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish");
+    let keys_of = |spec: &Spec, a: &'_ [Bytes]| -> Vec<usize> {
+        match spec.name {
+            "ssubscribe" | "sunsubscribe" => (1..a.len()).collect(),
+            "spublish" => vec![1],
+            _ => spec.key_positions(a),
+        }
+    };
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut any_write = spec.flags & flags::WRITE != 0;
+    if spec.flags & flags::RUNS_QUEUE != 0 {
+        for a in client.multi.as_deref()? {
+            if let Some(c) = lookup(&a[0]) {
+                any_write |= c.flags & flags::WRITE != 0;
+                keys.extend(keys_of(c, a).into_iter().map(|i| &a[i][..]));
+            }
+        }
+    } else {
+        keys.extend(keys_of(spec, args).into_iter().map(|i| &args[i][..]));
+    }
+    if keys.is_empty() {
+        return None;
+    }
+    crate::cluster::routing::redirect(
+        srv,
+        &crate::cluster::routing::Query {
+            keys,
+            command_writes: spec.flags & flags::WRITE != 0,
+            any_write,
+            pubsub_shard: shard_pubsub,
+            migrate: spec.name == "migrate",
+            asking: asking || spec.name == "restore-asking",
+            readonly: client.cluster.readonly,
+        },
+    )
 }
 
 /// `name|sub` when `args` call a subcommand Podium runs with the wrong number of arguments

@@ -180,22 +180,30 @@ fn replicate_publish(ctx: &mut Ctx, a: &[Bytes]) {
 }
 
 fn publish(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    replicate_publish(ctx, a);
+    // In cluster mode the message reaches every node over the bus instead (Redis replicates
+    // PUBLISH only outside cluster mode).
+    if crate::cluster::get(ctx.srv).is_none() {
+        replicate_publish(ctx, a);
+    }
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv
         .pubsub
         .publish(&a[1], &a[2], false, limit, ctx.now_ms());
+    crate::cluster::propagate_publish(ctx.srv, &a[1], &a[2], false);
     Ok(Reply::Int(n as i64))
 }
 
 fn spublish(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    replicate_publish(ctx, a);
+    if crate::cluster::get(ctx.srv).is_none() {
+        replicate_publish(ctx, a);
+    }
     let limit = ctx.srv.config.hot.obuf.pubsub();
     let n = ctx
         .srv
         .pubsub
         .publish(&a[1], &a[2], true, limit, ctx.now_ms());
+    crate::cluster::propagate_publish(ctx.srv, &a[1], &a[2], true);
     Ok(Reply::Int(n as i64))
 }
 

@@ -256,6 +256,10 @@ fn role(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
 
 /// REPLICAOF host port | NO ONE.
 fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    // In cluster mode a node follows the master CLUSTER REPLICATE names.
+    if crate::cluster::get(ctx.srv).is_some() {
+        return Err(Reply::error("ERR REPLICAOF not allowed in cluster mode."));
+    }
     if ctx.client.repl.is_replica {
         return Err(Reply::error(
             "ERR Command is not valid when client is a replica.",
@@ -273,6 +277,11 @@ fn replicaof(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 fn failover(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     use crate::state::failover as fo;
     let srv = ctx.srv;
+    if crate::cluster::get(srv).is_some() {
+        return Err(Reply::error(
+            "ERR FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.",
+        ));
+    }
     // ABORT only alone: with other arguments it is a syntax error.
     if a.len() == 2 && eq(&a[1], "abort") {
         if srv.failover.state() == fo::NONE {

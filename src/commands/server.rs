@@ -97,6 +97,9 @@ fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if crate::cluster::get(ctx.srv).is_some() {
+        return Err(Reply::error("ERR SWAPDB is not allowed in cluster mode"));
+    }
     let Ok(x) = int(&a[1]) else {
         return Err(Reply::error("ERR invalid first DB index"));
     };

@@ -28,8 +28,9 @@ const YES_NO: Kind = Kind::Bool;
 const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
-const NO_CLUSTER: &str =
-    "accepted, no effect: only used in cluster mode (cluster-enabled yes is refused)";
+const NO_CLUSTER_REPLICAS: &str = "only the default is accepted: Podium's cluster mode has masters only (no CLUSTER REPLICATE, no failover) so far";
+const NO_CLUSTER_TLS: &str =
+    "only the default is accepted: Podium's cluster bus does not speak TLS";
 
 directive_table! {
     /// Directives of Redis 7.0 that the core table does not list.
@@ -402,47 +403,52 @@ directive_table! {
     ),
     REPLICA_IGNORE_DISK_WRITE_ERRORS: Flag = row("replica-ignore-disk-write-errors", YES_NO, "no", "accepted, no effect: a replica refuses no write of its master's stream"),
     BIND_SOURCE_ADDR: Text = row("bind-source-addr", Kind::Str, "", "as Redis: the local address the replication link connects from"),
-    // Cluster.
+    // Cluster (crate::cluster reads these).
     CLUSTER_ENABLED: Flag = fixed_row(
         "cluster-enabled",
         YES_NO,
         "no",
-        "cluster mode is not supported: only 'no' is accepted",
-    )
-    .unsupported("cluster mode is not supported"),
-    CLUSTER_CONFIG_FILE: Text = fixed_row("cluster-config-file", Kind::Str, "nodes.conf", NO_CLUSTER),
-    CLUSTER_NODE_TIMEOUT: Int = row("cluster-node-timeout", UINT, "15000", NO_CLUSTER),
-    CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", NO_CLUSTER),
-    CLUSTER_REQUIRE_FULL_COVERAGE: Flag = row("cluster-require-full-coverage", YES_NO, "yes", NO_CLUSTER),
+        "Redis Cluster mode: the cluster bus on port+10000, hash slots, MOVED/ASK redirections",
+    ),
+    CLUSTER_CONFIG_FILE: Text = fixed_row("cluster-config-file", Kind::Str, "nodes.conf", "the cluster's node table (Redis's nodes.conf format), written by the node itself"),
+    CLUSTER_NODE_TIMEOUT: Int = row("cluster-node-timeout", UINT, "15000", "ms without an answer before a node is flagged as possibly failing (PFAIL)"),
+    CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", "the cluster bus port (0: port + 10000)"),
+    CLUSTER_REQUIRE_FULL_COVERAGE: Flag = row("cluster-require-full-coverage", YES_NO, "yes", "the cluster is down while any slot is unassigned or served by a failed node"),
     CLUSTER_REPLICA_NO_FAILOVER: Flag = aka(
-        row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER),
+        row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER_REPLICAS)
+            .unsupported(NO_CLUSTER_REPLICAS),
         &["cluster-slave-no-failover"],
     ),
     CLUSTER_REPLICA_VALIDITY_FACTOR: Int = aka(
-        row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER),
+        row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER_REPLICAS)
+            .unsupported(NO_CLUSTER_REPLICAS),
         &["cluster-slave-validity-factor"],
     ),
-    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER),
-    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER),
-    CLUSTER_ALLOW_READS_WHEN_DOWN: Flag = row("cluster-allow-reads-when-down", YES_NO, "no", NO_CLUSTER),
+    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER_REPLICAS)
+        .unsupported(NO_CLUSTER_REPLICAS),
+    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER_REPLICAS)
+        .unsupported(NO_CLUSTER_REPLICAS),
+    CLUSTER_ALLOW_READS_WHEN_DOWN: Flag = row("cluster-allow-reads-when-down", YES_NO, "no", "reads are served while the cluster is down"),
     CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN: Flag = row(
         "cluster-allow-pubsubshard-when-down",
         YES_NO,
         "yes",
-        NO_CLUSTER,
+        "sharded Pub/Sub is served while the cluster is down",
     ),
-    CLUSTER_ANNOUNCE_IP: Text = row("cluster-announce-ip", Kind::Str, "", NO_CLUSTER),
-    CLUSTER_ANNOUNCE_HOSTNAME: Text = row("cluster-announce-hostname", Kind::Str, "", NO_CLUSTER),
-    CLUSTER_ANNOUNCE_PORT: Int = row("cluster-announce-port", PORT, "0", NO_CLUSTER),
-    CLUSTER_ANNOUNCE_BUS_PORT: Int = row("cluster-announce-bus-port", PORT, "0", NO_CLUSTER),
-    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER),
+    CLUSTER_ANNOUNCE_IP: Text = row("cluster-announce-ip", Kind::Str, "", "the address this node gives the cluster (empty: the one its peers see)"),
+    CLUSTER_ANNOUNCE_HOSTNAME: Text = row("cluster-announce-hostname", Kind::Str, "", "the hostname this node gives the cluster (the bus's hostname extension)")
+        .checked(announced_hostname),
+    CLUSTER_ANNOUNCE_PORT: Int = row("cluster-announce-port", PORT, "0", "the client port this node gives the cluster (0: port)"),
+    CLUSTER_ANNOUNCE_BUS_PORT: Int = row("cluster-announce-bus-port", PORT, "0", "the bus port this node gives the cluster (0: the bus port it listens on)"),
+    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", NO_CLUSTER_TLS)
+        .unsupported(NO_CLUSTER_TLS),
     CLUSTER_PREFERRED_ENDPOINT_TYPE: Text = row(
         "cluster-preferred-endpoint-type",
         Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
         "ip",
-        NO_CLUSTER,
+        "what MOVED, ASK, CLUSTER SLOTS and SHARDS name a node by",
     ),
-    CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", NO_CLUSTER),
+    CLUSTER_LINK_SENDBUF_LIMIT: Int = row("cluster-link-sendbuf-limit", MEMORY, "0", "a bus link whose unsent messages pass this many bytes is closed (0: no limit)"),
     // TLS (crate::tls builds OpenSSL contexts from these; crate::listeners applies a change).
     TLS_PORT: Int = row("tls-port", PORT, "0", "the TLS port (0 = none); serves beside `port`"),
     TLS_CERT_FILE: Text = row("tls-cert-file", Kind::Str, "", "the server's certificate chain (PEM); also the client certificate when tls-client-cert-file is not set"),
@@ -464,7 +470,7 @@ directive_table! {
         "whether a TLS client must present a certificate signed by the CA (optional: verified if given)",
     ),
     TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", "a replica connects to its master over TLS"),
-    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", "MIGRATE connects to its target over TLS (the cluster bus itself: cluster-enabled yes is refused)"),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", "MIGRATE connects to its target over TLS (with cluster-enabled yes it is refused: the bus does not speak TLS)"),
     TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", "choose the cipher by the server's order rather than the client's"),
     TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", "cache TLS sessions so clients can resume them"),
     TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", "how many TLS sessions the cache holds"),
@@ -479,6 +485,21 @@ pub fn refusal(prm: &Param, value: &str) -> Option<String> {
         return None;
     }
     Some(reason.to_string())
+}
+
+/// `cluster-announce-hostname`: shorter than 256 bytes, of letters, digits, '-' and '.', as
+/// Redis checks it.
+fn announced_hostname(value: &str) -> Result<String, String> {
+    if value.len() >= 256 {
+        return Err("Hostnames must be less than 256 characters".into());
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into());
+    }
+    Ok(value.to_string())
 }
 
 /// `replicaof <host> <port>` or `replicaof no one`, as Redis checks it (empty: none).
@@ -823,9 +844,11 @@ mod tests {
         assert!(refusal(prm(dir::REPLICAOF.index()), "127.0.0.1 6379").is_none());
         assert!(refusal(prm(dir::BIND_SOURCE_ADDR.index()), "127.0.0.1").is_none());
         assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "no").is_none());
-        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes")
+        assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes").is_none());
+        assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "1").is_none());
+        assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "2")
             .unwrap()
-            .contains("cluster"));
+            .contains("masters only"));
         // TLS is built: every TLS directive takes its values (crate::tls checks them).
         for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
             assert!(p.unsupported.is_none(), "{}", p.name);

@@ -31,6 +31,7 @@ pub mod events;
 pub mod guards;
 pub mod lazyfree;
 pub mod record;
+pub mod slots;
 pub mod table;
 
 pub use guards::{DbHandle, Guards, PackedStr, StrSlot};
@@ -177,6 +178,8 @@ pub struct Shard {
     /// Packed records a writer had unpacked (see `record`), to pack again by [`Shard::settle`]
     /// when the command lets go of the shard. A record leaving the table leaves this list.
     unpacked: Vec<RecordRef>,
+    /// In cluster mode, the shard's keys by hash slot (see [`slots`]); None otherwise.
+    slot_keys: Option<Box<slots::SlotKeys>>,
 }
 
 impl Shard {
@@ -406,11 +409,17 @@ impl Shard {
         let record = Record::new(key, value, NO_VOL, access::initial_access());
         self.record_bytes += record.alloc_bytes();
         self.table.insert_new(record);
+        if let Some(index) = self.slot_keys.as_mut() {
+            index.add(key);
+        }
     }
 
     /// Remove a key, returning its value and expiry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Removed> {
         let record = self.table.remove(key)?;
+        if let Some(index) = self.slot_keys.as_mut() {
+            index.remove(key);
+        }
         self.record_bytes -= record.alloc_bytes();
         let gone = record.as_ref();
         self.unpacked.retain(|u| *u != gone);
@@ -479,7 +488,22 @@ impl Shard {
         self.expires = Vec::new();
         self.record_bytes = 0;
         self.unpacked = Vec::new();
+        if let Some(index) = self.slot_keys.as_mut() {
+            index.clear();
+        }
         n
+    }
+
+    /// The number of keys of hash slot `slot` (cluster mode; 0 otherwise).
+    pub fn count_in_slot(&self, slot: u16) -> usize {
+        self.slot_keys.as_ref().map_or(0, |i| i.count(slot))
+    }
+
+    /// Up to `max` keys of hash slot `slot` (cluster mode; none otherwise).
+    pub fn keys_in_slot(&self, slot: u16, max: usize) -> Vec<Bytes> {
+        self.slot_keys
+            .as_ref()
+            .map_or_else(Vec::new, |i| i.keys(slot, max))
     }
 
     /// `key` was changed or deleted (called after the change): its watchers' transactions
@@ -690,6 +714,26 @@ impl Shard {
         std::mem::swap(&mut self.expires, &mut other.expires);
         std::mem::swap(&mut self.record_bytes, &mut other.record_bytes);
         std::mem::swap(&mut self.unpacked, &mut other.unpacked);
+        if self.slot_keys.is_some() && other.slot_keys.is_some() {
+            std::mem::swap(&mut self.slot_keys, &mut other.slot_keys);
+        } else {
+            // A shard without an index (a detached one being freed) swapped with one that
+            // has: each indexing side indexes what it now holds.
+            self.reindex_slots();
+            other.reindex_slots();
+        }
+    }
+
+    /// Rebuild the slot index from the table (cluster mode).
+    fn reindex_slots(&mut self) {
+        let Some(mut index) = self.slot_keys.take() else {
+            return;
+        };
+        index.clear();
+        for (key, _, _) in self.keys() {
+            index.add(key);
+        }
+        self.slot_keys = Some(index);
     }
 }
 
@@ -747,14 +791,29 @@ pub struct Keyspace {
     /// so the cron expires these itself (`Server::expire_replica_keys`). A leaf lock: taken
     /// under shard locks, never held while taking one.
     pub replica_ttl_keys: Mutex<HashSet<(usize, Bytes)>>,
+    /// Cluster mode: a key's shard is picked by its hash slot, and shards index keys by slot.
+    by_slot: bool,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, shards_per_db: usize) -> Keyspace {
-        let shards = shards_per_db.next_power_of_two().max(1);
+        Keyspace::with_slots(databases, shards_per_db, false)
+    }
+
+    /// A keyspace whose shards follow hash slots when `by_slot` (cluster mode): every key of
+    /// a slot lives in one shard, which indexes its keys by slot.
+    pub fn with_slots(databases: usize, shards_per_db: usize, by_slot: bool) -> Keyspace {
+        // A slot maps to one shard: never more shards than slots.
+        let shards = shards_per_db
+            .next_power_of_two()
+            .clamp(1, if by_slot { slots::SLOTS } else { usize::MAX });
+        let shard = || Shard {
+            slot_keys: by_slot.then(Box::default),
+            ..Shard::default()
+        };
         let dbs = (0..databases.max(1))
             .map(|_| Db {
-                shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+                shards: (0..shards).map(|_| Mutex::new(shard())).collect(),
                 avg_ttl_ms: Default::default(),
             })
             .collect();
@@ -764,7 +823,44 @@ impl Keyspace {
             shard_seed: rand::random::<u64>() | 1,
             blocked_clients: AtomicUsize::new(0),
             replica_ttl_keys: Mutex::new(HashSet::default()),
+            by_slot,
         }
+    }
+
+    /// Whether shards follow hash slots (cluster mode).
+    pub fn by_slot(&self) -> bool {
+        self.by_slot
+    }
+
+    /// The shard holding the keys of hash slot `slot` (cluster mode).
+    pub fn shard_of_slot(&self, slot: u16) -> usize {
+        slot as usize & self.shard_mask
+    }
+
+    /// Delete every key of database `db` in hash slot `slot` (cluster mode: a slot this node
+    /// lost to a newer configuration); returns how many there were.
+    pub fn delete_keys_in_slot(&self, db: usize, slot: u16) -> usize {
+        let mut shard = self.dbs[db].shards[self.shard_of_slot(slot)].lock();
+        let keys = shard.keys_in_slot(slot, usize::MAX);
+        let mut gone = Vec::with_capacity(keys.len());
+        for k in &keys {
+            if let Some(r) = shard.remove(k) {
+                gone.push(r.value);
+            }
+            shard.touch_watched(k);
+        }
+        drop(shard);
+        for v in gone {
+            lazyfree::free_if(&lazyfree::SERVER_DEL, v);
+        }
+        keys.len()
+    }
+
+    /// The number of keys of database `db` in hash slot `slot` (cluster mode).
+    pub fn count_keys_in_slot(&self, db: usize, slot: u16) -> usize {
+        self.dbs[db].shards[self.shard_of_slot(slot)]
+            .lock()
+            .count_in_slot(slot)
     }
 
     pub fn num_dbs(&self) -> usize {
@@ -785,6 +881,9 @@ impl Keyspace {
     pub fn shard_of(&self, key: &[u8]) -> usize {
         if self.shard_mask == 0 {
             return 0;
+        }
+        if self.by_slot {
+            return self.shard_of_slot(slots::key_hash_slot(key));
         }
         let mut h = self.shard_seed;
         let mut chunks = key.chunks_exact(8);

@@ -777,6 +777,17 @@ fn script_refusal(
             crate::acl::script_denial_text(denied)
         )));
     }
+    // Cluster mode: the keys a script reaches must be served here (Redis's
+    // scriptVerifyClusterState), whatever the script declared.
+    if !inv.ctx.client.obeys() {
+        for i in spec.key_positions(argv) {
+            if let Some(e) =
+                crate::cluster::routing::script_key_refusal(inv.ctx.srv, &argv[i], spec.is_write())
+            {
+                return Some(Reply::error(format!("ERR {e}")));
+            }
+        }
+    }
     // Safety net for the lock scope: a script judged to stay in one database holds only its
     // shards, so it must not reach another (stays_in_one_db rules these out beforehand).
     if inv.one_db

@@ -956,6 +956,11 @@ fn refuse_to_start(ctx: &Ctx, flags: ScriptFlags, read_only_command: bool) -> Op
         }
         return None;
     }
+    if flags.has(ScriptFlags::NO_CLUSTER) && crate::cluster::get(ctx.srv).is_some() {
+        return Some(Reply::error(
+            "ERR Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
     if !flags.has(ScriptFlags::ALLOW_STALE) && crate::state::replica_link::running_stale(ctx.srv) {
         return Some(Reply::error(
             "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.",

@@ -1,0 +1,193 @@
+//! Which node serves a command, as Redis's getNodeByQuery decides, and the redirection a
+//! client gets when it is not this one.
+//!
+//! Every key of the command (of every queued command, for EXEC) must hash to one slot, else
+//! -CROSSSLOT. An unassigned slot is -CLUSTERDOWN Hash slot not served; a down cluster
+//! refuses with -CLUSTERDOWN unless reads (or sharded Pub/Sub) are allowed then. A slot this
+//! node is migrating sends a client whose keys are all gone to the target (-ASK), and one
+//! whose keys are partly here to -TRYAGAIN; a slot this node is importing serves a client
+//! that sent ASKING (or a command that implies it, RESTORE-ASKING). Otherwise a slot of
+//! another node gets -MOVED with that node's preferred endpoint. The common case, a slot
+//! this node serves and is not moving, is decided from the lock-free view alone.
+
+use super::nodes::NodeId;
+use super::{get, VIEW_ASSIGNED, VIEW_IMPORTING, VIEW_MIGRATING, VIEW_MINE};
+use crate::keyspace::slots::key_hash_slot;
+use crate::protocol::Reply;
+use crate::state::Server;
+
+/// What routing needs to know about a request.
+pub struct Query<'a> {
+    /// Every key of the request, in order (channels for sharded Pub/Sub).
+    pub keys: Vec<&'a [u8]>,
+    /// The command itself writes (for EXEC: EXEC's own flags, as Redis reads them there).
+    pub command_writes: bool,
+    /// The command or any queued command writes.
+    pub any_write: bool,
+    /// SSUBSCRIBE, SUNSUBSCRIBE or SPUBLISH.
+    pub pubsub_shard: bool,
+    /// MIGRATE (served for a moving slot whatever its keys).
+    pub migrate: bool,
+    /// The client sent ASKING, or the command implies it.
+    pub asking: bool,
+    /// The client sent READONLY.
+    pub readonly: bool,
+}
+
+enum Redirect {
+    CrossSlot,
+    TryAgain,
+    Down,
+    DownReadOnly,
+    Unbound,
+    Moved(u16, NodeId),
+    Ask(u16, NodeId),
+}
+
+/// None when this node serves the request; else the error reply redirecting the client.
+pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
+    let cluster = get(srv)?;
+    let first = q.keys.first()?;
+    let slot = key_hash_slot(first);
+    let mut multiple_keys = false;
+    for k in &q.keys[1..] {
+        if k != first {
+            if key_hash_slot(k) != slot {
+                return Some(reply(srv, Redirect::CrossSlot));
+            }
+            multiple_keys = true;
+        }
+    }
+    let bits = cluster.view.slot(slot);
+    // The fast path: my slot, not moving, cluster up.
+    if bits & VIEW_MINE != 0
+        && bits & (VIEW_MIGRATING | VIEW_IMPORTING) == 0
+        && cluster.view.state_ok()
+    {
+        return None;
+    }
+    if bits & VIEW_ASSIGNED == 0 {
+        return Some(reply(srv, Redirect::Unbound));
+    }
+    let (owner, myself, migrating_to, importing, my_master) = cluster.read(|st| {
+        let me = st.me();
+        (
+            st.slots[slot as usize],
+            st.myself,
+            st.migrating[slot as usize],
+            st.importing[slot as usize].is_some(),
+            if me.is_replica() { me.slaveof } else { None },
+        )
+    });
+    let Some(owner) = owner else {
+        return Some(reply(srv, Redirect::Unbound));
+    };
+    let migrating = owner == myself && migrating_to.is_some();
+    let importing = !migrating && importing;
+    let (mut missing, mut existing) = (0, 0);
+    if (migrating || importing) && !q.pubsub_shard {
+        let now = crate::clock::unix_ms();
+        for k in &q.keys {
+            let shard = srv.keyspace.dbs[0].shards[srv.keyspace.shard_of(k)].lock();
+            let live = shard.raw_get(k).is_some() && !shard.is_expired(k, now);
+            if live {
+                existing += 1;
+            } else {
+                missing += 1;
+            }
+        }
+    }
+    if !cluster.view.state_ok() {
+        let ok_down = if q.pubsub_shard {
+            srv.config
+                .flag(crate::config::dir::CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN)
+        } else {
+            srv.config
+                .flag(crate::config::dir::CLUSTER_ALLOW_READS_WHEN_DOWN)
+        };
+        if !ok_down {
+            return Some(reply(srv, Redirect::Down));
+        }
+        if !q.pubsub_shard && q.command_writes {
+            return Some(reply(srv, Redirect::DownReadOnly));
+        }
+    }
+    if (migrating || importing) && q.migrate {
+        return None;
+    }
+    if migrating && missing > 0 {
+        if existing > 0 {
+            return Some(reply(srv, Redirect::TryAgain));
+        }
+        let to = migrating_to.expect("a migrating slot has a target");
+        return Some(reply(srv, Redirect::Ask(slot, to)));
+    }
+    if importing && q.asking {
+        if multiple_keys && missing > 0 {
+            return Some(reply(srv, Redirect::TryAgain));
+        }
+        return None;
+    }
+    if (q.readonly || q.pubsub_shard) && !q.any_write && my_master == Some(owner) {
+        return None;
+    }
+    if owner != myself {
+        return Some(reply(srv, Redirect::Moved(slot, owner)));
+    }
+    None
+}
+
+/// Whether a key a script touches is served here (Redis's scriptVerifyClusterState, for
+/// the keys a script did not declare): the error text when it is not.
+pub fn script_key_refusal(srv: &Server, key: &[u8], writes: bool) -> Option<&'static str> {
+    let cluster = get(srv)?;
+    let bits = cluster.view.slot(key_hash_slot(key));
+    if !cluster.view.state_ok() {
+        if !srv
+            .config
+            .flag(crate::config::dir::CLUSTER_ALLOW_READS_WHEN_DOWN)
+        {
+            return Some("Script attempted to execute a command while the cluster is down");
+        }
+        if writes {
+            return Some("Script attempted to execute a write command while the cluster is down and readonly");
+        }
+    }
+    (bits & VIEW_MINE == 0 && bits & VIEW_IMPORTING == 0)
+        .then_some("Script attempted to access a non local key in a cluster node")
+}
+
+fn reply(srv: &Server, r: Redirect) -> Reply {
+    let text = match r {
+        Redirect::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".to_string(),
+        Redirect::TryAgain => "TRYAGAIN Multiple keys request during rehashing of slot".into(),
+        Redirect::Down => "CLUSTERDOWN The cluster is down".into(),
+        Redirect::DownReadOnly => {
+            "CLUSTERDOWN The cluster is down and only accepts read commands".into()
+        }
+        Redirect::Unbound => "CLUSTERDOWN Hash slot not served".into(),
+        Redirect::Moved(slot, n) | Redirect::Ask(slot, n) => {
+            let word = if matches!(r, Redirect::Ask(..)) {
+                "ASK"
+            } else {
+                "MOVED"
+            };
+            let (endpoint, port) = get(srv)
+                .map(|c| c.read(|st| (endpoint(st, n), st.node(n).port)))
+                .unwrap_or_default();
+            format!("{word} {slot} {endpoint}:{port}")
+        }
+    };
+    Reply::error(text)
+}
+
+/// The name a node is given to clients (`cluster-preferred-endpoint-type`).
+pub fn endpoint(st: &super::nodes::ClusterState, n: NodeId) -> String {
+    let node = st.node(n);
+    match st.settings.endpoint {
+        1 if node.hostname.is_empty() => "?".into(),
+        1 => node.hostname.clone(),
+        2 => String::new(),
+        _ => node.ip.clone(),
+    }
+}

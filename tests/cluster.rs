@@ -1,0 +1,302 @@
+//! Cluster mode against the real binaries: a three-node Podium cluster made by
+//! `redis-cli --cluster create`, MOVED / ASK / CROSSSLOT routing, nodes.conf after a restart,
+//! and a mixed cluster of Podium and redis-server 7.0 nodes whose CLUSTER NODES agree.
+//!
+//! Nodes listen on fixed ports (each test its own block, the bus port set with
+//! `cluster-port` so it stays in the block): the cluster's addresses are in nodes.conf and
+//! in every node's table, so they cannot be picked afresh on a retry as other tests do.
+
+mod common;
+
+use common::require_tool;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A node process, killed on drop.
+struct Node {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn podium_bin() -> String {
+    env!("CARGO_BIN_EXE_podium").to_string()
+}
+
+/// Start `bin` in cluster mode on `port` (bus on port + 1000) with its files in `dir`.
+fn start(bin: &str, port: u16, dir: &Path) -> Node {
+    std::fs::create_dir_all(dir).expect("node dir");
+    let log = std::fs::File::create(dir.join("log")).expect("log");
+    let child = Command::new(bin)
+        .current_dir(dir)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--cluster-port",
+            &(port + 1000).to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "3000",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::from(log.try_clone().expect("log")))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("spawn node");
+    let node = Node { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(mut c) = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection())
+        {
+            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                return node;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{bin} did not start on {port}: {}",
+        std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+    );
+}
+
+fn con(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection())
+        .expect("connect")
+}
+
+fn cmd(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut c = con(port);
+    let mut k = redis::cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    k.query(&mut c)
+}
+
+fn text(port: u16, args: &[&str]) -> String {
+    match cmd(port, args).expect("command") {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        redis::Value::SimpleString(s) => s,
+        redis::Value::Int(i) => i.to_string(),
+        v => format!("{v:?}"),
+    }
+}
+
+fn err_text(r: redis::RedisResult<redis::Value>) -> String {
+    let e = r.expect_err("an error reply");
+    format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+        .trim()
+        .to_string()
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn cluster_ok(port: u16) -> bool {
+    text(port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+}
+
+/// CLUSTER NODES as a set of (id, address, role, master, slots) lines, without the flags
+/// that differ by point of view (myself, ping times, link state).
+fn nodes_view(port: u16) -> Vec<String> {
+    let mut v: Vec<String> = text(port, &["CLUSTER", "NODES"])
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let role = f[2].replace("myself,", "");
+            format!("{} {} {} {} {}", f[0], f[1], role, f[3], f[8..].join(" "))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn create(nodes: &[&Node]) {
+    let cli = require_tool("redis-cli").expect("redis-cli");
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let out = Command::new(cli)
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-yes"])
+        .output()
+        .expect("redis-cli --cluster create");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("[OK] All 16384 slots covered"),
+        "redis-cli --cluster create: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_podium_cluster_made_by_redis_cli_routes_and_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28101u16, 28102, 28103];
+    let mut nodes: Vec<Node> = ports
+        .iter()
+        .map(|&p| start(&podium_bin(), p, &dir.path().join(p.to_string())))
+        .collect();
+    create(&nodes.iter().collect::<Vec<_>>());
+    for &p in &ports {
+        wait_for("cluster_state:ok", 30, || cluster_ok(p));
+    }
+    wait_for("CLUSTER NODES to agree", 30, || {
+        let first = nodes_view(ports[0]);
+        first.len() == 3 && ports.iter().all(|&p| nodes_view(p) == first)
+    });
+    // "foo" is slot 12182: the node serving it answers, the others redirect there.
+    assert_eq!(text(ports[0], &["CLUSTER", "KEYSLOT", "foo"]), "12182");
+    let owner = *ports
+        .iter()
+        .find(|&&p| cmd(p, &["SET", "foo", "bar"]).is_ok())
+        .expect("one node serves foo");
+    for &p in ports.iter().filter(|&&p| p != owner) {
+        assert_eq!(
+            err_text(cmd(p, &["GET", "foo"])),
+            format!("MOVED 12182 127.0.0.1:{owner}")
+        );
+    }
+    assert_eq!(
+        err_text(cmd(owner, &["MSET", "foo", "1", "bar", "2"])),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    assert_eq!(
+        err_text(cmd(owner, &["SELECT", "1"])),
+        "ERR SELECT is not allowed in cluster mode"
+    );
+    assert_eq!(text(owner, &["CLUSTER", "COUNTKEYSINSLOT", "12182"]), "1");
+    assert_eq!(
+        format!(
+            "{:?}",
+            cmd(owner, &["CLUSTER", "GETKEYSINSLOT", "12182", "10"]).unwrap()
+        ),
+        format!(
+            "{:?}",
+            redis::Value::Array(vec![redis::Value::BulkString(b"foo".to_vec())])
+        )
+    );
+    // ASK: the owner migrates slot 12182 to another node; a key not here is asked for there.
+    let target = *ports.iter().find(|&&p| p != owner).expect("another node");
+    let target_id = text(target, &["CLUSTER", "MYID"]);
+    let owner_id = text(owner, &["CLUSTER", "MYID"]);
+    cmd(
+        target,
+        &["CLUSTER", "SETSLOT", "12182", "IMPORTING", &owner_id],
+    )
+    .unwrap();
+    cmd(
+        owner,
+        &["CLUSTER", "SETSLOT", "12182", "MIGRATING", &target_id],
+    )
+    .unwrap();
+    // "{foo}x" hashes to foo's slot and does not exist.
+    assert_eq!(
+        err_text(cmd(owner, &["GET", "{foo}x"])),
+        format!("ASK 12182 127.0.0.1:{target}")
+    );
+    assert_eq!(text(owner, &["GET", "foo"]), "bar");
+    let mut c = con(target);
+    redis::cmd("ASKING").query::<()>(&mut c).unwrap();
+    assert_eq!(
+        redis::cmd("SET")
+            .arg("{foo}x")
+            .arg("1")
+            .query::<String>(&mut c)
+            .unwrap(),
+        "OK"
+    );
+    // Without ASKING the importing node redirects to the owner.
+    assert!(err_text(cmd(target, &["GET", "{foo}x"])).starts_with("MOVED 12182"));
+    cmd(owner, &["CLUSTER", "SETSLOT", "12182", "STABLE"]).unwrap();
+    cmd(target, &["CLUSTER", "SETSLOT", "12182", "STABLE"]).unwrap();
+    // nodes.conf brings a restarted node back with its ID, slots and peers.
+    let i = ports.iter().position(|&p| p == owner).unwrap();
+    let id_before = text(owner, &["CLUSTER", "MYID"]);
+    let view_before = nodes_view(owner);
+    drop(nodes.remove(i));
+    let conf = std::fs::read_to_string(dir.path().join(owner.to_string()).join("nodes.conf"))
+        .expect("nodes.conf");
+    assert!(conf.contains("myself,master"), "{conf}");
+    assert!(conf.contains("vars currentEpoch"), "{conf}");
+    nodes.insert(
+        i,
+        start(&podium_bin(), owner, &dir.path().join(owner.to_string())),
+    );
+    assert_eq!(text(owner, &["CLUSTER", "MYID"]), id_before);
+    wait_for("the restarted node to rejoin", 30, || {
+        cluster_ok(owner) && nodes_view(owner) == view_before
+    });
+}
+
+#[test]
+fn podium_and_redis_server_nodes_form_one_cluster() {
+    let Some(redis_server) = require_tool("redis-server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = [
+        start(&podium_bin(), 28201, &dir.path().join("a")),
+        start(&redis_server, 28202, &dir.path().join("b")),
+        start(&podium_bin(), 28203, &dir.path().join("c")),
+    ];
+    create(&nodes.iter().collect::<Vec<_>>());
+    for n in &nodes {
+        wait_for("cluster_state:ok on every node", 30, || cluster_ok(n.port));
+    }
+    wait_for("CLUSTER NODES to agree", 30, || {
+        let first = nodes_view(nodes[0].port);
+        first.len() == 3 && nodes.iter().all(|n| nodes_view(n.port) == first)
+    });
+    // Keys route across both kinds of node.
+    for i in 0..50 {
+        let key = format!("key:{i}");
+        let slot: u16 = text(nodes[0].port, &["CLUSTER", "KEYSLOT", &key])
+            .parse()
+            .unwrap();
+        let redis_slot: u16 = text(nodes[1].port, &["CLUSTER", "KEYSLOT", &key])
+            .parse()
+            .unwrap();
+        assert_eq!(slot, redis_slot);
+        let served: Vec<bool> = nodes
+            .iter()
+            .map(|n| cmd(n.port, &["SET", &key, "v"]).is_ok())
+            .collect();
+        assert_eq!(served.iter().filter(|s| **s).count(), 1, "{key}");
+    }
+    // PUBLISH crosses the bus from a Podium node to a redis-server subscriber.
+    let mut sub = con(nodes[1].port);
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("news").unwrap();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    cmd(nodes[0].port, &["PUBLISH", "news", "hello"]).unwrap();
+    let msg = ps.get_message().expect("the message reaches redis-server");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "hello");
+}

@@ -191,9 +191,16 @@ fn rewrite_param(st: &mut State, prm: &Param, value: &str, force_all: bool) {
 
 /// The new text of the configuration file, from its old text and the running values; with
 /// `force_all`, every directive gets a line even at its default (DEBUG CONFIG-REWRITE-FORCE-ALL).
-fn rewritten_text_with(old: &str, cfg: &Config, force_all: bool) -> String {
+fn rewritten_text_with(old: &str, cfg: &Config, force_all: bool, replicaof: &str) -> String {
     let mut st = State::read(old);
-    for (prm, (_, value)) in params().iter().zip(cfg.all()) {
+    for (prm, (name, value)) in params().iter().zip(cfg.all()) {
+        // `replicaof` is written as the server follows now (REPLICAOF changes it at run time,
+        // not the directive's value), as Redis writes it from its master's address.
+        let value = if name == "replicaof" {
+            replicaof.to_string()
+        } else {
+            value
+        };
         rewrite_param(&mut st, prm, &value, force_all);
     }
     st.remove_orphans();
@@ -215,14 +222,15 @@ fn rewritten_text_with(old: &str, cfg: &Config, force_all: bool) -> String {
     out
 }
 
-/// CONFIG REWRITE. Err is the reply's error text.
-pub fn rewrite(cfg: &Config) -> Result<(), String> {
-    rewrite_with(cfg, false)
+/// CONFIG REWRITE; `replicaof` is the master followed now ("host port", or "" for none). Err
+/// is the reply's error text.
+pub fn rewrite(cfg: &Config, replicaof: &str) -> Result<(), String> {
+    rewrite_with(cfg, false, replicaof)
 }
 
 /// CONFIG REWRITE, or with `force_all` DEBUG CONFIG-REWRITE-FORCE-ALL (every directive
 /// written, defaults included).
-pub fn rewrite_with(cfg: &Config, force_all: bool) -> Result<(), String> {
+pub fn rewrite_with(cfg: &Config, force_all: bool, replicaof: &str) -> Result<(), String> {
     let Some(path) = cfg.config_file.as_ref() else {
         return Err("ERR The server is running without a config file".into());
     };
@@ -231,7 +239,7 @@ pub fn rewrite_with(cfg: &Config, force_all: bool) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("ERR Rewriting config file: {e}")),
     };
-    let text = rewritten_text_with(&old, cfg, force_all);
+    let text = rewritten_text_with(&old, cfg, force_all, replicaof);
     let tmp = path.with_extension(format!("rewrite.{}", std::process::id()));
     let written = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
@@ -267,7 +275,7 @@ mod tests {
             ("requirepass".into(), "a b\"c".into()),
         ])
         .unwrap();
-        let text = rewritten_text_with(old, &cfg, false);
+        let text = rewritten_text_with(old, &cfg, false, "");
         assert!(
             text.starts_with(
                 "# my server\nport 7000\n\n# memory\nmaxmemory 2gb\nsave 900 1\n\n\
@@ -279,6 +287,14 @@ mod tests {
         assert!(text.contains("\nrequirepass \"a b\\\"c\""), "{text}");
         assert!(!text.contains("appendonly"), "defaults are not appended");
         assert!(text.ends_with('\n'));
+        // `replicaof` is written from the master followed now, and dropped when there is none.
+        let following = rewritten_text_with("replicaof old 1\n", &cfg, false, "10.0.0.2 6380");
+        assert!(
+            following.starts_with("replicaof 10.0.0.2 6380\n"),
+            "{following}"
+        );
+        let master = rewritten_text_with("slaveof old 1\n", &cfg, false, "");
+        assert!(!master.contains("old 1"), "{master}");
         // The rewritten file loads back to the same values.
         let again = Config::new();
         again.load_text(&text, "rewritten").unwrap();
@@ -295,12 +311,12 @@ mod tests {
         cfg.set_runtime(&[("client-output-buffer-limit".into(), "normal 1mb 0 0".into())])
             .unwrap();
         // Forcing every directive writes a file that loads back to the same values.
-        let forced = rewritten_text_with("", &cfg, true);
+        let forced = rewritten_text_with("", &cfg, true, "");
         assert!(forced.lines().any(|l| l.starts_with("maxmemory-samples ")));
         let again = Config::new();
         again.load_text(&forced, "forced").unwrap();
         assert_eq!(again.all(), cfg.all());
-        let text = rewritten_text_with("", &cfg, false);
+        let text = rewritten_text_with("", &cfg, false, "");
         assert!(
             text.contains("client-output-buffer-limit normal 1mb 0 0\n"),
             "{text}"

@@ -530,6 +530,49 @@ fn a_partial_resync_continues_in_the_database_the_stream_had_selected() {
     );
 }
 
+/// A replica's RDB records its master's history (ID, the offset it applied up to, the stream's
+/// database): restarted from it with `replicaof`, the replica continues by a partial
+/// resynchronization, and the master's later writes land in the right database.
+#[test]
+fn a_restarted_replica_continues_from_its_rdb_by_partial_resync() {
+    let master = Podium::start(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("UTF-8 dir");
+    let target = master.port.to_string();
+    let args = ["--dir", d, "--replicaof", "127.0.0.1", &target];
+    let mut cm = master.con_db(5);
+    let replica = Podium::start(&args);
+    let mut cr = replica.con();
+    wait_until("the link to come up", || link_up(&mut cr));
+    let _: () = redis::cmd("SET").arg("a").arg(1).query(&mut cm).unwrap();
+    let mut cr5 = replica.con_db(5);
+    wait_until("the SET to arrive", || {
+        redis::cmd("GET")
+            .arg("a")
+            .query::<Option<i64>>(&mut cr5)
+            .unwrap()
+            == Some(1)
+    });
+    let _: () = redis::cmd("SAVE").query(&mut cr).unwrap();
+    replica.stop();
+    let _: i64 = redis::cmd("INCR").arg("a").query(&mut cm).unwrap();
+    let (full, partial) = (
+        info_stat(&mut cm, "sync_full"),
+        info_stat(&mut cm, "sync_partial_ok"),
+    );
+    let replica = Podium::start(&args);
+    let mut cr5 = replica.con_db(5);
+    wait_until("the INCR to arrive in database 5", || {
+        redis::cmd("GET")
+            .arg("a")
+            .query::<Option<i64>>(&mut cr5)
+            .unwrap()
+            == Some(2)
+    });
+    assert_eq!(info_stat(&mut cm, "sync_partial_ok"), partial + 1);
+    assert_eq!(info_stat(&mut cm, "sync_full"), full);
+}
+
 /// Commands are propagated as Redis rewrites them: GETSET as SET, a served BRPOPLPUSH as
 /// RPOPLPUSH (and BLMOVE as LMOVE), so a replica's command statistics are Redis's.
 #[test]

@@ -165,7 +165,10 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
             Ok(Reply::Ok)
         }
-        "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(&ctx.srv.config) {
+        "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(
+            &ctx.srv.config,
+            &crate::state::replica_link::followed_master(ctx.srv),
+        ) {
             Ok(()) => Ok(Reply::Ok),
             Err(e) => Err(Reply::Error(e)),
         },

@@ -145,7 +145,11 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             None => Err(Reply::error(super::args::NOT_INT)),
         },
         ("config-rewrite-force-all", 2) => {
-            match crate::config_rewrite::rewrite_with(&ctx.srv.config, true) {
+            match crate::config_rewrite::rewrite_with(
+                &ctx.srv.config,
+                true,
+                &crate::state::replica_link::followed_master(ctx.srv),
+            ) {
                 Ok(()) => Ok(Reply::Ok),
                 Err(e) => Err(Reply::Error(format!(
                     "ERR CONFIG-REWRITE-FORCE-ALL failed: {}",

@@ -824,6 +824,19 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
     // A master (no `replicaof` at startup) keeps serving the history the file recorded.
     let master =
         crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF)).is_none();
+    if let (false, Some(h)) = (master, &history) {
+        // A replica restarted from its own RDB continues its master's history from the offset
+        // it recorded, in the database the stream had selected (Redis's loadDataFromDisk
+        // makes a cached master of them): its first PSYNC can be a partial one.
+        srv.repl.adopt_history(
+            &h.replid,
+            h.offset,
+            srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize,
+        );
+        srv.master_link
+            .stream_db
+            .store(h.stream_db, Ordering::Relaxed);
+    }
     if let (true, Some(h)) = (master, history) {
         let del = if crate::keyspace::lazyfree::EXPIRE.load(Ordering::Relaxed) {
             "UNLINK"
@@ -911,7 +924,9 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
     let tmp = temp_rdb_path(srv, std::process::id());
     let mut opts = SaveOpts::from_config(srv, false);
     let guards = lock_all(srv);
-    opts.history = srv.repl.saved_history();
+    opts.history = srv
+        .repl
+        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
     let dirty = srv.stats.dirty.get();
     let dbs: Vec<Vec<&Shard>> = guards
         .iter()
@@ -959,7 +974,9 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     // Replicas waiting for an image start their stream here: no command runs while every
     // shard is locked, so the image and the stream meet at this instant.
     srv.repl.attach_waiting();
-    opts.history = srv.repl.saved_history();
+    opts.history = srv
+        .repl
+        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
     let dirty = srv.stats.dirty.get();
     let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
     st.keys_total.store(total as u64, Ordering::Relaxed);
@@ -1153,7 +1170,9 @@ pub(crate) fn after_flushall(srv: &Server) {
     let target = rdb_path(srv);
     let tmp = temp_rdb_path(srv, std::process::id());
     let mut opts = SaveOpts::from_config(srv, false);
-    opts.history = srv.repl.saved_history();
+    opts.history = srv
+        .repl
+        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
             tracing::info!("DB saved on disk");

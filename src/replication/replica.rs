@@ -31,6 +31,11 @@ pub fn install(srv: &Arc<Server>) {
 }
 
 async fn run(srv: Arc<Server>, generation: u64) {
+    // The previous generation's task ends first (it stops before its next request).
+    let _slot = srv.master_link.task_slot.lock().await;
+    if !srv.master_link.current(generation) {
+        return;
+    }
     srv.repl.start_following();
     while srv.master_link.current(generation) {
         let target = srv
@@ -48,7 +53,16 @@ async fn run(srv: Arc<Server>, generation: u64) {
             }
         }
         srv.master_link.set_state(generation, LinkState::Connect);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let moved_on = srv.master_link.moved_on.notified();
+        tokio::pin!(moved_on);
+        moved_on.as_mut().enable();
+        if !srv.master_link.current(generation) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = moved_on => {}
+        }
     }
 }
 
@@ -671,9 +685,20 @@ async fn apply_stream_until_done(
                     None => break,
                 },
             };
+            // Only the current link applies, counts and passes on requests (a newer one is
+            // waiting for this task to end: `MasterLink::task_slot`).
+            if !link.current(generation) {
+                return Ok(());
+            }
             if !args.is_empty() {
                 let first = args[0].clone();
                 let outcome = crate::commands::dispatch(srv, client, args);
+                if outcome.close {
+                    // The link was killed (CLIENT KILL TYPE MASTER) before the request ran:
+                    // it is not applied, so it must not count in the offset nor reach our
+                    // replicas, or the partial resynchronization that follows would skip it.
+                    return Err("Master's client was killed".into());
+                }
                 if outcome.reply.is_error() || matches!(outcome.reply, Reply::Array(_)) {
                     // Redis names a command by its table entry (`<unknown>` if there is none).
                     let name = crate::commands::lookup(&first).map_or_else(
@@ -700,6 +725,9 @@ async fn apply_stream_until_done(
             srv.repl.feed_raw(&raw, srv.replica_obuf_limit());
             link.processed
                 .fetch_add(raw.len() as i64, Ordering::Relaxed);
+            // What an RDB saved now records as the stream's database (and where the next
+            // link continues).
+            link.stream_db.store(client.db, Ordering::Relaxed);
             if link.ack_now.swap(false, Ordering::AcqRel) {
                 send_ack(srv, m).await?;
             }
@@ -709,10 +737,13 @@ async fn apply_stream_until_done(
         }
         let pending = held.as_ref().map_or(0, |(raw, _)| raw.len()) + m.buf.len();
         link.unapplied.store(pending as i64, Ordering::Relaxed);
+        let wake = link.ack_wake.notified();
+        let moved_on = link.moved_on.notified();
+        tokio::pin!(moved_on);
+        moved_on.as_mut().enable();
         if !link.current(generation) {
             return Ok(());
         }
-        let wake = link.ack_wake.notified();
         let paused = held.is_some();
         tokio::select! {
             woken = srv.pause.wait_change(&client.info.kill), if paused => {
@@ -747,6 +778,7 @@ async fn apply_stream_until_done(
                 }
             }
             _ = client.info.kill.notified() => return Err("Master's client was killed".into()),
+            _ = moved_on => return Ok(()),
         }
     }
 }

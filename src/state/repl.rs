@@ -285,19 +285,23 @@ impl Replication {
         self.active.store(true, Ordering::Release);
     }
 
-    /// The history an RDB written now records: a master's that has a backlog (replicas have
-    /// followed it), as Redis's rdbPopulateSaveInfo; None otherwise. Read with every shard
-    /// locked, so nothing is logged between this and the image.
-    pub(crate) fn saved_history(&self) -> Option<SavedHistory> {
-        if self.is_following() {
-            return None;
-        }
+    /// The history an RDB written now records, as Redis's rdbPopulateSaveInfo: a master's
+    /// that has a backlog (replicas have followed it), or a replica's once it has synchronized
+    /// (its master's ID and the offset it applied up to, with `master_stream_db`, the database
+    /// the master's stream has selected); None otherwise. Read with every shard locked, so
+    /// nothing is logged or applied between this and the image.
+    pub(crate) fn saved_history(&self, master_stream_db: usize) -> Option<SavedHistory> {
         let s = self.stream.lock();
         s.backlog.as_ref()?;
+        let stream_db = if self.is_following() {
+            master_stream_db
+        } else {
+            s.seldb.unwrap_or(0)
+        };
         Some(SavedHistory {
             replid: s.replid.clone(),
             offset: s.offset,
-            stream_db: s.seldb.unwrap_or(0),
+            stream_db,
         })
     }
 

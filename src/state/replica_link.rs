@@ -71,6 +71,13 @@ pub struct MasterLink {
     /// resynchronization continues the stream where it stopped, with no SELECT in front, so
     /// the next link starts in it (Redis keeps it in its cached master client).
     pub(crate) stream_db: std::sync::atomic::AtomicUsize,
+    /// Held by a link task for its whole life: a new generation's task waits for the old one
+    /// to end before it takes the offset it asks PSYNC for, so that the old task cannot apply
+    /// (and count, and pass on) one more request behind it. The old task checks its
+    /// generation before each request and is woken by `moved_on`.
+    pub(crate) task_slot: tokio::sync::Mutex<()>,
+    /// Woken when the generation changes (REPLICAOF, REPLICAOF NO ONE).
+    pub(crate) moved_on: Notify,
 }
 
 impl MasterLink {
@@ -87,6 +94,7 @@ impl MasterLink {
     /// Follow `host:port` from now on (config `replicaof` at startup, REPLICAOF).
     pub(crate) fn follow(&self, host: String, port: u16) {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.moved_on.notify_waiters();
         *self.info.lock() = Some(LinkInfo {
             host,
             port,
@@ -104,6 +112,7 @@ impl MasterLink {
     /// Stop following (REPLICAOF NO ONE): the link task of the old generation ends.
     pub(crate) fn unfollow(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.moved_on.notify_waiters();
         *self.info.lock() = None;
         self.has_master.store(false, Ordering::Release);
         self.ack_wake.notify_waiters();
@@ -120,6 +129,15 @@ impl MasterLink {
             i.state = Some(state);
         }
     }
+}
+
+/// The master this server follows now, as `replicaof` writes it ("host port"), or "".
+pub(crate) fn followed_master(srv: &Server) -> String {
+    srv.master_link
+        .info
+        .lock()
+        .as_ref()
+        .map_or_else(String::new, |l| format!("{} {}", l.host, l.port))
 }
 
 /// True while this server follows a master.

@@ -94,8 +94,10 @@ pub struct ClientInfo {
     /// The memory of the client's state kept between commands: its MULTI queue, WATCHed
     /// keys and subscriptions (see [`Client::publish_state_memory`]).
     pub(crate) state_mem: AtomicUsize,
-    /// The arguments queued by MULTI as Redis counts them (CLIENT LIST multi-mem).
+    /// The arguments queued by MULTI as Redis counts them (CLIENT LIST multi-mem), and the
+    /// commands queued (CLIENT LIST multi).
     pub(crate) multi_mem: AtomicUsize,
+    pub(crate) multi_queued: AtomicUsize,
     /// The memory of the client's tracking prefixes (CLIENT TRACKING ... BCAST PREFIX).
     pub(crate) tracking_mem: AtomicUsize,
     /// The client's memory as client eviction last recorded it, with [`COUNTED_BIT`] when it
@@ -185,6 +187,7 @@ impl ClientInfo {
             qbuf_mem: AtomicUsize::new(0),
             state_mem: AtomicUsize::new(0),
             multi_mem: AtomicUsize::new(0),
+            multi_queued: AtomicUsize::new(0),
             tracking_mem: AtomicUsize::new(0),
             recorded_mem: AtomicU64::new(0),
             reply_buf: Default::default(),
@@ -403,7 +406,11 @@ impl ClientInfo {
             subs[0],
             subs[1],
             subs[2],
-            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            if self.multi.load(Ordering::Relaxed) {
+                self.multi_queued.load(Ordering::Relaxed) as i64
+            } else {
+                -1
+            },
             qbuf,
             qbuf_free,
             argv_mem,
@@ -602,6 +609,10 @@ impl Client {
         }
         if info.multi_mem.load(Ordering::Relaxed) != multi_mem {
             info.multi_mem.store(multi_mem, Ordering::Relaxed);
+        }
+        let queued = self.multi.as_ref().map_or(0, Vec::len);
+        if info.multi_queued.load(Ordering::Relaxed) != queued {
+            info.multi_queued.store(queued, Ordering::Relaxed);
         }
     }
 

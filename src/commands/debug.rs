@@ -177,11 +177,11 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 "resizing" => crate::obuf::set_resizing(
                     crate::util::numtext::parse_i64(&a[3]).unwrap_or(0) != 0,
                 ),
-                _ => return Err(replybuffer_syntax_error()),
+                _ => return Err(replybuffer_syntax_error(&a[1])),
             }
             Ok(Reply::Ok)
         }
-        ("replybuffer", _) => Err(replybuffer_syntax_error()),
+        ("replybuffer", _) => Err(replybuffer_syntax_error(&a[1])),
         ("segfault", 2) => {
             // SAFETY: raise() only sends the signal to this thread; the crash handler writes
             // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
@@ -237,11 +237,12 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
 }
 
-/// Redis's error for a DEBUG REPLYBUFFER it does not understand.
-fn replybuffer_syntax_error() -> Reply {
-    Reply::error(
-        "ERR unknown subcommand or wrong number of arguments for 'replybuffer'. Try DEBUG HELP.",
-    )
+/// Redis's error for a DEBUG REPLYBUFFER it does not understand (`sub` as the client wrote it).
+fn replybuffer_syntax_error(sub: &[u8]) -> Reply {
+    Reply::error(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        String::from_utf8_lossy(sub)
+    ))
 }
 
 /// DEBUG PROTOCOL <type>: a fixed sample reply of each RESP type, as Redis's (clients and

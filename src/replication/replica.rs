@@ -706,10 +706,22 @@ async fn apply_stream_until_done(
         }
         let pending = held.as_ref().map_or(0, |(raw, _)| raw.len()) + m.buf.len();
         link.unapplied.store(pending as i64, Ordering::Relaxed);
-        // The link's buffer follows a client's query buffer rules: a block grown for a big
-        // request is let go once the request ran (Redis trims its master's pending query
-        // buffer the same way), and CLIENT LIST shows it.
-        qb.after_requests(&mut m.buf);
+        // The link's buffer follows a client's query buffer rules: an argument of 32 KiB or
+        // more arrives in a buffer of its exact size (a value kept from it keeps no more), a
+        // block grown for a big request is let go once the request ran (Redis trims its
+        // master's pending query buffer the same way), and CLIENT LIST shows it.
+        let progress = crate::protocol::progress(&m.buf, &Default::default());
+        match progress.bulk {
+            Some((start, len)) if len >= crate::querybuf::BIG_ARG => {
+                qb.for_big_argument(&mut m.buf, start + len + 2)
+            }
+            _ => {
+                qb.after_requests(&mut m.buf);
+                if m.buf.capacity() - m.buf.len() < 4096 {
+                    m.buf.reserve(crate::querybuf::IOBUF_LEN);
+                }
+            }
+        }
         client.info.qbuf.store(m.buf.len(), Ordering::Relaxed);
         client
             .info

@@ -29,6 +29,32 @@ fn field_num(c: &mut Connection, name: &str, f: &str) -> Option<u64> {
     client_field(c, name, f).map(|v| v.parse().expect("a number"))
 }
 
+/// The test's own connection, named `control` and never evicted.
+fn control(server: &Podium) -> Connection {
+    let mut c = server.con();
+    redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("control")
+        .query::<()>(&mut c)
+        .unwrap();
+    redis::cmd("CLIENT")
+        .arg("NO-EVICT")
+        .arg("on")
+        .query::<()>(&mut c)
+        .unwrap();
+    c
+}
+
+/// CONFIG SET maxmemory-clients `limit`.
+fn set_limit(c: &mut Connection, limit: u64) {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-clients")
+        .arg(limit)
+        .query::<()>(c)
+        .unwrap();
+}
+
 /// Wait up to 5 s for `cond`.
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -174,24 +200,17 @@ fn a_big_argument_is_buffered_in_exactly_its_size() {
     assert!(mems[0] > 300_000 && mems[0] < 350_000, "{mems:?}");
 }
 
+/// The `j`th command of a series that grows one kind of client memory.
+type Request = fn(usize) -> Vec<String>;
+
 /// Each kind of client memory, grown past `maxmemory-clients`, gets the client evicted (the
 /// connection closed, `evicted_clients` counted).
 #[test]
 fn clients_are_evicted_for_each_kind_of_memory() {
     let server = Podium::start(&[]);
-    let mut c = server.con();
-    redis::cmd("CLIENT")
-        .arg("NO-EVICT")
-        .arg("on")
-        .query::<()>(&mut c)
-        .unwrap();
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-clients")
-        .arg("200000")
-        .query::<()>(&mut c)
-        .unwrap();
-    let kinds: [(&str, fn(usize) -> Vec<String>); 5] = [
+    let mut c = control(&server);
+    set_limit(&mut c, 200000);
+    let kinds: [(&str, Request); 5] = [
         ("watch", |j| vec!["WATCH".into(), format!("key:{j}")]),
         ("psubscribe", |j| {
             vec!["PSUBSCRIBE".into(), format!("p{j}*")]
@@ -248,18 +267,8 @@ fn clients_are_evicted_for_each_kind_of_memory() {
 #[test]
 fn a_multi_queue_and_a_query_buffer_over_the_limit_are_evicted() {
     let server = Podium::start(&[]);
-    let mut c = server.con();
-    redis::cmd("CLIENT")
-        .arg("NO-EVICT")
-        .arg("on")
-        .query::<()>(&mut c)
-        .unwrap();
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-clients")
-        .arg("3000000")
-        .query::<()>(&mut c)
-        .unwrap();
+    let mut c = control(&server);
+    set_limit(&mut c, 3000000);
     let mut tx = server.con();
     redis::cmd("MULTI").query::<()>(&mut tx).unwrap();
     let mut failed = false;
@@ -288,17 +297,7 @@ fn a_multi_queue_and_a_query_buffer_over_the_limit_are_evicted() {
 #[test]
 fn lowering_the_limit_evicts_the_biggest_clients_until_under_it() {
     let server = Podium::start(&[]);
-    let mut c = server.con();
-    redis::cmd("CLIENT")
-        .arg("SETNAME")
-        .arg("control")
-        .query::<()>(&mut c)
-        .unwrap();
-    redis::cmd("CLIENT")
-        .arg("NO-EVICT")
-        .arg("on")
-        .query::<()>(&mut c)
-        .unwrap();
+    let mut c = control(&server);
     let sizes = [("small", 100_000usize), ("large", 1_000_000)];
     let mut held = Vec::new();
     for (name, size) in sizes {
@@ -318,12 +317,7 @@ fn lowering_the_limit_evicts_the_biggest_clients_until_under_it() {
     let control = field_num(&mut c, "control", "tot-mem").unwrap();
     // Room for the small ones and the control connection: both large ones go, nothing else.
     let limit = 2 * small + control;
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-clients")
-        .arg(limit)
-        .query::<()>(&mut c)
-        .unwrap();
+    set_limit(&mut c, limit);
     for name in ["small0", "small1", "control"] {
         assert!(client_field(&mut c, name, "id").is_some(), "{name} evicted");
     }
@@ -331,12 +325,7 @@ fn lowering_the_limit_evicts_the_biggest_clients_until_under_it() {
         assert_eq!(client_field(&mut c, name, "id"), None, "{name} kept");
     }
     // Under every client's size: all evictable ones go, the no-evict one stays.
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-clients")
-        .arg("1")
-        .query::<()>(&mut c)
-        .unwrap();
+    set_limit(&mut c, 1);
     assert_eq!(client_field(&mut c, "small0", "id"), None);
     assert!(client_field(&mut c, "control", "id").is_some());
 }

@@ -30,6 +30,34 @@ pub fn killed_unfreed() -> usize {
     KILLED_UNFREED.load(Ordering::Relaxed)
 }
 
+/// Client eviction's records (`client_evict`): the limit in force in bytes (0: none) and the
+/// sum of the memory last recorded of the clients that count toward it.
+static EVICT_LIMIT: AtomicU64 = AtomicU64::new(0);
+static COUNTED: AtomicU64 = AtomicU64::new(0);
+
+/// The bit of a client's record that says it is in [`COUNTED`].
+const COUNTED_BIT: u64 = 1 << 63;
+
+/// Set client eviction's limit; returns the one before.
+pub(crate) fn set_evict_limit(limit: u64) -> u64 {
+    EVICT_LIMIT.swap(limit, Ordering::Relaxed)
+}
+
+/// Client eviction's limit in bytes (0: none).
+#[inline]
+pub(crate) fn evict_limit() -> u64 {
+    EVICT_LIMIT.load(Ordering::Relaxed)
+}
+
+/// The recorded memory of the clients that count toward client eviction's limit.
+pub(crate) fn counted_memory() -> u64 {
+    COUNTED.load(Ordering::Relaxed)
+}
+
+/// The memory of a client's own records (its connection state and what others see of it),
+/// counted in its memory as Redis counts its client struct.
+const CLIENT_RECORD: usize = std::mem::size_of::<Client>() + std::mem::size_of::<ClientInfo>();
+
 /// What other clients can see of a connection (CLIENT LIST, CLIENT KILL, INFO clients).
 pub struct ClientInfo {
     pub id: u64,
@@ -54,8 +82,29 @@ pub struct ClientInfo {
     /// The cron found the query buffer worth a look (see `querybuf::wants_check`): the
     /// connection checks it when it next waits for input.
     pub(crate) qbuf_check: AtomicBool,
-    /// Bytes of the arguments of the command being run (or blocked), CLIENT LIST argv-mem.
+    /// Bytes of the arguments of the command being run (or blocked), or of the complete
+    /// arguments of a request still arriving: CLIENT LIST argv-mem.
     pub(crate) argv_mem: AtomicUsize,
+    /// The memory of the running command's arguments (their bytes and handles); 0 between
+    /// commands (a request still arriving is in the query buffer's memory).
+    pub(crate) argv_held: AtomicUsize,
+    /// The query buffer's allocation (what `qbuf` and `qbuf-free` show is what Redis would
+    /// have left in it: see `protocol::Progress`).
+    pub(crate) qbuf_mem: AtomicUsize,
+    /// The memory of the client's state kept between commands: its MULTI queue, WATCHed
+    /// keys and subscriptions (see [`Client::publish_state_memory`]).
+    pub(crate) state_mem: AtomicUsize,
+    /// The arguments queued by MULTI as Redis counts them (CLIENT LIST multi-mem), and the
+    /// commands queued (CLIENT LIST multi).
+    pub(crate) multi_mem: AtomicUsize,
+    pub(crate) multi_queued: AtomicUsize,
+    /// The memory of the client's tracking prefixes (CLIENT TRACKING ... BCAST PREFIX).
+    pub(crate) tracking_mem: AtomicUsize,
+    /// The client's memory as client eviction last recorded it, with [`COUNTED_BIT`] when it
+    /// is in the total (see [`ClientInfo::record_memory`]).
+    pub(crate) recorded_mem: AtomicU64,
+    /// The reply buffer's size and recent peak (CLIENT LIST rbs, rbp; see `obuf`).
+    pub(crate) reply_buf: crate::obuf::ReplyBuf,
     /// Push messages (Pub/Sub, keyspace events) waiting to be written to this client.
     pub(crate) push: Mailbox,
     /// Bytes of replies in the connection's output buffer that the socket has not taken yet
@@ -134,6 +183,14 @@ impl ClientInfo {
             qbuf_free: AtomicUsize::new(0),
             qbuf_check: AtomicBool::new(false),
             argv_mem: AtomicUsize::new(0),
+            argv_held: AtomicUsize::new(0),
+            qbuf_mem: AtomicUsize::new(0),
+            state_mem: AtomicUsize::new(0),
+            multi_mem: AtomicUsize::new(0),
+            multi_queued: AtomicUsize::new(0),
+            tracking_mem: AtomicUsize::new(0),
+            recorded_mem: AtomicU64::new(0),
+            reply_buf: Default::default(),
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
             out_held: AtomicUsize::new(0),
@@ -181,6 +238,7 @@ impl ClientInfo {
 
     pub fn kill(&self) {
         if !self.killed.swap(true, Ordering::SeqCst) {
+            self.forget_memory();
             // What waits in its mailbox is dropped now, as Redis frees a killed client at
             // once; the rest goes with its connection (see [`KILLED_UNFREED`]).
             self.push.discard();
@@ -211,16 +269,79 @@ impl ClientInfo {
     }
 
     /// What is measured of the client's memory (CLIENT LIST tot-mem, MEMORY STATS
-    /// `clients.normal`): its query buffer with its free room, the arguments of the command
-    /// it runs, and its pending output.
+    /// `clients.normal`, client eviction), the parts Redis 7.0 counts: the client's own
+    /// record, its query buffer's allocation, the arguments of the command it runs, its
+    /// output (the buffer's allocation and the queued pushes), its MULTI queue, WATCHed keys
+    /// and subscriptions, and its tracking prefixes.
     pub(crate) fn memory_bytes(&self) -> usize {
+        self.memory_between_commands() + self.argv_held.load(Ordering::Relaxed)
+    }
+
+    /// [`ClientInfo::memory_bytes`] without the arguments of the command running now.
+    fn memory_between_commands(&self) -> usize {
         // The queue before the output buffer: see Mailbox::drain_counted.
         let queued = self.push.queued().0;
-        self.qbuf.load(Ordering::Relaxed)
-            + self.qbuf_free.load(Ordering::Relaxed)
-            + self.argv_mem.load(Ordering::Relaxed)
+        CLIENT_RECORD
+            + self.qbuf_mem.load(Ordering::Relaxed)
             + queued
             + self.out_held.load(Ordering::Relaxed)
+            + self.state_mem.load(Ordering::Relaxed)
+            + self.tracking_mem.load(Ordering::Relaxed)
+    }
+
+    /// Record the client's memory as it is now for client eviction (Redis's
+    /// updateClientMemUsage); true if the counted clients' total is then at or over the
+    /// limit. Nothing is recorded while there is no limit. A normal or pubsub client counts
+    /// (no-evict ones included, as in Redis); replicas and our master's link do not.
+    #[inline]
+    pub(crate) fn record_memory(&self) -> bool {
+        let limit = evict_limit();
+        if limit == 0 {
+            return false;
+        }
+        self.record_memory_under(limit)
+    }
+
+    #[cold]
+    fn record_memory_under(&self, limit: u64) -> bool {
+        // The arguments of a command running now are left out: Redis records a client
+        // between its commands (after reading, after each command), never during one, and a
+        // record of the client that sets the limit (CONFIG SET maxmemory-clients) taken with
+        // its own arguments made the total exceed what CLIENT LIST had just shown.
+        let mem = self.memory_between_commands() as u64;
+        let counts = self.repl_role.load(Ordering::Relaxed) == ROLE_NONE
+            && !self.killed.load(Ordering::Relaxed);
+        self.replace_record(if counts { mem | COUNTED_BIT } else { mem });
+        counted_memory() >= limit
+    }
+
+    /// The client is gone (killed or disconnected): its memory leaves the total.
+    pub(crate) fn forget_memory(&self) {
+        if self.recorded_mem.load(Ordering::Relaxed) != 0 {
+            self.replace_record(0);
+        }
+    }
+
+    /// The memory recorded of the client, if it counts toward the limit.
+    pub(crate) fn counted_record(&self) -> Option<u64> {
+        let r = self.recorded_mem.load(Ordering::Relaxed);
+        (r & COUNTED_BIT != 0).then_some(r & !COUNTED_BIT)
+    }
+
+    /// Replace the client's record with `new`, moving the total by the difference.
+    fn replace_record(&self, new: u64) {
+        let old = self.recorded_mem.swap(new, Ordering::AcqRel);
+        let counted = |r: u64| {
+            if r & COUNTED_BIT != 0 {
+                r & !COUNTED_BIT
+            } else {
+                0
+            }
+        };
+        let (old, new) = (counted(old), counted(new));
+        if old != new {
+            COUNTED.fetch_add(new.wrapping_sub(old), Ordering::AcqRel);
+        }
     }
 
     /// Move the queued pushes into the connection's output buffer `out`.
@@ -273,7 +394,7 @@ impl ClientInfo {
         let (queued_bytes, oll) = self.push.queued();
         let omem = obl + queued_bytes;
         format!(
-            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -285,10 +406,17 @@ impl ClientInfo {
             subs[0],
             subs[1],
             subs[2],
-            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            if self.multi.load(Ordering::Relaxed) {
+                self.multi_queued.load(Ordering::Relaxed) as i64
+            } else {
+                -1
+            },
             qbuf,
             qbuf_free,
             argv_mem,
+            self.multi_mem.load(Ordering::Relaxed),
+            self.reply_buf.size(),
+            self.reply_buf.peak(),
             // Podium's output is one buffer of replies (obl, its unsent bytes) and a list of
             // queued push messages (oll, their count); omem is both.
             obl,
@@ -333,6 +461,9 @@ pub struct Client {
     pub(crate) live_user: (AtomicUsize, AtomicU64),
     /// Commands queued since MULTI; None outside a transaction.
     pub multi: Option<Vec<Vec<Bytes>>>,
+    /// The queued commands' arguments: their bytes plus a pointer each, as Redis counts them
+    /// (CLIENT LIST multi-mem), and how many there are (see [`Client::queue_command`]).
+    pub(crate) multi_argv: (usize, usize),
     /// An error while queueing: EXEC will answer EXECABORT.
     pub multi_abort: bool,
     /// Keys under WATCH and the flag their modification sets.
@@ -438,6 +569,7 @@ impl Client {
             unrestricted_user: (AtomicUsize::new(0), AtomicU64::new(0)),
             live_user: (AtomicUsize::new(0), AtomicU64::new(0)),
             multi: None,
+            multi_argv: (0, 0),
             multi_abort: false,
             watched: Vec::new(),
             watch_flag: Arc::new(AtomicBool::new(false)),
@@ -457,6 +589,55 @@ impl Client {
             user: None,
             last_duration_us: 0,
             repl: Default::default(),
+        }
+    }
+
+    /// Start a MULTI queue.
+    pub(crate) fn start_multi(&mut self) {
+        self.multi = Some(Vec::new());
+        self.multi_argv = (0, 0);
+    }
+
+    /// Queue `args` in the MULTI queue (there must be one).
+    pub(crate) fn queue_command(&mut self, args: Vec<Bytes>) {
+        if let Some(q) = self.multi.as_mut() {
+            let bytes: usize = args.iter().map(|a| a.len()).sum();
+            self.multi_argv.0 += bytes + std::mem::size_of::<usize>() * args.len();
+            self.multi_argv.1 += args.len();
+            q.push(args);
+        }
+    }
+
+    /// Publish the memory of the state the client keeps between commands (its MULTI queue,
+    /// WATCHed keys, subscriptions) for CLIENT LIST and client eviction: what its structures
+    /// hold, as Redis counts its own (the queued arguments, a record per watched key and per
+    /// subscription; the keys and channels themselves are the server's).
+    pub(crate) fn publish_state_memory(&self) {
+        use std::mem::size_of;
+        let (multi_mem, multi) = match &self.multi {
+            Some(q) => (
+                self.multi_argv.0,
+                self.multi_argv.0
+                    + self.multi_argv.1 * (size_of::<Bytes>() - size_of::<usize>())
+                    + q.capacity() * size_of::<Vec<Bytes>>(),
+            ),
+            None => (0, 0),
+        };
+        let watched = self.watched.capacity() * size_of::<(usize, Bytes)>()
+            + self.watched_expiry.capacity() * size_of::<(usize, Bytes, Arc<AtomicBool>)>()
+            // Each key's expiry marker and its entry in the shard's list of watchers.
+            + self.watched.len() * (2 * size_of::<usize>() + 2 * size_of::<Arc<AtomicBool>>());
+        let mem = multi + watched + self.subs.memory();
+        let info = &self.info;
+        if info.state_mem.load(Ordering::Relaxed) != mem {
+            info.state_mem.store(mem, Ordering::Relaxed);
+        }
+        if info.multi_mem.load(Ordering::Relaxed) != multi_mem {
+            info.multi_mem.store(multi_mem, Ordering::Relaxed);
+        }
+        let queued = self.multi.as_ref().map_or(0, Vec::len);
+        if info.multi_queued.load(Ordering::Relaxed) != queued {
+            info.multi_queued.store(queued, Ordering::Relaxed);
         }
     }
 
@@ -498,6 +679,14 @@ impl Subscriptions {
     /// All subscriptions: a RESP2 client with any is in subscriber mode.
     pub(crate) fn total(&self) -> usize {
         self.classic_count() + self.shard.len()
+    }
+
+    /// The memory of the client's own sets and list of subscriptions (a slot per entry).
+    pub(crate) fn memory(&self) -> usize {
+        let slot = std::mem::size_of::<Bytes>();
+        // A hash set's slot carries a control byte too.
+        (self.channels.capacity() + self.shard.capacity()) * (slot + 1)
+            + self.patterns.capacity() * slot
     }
 
     pub(crate) fn count_for(&self, kind: Kind) -> usize {

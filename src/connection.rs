@@ -133,6 +133,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     // The mailbox's signal keeps the task's waker, and the task holds `info`: let go of it.
     info.push.ready.forget_waker();
     info.connection_freed();
+    info.forget_memory();
     if client.repl.is_replica {
         if let Some(r) = srv.repl.find(id) {
             tracing::info!("Connection with replica {} lost.", r.describe());
@@ -152,7 +153,7 @@ async fn serve_client(
     client: &mut Client,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut out: Vec<u8> = Vec::with_capacity(crate::obuf::REPLY_CHUNK);
     // How much of `out` the socket has taken (the rest waits for it to drain).
     let mut sent = 0usize;
     let mut soft_clock = crate::obuf::SoftClock::default();
@@ -188,10 +189,29 @@ async fn serve_client(
         if !is_parked {
             shrink_out_if_asked(&info, &mut out, sent);
         }
-        qb.before_read(&mut buf);
-        info.qbuf.store(buf.len(), Ordering::Relaxed);
+        // What is left is the start of a request: shown as Redis shows what it has not parsed
+        // yet, with room for all of a big argument once its header is read (as Redis sizes its
+        // buffer for it), or the room of an ordinary read.
+        let progress = if buf.is_empty() {
+            crate::protocol::Progress::default()
+        } else {
+            crate::protocol::progress(&buf, &partial)
+        };
+        match progress.bulk {
+            Some((start, len)) if len >= crate::querybuf::BIG_ARG => {
+                qb.for_big_argument(&mut buf, start + len + 2)
+            }
+            _ => qb.before_read(&mut buf),
+        }
+        info.qbuf
+            .store(buf.len() - progress.consumed, Ordering::Relaxed);
         info.qbuf_free
             .store(buf.capacity() - buf.len(), Ordering::Relaxed);
+        info.qbuf_mem.store(buf.capacity(), Ordering::Relaxed);
+        info.argv_mem.store(progress.argv_bytes, Ordering::Relaxed);
+        // The client's memory as it waits (its replies written or waiting, its request in
+        // progress): an eviction may take this very client, which the wait then hears.
+        crate::client_evict::note(srv, &info);
         let len_before = buf.len();
         // `timeout N` closes a client idle for N seconds (not one inside MULTI, as Redis).
         let idle_limit = srv.config.hot.timeout.load(Ordering::Relaxed);
@@ -251,7 +271,7 @@ async fn serve_client(
                 }
                 continue;
             }
-            r = sock.read_buf(&mut buf) => r?,
+            r = sock.read_buf_as_sized(&mut buf) => r?,
             _ = idle => {
                 tracing::debug!("closing client {}: idle for {idle_limit} s", client.id);
                 return Ok(());
@@ -268,6 +288,10 @@ async fn serve_client(
         info.qbuf.store(buf.len(), Ordering::Relaxed);
         info.qbuf_free
             .store(buf.capacity() - buf.len(), Ordering::Relaxed);
+        info.qbuf_mem.store(buf.capacity(), Ordering::Relaxed);
+        // A read that takes the clients over `maxmemory-clients` evicts before its commands
+        // run (this client, if it is the biggest).
+        crate::client_evict::note(srv, &info);
         // This read's first request runs after any request that arrived just before it on
         // another connection (crate::arrival); later ones in the read follow it anyway.
         let mut arrival = sock.arrival_ticket();
@@ -348,8 +372,12 @@ async fn serve_client(
                 crate::net::warn_cross_protocol();
                 return Ok(());
             }
-            info.argv_mem
-                .store(args.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
+            let argv_bytes: usize = args.iter().map(|a| a.len()).sum();
+            info.argv_mem.store(argv_bytes, Ordering::Relaxed);
+            info.argv_held.store(
+                argv_bytes + args.len() * std::mem::size_of::<Bytes>(),
+                Ordering::Relaxed,
+            );
             client.output_pending = sent < out.len();
             if client.lua_debug.is_some()
                 && crate::commands::scripting::may_start_debugging(&args[0])
@@ -427,6 +455,10 @@ async fn serve_client(
                 None => reply,
             };
             info.argv_mem.store(0, Ordering::Relaxed);
+            info.argv_held.store(0, Ordering::Relaxed);
+            if reply_over_hard_limit(srv, client, &mut soft_clock, &reply, out.len() - sent) {
+                return Ok(());
+            }
             // Messages this command published to its own client go before its reply; a blocked
             // command's reply goes first, as Redis runs it for the client when it is served
             // (what the serving caused, such as an invalidation of the key it moved to, follows;
@@ -439,18 +471,23 @@ async fn serve_client(
                 emit(srv, client, &reply, extras.push, &mut out);
             }
             out.append(&mut extras.after);
+            // The batch's replies accumulate as in Redis (which writes them after the
+            // batch): a batch whose replies exceed the hard limit gets none of them. The
+            // limit is checked before the replies count as the client's memory: a client
+            // closed by it is never a reason to evict another (Redis's order).
+            let quitting = quit || info.killed.load(Ordering::Relaxed);
+            if !quitting && over_limit(srv, client, &mut soft_clock, &out, sent) {
+                return Ok(());
+            }
             // The batch's replies are this client's memory as they accumulate: client eviction,
             // before the next command of any client, must see them (Redis counts each reply as
             // it is added), or the memory they take evicts keys instead.
             note_pending(&info, &out, sent);
-            if quit || info.killed.load(Ordering::Relaxed) {
+            client.publish_state_memory();
+            crate::client_evict::note(srv, &info);
+            if quitting || info.killed.load(Ordering::Relaxed) {
                 close = true;
                 break;
-            }
-            // The batch's replies accumulate as in Redis (which writes them after the
-            // batch): a batch whose replies exceed the hard limit gets none of them.
-            if over_limit(srv, client, &mut soft_clock, &out, sent) {
-                return Ok(());
             }
         }
         if close {
@@ -561,7 +598,11 @@ impl crate::util::write_turn::DeferredWrite for ParkedReplies {
             self.info.push.ready.notify();
             return;
         }
-        match send(&self.srv, &self.sock, &self.info, out, sent) {
+        let written = send(&self.srv, &self.sock, &self.info, out, sent);
+        // What went out no longer counts as the client's (an eviction waits for the next
+        // command or the cron).
+        self.info.record_memory();
+        match written {
             Ok(()) if *sent >= out.len() => {}
             // The socket is full: the connection waits for it to drain.
             Ok(()) => self.info.push.ready.notify(),
@@ -599,13 +640,19 @@ pub(crate) fn request_buffer_checks(srv: &Server) {
         {
             info.push.ready.notify();
         }
-        // Output room kept past OUT_KEEP that the client's batches since the last visit
-        // needed less than half of (none at all for an idle client) is asked back.
+        // The reply buffer is resized as Redis resizes it (`obuf::ReplyBuf`); room kept past
+        // it that the client's batches since the last visit needed less than half of (none at
+        // all for an idle client) is asked back.
+        let pending = info.out_pending.load(Ordering::Relaxed);
+        let keep = info
+            .reply_buf
+            .cron(now, pending)
+            .unwrap_or(info.reply_buf.size());
         let held = info.out_held.load(Ordering::Relaxed);
         let peak = info.out_peak.swap(0, Ordering::Relaxed);
-        if held > OUT_KEEP
+        if held > keep
             && peak * 2 < held
-            && info.out_pending.load(Ordering::Relaxed) == 0
+            && pending == 0
             && !info.out_check.swap(true, Ordering::Relaxed)
         {
             info.push.ready.notify();
@@ -664,12 +711,53 @@ fn over_limit(
     out: &[u8],
     sent: usize,
 ) -> bool {
+    over_limit_with(srv, client, soft_clock, out.len() - sent)
+}
+
+/// Replies this long are measured against the hard limit before they are written into the
+/// output buffer (see [`reply_over_hard_limit`]).
+const EARLY_LIMIT_CHECK: usize = 64 * 1024;
+
+/// True, after logging, if the big bulk `reply` alone takes the client's pending output over
+/// its class's hard limit: the client is closed without copying it (as it would be right
+/// after), and so is gone at once. A client that runs GET of a value bigger than its limit
+/// is then never seen with it by others (CLIENT LIST, client eviction: unit/client-eviction,
+/// "avoid client eviction when client is freed by output buffer limit").
+fn reply_over_hard_limit(
+    srv: &Server,
+    client: &Client,
+    soft_clock: &mut crate::obuf::SoftClock,
+    reply: &Reply,
+    pending: usize,
+) -> bool {
+    let (Reply::Bulk(b) | Reply::Raw(b)) = reply else {
+        return false;
+    };
+    if b.len() < EARLY_LIMIT_CHECK || client.reply_mode != ReplyMode::On || client.repl.is_replica {
+        return false;
+    }
+    let hard = obuf_limit(srv, client).hard;
+    hard > 0
+        && (pending + b.len()) as u64 >= hard
+        && over_limit_with(srv, client, soft_clock, pending + b.len())
+}
+
+/// [`over_limit`] with `pending` bytes of replies waiting in the output buffer.
+fn over_limit_with(
+    srv: &Server,
+    client: &Client,
+    soft_clock: &mut crate::obuf::SoftClock,
+    pending: usize,
+) -> bool {
     let limit = obuf_limit(srv, client);
     if limit == crate::config::ObufLimit::default() {
         return false;
     }
-    let pending = (out.len() - sent + client.info.push.queued().0) as u64;
+    let pending = (pending + client.info.push.queued().0) as u64;
     if soft_clock.over(pending, limit, std::time::Instant::now()) {
+        // Gone for everyone at once (CLIENT LIST, client eviction), as Redis frees such a
+        // client before it runs another command; the connection closes right after.
+        client.info.kill();
         tracing::warn!(
             "Client id={} addr={} closed for overcoming of output buffer limits.",
             client.id,
@@ -680,11 +768,10 @@ fn over_limit(
     false
 }
 
-/// The output buffer room a client keeps when idle (Redis's PROTO_REPLY_CHUNK_BYTES).
-const OUT_KEEP: usize = 16 * 1024;
 /// The most output buffer room a pipelining client keeps between batches of replies (a client
-/// whose last read held more than one command). A client that pipelines big replies (LRANGE_300 at P=16: 53 KB a batch) keeps its room while it goes on
-/// doing so: given back after every batch, the buffer grew again by doubling for the next one
+/// whose last read held more than one command), past its reply buffer (`obuf::ReplyBuf`). A
+/// client that pipelines big replies (LRANGE_300 at P=16: 53 KB a batch) keeps its room while
+/// it goes on doing so: given back after every batch, the buffer grew again by doubling for the next one
 /// (16 -> 32 -> 64 KiB, copying what it held each time), a fifth of the server's time. The
 /// room stays counted as the client's (`out_held`), and the cron asks for it back once the
 /// client's recent batches need less than half of it (see [`request_buffer_checks`]), as
@@ -693,14 +780,17 @@ const OUT_KEEP: usize = 16 * 1024;
 const OUT_KEEP_MAX: usize = 1 << 20;
 
 /// Give back output buffer room the cron found unneeded (`out_check`), once nothing in the
-/// buffer waits for the socket; the room kept is the client's recent peak, at least
-/// [`OUT_KEEP`].
+/// buffer waits for the socket; the room kept is the client's recent peak, at least its reply
+/// buffer.
 fn shrink_out_if_asked(info: &ClientInfo, out: &mut Vec<u8>, sent: usize) {
     if !info.out_check.load(Ordering::Relaxed) || sent < out.len() {
         return;
     }
     info.out_check.store(false, Ordering::Relaxed);
-    let keep = info.out_peak.load(Ordering::Relaxed).max(OUT_KEEP);
+    let keep = info
+        .out_peak
+        .load(Ordering::Relaxed)
+        .max(info.reply_buf.size());
     if out.capacity() > keep {
         out.shrink_to(keep);
         note_pending(info, out, sent);
@@ -714,7 +804,8 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
     srv.stats.writes_processed.add(1);
     if *sent == out.len() {
         let keep = info.pipelined.load(Ordering::Relaxed);
-        if keep && out.len() > OUT_KEEP {
+        let room = info.reply_buf.size();
+        if keep && out.len() > room {
             info.out_peak.fetch_max(out.len(), Ordering::Relaxed);
         }
         out.clear();
@@ -722,11 +813,11 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
         info.push.sent();
         // A big reply's room is given back once it is out, as Redis frees its reply blocks,
         // unless the client pipelines (see OUT_KEEP_MAX). Pushes and one-at-a-time replies
-        // keep nothing: kept room counts in used_memory, and the invalidations that key
-        // eviction sends to tracking clients would then evict more keys (unit/maxmemory,
-        // "client tracking don't cause eviction feedback loop").
-        if out.capacity() > OUT_KEEP_MAX || (out.capacity() > OUT_KEEP && !keep) {
-            out.shrink_to(OUT_KEEP);
+        // keep only the reply buffer: kept room counts in used_memory, and the invalidations
+        // that key eviction sends to tracking clients would then evict more keys
+        // (unit/maxmemory, "client tracking don't cause eviction feedback loop").
+        if out.capacity() > OUT_KEEP_MAX || (out.capacity() > room && !keep) {
+            out.shrink_to(room);
         }
         // Eviction notices in it are out of the process now (client::Notices).
         info.push.written();
@@ -738,6 +829,7 @@ fn wrote(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>, sent: &mut usize, n
 fn note_pending(info: &ClientInfo, out: &Vec<u8>, sent: usize) {
     let pending = out.len() - sent;
     info.out_pending.store(pending, Ordering::Relaxed);
+    info.reply_buf.holds(pending);
     // The capacity, not the length: what the buffer holds (Redis counts its client's reply
     // buffer as allocated too).
     let held = out.capacity();

@@ -428,17 +428,28 @@ impl ClientSocket {
     }
 
     /// Wait for data and append it to `buf`. Ok(0) means the peer closed.
-    /// Room is made once data is readable, so an idle client whose buffer was given back
-    /// holds none while it waits.
+    /// Room is made once data is readable (16 KiB when less than 4 KiB is left), so an idle
+    /// client whose buffer was given back holds none while it waits.
     pub async fn read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.read_buf_with_room(buf, 4096).await
+    }
+
+    /// [`ClientSocket::read_buf`] into the room `buf` has, made only when it has none: for a
+    /// caller that sizes its buffer itself (a client's query buffer, sized exactly for a big
+    /// argument, as Redis sizes its own).
+    pub async fn read_buf_as_sized(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.read_buf_with_room(buf, 1).await
+    }
+
+    async fn read_buf_with_room(&self, buf: &mut BytesMut, min_room: usize) -> io::Result<usize> {
         // With arrival ordering on, the driver wakes this socket's reader through its Stamp,
         // which numbers the wake before it wakes the task.
         std::future::poll_fn(|cx| match &self.arrival {
             Some((stamp, waker)) => {
                 stamp.register(cx.waker());
-                self.poll_read_into(&mut std::task::Context::from_waker(waker), buf)
+                self.poll_read_into(&mut std::task::Context::from_waker(waker), buf, min_room)
             }
-            None => self.poll_read_into(cx, buf),
+            None => self.poll_read_into(cx, buf, min_room),
         })
         .await
     }
@@ -447,10 +458,11 @@ impl ClientSocket {
         &self,
         cx: &mut std::task::Context<'_>,
         buf: &mut BytesMut,
+        min_room: usize,
     ) -> std::task::Poll<io::Result<usize>> {
         loop {
             let mut guard = std::task::ready!(self.fd.poll_read_ready(cx))?;
-            if buf.capacity() - buf.len() < 4096 {
+            if buf.capacity() - buf.len() < min_room {
                 buf.reserve(16 * 1024);
             }
             if let Stream::Tls(t) = self.fd.get_ref() {

@@ -354,6 +354,7 @@ impl PubSub {
             if !info.push.push(line.clone(), limit, now_ms) {
                 info.kill();
             }
+            info.record_memory();
         }
     }
 }
@@ -415,6 +416,7 @@ fn deliver(info: &ClientInfo, enc: &mut Encoded, limit: ObufLimit, now_ms: i64) 
         );
         info.kill();
     }
+    info.record_memory();
 }
 
 /// Redis's error for a command a RESP2 client in subscriber mode may not run, if `name` is

@@ -2,8 +2,9 @@
 //!
 //! This module owns the policy of a connection's read buffer (what CLIENT LIST shows as `qbuf`
 //! and `qbuf-free`): a read is offered at least 16 KiB of room (Redis's PROTO_IOBUF_LEN),
-//! reclaimed in place when the buffer is not shared; after a request with an argument of 32
-//! KiB or more (PROTO_MBULK_BIG_ARG) the next buffer is sized for another one like it, as
+//! reclaimed in place when the buffer is not shared; an argument of 32 KiB or more
+//! (PROTO_MBULK_BIG_ARG) gets a buffer sized exactly for it once its header is read, and after
+//! a request with such an argument the next buffer is sized for another one like it, as
 //! Redis expects a fat argument to be followed by another; and Redis's client cron rules
 //! give memory back: a buffer wasting more than 4 KiB is emptied of its free space when the
 //! client has been idle for more than 2 seconds, and one over 32 KiB (PROTO_RESIZE_THRESHOLD)
@@ -24,6 +25,8 @@ pub(crate) const IOBUF_LEN: usize = 16 * 1024;
 pub(crate) const BIG_ARG: usize = 32 * 1024;
 /// Buffers above this size are shrunk toward their peak (PROTO_RESIZE_THRESHOLD).
 const RESIZE_THRESHOLD: usize = 32 * 1024;
+/// Less room than this is not worth a read of its own.
+const MIN_READ: usize = 4 * 1024;
 /// Free space below this is not worth giving back.
 const MIN_WASTE: usize = 4 * 1024;
 /// How soon a due shrink is made (Redis's client cron visits each client about that often).
@@ -67,8 +70,38 @@ impl QueryBuf {
         if room < IOBUF_LEN && self.block > RESIZE_THRESHOLD {
             resize(buf, buf.len() + IOBUF_LEN);
             self.block = buf.capacity();
-        } else if buf.capacity() > 0 && room < IOBUF_LEN {
-            let _ = buf.try_reclaim(IOBUF_LEN);
+        } else if buf.capacity() > 0
+            && room < IOBUF_LEN
+            && !buf.try_reclaim(IOBUF_LEN)
+            && room < MIN_READ
+        {
+            // Shared with requests still running and nearly full: room of its own (the read
+            // makes none while any is left).
+            buf.reserve(IOBUF_LEN);
+        }
+    }
+
+    /// Between requests of a stream read as it comes (our master's link): a block grown past
+    /// [`RESIZE_THRESHOLD`] for a request that has run is swapped for one the size of what
+    /// is left plus a read's room, so the big one is freed with the request (Redis trims its
+    /// master's query buffer once a big command is applied). While most of the buffer is a
+    /// request still arriving it is left alone: copying it at every read would cost time in
+    /// proportion to its size squared.
+    pub(crate) fn after_requests(&mut self, buf: &mut BytesMut) {
+        if self.block > RESIZE_THRESHOLD && buf.len() < IOBUF_LEN {
+            resize(buf, buf.len() + IOBUF_LEN);
+            self.block = buf.capacity();
+        }
+    }
+
+    /// Before waiting for the rest of an argument of 32 KiB or more whose header is read: the
+    /// buffer is made exactly `need` bytes long (the request up to the argument's end), as
+    /// Redis sizes its query buffer for such an argument, so the argument arrives without the
+    /// buffer doubling on its way and takes no more memory than it needs.
+    pub(crate) fn for_big_argument(&mut self, buf: &mut BytesMut, need: usize) {
+        if buf.capacity() < need {
+            resize(buf, need);
+            self.block = buf.capacity();
         }
     }
 
@@ -190,6 +223,36 @@ mod tests {
         let mut empty = BytesMut::new();
         q.after_big_arg(&mut empty, 400_000);
         assert!(empty.capacity() >= 400_002);
+    }
+
+    /// A stream's buffer lets go of a big block once its request ran, not while it arrives.
+    #[test]
+    fn a_stream_lets_go_of_a_big_block_between_requests() {
+        let mut q = QueryBuf::new();
+        let mut buf = BytesMut::with_capacity(IOBUF_LEN);
+        buf.extend_from_slice(&[b'x'; 100_000]);
+        q.after_read(&buf, 0, 100_000);
+        q.after_requests(&mut buf);
+        assert!(buf.capacity() >= 100_000, "a request still arriving stays");
+        let _ = buf.split_to(99_990);
+        q.after_requests(&mut buf);
+        assert_eq!(buf.capacity(), 10 + IOBUF_LEN);
+        assert_eq!(&buf[..], &[b'x'; 10]);
+    }
+
+    /// A big argument gets exactly the room it needs, once, and keeps what arrived of it.
+    #[test]
+    fn a_big_argument_gets_a_buffer_of_its_size() {
+        let mut q = QueryBuf::new();
+        let mut buf = BytesMut::with_capacity(IOBUF_LEN);
+        buf.extend_from_slice(b"*1\r\n$100000\r\nvvv");
+        let need = 15 + 100_000 + 2;
+        q.for_big_argument(&mut buf, need);
+        assert_eq!(buf.capacity(), need);
+        assert_eq!(&buf[..], b"*1\r\n$100000\r\nvvv");
+        // Already big enough: left alone.
+        q.for_big_argument(&mut buf, need - 10);
+        assert_eq!(buf.capacity(), need);
     }
 
     /// A block grown by a big request is freed once its requests are done, although the

@@ -443,7 +443,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
                 crate::connection::request_buffer_checks(&s);
                 crate::commands::migrate::close_idle();
                 crate::client_evict::configure(&s);
-                crate::client_evict::evict_clients(&s);
+                crate::client_evict::cron(&s);
                 (rng, capped)
             })
             .await;

@@ -22,6 +22,10 @@ use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// What one prefix of a client takes besides its bytes: its handle in the table of prefixes
+/// and that entry's share of the table, and the set of clients under it.
+const PREFIX_ENTRY: usize = 64;
+
 /// Where one invalidation goes, decided under the lock and sent after it.
 struct Delivery {
     /// The tracking client.
@@ -67,8 +71,10 @@ impl Tracking {
     }
 
     /// CLIENT TRACKING ON for `id` with checked options (BCAST prefixes are added to the ones
-    /// it already has, as in Redis; an empty list means the empty prefix).
-    pub(crate) fn enable(&self, id: u64, mut opts: Options) {
+    /// it already has, as in Redis; an empty list means the empty prefix). Returns the memory
+    /// the client's prefixes take (its list and its entries in the table of prefixes), which
+    /// is counted as the client's.
+    pub(crate) fn enable(&self, id: u64, mut opts: Options) -> usize {
         let mut s = self.state.lock();
         if opts.bcast {
             if opts.prefixes.is_empty() {
@@ -87,8 +93,15 @@ impl Tracking {
                 s.prefixes.entry(p.clone()).or_default().clients.insert(id);
             }
         }
+        let prefixes = opts.prefixes.capacity() * std::mem::size_of::<Bytes>()
+            + opts
+                .prefixes
+                .iter()
+                .map(|p| p.len() + PREFIX_ENTRY)
+                .sum::<usize>();
         s.clients.insert(id, opts);
         self.active.store(true, Ordering::Relaxed);
+        prefixes
     }
 
     /// CLIENT TRACKING OFF (and disconnection).
@@ -413,5 +426,6 @@ impl Tracking {
             }
         }
         target.push.push_unlimited(Bytes::from(msg));
+        target.record_memory();
     }
 }

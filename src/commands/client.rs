@@ -170,6 +170,7 @@ fn reset(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {
     ctx.srv.pubsub.unsubscribe_all(&info, &mut ctx.client.subs);
     ctx.srv.pubsub.remove_monitor(&info);
     ctx.srv.tracking.disable(info.id);
+    info.tracking_mem.store(0, Ordering::Relaxed);
     ctx.client.tracking_caching = false;
     // READONLY and ASKING end with the connection's state, as Redis clears them.
     ctx.client.cluster = Default::default();
@@ -276,6 +277,8 @@ fn client(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         }
         "kill" if argc >= 3 => Ok(client_kill(ctx, a)),
         "no-evict" if argc == 3 => {
+            // Client eviction sees the change at the client's next record, made as this
+            // command ends.
             if eq(&a[2], "on") {
                 ctx.client.info.no_evict.store(true, Ordering::Relaxed);
             } else if eq(&a[2], "off") {
@@ -527,9 +530,14 @@ pub(crate) fn client_subcommand(ctx: &mut Ctx, sub: &str, a: &[Bytes]) -> Reply 
                         return Reply::error(e);
                     }
                 }
-                tr.enable(id, opts);
+                let prefixes = tr.enable(id, opts);
+                ctx.client
+                    .info
+                    .tracking_mem
+                    .store(prefixes, Ordering::Relaxed);
             } else if eq(&a[2], "off") {
                 tr.disable(id);
+                ctx.client.info.tracking_mem.store(0, Ordering::Relaxed);
                 ctx.client.tracking_caching = false;
             } else {
                 return Reply::error(SYNTAX);

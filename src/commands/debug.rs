@@ -173,6 +173,30 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             Ok(Reply::Ok)
         }
         ("protocol", 3) => Ok(protocol_sample(ctx, &a[2])),
+        ("replybuffer", 4) => {
+            let what = String::from_utf8_lossy(&a[2]).to_ascii_lowercase();
+            match what.as_str() {
+                "peak-reset-time" => {
+                    if super::args::eq(&a[3], "never") {
+                        crate::obuf::set_peak_reset_time(Some(-1));
+                    } else if super::args::eq(&a[3], "reset") {
+                        crate::obuf::set_peak_reset_time(None);
+                    } else {
+                        match crate::util::numtext::parse_i64(&a[3]) {
+                            Some(ms) => crate::obuf::set_peak_reset_time(Some(ms)),
+                            None => return Err(Reply::error(super::args::NOT_INT)),
+                        }
+                    }
+                }
+                // Redis reads the flag with atoi: anything else counts as 0.
+                "resizing" => crate::obuf::set_resizing(
+                    crate::util::numtext::parse_i64(&a[3]).unwrap_or(0) != 0,
+                ),
+                _ => return Err(replybuffer_syntax_error(&a[1])),
+            }
+            Ok(Reply::Ok)
+        }
+        ("replybuffer", _) => Err(replybuffer_syntax_error(&a[1])),
         ("segfault", 2) => {
             // SAFETY: raise() only sends the signal to this thread; the crash handler writes
             // the report and the process ends, as Redis's DEBUG SEGFAULT makes it. Covered by
@@ -206,6 +230,11 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 "PROTOCOL <type>",
                 "    Reply with a sample of a protocol type: string, integer, double, bignum, null,",
                 "    array, set, map, attrib, push, verbatim, true, false.",
+                "REPLYBUFFER PEAK-RESET-TIME <NEVER|RESET|time>",
+                "    How often (ms) the cron forgets the peak of each client's reply buffer; NEVER keeps it,",
+                "    RESET goes back to the default (5000).",
+                "REPLYBUFFER RESIZING <0|1>",
+                "    Stop or resume the cron's resizing of the clients' reply buffers.",
                 "REPLICATE <command> [<arg> ...]",
                 "    Send a command to the replicas only, without running it here.",
                 "SEGFAULT",
@@ -223,6 +252,14 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             String::from_utf8_lossy(&a[1])
         ))),
     }
+}
+
+/// Redis's error for a DEBUG REPLYBUFFER it does not understand (`sub` as the client wrote it).
+fn replybuffer_syntax_error(sub: &[u8]) -> Reply {
+    Reply::error(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        String::from_utf8_lossy(sub)
+    ))
 }
 
 /// DEBUG PROTOCOL <type>: a fixed sample reply of each RESP type, as Redis's (clients and

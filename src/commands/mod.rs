@@ -961,9 +961,7 @@ pub fn dispatch_with<'a>(
             srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
             return done(err);
         }
-        if let Some(q) = client.multi.as_mut() {
-            q.push(args);
-        }
+        client.queue_command(args);
         return done(Reply::Status("QUEUED"));
     }
     if let Some(err) = dispatch_refusal(srv, spec, &args, out_of_memory, client.obeys()) {

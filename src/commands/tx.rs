@@ -66,7 +66,7 @@ fn multi(_: &Server, client: &mut Client, _: &[Bytes], _: &mut ReplyExtras) -> C
     if client.multi.is_some() {
         return Err(Reply::error("ERR MULTI calls can not be nested"));
     }
-    client.multi = Some(Vec::new());
+    client.start_multi();
     client.multi_abort = false;
     client.info.multi.store(true, Ordering::Relaxed);
     Ok(Reply::Ok)

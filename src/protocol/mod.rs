@@ -299,6 +299,68 @@ fn parse_arguments(
     Ok(Parsed::Command(arguments_of(frame, &spans)))
 }
 
+/// How far the parser has got into the incomplete request at the front of a buffer. Redis
+/// moves each header and each complete argument out of its query buffer as it parses, so its
+/// CLIENT LIST counts in `qbuf` only what is not parsed yet and in `argv-mem` the arguments
+/// taken; Podium keeps a request whole in its buffer until it is complete, and reports it
+/// the same way with this.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes at the front that are parsed: headers and complete arguments.
+    pub consumed: usize,
+    /// Bytes of the complete arguments.
+    pub argv_bytes: usize,
+    /// How many arguments are complete.
+    pub argc: usize,
+    /// The argument being received, once its header is parsed: (where its data starts in the
+    /// buffer, its length).
+    pub bulk: Option<(usize, usize)>,
+}
+
+/// [`Progress`] of the request at the front of `data`, which the parser found incomplete
+/// (`partial` is its saved progress, if it saved any). Only headers are read: an inline
+/// request, or anything the parser would refuse, shows as nothing parsed.
+pub fn progress(data: &[u8], partial: &Partial) -> Progress {
+    let mut p = Progress::default();
+    if data.first() != Some(&b'*') {
+        return p;
+    }
+    let (count, mut pos) = if partial.count > 0 {
+        p.argc = partial.spans.len();
+        p.argv_bytes = partial.spans.iter().map(|(s, e)| e - s).sum();
+        (partial.count, partial.pos)
+    } else {
+        let Some(eol) = find_crlf(data, 1) else {
+            return p;
+        };
+        match parse_header_int(&data[1..eol]) {
+            Some(n) if n > 0 => (n as usize, eol + 2),
+            _ => return p,
+        }
+    };
+    p.consumed = pos;
+    while p.argc < count && pos < data.len() && data[pos] == b'$' {
+        let Some(eol) = find_crlf(data, pos + 1) else {
+            break;
+        };
+        let Some(len) = parse_header_int(&data[pos + 1..eol]).and_then(|n| usize::try_from(n).ok())
+        else {
+            break;
+        };
+        let start = eol + 2;
+        if data.len() < start + len + 2 {
+            p.consumed = start;
+            p.bulk = Some((start, len));
+            break;
+        }
+        p.argc += 1;
+        p.argv_bytes += len;
+        pos = start + len + 2;
+        p.consumed = pos;
+    }
+    p
+}
+
 fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > INLINE_MAX {
@@ -630,5 +692,47 @@ mod resume_tests {
         assert_eq!(&got[0][11][..], b"m9");
         assert_eq!(&got[1][0][..], b"PING");
         assert!(buf.is_empty());
+    }
+    /// What Redis would have parsed out of an incomplete request: its headers and complete
+    /// arguments, whether the parser saved its progress (more than 8 arguments) or not.
+    #[test]
+    fn progress_counts_what_redis_would_have_parsed() {
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1000\r\n"[..]);
+        buf.extend_from_slice(&[b'v'; 500]);
+        let limits = ParseLimits::default();
+        let mut partial = Partial::default();
+        assert_eq!(
+            parse_request_resuming(&mut buf, &limits, &mut partial),
+            Ok(Parsed::Incomplete)
+        );
+        let p = progress(&buf, &partial);
+        assert_eq!(
+            buf.len() - p.consumed,
+            500,
+            "qbuf: the argument's data so far"
+        );
+        assert_eq!((p.argc, p.argv_bytes), (2, 4));
+        assert_eq!(p.bulk, Some((buf.len() - 500, 1000)));
+        // A header not complete yet is not parsed.
+        let p = progress(b"*3\r\n$3\r\nset\r\n$10", &partial);
+        assert_eq!((p.consumed, p.argc, p.bulk), (13, 1, None));
+        assert_eq!(progress(b"*3", &partial), Progress::default());
+        assert_eq!(progress(b"GET k", &partial), Progress::default());
+        // Saved progress of a long request is used.
+        let mut long = BytesMut::new();
+        long.extend_from_slice(b"*10\r\n");
+        for _ in 0..9 {
+            long.extend_from_slice(b"$2\r\nab\r\n");
+        }
+        long.extend_from_slice(b"$40000\r\nxyz");
+        let mut partial = Partial::default();
+        assert_eq!(
+            parse_request_resuming(&mut long, &limits, &mut partial),
+            Ok(Parsed::Incomplete)
+        );
+        let p = progress(&long, &partial);
+        assert_eq!((p.argc, p.argv_bytes), (9, 18));
+        assert_eq!(long.len() - p.consumed, 3);
+        assert_eq!(p.bulk.map(|b| b.1), Some(40000));
     }
 }

@@ -671,6 +671,7 @@ async fn apply_stream_until_done(
     // A request CLIENT PAUSE holds back (the master's writes wait under a WRITE pause, as in
     // Redis): the stream stops at it, while what follows is still read (read offset).
     let mut held: Option<(Bytes, Vec<Bytes>)> = None;
+    let mut qb = crate::querybuf::QueryBuf::new();
     loop {
         // Everything complete in the buffer, in order, unless a request is held back.
         loop {
@@ -737,6 +738,32 @@ async fn apply_stream_until_done(
         }
         let pending = held.as_ref().map_or(0, |(raw, _)| raw.len()) + m.buf.len();
         link.unapplied.store(pending as i64, Ordering::Relaxed);
+        // The link's buffer follows a client's query buffer rules: an argument of 32 KiB or
+        // more arrives in a buffer of its exact size (a value kept from it keeps no more), a
+        // block grown for a big request is let go once the request ran (Redis trims its
+        // master's pending query buffer the same way), and CLIENT LIST shows it.
+        let progress = crate::protocol::progress(&m.buf, &Default::default());
+        match progress.bulk {
+            Some((start, len)) if len >= crate::querybuf::BIG_ARG => {
+                qb.for_big_argument(&mut m.buf, start + len + 2)
+            }
+            _ => {
+                qb.after_requests(&mut m.buf);
+                if m.buf.capacity() - m.buf.len() < 4096 {
+                    m.buf.reserve(crate::querybuf::IOBUF_LEN);
+                }
+            }
+        }
+        client.info.qbuf.store(m.buf.len(), Ordering::Relaxed);
+        client
+            .info
+            .qbuf_free
+            .store(m.buf.capacity() - m.buf.len(), Ordering::Relaxed);
+        client
+            .info
+            .qbuf_mem
+            .store(m.buf.capacity(), Ordering::Relaxed);
+        let len_before = m.buf.len();
         let wake = link.ack_wake.notified();
         let moved_on = link.moved_on.notified();
         tokio::pin!(moved_on);
@@ -755,6 +782,7 @@ async fn apply_stream_until_done(
                 match r {
                     Ok(0) => return Err("Master closed the connection".into()),
                     Ok(n) => {
+                        qb.after_read(&m.buf, len_before, n);
                         link.unapplied.fetch_add(n as i64, Ordering::Relaxed);
                         srv.stats.net_input_bytes.add(n as u64);
                         srv.stats.reads_processed.add(1);

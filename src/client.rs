@@ -109,6 +109,10 @@ pub(crate) struct ReplClient {
     pub(crate) is_master: bool,
     /// The replication offset right after this client's last logged write (WAIT).
     pub(crate) woff: u64,
+    /// The image went to this replica in the diskless form: its stream waits in the mailbox
+    /// until its first REPLCONF ACK, so that nothing follows the EOF mark on the wire before
+    /// the replica found it (Redis's repl_start_cmd_stream_on_ack).
+    pub(crate) stream_on_ack: bool,
 }
 
 impl ClientInfo {

@@ -219,7 +219,7 @@ async fn serve_client(
             // Fixed order: the branches other than the read are ready only when woken, so the
             // read is not starved, and no random number is drawn per read.
             biased;
-            _ = info.push.ready.wait(), if !waiting_output => {
+            _ = info.push.ready.wait(), if !waiting_output && !client.repl.stream_on_ack => {
                 // A kill wakes this branch too (`ClientInfo::kill`).
                 if info.killed.load(Ordering::SeqCst) {
                     return Ok(());
@@ -236,7 +236,7 @@ async fn serve_client(
                 continue;
             }
             // While replies wait for the socket the push branch is off: a kill is heard here.
-            _ = info.kill.notified(), if waiting_output => return Ok(()),
+            _ = info.kill.notified(), if waiting_output || client.repl.stream_on_ack => return Ok(()),
             r = sock.write_some(&out[sent..]), if waiting_output => {
                 // The socket took more of the pending replies.
                 wrote(srv, &info, &mut out, &mut sent, r?);

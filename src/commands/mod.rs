@@ -166,6 +166,9 @@ pub mod flags {
     /// Does not use up a CLIENT CACHING given for the next command (CLIENT itself, as in
     /// Redis, where only the command after CLIENT CACHING consumes it).
     pub const KEEPS_CACHING: u32 = 1 << 21;
+    /// Refused with -LOADING while a replica loads its master's image beside the data set it
+    /// serves (async loading): SAVE, BGSAVE, BGREWRITEAOF, SYNC, PSYNC, REPLICAOF.
+    pub const NO_ASYNC_LOADING: u32 = 1 << 22;
 }
 
 /// Where a command's keys are.
@@ -816,7 +819,12 @@ pub fn dispatch_with<'a>(
     };
     // While the dataset loads only commands flagged LOADING run (the loader's own client, which
     // obeys, applies the file); checked first, before the arity.
-    if spec.flags & flags::LOADING == 0 && srv.aof.loading() && !client.obeys() {
+    let loading_refused = if srv.aof.loading() {
+        spec.flags & flags::LOADING == 0
+    } else {
+        spec.flags & flags::NO_ASYNC_LOADING != 0 && srv.aof.async_loading()
+    };
+    if loading_refused && !client.obeys() {
         if client.multi.is_some() {
             client.multi_abort = true;
         }

@@ -200,8 +200,14 @@ pub(crate) fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
     msg[8..16].copy_from_slice(&keys.to_le_bytes());
     msg[16..].copy_from_slice(&cow.to_le_bytes());
     // SAFETY: write(2) of a local buffer to our end of the pipe; a failure only loses a report.
-    unsafe {
-        libc::write(fd, msg.as_ptr().cast(), msg.len());
+    let n = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
+    // No reader: the parent is gone (killed), and the child follows it, as Redis's child
+    // exits when it cannot write its report.
+    if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE) {
+        // SAFETY: _exit(2) in the forked child, running no destructor.
+        unsafe {
+            libc::_exit(1);
+        }
     }
 }
 

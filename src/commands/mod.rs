@@ -911,6 +911,17 @@ pub fn dispatch_with<'a>(
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error(srv.scripts.busy_reply()));
     }
+    // A replica's link carries nothing that touches the keyspace: refused, as Redis refuses
+    // it (a replica is exempt from CLIENT PAUSE and must not slip writes past it). The
+    // connection then drops the replica for the reply (see `connection::emit`).
+    if client.repl.is_replica
+        && spec.flags & (flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) != 0
+    {
+        *client.info.last_cmd.lock() = latency::full_name(spec, &args);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(Reply::error("ERR Replica can't interact with the keyspace"));
+    }
     // Under CLIENT PAUSE the request waits (checked where Redis checks: before queueing).
     if crate::commands::pause::holds_back(srv, client, spec, &args) {
         return Outcome {

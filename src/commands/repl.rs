@@ -86,6 +86,20 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         rdb_feed: Default::default(),
     });
     tracing::info!("Replica {} asks for synchronization", replica.describe());
+    let psync_offset = if psync {
+        match crate::util::numtext::parse_i64(&a[2]) {
+            Some(o) => o,
+            None => {
+                tracing::warn!(
+                    "Replica {} asks for synchronization but with a wrong offset",
+                    replica.describe()
+                );
+                return Err(Reply::error("ERR value is not an integer or out of range"));
+            }
+        }
+    } else {
+        -1
+    };
     ctx.client.repl.is_replica = true;
     ctx.client
         .info
@@ -93,7 +107,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         .store(crate::client::ROLE_REPLICA, Ordering::Relaxed);
     if psync {
         let replid = String::from_utf8_lossy(&a[1]).into_owned();
-        let offset = crate::util::numtext::parse_i64(&a[2]).unwrap_or(-1);
+        let offset = psync_offset;
         match srv
             .repl
             .try_partial(&replica, &replid, offset, ctx.client.repl.capa_psync2)
@@ -162,8 +176,8 @@ fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
                 ctx.srv.repl.acked.notify_waiters();
                 // The first ACK after a diskless transfer starts the stream.
-                if r.state() == ONLINE && std::mem::take(&mut ctx.client.repl.stream_on_ack) {
-                    ctx.client.info.push.ready.notify();
+                if r.state() == ONLINE {
+                    ctx.client.info.push.release();
                 }
             }
             return Ok(Reply::NoReply);

@@ -211,6 +211,19 @@ pub(crate) fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
     }
 }
 
+/// Ask a running BGSAVE to stop (SIGUSR1, as Redis's killRDBChild) without waiting for it: its
+/// reaper records the end.
+pub(crate) fn signal_bgsave(srv: &Server) {
+    let pid = srv.aof.inner.snap.child.load(Ordering::SeqCst);
+    if pid != 0 {
+        // SAFETY: kill(2) of our own child process, which its reaper has not waited for yet
+        // (it clears `child` only after waitpid).
+        unsafe {
+            libc::kill(pid, libc::SIGUSR1);
+        }
+    }
+}
+
 /// Stop a running BGSAVE (SHUTDOWN, DEBUG RELOAD): SIGUSR1 as Redis, then wait for the reaper.
 pub(crate) fn kill_bgsave(srv: &Server) {
     let pid = srv.aof.inner.snap.child.load(Ordering::SeqCst);

@@ -1322,7 +1322,7 @@ fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
     let pump = std::thread::Builder::new()
         .name("rdb-to-replicas".into())
         .spawn(move || {
-            pump_to_replicas(&pump_srv, read_fd, senders, pid);
+            pump_to_replicas(&pump_srv, read_fd, senders);
             let _ = done_tx.send(());
         });
     if let Err(e) = pump {
@@ -1352,7 +1352,6 @@ fn pump_to_replicas(
         std::sync::Arc<crate::state::repl::Replica>,
         tokio::sync::mpsc::Sender<bytes::Bytes>,
     )>,
-    pid: i32,
 ) {
     use std::io::Read;
     // SAFETY: this thread owns the pipe's read end from here on; the File closes it.
@@ -1368,7 +1367,7 @@ fn pump_to_replicas(
                 for (r, _) in &outs {
                     r.info.kill();
                 }
-                stop_transfer_child(srv, pid);
+                super::child::signal_bgsave(srv);
                 return;
             }
         };
@@ -1376,7 +1375,7 @@ fn pump_to_replicas(
         outs.retain(|(_, tx)| tx.blocking_send(bytes.clone()).is_ok());
         if outs.is_empty() {
             tracing::warn!("Diskless rdb transfer, last replica dropped, killing fork child.");
-            stop_transfer_child(srv, pid);
+            super::child::signal_bgsave(srv);
             return;
         }
     }
@@ -1384,17 +1383,6 @@ fn pump_to_replicas(
         "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
         outs.len()
     );
-}
-
-/// SIGUSR1 to the transfer's child, if it is still the running one.
-fn stop_transfer_child(srv: &Server, pid: i32) {
-    if srv.aof.inner.snap.child.load(Ordering::SeqCst) == pid {
-        // SAFETY: kill(2) of our own child process, not reaped yet (its reaper clears
-        // `child` after waitpid).
-        unsafe {
-            libc::kill(pid, libc::SIGUSR1);
-        }
-    }
 }
 
 /// INFO persistence's `current_*` fields (the running child's reports), in Redis's order.

@@ -79,6 +79,9 @@ pub(crate) fn load(
     target: Target,
     name: &str,
 ) -> Result<Loaded, LoadError> {
+    // The watchdog (`watchdog-period`) watches this thread as Redis's watches its main thread,
+    // which a load from the socket blocks.
+    let _watched = crate::watchdog::busy();
     let limits = snapshot::limits(srv);
     let mut temp = match target {
         Target::Live => None,

@@ -100,6 +100,7 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
                 }
             }
             _ = info.kill.notified() => return false,
+            _ = sock.closed() => return false,
         }
     }
     match transfer {
@@ -155,7 +156,7 @@ fn start_or_join_bgsave(srv: &Server, r: &Arc<Replica>) -> bool {
 /// A diskless transfer (see `persistence::snapshot::bgsave_to_replicas`): write what the
 /// transfer's pump hands over until it is done, then wait for the child's outcome. A replica
 /// whose socket takes nothing for `repl-timeout` seconds is dropped, as Redis's cron drops
-/// it. The stream then waits for the replica's first ACK (`stream_on_ack`).
+/// it. The stream then waits for the replica's first ACK (`Mailbox::hold`).
 async fn send_from_transfer(
     srv: &Server,
     sock: &ClientSocket,
@@ -192,6 +193,7 @@ async fn send_from_transfer(
         tokio::select! {
             _ = &mut changed => {}
             _ = info.kill.notified() => return false,
+            _ = sock.closed() => return false,
         }
     }
     tracing::info!(
@@ -205,10 +207,11 @@ async fn send_from_transfer(
         );
         return false;
     }
+    // The stream waits for the replica's first ACK (Mailbox::hold).
+    info.push.hold();
     r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
     r.state.store(ONLINE, Ordering::Release);
     tracing::info!("Synchronization with replica {} succeeded", r.describe());
-    client.repl.stream_on_ack = true;
     true
 }
 
@@ -325,6 +328,18 @@ async fn send_functions_image(
     // From here on the stream (nothing before this instant is in the image but libraries).
     srv.repl.attach_now(r);
     true
+}
+
+/// A replica's connection closed: forget it. When it was the last one waiting for a BGSAVE
+/// to disk and no save points are set, that BGSAVE is of no use and is stopped, so the next
+/// full synchronization (or BGSAVE) can fork at once (Redis's freeClient).
+pub(crate) fn forget_replica(srv: &Server, client_id: u64) {
+    if srv.repl.remove_replica(client_id)
+        && crate::persistence::snapshot::save_points(srv).is_empty()
+        && !srv.aof.inner.snap.child_to_sockets.load(Ordering::SeqCst)
+    {
+        crate::persistence::child::signal_bgsave(srv);
+    }
 }
 
 /// `rdb-del-sync-files yes`: without persistence, the file written only for replicas goes.

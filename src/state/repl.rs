@@ -503,14 +503,20 @@ impl Replication {
         self.active.store(true, Ordering::Release);
     }
 
-    /// Forget a replica (its connection closed).
-    pub(crate) fn remove_replica(&self, client_id: u64) {
+    /// Forget a replica (its connection closed). True when it was waiting for a BGSAVE's
+    /// end and no other replica still does (that BGSAVE may have no use left).
+    pub(crate) fn remove_replica(&self, client_id: u64) -> bool {
         let mut s = self.stream.lock();
         let before = s.replicas.len();
+        let was_waiting = s
+            .replicas
+            .iter()
+            .any(|r| r.client_id == client_id && r.state() == WAIT_BGSAVE_END);
         s.replicas.retain(|r| r.client_id != client_id);
         if s.replicas.len() != before && s.replicas.is_empty() {
             s.alone_since_ms = crate::clock::unix_ms();
         }
+        was_waiting && !s.replicas.iter().any(|r| r.state() == WAIT_BGSAVE_END)
     }
 
     /// Whether a BGSAVE for the replicas waiting for one is due now, and its target: Some(true)

@@ -248,8 +248,10 @@ pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
         &srv.keyspace,
         "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
     );
-    // Our replicas must resynchronize with the new history.
-    srv.repl.disconnect_replicas();
+    // Our replicas stay: if the new master continues our history (PSYNC) they continue too;
+    // they are disconnected when the history changes (a new replication ID, or a full
+    // synchronization's data set about to replace ours), as Redis's replicationSetMaster
+    // leaves them.
     srv.repl.start_following();
     srv.master_link.follow(host, port);
 }

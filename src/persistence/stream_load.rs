@@ -238,7 +238,7 @@ fn insert(
         Some(t) => &mut t[k.db][idx],
         None => {
             live = srv.keyspace.dbs[k.db].shards[idx].lock();
-            &mut *live
+            &mut live
         }
     };
     if shard.raw_get(&k.key).is_some() {

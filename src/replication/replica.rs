@@ -134,15 +134,28 @@ struct Link {
     sock: MasterStream,
     buf: BytesMut,
     timeout: Duration,
+    /// The link task's server and generation: a REPLICAOF ends a wait on the socket.
+    srv: Arc<Server>,
+    generation: u64,
 }
 
 impl Link {
     async fn fill(&mut self) -> Result<(), String> {
-        match tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)).await {
-            Err(_) => Err("Timeout connecting to the MASTER...".into()),
-            Ok(Ok(0)) => Err("Master closed the connection".into()),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
+        let link = &self.srv.master_link;
+        let changed = link.generation_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if !link.current(self.generation) {
+            return Err("replication was stopped".into());
+        }
+        tokio::select! {
+            r = tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)) => match r {
+                Err(_) => Err("Timeout connecting to the MASTER...".into()),
+                Ok(Ok(0)) => Err("Master closed the connection".into()),
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
+            },
+            _ = changed => Err("replication was stopped".into()),
         }
     }
 
@@ -210,6 +223,8 @@ async fn link_once(
         sock,
         buf: BytesMut::with_capacity(16 * 1024),
         timeout,
+        srv: srv.clone(),
+        generation,
     };
     let pong = m.command(&[b"PING"]).await?;
     if pong.starts_with('-')

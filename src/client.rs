@@ -822,6 +822,11 @@ pub(crate) struct Mailbox {
     /// Eviction notices taken into the connection's output and not yet written (see
     /// [`Notices`]; Redis writes them before its next command runs).
     notices_out: AtomicUsize,
+    /// What is queued is kept from the connection until [`Mailbox::release`]: a replica's
+    /// stream after a diskless transfer waits for its first REPLCONF ACK, so that nothing
+    /// follows the EOF mark on the wire before the replica found it (Redis's
+    /// repl_start_cmd_stream_on_ack).
+    held: AtomicBool,
 }
 
 impl Drop for Mailbox {
@@ -947,6 +952,9 @@ impl Mailbox {
         }
         drop(q);
         self.pending.store(true, Ordering::Release);
+        if self.held.load(Ordering::Acquire) {
+            return true;
+        }
         // An eviction round's notices wake their connection when the round is over.
         if !(SENDING_NOTICES.get() && wake_after_round(&self.ready)) {
             self.ready.notify();
@@ -967,9 +975,21 @@ impl Mailbox {
         let _ = self.push(msg, ObufLimit::default(), 0);
     }
 
-    /// Anything waiting to be written.
+    /// Anything waiting to be written (nothing while held).
     pub(crate) fn has_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
+        self.pending.load(Ordering::Acquire) && !self.held.load(Ordering::Acquire)
+    }
+
+    /// Keep what is queued, and what comes, from the connection (see `held`).
+    pub(crate) fn hold(&self) {
+        self.held.store(true, Ordering::Release);
+    }
+
+    /// Hand what is queued to the connection again.
+    pub(crate) fn release(&self) {
+        if self.held.swap(false, Ordering::AcqRel) && self.pending.load(Ordering::Acquire) {
+            self.ready.notify();
+        }
     }
 
     /// Move every queued message into `out`, in order. The bytes stay accounted until
@@ -1048,7 +1068,8 @@ impl Mailbox {
     /// The memory of what is queued and not yet moved to the connection's output (buffers
     /// as allocated), and the number of buffers holding it.
     pub(crate) fn queued(&self) -> (usize, usize) {
-        if !self.has_pending() {
+        // A held queue is memory all the same.
+        if !self.pending.load(Ordering::Acquire) {
             return (0, 0);
         }
         let q = self.queue.lock();

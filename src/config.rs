@@ -808,7 +808,7 @@ directive_table! {
         "repl-diskless-sync-delay",
         INT,
         "5",
-        "accepted, no effect: a Podium master sends its image from disk, where Redis starts at once too"
+        "as Redis: seconds a diskless transfer waits for more replicas to share it"
     ),
     PROPAGATION_ERROR_BEHAVIOR: Text = p(
         "propagation-error-behavior",

@@ -138,7 +138,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
         if let Some(r) = srv.repl.find(id) {
             tracing::info!("Connection with replica {} lost.", r.describe());
         }
-        srv.repl.remove_replica(id);
+        crate::takeover::replica_closed(&srv, id);
     }
     crate::commands::tx::unwatch_all(&srv, &mut client);
     srv.pubsub.unsubscribe_all(&info, &mut client.subs);
@@ -663,8 +663,23 @@ pub(crate) fn request_buffer_checks(srv: &Server) {
 /// Write `reply` as the client's reply mode allows; `pushed` (subscribe confirmations) is
 /// written even when replies are silenced.
 fn emit(srv: &Server, client: &mut Client, reply: &Reply, pushed: bool, out: &mut Vec<u8>) {
-    // A replica reads the stream, not replies (Redis never answers a replica's commands).
+    // A replica reads the stream, not replies: one that sent a command producing a reply is
+    // disconnected, as Redis disconnects it (the reply would corrupt its stream).
     if client.repl.is_replica {
+        if !matches!(reply, Reply::NoReply) {
+            let cmd = *client.info.last_cmd.lock();
+            if let Reply::Error(e) = reply {
+                tracing::warn!(
+                    "== CRITICAL == This master is sending an error to its replica: '{}' after processing the command '{cmd}'",
+                    e.trim_start_matches('-')
+                );
+            }
+            tracing::warn!(
+                "Replica generated a reply to command '{cmd}', disconnecting it: {}",
+                client.info.describe()
+            );
+            client.info.kill();
+        }
         return;
     }
     if !std::mem::take(&mut client.error_reply_counted) {

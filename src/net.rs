@@ -532,6 +532,39 @@ impl ClientSocket {
         }
     }
 
+    /// Wait until the peer has closed its end (or the connection failed), reading nothing:
+    /// whatever it sent stays in the socket for the next read. For a replica waiting for its
+    /// image, whose going away Redis notices from its event loop.
+    pub(crate) async fn closed(&self) {
+        loop {
+            let Ok(mut guard) = self.fd.readable().await else {
+                return;
+            };
+            let mut byte = [0u8; 1];
+            // SAFETY: recv(2) with MSG_PEEK copies at most one byte into a local buffer and
+            // leaves the socket's data in place; MSG_DONTWAIT keeps it from blocking.
+            let n = unsafe {
+                libc::recv(
+                    self.raw_fd(),
+                    byte.as_mut_ptr().cast(),
+                    1,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            match n {
+                0 => return,
+                n if n < 0 => {
+                    if std::io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock {
+                        return;
+                    }
+                    guard.clear_ready();
+                }
+                // Data waits (not a close): wait for the socket's next event.
+                _ => guard.clear_ready(),
+            }
+        }
+    }
+
     /// Write what the socket takes of `data` now, without waiting (WouldBlock when it takes
     /// nothing).
     pub(crate) fn try_write(&self, data: &[u8]) -> io::Result<usize> {

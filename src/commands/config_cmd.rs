@@ -46,11 +46,11 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             );
             let before = crate::listeners::values_before(ctx.srv, &pairs);
             let local = crate::net::is_local_peer(&ctx.client.info.addr);
-            match ctx
-                .srv
-                .config
-                .set_runtime_checked(&pairs, local, ctx.srv.aof.loading())
-            {
+            match ctx.srv.config.set_runtime_checked(
+                &pairs,
+                local,
+                ctx.srv.aof.loading() || ctx.srv.aof.async_loading(),
+            ) {
                 Ok(changed) => {
                     if let Err(e) = crate::listeners::apply_config_set(ctx.srv, &changed, &before) {
                         return Err(Reply::Error(e));

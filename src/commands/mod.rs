@@ -166,6 +166,9 @@ pub mod flags {
     /// Does not use up a CLIENT CACHING given for the next command (CLIENT itself, as in
     /// Redis, where only the command after CLIENT CACHING consumes it).
     pub const KEEPS_CACHING: u32 = 1 << 21;
+    /// Refused with -LOADING while a replica loads its master's image beside the data set it
+    /// serves (async loading): SAVE, BGSAVE, BGREWRITEAOF, SYNC, PSYNC, REPLICAOF.
+    pub const NO_ASYNC_LOADING: u32 = 1 << 22;
 }
 
 /// Where a command's keys are.
@@ -818,7 +821,12 @@ pub fn dispatch_with<'a>(
     };
     // While the dataset loads only commands flagged LOADING run (the loader's own client, which
     // obeys, applies the file); checked first, before the arity.
-    if spec.flags & flags::LOADING == 0 && srv.aof.loading() && !client.obeys() {
+    let loading_refused = if srv.aof.loading() {
+        spec.flags & flags::LOADING == 0
+    } else {
+        spec.flags & flags::NO_ASYNC_LOADING != 0 && srv.aof.async_loading()
+    };
+    if loading_refused && !client.obeys() {
         if client.multi.is_some() {
             client.multi_abort = true;
         }
@@ -916,6 +924,17 @@ pub fn dispatch_with<'a>(
         }
         srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         return done(Reply::error(srv.scripts.busy_reply()));
+    }
+    // A replica's link carries nothing that touches the keyspace: refused, as Redis refuses
+    // it (a replica is exempt from CLIENT PAUSE and must not slip writes past it). The
+    // connection then drops the replica for the reply (see `connection::emit`).
+    if client.repl.is_replica
+        && spec.flags & (flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) != 0
+    {
+        *client.info.last_cmd.lock() = latency::full_name(spec, &args);
+        spec.stats(&args).rejected.fetch_add(1, Ordering::Relaxed);
+        srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+        return done(Reply::error("ERR Replica can't interact with the keyspace"));
     }
     // Under CLIENT PAUSE the request waits (checked where Redis checks: before queueing).
     if crate::commands::pause::holds_back(srv, client, spec, &args) {

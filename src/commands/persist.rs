@@ -23,7 +23,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "bgrewriteaof",
         1,
-        ADMIN | NOSCRIPT,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
         Keys::None,
         bgrewriteaof,
         "server",
@@ -31,12 +31,19 @@ pub static COMMANDS: &[Spec] = &[
     Spec::new(
         "save",
         1,
-        ADMIN | NOSCRIPT | NO_MULTI,
+        ADMIN | NOSCRIPT | NO_MULTI | NO_ASYNC_LOADING,
         Keys::None,
         save,
         "server",
     ),
-    Spec::new("bgsave", -1, ADMIN | NOSCRIPT, Keys::None, bgsave, "server"),
+    Spec::new(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        Keys::None,
+        bgsave,
+        "server",
+    ),
 ];
 
 fn lastsave(ctx: &mut Ctx, _: &[Bytes]) -> CmdResult {

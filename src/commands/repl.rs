@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, sync, "server"),
-    Spec::new("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, Keys::None, sync, "server"),
+    Spec::new("sync", 1, ADMIN | NOSCRIPT | NO_MULTI | NO_ASYNC_LOADING, Keys::None, sync, "server"),
+    Spec::new("psync", -3, ADMIN | NOSCRIPT | NO_MULTI | NO_ASYNC_LOADING, Keys::None, sync, "server"),
     Spec::new("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, Keys::None, replconf, "server"),
     Spec::new("wait", 3, NOSCRIPT, Keys::None, wait, "generic"),
     Spec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, Keys::None, role, "server"),
-    Spec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
-    Spec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE, Keys::None, replicaof, "server"),
+    Spec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, Keys::None, replicaof, "server"),
+    Spec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, Keys::None, replicaof, "server"),
     Spec::new("failover", -1, ADMIN | NOSCRIPT | STALE, Keys::None, failover, "server"),
 ];
 
@@ -80,8 +80,26 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         pre_psync: !psync,
         bgsave_outcome: Default::default(),
         changed: Default::default(),
+        capa_eof: ctx.client.repl.capa_eof,
+        rdb_only: ctx.client.repl.rdb_only,
+        asked_ms: crate::clock::unix_ms(),
+        rdb_feed: Default::default(),
     });
     tracing::info!("Replica {} asks for synchronization", replica.describe());
+    let psync_offset = if psync {
+        match crate::util::numtext::parse_i64(&a[2]) {
+            Some(o) => o,
+            None => {
+                tracing::warn!(
+                    "Replica {} asks for synchronization but with a wrong offset",
+                    replica.describe()
+                );
+                return Err(Reply::error("ERR value is not an integer or out of range"));
+            }
+        }
+    } else {
+        -1
+    };
     ctx.client.repl.is_replica = true;
     ctx.client
         .info
@@ -89,7 +107,7 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         .store(crate::client::ROLE_REPLICA, Ordering::Relaxed);
     if psync {
         let replid = String::from_utf8_lossy(&a[1]).into_owned();
-        let offset = crate::util::numtext::parse_i64(&a[2]).unwrap_or(-1);
+        let offset = psync_offset;
         match srv
             .repl
             .try_partial(&replica, &replid, offset, ctx.client.repl.capa_psync2)
@@ -157,6 +175,10 @@ fn replconf(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 r.ack_offset.fetch_max(off.max(0) as u64, Ordering::AcqRel);
                 r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
                 ctx.srv.repl.acked.notify_waiters();
+                // The first ACK after a diskless transfer starts the stream.
+                if r.state() == ONLINE {
+                    ctx.client.info.push.release();
+                }
             }
             return Ok(Reply::NoReply);
         } else if eq(opt, "getack") {

@@ -27,7 +27,8 @@ const PORT: Kind = Kind::Int { min: 0, max: 65535 };
 const YES_NO: Kind = Kind::Bool;
 const MEMORY: Kind = Kind::Memory { min: 0 };
 
-const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
+const DISK_SYNC: &str = "as Redis: yes streams the image from a fork straight to the replicas' sockets ($EOF:<mark> form) to every replica that reads it, several replicas sharing one transfer; no writes the file and sends it ($<len>)";
+const DISK_SYNC_MAX: &str = "as Redis: with repl-diskless-sync, start the transfer as soon as this many replicas wait (0: wait repl-diskless-sync-delay)";
 const NO_CLUSTER_REPLICAS: &str = "only the default is accepted: Podium's cluster mode has masters only (no CLUSTER REPLICATE, no failover) so far";
 const NO_CLUSTER_TLS: &str =
     "only the default is accepted: Podium's cluster bus does not speak TLS";
@@ -344,12 +345,12 @@ directive_table! {
     MASTERAUTH: Text = row("masterauth", Kind::Str, "", "the password the replication link sends to the master"),
     MASTERUSER: Text = row("masteruser", Kind::Str, "", "the ACL user the replication link authenticates as"),
     REPL_DISKLESS_SYNC: Flag = row("repl-diskless-sync", YES_NO, "yes", DISK_SYNC),
-    REPL_DISKLESS_SYNC_MAX_REPLICAS: Int = row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC),
+    REPL_DISKLESS_SYNC_MAX_REPLICAS: Int = row("repl-diskless-sync-max-replicas", UINT, "0", DISK_SYNC_MAX),
     REPL_DISKLESS_LOAD: Text = row(
         "repl-diskless-load",
         Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
         "disabled",
-        "accepted, no effect: a Podium replica writes the master's image to disk and loads it from there (Redis's 'disabled')",
+        "as Redis: disabled writes the master's image to disk and loads the file; on-empty-db loads from the socket while the data set is empty; swapdb loads from the socket beside the old data set, swapped in on success and kept on failure (served meanwhile, async_loading, when the master continues our history)",
     ),
     REPL_DISABLE_TCP_NODELAY: Flag = row("repl-disable-tcp-nodelay", YES_NO, "no", "as Redis: TCP_NODELAY on the replication link unless set"),
     REPL_BACKLOG_SIZE: Int = row(

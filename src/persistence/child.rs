@@ -200,8 +200,27 @@ pub(crate) fn child_report(fd: i32, kind: u64, keys: u64, cow: u64) {
     msg[8..16].copy_from_slice(&keys.to_le_bytes());
     msg[16..].copy_from_slice(&cow.to_le_bytes());
     // SAFETY: write(2) of a local buffer to our end of the pipe; a failure only loses a report.
-    unsafe {
-        libc::write(fd, msg.as_ptr().cast(), msg.len());
+    let n = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
+    // No reader: the parent is gone (killed), and the child follows it, as Redis's child
+    // exits when it cannot write its report.
+    if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE) {
+        // SAFETY: _exit(2) in the forked child, running no destructor.
+        unsafe {
+            libc::_exit(1);
+        }
+    }
+}
+
+/// Ask a running BGSAVE to stop (SIGUSR1, as Redis's killRDBChild) without waiting for it: its
+/// reaper records the end.
+pub(crate) fn signal_bgsave(srv: &Server) {
+    let pid = srv.aof.inner.snap.child.load(Ordering::SeqCst);
+    if pid != 0 {
+        // SAFETY: kill(2) of our own child process, which its reaper has not waited for yet
+        // (it clears `child` only after waitpid).
+        unsafe {
+            libc::kill(pid, libc::SIGUSR1);
+        }
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) mod rdb_encoding;
 pub(crate) mod rdb_stream;
 pub mod rewrite;
 pub mod snapshot;
+pub(crate) mod stream_load;
 
 use crate::config::dir;
 use crate::protocol::Reply;
@@ -272,6 +273,11 @@ impl Aof {
     /// True while the AOF is being loaded.
     pub fn loading(&self) -> bool {
         self.inner.loading.load(Ordering::Relaxed)
+    }
+
+    /// True while a replica loads its master's image beside the data set it serves.
+    pub fn async_loading(&self) -> bool {
+        self.inner.async_loading.load(Ordering::Relaxed)
     }
 }
 
@@ -868,10 +874,14 @@ fn children_cron(srv: &Server) {
     if srv.aof.loading() {
         return;
     }
-    // Replicas waiting for an image (a BGSAVE was running when they asked).
-    if srv.repl.waiting_for_bgsave() {
-        tracing::info!("Starting BGSAVE for SYNC with target: disk");
-        if let Err(e) = snapshot::bgsave_start(srv) {
+    // Replicas waiting for an image (a BGSAVE was running when they asked, or a diskless
+    // transfer waits `repl-diskless-sync-delay` for more replicas to share it).
+    if let Some(to_sockets) = srv.repl.replication_bgsave_due(
+        srv.config.flag(dir::REPL_DISKLESS_SYNC),
+        srv.config.int(dir::REPL_DISKLESS_SYNC_DELAY),
+        srv.config.int(dir::REPL_DISKLESS_SYNC_MAX_REPLICAS),
+    ) {
+        if let Err(e) = snapshot::bgsave_for_replicas(srv, to_sockets) {
             tracing::warn!("BGSAVE for replication failed: {e}");
             srv.repl.bgsave_failed_to_start();
         }
@@ -936,7 +946,10 @@ pub fn info_fields(srv: &Server) -> Vec<(String, String)> {
     let st = inner.state.lock();
     let mut v: Vec<(&str, String)> = vec![
         ("loading", u8::from(loading).to_string()),
-        ("async_loading", "0".into()),
+        (
+            "async_loading",
+            u8::from(inner.async_loading.load(Ordering::Relaxed)).to_string(),
+        ),
     ];
     v.extend(snapshot::info_current(srv));
     v.extend(snapshot::info_fields(srv));

@@ -409,16 +409,8 @@ fn type_supported(t: u8) -> bool {
     matches!(t, 0..=5 | 9..=19)
 }
 
-/// Parse an RDB image at the start of `data`. `skip_expired_at`: drop keys whose expiry is
-/// at or before this Unix ms time (a master loading its own file), None to keep them (an AOF
-/// preamble, where later commands may refer to them). `name` is used in messages.
-pub(crate) fn parse(
-    data: &[u8],
-    name: &str,
-    limits: &Limits,
-    num_dbs: usize,
-    skip_expired_at: Option<i64>,
-) -> Result<Parsed, String> {
+/// Check an image's header (`REDIS` and the version, the first 9 bytes): its version.
+pub(crate) fn header_version(data: &[u8], name: &str) -> Result<u16, String> {
     let bad = |off: usize, what: &str| format!("Bad RDB file {name} at offset {off}: {what}");
     if data.len() < 9 || &data[..5] != b"REDIS" {
         return Err(bad(0, "Wrong signature trying to load DB from file"));
@@ -434,151 +426,276 @@ pub(crate) fn parse(
             rdb::RDB_VERSION
         ));
     }
-    let mut r = Reader { buf: data, pos: 9 };
-    let mut out = Parsed {
-        keys: Vec::new(),
-        end: 0,
-        expired: 0,
-        aof_base: false,
-        used_mem: 0,
-        functions: Vec::new(),
-        empty_keys_skipped: 0,
-        history: None,
-        expired_keys: Vec::new(),
-    };
-    // The three history fields, as read: (repl-stream-db, repl-id, repl-offset).
-    let mut history: (Option<i64>, Option<String>, Option<i64>) = (None, None, None);
-    let mut db = 0usize;
-    let mut expire_at = crate::keyspace::NO_EXPIRE;
-    let short = |r: &Reader<'_>, what: &str| bad(r.pos, &format!("short read or damage {what}"));
-    loop {
+    Ok(version)
+}
+
+/// A record that could not be read: the message, and for an object that does not decode the
+/// line Redis logs for it ("Internal error in RDB ..."), which the caller logs once it knows
+/// the failure is final (a load from a socket retries a record cut short by the network).
+pub(crate) struct RecordError {
+    pub msg: String,
+    pub log_line: Option<String>,
+}
+
+impl From<String> for RecordError {
+    fn from(msg: String) -> RecordError {
+        RecordError {
+            msg,
+            log_line: None,
+        }
+    }
+}
+
+/// What an image's reading carries from one record to the next: the database selected, the
+/// expiry read for the next key, the history aux fields. [`parse`] reads a whole file with it;
+/// [`super::stream_load`] reads an image record by record as it arrives from a master.
+pub(crate) struct RecordReader<'l> {
+    pub name: String,
+    limits: &'l Limits,
+    num_dbs: usize,
+    skip_expired_at: Option<i64>,
+    db: usize,
+    expire_at: i64,
+    /// The three history fields, as read: (repl-stream-db, repl-id, repl-offset).
+    history: (Option<i64>, Option<String>, Option<i64>),
+    /// Offset in the image of the reader's buffer start (messages name image offsets).
+    pub base: usize,
+}
+
+impl<'l> RecordReader<'l> {
+    pub(crate) fn new(
+        name: &str,
+        limits: &'l Limits,
+        num_dbs: usize,
+        skip_expired_at: Option<i64>,
+    ) -> RecordReader<'l> {
+        RecordReader {
+            name: name.to_string(),
+            limits,
+            num_dbs,
+            skip_expired_at,
+            db: 0,
+            expire_at: crate::keyspace::NO_EXPIRE,
+            history: (None, None, None),
+            base: 0,
+        }
+    }
+
+    fn bad(&self, off: usize, what: &str) -> String {
+        format!(
+            "Bad RDB file {} at offset {}: {what}",
+            self.name,
+            self.base + off
+        )
+    }
+
+    fn short(&self, r: &Reader<'_>, what: &str) -> String {
+        self.bad(r.pos, &format!("short read or damage {what}"))
+    }
+
+    /// Read the record at `r.pos` into `out` (a key goes to `out.keys`, a library to
+    /// `out.functions`, an expired key to the counts). Ok(true) at the EOF opcode.
+    pub(crate) fn record(
+        &mut self,
+        r: &mut Reader<'_>,
+        out: &mut Parsed,
+    ) -> Result<bool, RecordError> {
         let at = r.pos;
         let Some(op) = r.byte() else {
-            return Err(short(&r, "(the file ends before its EOF marker)"));
+            return Err(self
+                .short(r, "(the file ends before its EOF marker)")
+                .into());
         };
         match op {
-            OP_EOF => break,
+            OP_EOF => return Ok(true),
             OP_SELECTDB => {
-                let n = r.len().ok_or_else(|| short(&r, "reading SELECTDB"))?;
-                if n >= num_dbs as u64 {
+                let n = r.len().ok_or_else(|| self.short(r, "reading SELECTDB"))?;
+                if n >= self.num_dbs as u64 {
                     return Err(format!(
-                        "{name} was created with a server configured to handle more than {num_dbs} \
-                         databases (it selects database {n}): raise `databases`"
-                    ));
+                        "{} was created with a server configured to handle more than {} \
+                         databases (it selects database {n}): raise `databases`",
+                        self.name, self.num_dbs
+                    )
+                    .into());
                 }
-                db = n as usize;
+                self.db = n as usize;
             }
             OP_RESIZEDB => {
                 r.len()
                     .and_then(|_| r.len())
-                    .ok_or_else(|| short(&r, "reading RESIZEDB"))?;
+                    .ok_or_else(|| self.short(r, "reading RESIZEDB"))?;
             }
             OP_EXPIRETIME_MS => {
-                expire_at = i64::from_le_bytes(
+                self.expire_at = i64::from_le_bytes(
                     r.array()
-                        .ok_or_else(|| short(&r, "reading an expire time"))?,
+                        .ok_or_else(|| self.short(r, "reading an expire time"))?,
                 );
             }
             OP_EXPIRETIME => {
                 let s = i32::from_le_bytes(
                     r.array()
-                        .ok_or_else(|| short(&r, "reading an expire time"))?,
+                        .ok_or_else(|| self.short(r, "reading an expire time"))?,
                 );
-                expire_at = i64::from(s) * 1000;
+                self.expire_at = i64::from(s) * 1000;
             }
             OP_IDLE => {
                 r.len()
-                    .ok_or_else(|| short(&r, "reading an LRU idle time"))?;
+                    .ok_or_else(|| self.short(r, "reading an LRU idle time"))?;
             }
             OP_FREQ => {
                 r.byte()
-                    .ok_or_else(|| short(&r, "reading an LFU frequency"))?;
+                    .ok_or_else(|| self.short(r, "reading an LFU frequency"))?;
             }
             OP_AUX => {
                 let k = r
                     .string()
-                    .ok_or_else(|| short(&r, "reading an aux field"))?;
+                    .ok_or_else(|| self.short(r, "reading an aux field"))?;
                 let v = r
                     .string()
-                    .ok_or_else(|| short(&r, "reading an aux field"))?;
+                    .ok_or_else(|| self.short(r, "reading an aux field"))?;
                 if k == b"aof-base" {
                     out.aof_base = v == b"1";
                 } else if k == b"used-mem" {
                     out.used_mem = crate::util::numtext::parse_i64(&v).unwrap_or(0).max(0) as u64;
                 } else if k == b"repl-stream-db" {
-                    history.0 = crate::util::numtext::parse_i64(&v);
+                    self.history.0 = crate::util::numtext::parse_i64(&v);
                 } else if k == b"repl-id" {
-                    history.1 = (v.len() == 40)
+                    self.history.1 = (v.len() == 40)
                         .then(|| String::from_utf8(v.to_vec()).ok())
                         .flatten();
                 } else if k == b"repl-offset" {
-                    history.2 = crate::util::numtext::parse_i64(&v);
+                    self.history.2 = crate::util::numtext::parse_i64(&v);
                 }
             }
             OP_MODULE_AUX => {
-                return Err(bad(
-                    at,
-                    "module auxiliary data: Podium has no modules, so this file cannot be loaded",
-                ))
+                return Err(self
+                    .bad(
+                        at,
+                        "module auxiliary data: Podium has no modules, so this file cannot be loaded",
+                    )
+                    .into())
             }
             OP_FUNCTION2 => {
                 let code = r
                     .string()
-                    .ok_or_else(|| short(&r, "reading a function library"))?;
+                    .ok_or_else(|| self.short(r, "reading a function library"))?;
                 out.functions.push(bytes::Bytes::from(code));
             }
-            OP_FUNCTION => return Err(bad(
+            OP_FUNCTION => return Err(self.bad(
                 at,
                 "a function library in the format of Redis 7.0's release candidates (FUNCTION), which Podium does not read",
-            )),
+            ).into()),
             t => {
-                let key = r.string().ok_or_else(|| short(&r, "reading a key"))?;
+                let key = r.string().ok_or_else(|| self.short(r, "reading a key"))?;
                 let shown = String::from_utf8_lossy(&key).into_owned();
                 if !type_supported(t) {
-                    return Err(bad(
-                        at,
-                        &format!(
-                            "key '{shown}' has RDB type {t}, a {}, which Podium does not support",
-                            type_name(t)
-                        ),
-                    ));
+                    return Err(self
+                        .bad(
+                            at,
+                            &format!(
+                                "key '{shown}' has RDB type {t}, a {}, which Podium does not support",
+                                type_name(t)
+                            ),
+                        )
+                        .into());
                 }
                 rdb_encoding::take_failure_reason();
-                let Some(value) = rdb::read_object(&mut r, t, limits) else {
+                let Some(value) = rdb::read_object(r, t, self.limits) else {
                     let reason = rdb::failure_reason(Some(t));
                     // A collection with no elements (older versions could write them) is
                     // skipped, as Redis 7.0 skips it.
                     if reason == rdb::EMPTY_KEY {
                         tracing::warn!("rdbLoadObject skipping empty key: {shown}");
                         out.empty_keys_skipped += 1;
-                        expire_at = crate::keyspace::NO_EXPIRE;
-                        continue;
+                        self.expire_at = crate::keyspace::NO_EXPIRE;
+                        return Ok(false);
                     }
-                    tracing::warn!(
-                        "Internal error in RDB reading offset 0, function at rdb.c:0 -> {reason}"
-                    );
-                    return Err(bad(
-                        at,
-                        &format!(
-                            "key '{shown}' (RDB type {t}) {CORRUPT_OBJECT}: {}",
-                            reason.trim_end_matches('.')
+                    return Err(RecordError {
+                        msg: self.bad(
+                            at,
+                            &format!(
+                                "key '{shown}' (RDB type {t}) {CORRUPT_OBJECT}: {}",
+                                reason.trim_end_matches('.')
+                            ),
                         ),
-                    ));
+                        log_line: Some(format!(
+                            "Internal error in RDB reading offset 0, function at rdb.c:0 -> {reason}"
+                        )),
+                    });
                 };
-                let exp = std::mem::replace(&mut expire_at, crate::keyspace::NO_EXPIRE);
+                let exp = std::mem::replace(&mut self.expire_at, crate::keyspace::NO_EXPIRE);
                 if exp != crate::keyspace::NO_EXPIRE
-                    && skip_expired_at.is_some_and(|now| exp <= now)
+                    && self.skip_expired_at.is_some_and(|now| exp <= now)
                 {
                     out.expired += 1;
-                    out.expired_keys.push((db, key));
-                    continue;
+                    out.expired_keys.push((self.db, key));
+                    return Ok(false);
                 }
                 out.keys.push(LoadedKey {
-                    db,
+                    db: self.db,
                     key,
                     value,
                     expire_at: exp,
                 });
+            }
+        }
+        Ok(false)
+    }
+
+    /// The history the image recorded, when all three fields are there and valid.
+    pub(crate) fn history(&self) -> Option<crate::state::repl::SavedHistory> {
+        if let (Some(db), Some(replid), Some(offset)) = &self.history {
+            if *db >= 0 && *offset >= 0 {
+                return Some(crate::state::repl::SavedHistory {
+                    replid: replid.clone(),
+                    offset: *offset as u64,
+                    stream_db: *db as usize,
+                });
+            }
+        }
+        None
+    }
+}
+
+impl Parsed {
+    pub(crate) fn empty() -> Parsed {
+        Parsed {
+            keys: Vec::new(),
+            end: 0,
+            expired: 0,
+            aof_base: false,
+            used_mem: 0,
+            functions: Vec::new(),
+            empty_keys_skipped: 0,
+            history: None,
+            expired_keys: Vec::new(),
+        }
+    }
+}
+
+/// Parse an RDB image at the start of `data`. `skip_expired_at`: drop keys whose expiry is
+/// at or before this Unix ms time (a master loading its own file), None to keep them (an AOF
+/// preamble, where later commands may refer to them). `name` is used in messages.
+pub(crate) fn parse(
+    data: &[u8],
+    name: &str,
+    limits: &Limits,
+    num_dbs: usize,
+    skip_expired_at: Option<i64>,
+) -> Result<Parsed, String> {
+    let version = header_version(data, name)?;
+    let mut r = Reader { buf: data, pos: 9 };
+    let mut out = Parsed::empty();
+    let mut records = RecordReader::new(name, limits, num_dbs, skip_expired_at);
+    loop {
+        match records.record(&mut r, &mut out) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                if let Some(line) = e.log_line {
+                    tracing::warn!("{line}");
+                }
+                return Err(e.msg);
             }
         }
     }
@@ -587,7 +704,7 @@ pub(crate) fn parse(
         let crc_at = r.pos;
         let stored = u64::from_le_bytes(
             r.array()
-                .ok_or_else(|| bad(crc_at, "the file ends inside its checksum"))?,
+                .ok_or_else(|| records.bad(crc_at, "the file ends inside its checksum"))?,
         );
         if stored != 0 {
             let got = rdb::crc64(0, &data[..crc_at]);
@@ -600,15 +717,7 @@ pub(crate) fn parse(
         end = r.pos;
     }
     out.end = end;
-    if let (Some(db), Some(replid), Some(offset)) = history {
-        if db >= 0 && offset >= 0 {
-            out.history = Some(crate::state::repl::SavedHistory {
-                replid,
-                offset: offset as u64,
-                stream_db: db as usize,
-            });
-        }
-    }
+    out.history = records.history();
     Ok(out)
 }
 
@@ -757,7 +866,7 @@ pub(crate) fn info_loading(srv: &Server) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn record_load(srv: &Server, loaded: u64, expired: u64, empty_skipped: u64) {
+pub(crate) fn record_load(srv: &Server, loaded: u64, expired: u64, empty_skipped: u64) {
     let st = &srv.aof.inner.snap;
     st.last_load_loaded.store(loaded, Ordering::Relaxed);
     st.last_load_expired.store(expired, Ordering::Relaxed);
@@ -973,7 +1082,7 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let guards = lock_all(srv);
     // Replicas waiting for an image start their stream here: no command runs while every
     // shard is locked, so the image and the stream meet at this instant.
-    srv.repl.attach_waiting();
+    srv.repl.attach_waiting(false);
     opts.history = srv
         .repl
         .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
@@ -1021,15 +1130,24 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     tracing::info!("Background saving started by pid {pid} (fork took {fork_ms:.3} ms)");
     let r = std::thread::Builder::new()
         .name("rdb-bgsave-wait".into())
-        .spawn(move || reap(&arc, pid, read_fd, &dir));
+        .spawn(move || reap(&arc, pid, read_fd, &dir, None));
     if let Err(e) = r {
         tracing::warn!("can't start the BGSAVE waiter thread: {e}");
     }
     Ok(())
 }
 
-/// Wait for the child, then record how it ended.
-fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
+/// Wait for the child, then record how it ended. `transfer_done` is set for a transfer to
+/// replicas' sockets: it fires when the pump has handed over everything the child wrote, which
+/// a successful child waits for before it counts as ended (Redis's child waits for its parent
+/// to read the pipe); such a transfer is not a save, so the save records stay.
+fn reap(
+    srv: &Server,
+    pid: i32,
+    read_fd: i32,
+    dir: &Path,
+    transfer_done: Option<std::sync::mpsc::Receiver<()>>,
+) {
     let st = &srv.aof.inner.snap;
     let (status, _) = wait_child_reporting(pid, read_fd, &mut |kind, keys, cow| {
         st.keys_processed.store(keys, Ordering::Relaxed);
@@ -1040,6 +1158,11 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
             st.last_cow.store(cow, Ordering::Relaxed);
         }
     });
+    let exited_ok = status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let to_sockets = transfer_done.is_some();
+    if let (true, Some(done)) = (exited_ok, transfer_done) {
+        let _ = done.recv();
+    }
     let started = st.child_started.lock().take();
     let secs = started.map(|t| t.elapsed().as_secs() as i64).unwrap_or(-1);
     st.last_bgsave_secs.store(secs, Ordering::Relaxed);
@@ -1048,8 +1171,18 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
     st.cow.store(0, Ordering::Relaxed);
     st.cow_peak.store(0, Ordering::Relaxed);
     *st.cow_at.lock() = None;
-    let exited_ok = status != -1 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    if exited_ok {
+    if to_sockets {
+        if exited_ok {
+            tracing::info!("Background RDB transfer terminated with success");
+        } else if status != -1 && libc::WIFSIGNALED(status) {
+            tracing::warn!(
+                "Background transfer terminated by signal {}",
+                libc::WTERMSIG(status)
+            );
+        } else {
+            tracing::warn!("Background transfer error");
+        }
+    } else if exited_ok {
         tracing::info!("Background saving terminated with success");
         srv.aof
             .inner
@@ -1072,9 +1205,203 @@ fn reap(srv: &Server, pid: i32, read_fd: i32, dir: &Path) {
             st.last_bgsave_ok.store(false, Ordering::Relaxed);
         }
     }
+    st.child_to_sockets.store(false, Ordering::SeqCst);
     st.child.store(0, Ordering::SeqCst);
     // Replicas attached to this BGSAVE get its file now (or are told it failed).
     srv.repl.bgsave_done(exited_ok);
+}
+
+/// A BGSAVE for the replicas waiting for one: to their sockets (`to_sockets`, diskless sync)
+/// or to the file they are then sent.
+pub(crate) fn bgsave_for_replicas(srv: &Server, to_sockets: bool) -> Result<(), String> {
+    tracing::info!(
+        "Starting BGSAVE for SYNC with target: {}",
+        if to_sockets {
+            "replicas sockets"
+        } else {
+            "disk"
+        }
+    );
+    if to_sockets {
+        bgsave_to_replicas(srv)
+    } else {
+        bgsave_start(srv)
+    }
+}
+
+/// A pipe whose ends are not inherited by exec'd programs: (read end, write end).
+fn cloexec_pipe() -> std::io::Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array we pass; nothing else is touched.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn close_fd(fd: i32) {
+    // SAFETY: closing a descriptor this code opened and still owns.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// Diskless sync (Redis's rdbSaveToSlavesSockets): fork a child that writes the image in the
+/// diskless form (`$EOF:<40 random characters>`, the RDB, the same 40 characters) into a
+/// pipe; every replica waiting for an image is attached at the fork's instant, and a pump
+/// thread hands what the pipe brings to each of their connections (see
+/// `crate::replication::full_sync`), at the pace of the slowest. The child never touches a
+/// socket, so a TLS connection stays the parent's. Nothing is written to disk, and the
+/// transfer does not count as a save (LASTSAVE, the change counter and the last save status
+/// stay).
+fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
+    let st = &srv.aof.inner.snap;
+    let _one_child = st.fork_lock.lock();
+    if bgsave_running(srv) {
+        return Err("Background save already in progress".into());
+    }
+    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
+        return Err("Another child process is active (AOF?)".into());
+    }
+    let Some(arc) = srv.arc() else {
+        return Err("no server handle".into());
+    };
+    let mut opts = SaveOpts::from_config(srv, false);
+    let used_mem = crate::alloc::used_memory();
+    let mark: String = (0..40)
+        .map(|_| char::from(b"0123456789abcdef"[rand::random::<u8>() as usize % 16]))
+        .collect();
+    let (read_fd, write_fd) = cloexec_pipe().map_err(|e| format!("Can't create the pipe: {e}"))?;
+    let guards = lock_all(srv);
+    let attached = srv.repl.attach_waiting(true);
+    if attached.is_empty() {
+        drop(guards);
+        close_fd(read_fd);
+        close_fd(write_fd);
+        return Err("no replica waits for the transfer".into());
+    }
+    opts.history = srv
+        .repl
+        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
+    let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
+    st.keys_total.store(total as u64, Ordering::Relaxed);
+    st.keys_processed.store(0, Ordering::Relaxed);
+    st.cow.store(0, Ordering::Relaxed);
+    st.cow_peak.store(0, Ordering::Relaxed);
+    *st.cow_at.lock() = None;
+    let forked = fork_child(srv, "redis-rdb-to-slaves", |report_fd| {
+        close_fd(read_fd);
+        // SAFETY: the child owns its copy of the pipe's write end from here on; the File
+        // closes it when the image is written (or the child exits).
+        let pipe = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(write_fd) };
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, pipe);
+        let failed = |e: std::io::Error| format!("Diskless rdb transfer, write error: {e}");
+        w.write_all(format!("$EOF:{mark}\r\n").as_bytes())
+            .map_err(failed)?;
+        let dbs: Vec<Vec<&Shard>> = guards
+            .iter()
+            .map(|g| g.iter().map(|s| &**s).collect())
+            .collect();
+        let mut last = Instant::now();
+        let progress = Box::new(move |keys: u64| {
+            if last.elapsed() >= std::time::Duration::from_secs(1) {
+                last = Instant::now();
+                child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
+            }
+        });
+        let (mut w, keys) =
+            write_image_reporting(w, &dbs, opts, used_mem, Some(progress)).map_err(failed)?;
+        w.write_all(mark.as_bytes()).map_err(failed)?;
+        w.flush().map_err(failed)?;
+        drop(w);
+        child_report(report_fd, REPORT_FINAL, keys, private_dirty());
+        Ok(())
+    });
+    drop(guards);
+    close_fd(write_fd);
+    let pid = match forked {
+        Ok((pid, report_fd)) => (pid, report_fd),
+        Err(e) => {
+            close_fd(read_fd);
+            srv.repl.bgsave_done(false);
+            return Err(format!("Can't save in background: fork: {e}"));
+        }
+    };
+    let (pid, report_fd) = pid;
+    *st.child_started.lock() = Some(Instant::now());
+    st.child_to_sockets.store(true, Ordering::SeqCst);
+    st.child.store(pid, Ordering::SeqCst);
+    tracing::info!("Background RDB transfer started by pid {pid}");
+    let senders: Vec<_> = attached
+        .into_iter()
+        .filter_map(|(r, tx)| tx.map(|tx| (r, tx)))
+        .collect();
+    let pump_srv = arc.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let pump = std::thread::Builder::new()
+        .name("rdb-to-replicas".into())
+        .spawn(move || {
+            pump_to_replicas(&pump_srv, read_fd, senders);
+            let _ = done_tx.send(());
+        });
+    if let Err(e) = pump {
+        tracing::warn!("can't start the diskless transfer thread: {e}");
+        // SAFETY: kill(2) of our own child; its end is reaped below.
+        unsafe {
+            libc::kill(pid, libc::SIGUSR1);
+        }
+    }
+    let dir = PathBuf::from(srv.config.text(dir::DIR));
+    let r = std::thread::Builder::new()
+        .name("rdb-bgsave-wait".into())
+        .spawn(move || reap(&arc, pid, report_fd, &dir, Some(done_rx)));
+    if let Err(e) = r {
+        tracing::warn!("can't start the BGSAVE waiter thread: {e}");
+    }
+    Ok(())
+}
+
+/// Hand what the child writes into the pipe to every attached replica's connection, in
+/// chunks, waiting for each to take it (Redis's rdbPipeReadHandler). A replica whose
+/// connection ended is dropped; when none is left the child is stopped.
+fn pump_to_replicas(
+    srv: &Server,
+    read_fd: i32,
+    mut outs: Vec<(
+        std::sync::Arc<crate::state::repl::Replica>,
+        tokio::sync::mpsc::Sender<bytes::Bytes>,
+    )>,
+) {
+    use std::io::Read;
+    // SAFETY: this thread owns the pipe's read end from here on; the File closes it.
+    let mut pipe = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(read_fd) };
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::warn!("Diskless rdb transfer, read error sending DB to replicas: {e}");
+                for (r, _) in &outs {
+                    r.info.kill();
+                }
+                super::child::signal_bgsave(srv);
+                return;
+            }
+        };
+        let bytes = bytes::Bytes::copy_from_slice(&chunk[..n]);
+        outs.retain(|(_, tx)| tx.blocking_send(bytes.clone()).is_ok());
+        if outs.is_empty() {
+            tracing::warn!("Diskless rdb transfer, last replica dropped, killing fork child.");
+            super::child::signal_bgsave(srv);
+            return;
+        }
+    }
+    tracing::warn!(
+        "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
+        outs.len()
+    );
 }
 
 /// INFO persistence's `current_*` fields (the running child's reports), in Redis's order.

@@ -26,11 +26,12 @@ use crate::client::Client;
 use crate::config::dir;
 use crate::net::ClientSocket;
 use crate::protocol::Reply;
-use crate::state::repl::{ONLINE, SEND_BULK, WAIT_BGSAVE_START};
+use crate::state::repl::{Replica, ONLINE, SEND_BULK, WAIT_BGSAVE_START};
 use crate::state::Server;
 use bytes::Bytes;
 use std::io::Read;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Send the replica its image, then hand it back to the connection loop, which writes its
@@ -45,34 +46,22 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
         return send_functions_image(srv, sock, client, &r).await;
     }
     r.ready.store(true, Ordering::Release);
-    if crate::persistence::child::bgsave_running(srv) {
-        tracing::info!(
-            "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
-        );
-    } else {
-        tracing::info!("Starting BGSAVE for SYNC with target: disk");
-        if let Err(e) = crate::persistence::snapshot::bgsave_start(srv) {
-            tracing::warn!("BGSAVE for replication failed: {e}");
-            let _ = sock
-                .write_all(b"-ERR BGSAVE failed, maybe there is no disk space?\r\n")
-                .await;
-            return false;
-        }
+    if !start_or_join_bgsave(srv, &r) {
+        let _ = sock
+            .write_all(b"-ERR BGSAVE failed, maybe there is no disk space?\r\n")
+            .await;
+        return false;
     }
-    // Until the image is ready: a newline a second keeps the replica from timing out.
+    // Until the replica is attached to a BGSAVE, and while a BGSAVE to disk runs: a newline
+    // a second keeps the replica from timing out.
     let mut header_sent = false;
+    let mut transfer = None;
     loop {
         let changed = r.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if let Some(ok) = *r.bgsave_outcome.lock() {
-            if !ok {
-                tracing::warn!("SYNC failed. BGSAVE child returned an error");
-                return false;
-            }
-            if r.state() != WAIT_BGSAVE_START {
-                break;
-            }
+        if info.killed.load(Ordering::Relaxed) {
+            return false;
         }
         if r.state() != WAIT_BGSAVE_START && !header_sent {
             header_sent = true;
@@ -87,7 +76,21 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
                     return false;
                 }
             }
+            // A transfer to sockets: its bytes come from the pump (the Notified above is
+            // dropped first, so that the outcome's notification reaches the next wait).
+            if let Some(feed) = r.rdb_feed.lock().take() {
+                transfer = Some(feed);
+                break;
+            }
             continue;
+        }
+        if let Some(ok) = *r.bgsave_outcome.lock() {
+            if !ok {
+                return false;
+            }
+            if r.state() != WAIT_BGSAVE_START {
+                break;
+            }
         }
         tokio::select! {
             _ = &mut changed => {}
@@ -97,11 +100,152 @@ pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Cl
                 }
             }
             _ = info.kill.notified() => return false,
+            _ = sock.closed() => return false,
         }
+    }
+    match transfer {
+        Some(feed) => send_from_transfer(srv, sock, client, &r, feed).await,
+        None => send_file(srv, sock, client, &r).await,
+    }
+}
+
+/// Start the BGSAVE a replica asking for a full synchronization needs, join one that serves
+/// it, or leave it waiting (Redis's syncCommand): a BGSAVE to disk already running is joined
+/// when it can be; otherwise the replica waits for the next BGSAVE, which the persistence cron
+/// starts once the running child ends or `repl-diskless-sync-delay` has passed. False when a
+/// BGSAVE was needed now and could not start.
+fn start_or_join_bgsave(srv: &Server, r: &Arc<Replica>) -> bool {
+    let diskless = srv.config.flag(dir::REPL_DISKLESS_SYNC);
+    if crate::persistence::child::bgsave_running(srv) {
+        if srv.aof.inner.snap.child_to_sockets.load(Ordering::SeqCst) {
+            tracing::info!("Current BGSAVE has socket target. Waiting for next BGSAVE for SYNC");
+        } else if srv.repl.attach_to_running_disk_save(r) {
+            tracing::info!("Waiting for end of BGSAVE for SYNC");
+        } else {
+            tracing::info!(
+                "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+            );
+        }
+        return true;
+    }
+    if diskless && r.capa_eof && srv.config.int(dir::REPL_DISKLESS_SYNC_DELAY) > 0 {
+        tracing::info!("Delay next BGSAVE for diskless SYNC");
+        return true;
+    }
+    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
+        tracing::info!(
+            "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
+        );
+        return true;
+    }
+    let to_sockets = srv
+        .repl
+        .replication_bgsave_due(diskless, 0, 0)
+        .unwrap_or(false);
+    match crate::persistence::snapshot::bgsave_for_replicas(srv, to_sockets) {
+        Ok(()) => true,
+        // Another child started meanwhile (the cron, a BGSAVE): the next one serves it.
+        Err(_) if crate::persistence::child::bgsave_running(srv) => true,
+        Err(e) => {
+            tracing::warn!("BGSAVE for replication failed: {e}");
+            false
+        }
+    }
+}
+
+/// A diskless transfer (see `persistence::snapshot::bgsave_to_replicas`): write what the
+/// transfer's pump hands over until it is done, then wait for the child's outcome. A replica
+/// whose socket takes nothing for `repl-timeout` seconds is dropped, as Redis's cron drops
+/// it. The stream then waits for the replica's first ACK (`Mailbox::hold`).
+async fn send_from_transfer(
+    srv: &Server,
+    sock: &ClientSocket,
+    client: &mut Client,
+    r: &Arc<Replica>,
+    mut feed: tokio::sync::mpsc::Receiver<Bytes>,
+) -> bool {
+    let info = client.info.clone();
+    loop {
+        let chunk = tokio::select! {
+            c = feed.recv() => c,
+            _ = info.kill.notified() => return false,
+        };
+        let Some(chunk) = chunk else { break };
+        if !write_watched(srv, sock, r, &chunk).await {
+            return false;
+        }
+        srv.stats.net_output_bytes.add(chunk.len() as u64);
+        srv.stats.writes_processed.add(1);
+    }
+    drop(feed);
+    loop {
+        let changed = r.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         if info.killed.load(Ordering::Relaxed) {
             return false;
         }
+        match *r.bgsave_outcome.lock() {
+            Some(false) => return false,
+            Some(true) => break,
+            None => {}
+        }
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = info.kill.notified() => return false,
+            _ = sock.closed() => return false,
+        }
     }
+    tracing::info!(
+        "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK from slave to enable streaming",
+        r.describe()
+    );
+    if client.repl.rdb_only {
+        tracing::info!(
+            "RDB transfer completed, rdb only replica ({}) should be disconnected asap",
+            r.describe()
+        );
+        return false;
+    }
+    // The stream waits for the replica's first ACK (Mailbox::hold).
+    info.push.hold();
+    r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+    r.state.store(ONLINE, Ordering::Release);
+    tracing::info!("Synchronization with replica {} succeeded", r.describe());
+    true
+}
+
+/// Write `data` to a replica in the middle of a transfer; false when the connection failed,
+/// the replica was killed, or its socket took nothing for `repl-timeout` seconds.
+async fn write_watched(srv: &Server, sock: &ClientSocket, r: &Replica, mut data: &[u8]) -> bool {
+    let mut last_progress = std::time::Instant::now();
+    while !data.is_empty() {
+        tokio::select! {
+            w = sock.write_some(data) => match w {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    data = &data[n..];
+                    last_progress = std::time::Instant::now();
+                }
+            },
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                let timeout = srv.config.int(dir::REPL_TIMEOUT).max(1) as u64;
+                if last_progress.elapsed() > Duration::from_secs(timeout) {
+                    tracing::warn!("Disconnecting timedout replica (full sync): {}", r.describe());
+                    return false;
+                }
+            }
+            _ = r.info.kill.notified() => return false,
+        }
+        if r.info.killed.load(Ordering::Relaxed) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The image of a BGSAVE to disk: the file as the bulk `$<len>`, then the replica is online.
+async fn send_file(srv: &Server, sock: &ClientSocket, client: &Client, r: &Arc<Replica>) -> bool {
     r.state.store(SEND_BULK, Ordering::Release);
     let path = crate::persistence::snapshot::rdb_path(srv);
     let mut file = match std::fs::File::open(&path) {
@@ -184,6 +328,18 @@ async fn send_functions_image(
     // From here on the stream (nothing before this instant is in the image but libraries).
     srv.repl.attach_now(r);
     true
+}
+
+/// A replica's connection closed: forget it. When it was the last one waiting for a BGSAVE
+/// to disk and no save points are set, that BGSAVE is of no use and is stopped, so the next
+/// full synchronization (or BGSAVE) can fork at once (Redis's freeClient).
+pub(crate) fn forget_replica(srv: &Server, client_id: u64) {
+    if srv.repl.remove_replica(client_id)
+        && crate::persistence::snapshot::save_points(srv).is_empty()
+        && !srv.aof.inner.snap.child_to_sockets.load(Ordering::SeqCst)
+    {
+        crate::persistence::child::signal_bgsave(srv);
+    }
 }
 
 /// `rdb-del-sync-files yes`: without persistence, the file written only for replicas goes.

@@ -148,15 +148,28 @@ struct Link {
     sock: MasterStream,
     buf: BytesMut,
     timeout: Duration,
+    /// The link task's server and generation: a REPLICAOF ends a wait on the socket.
+    srv: Arc<Server>,
+    generation: u64,
 }
 
 impl Link {
     async fn fill(&mut self) -> Result<(), String> {
-        match tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)).await {
-            Err(_) => Err("Timeout connecting to the MASTER...".into()),
-            Ok(Ok(0)) => Err("Master closed the connection".into()),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
+        let link = &self.srv.master_link;
+        let changed = link.generation_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if !link.current(self.generation) {
+            return Err("replication was stopped".into());
+        }
+        tokio::select! {
+            r = tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)) => match r {
+                Err(_) => Err("Timeout connecting to the MASTER...".into()),
+                Ok(Ok(0)) => Err("Master closed the connection".into()),
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
+            },
+            _ = changed => Err("replication was stopped".into()),
         }
     }
 
@@ -224,6 +237,8 @@ async fn link_once(
         sock,
         buf: BytesMut::with_capacity(16 * 1024),
         timeout,
+        srv: srv.clone(),
+        generation,
     };
     let pong = m.command(&[b"PING"]).await?;
     if pong.starts_with('-')
@@ -326,7 +341,7 @@ async fn link_once(
             ));
         };
         tracing::info!("Full resync from master: {id}:{off}");
-        receive_image(srv, generation, &mut m).await?;
+        receive_image(srv, generation, &mut m, id).await?;
         let backlog = srv.config.int(dir::REPL_BACKLOG_SIZE).max(1) as usize;
         srv.repl.adopt_history(id, off, backlog);
         link.processed.store(off as i64, Ordering::Relaxed);
@@ -386,7 +401,12 @@ async fn connect(host: &str, port: u16, source: &str) -> std::io::Result<TcpStre
 }
 
 /// Receive the image (`$<len>` or `$EOF:<mark>`) into a file, then load it.
-async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Result<(), String> {
+async fn receive_image(
+    srv: &Arc<Server>,
+    generation: u64,
+    m: &mut Link,
+    master_replid: &str,
+) -> Result<(), String> {
     let link = &srv.master_link;
     link.set_state(generation, LinkState::Transfer);
     let header = m.line(true).await?;
@@ -403,10 +423,12 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
     let eof_mark: Option<Vec<u8>> = spec
         .strip_prefix("EOF:")
         .map(|mark| mark.as_bytes().to_vec());
+    let diskless = use_diskless_load(srv);
+    let to = if diskless { "to parser" } else { "to disk" };
     let size: i64 = match &eof_mark {
         Some(_) => {
             tracing::info!(
-                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}"
             );
             -1
         }
@@ -414,7 +436,7 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
             let n = spec
                 .parse::<i64>()
                 .map_err(|_| format!("Bad bulk length from MASTER: '{header}'"))?;
-            tracing::info!("MASTER <-> REPLICA sync: receiving {n} bytes from master to disk");
+            tracing::info!("MASTER <-> REPLICA sync: receiving {n} bytes from master {to}");
             n
         }
     };
@@ -424,6 +446,10 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
         i.transfer_read = 0;
         i.transfer_start_ms = now;
         i.last_io_ms = now;
+    }
+    if diskless {
+        load_from_socket(srv, generation, m, size, eof_mark, master_replid).await?;
+        return after_load(srv);
     }
     let target = crate::persistence::snapshot::rdb_path(srv);
     // In `dir` itself, not beside the target: with `dbfilename ""` the target's parent is the
@@ -512,6 +538,11 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
             "Failed trying to load the MASTER synchronization DB from disk: {e}"
         ));
     }
+    after_load(srv)
+}
+
+/// After the master's image replaced the data set (from disk or from the socket).
+fn after_load(srv: &Arc<Server>) -> Result<(), String> {
     // Keys this replica's clients wrote are gone with the old data set.
     srv.keyspace.replica_ttl_keys.lock().clear();
     // The AOF must hold the new data set: as Redis's restartAOFAfterSYNC, turn it off (a
@@ -525,6 +556,200 @@ async fn receive_image(srv: &Arc<Server>, generation: u64, m: &mut Link) -> Resu
         }
     }
     Ok(())
+}
+
+/// `repl-diskless-load`: load the image from the socket (swapdb, or on-empty-db while every
+/// database is empty) rather than from a file written first (Redis's useDisklessLoad).
+fn use_diskless_load(srv: &Server) -> bool {
+    match srv.config.text(dir::REPL_DISKLESS_LOAD).as_str() {
+        "swapdb" => true,
+        "on-empty-db" => srv
+            .keyspace
+            .dbs
+            .iter()
+            .all(|d| d.shards.iter().all(|s| s.lock().is_empty())),
+        _ => false,
+    }
+}
+
+/// Marks the load in progress (INFO loading, or async_loading while the old data set is
+/// served) until dropped.
+struct LoadingFlag<'a> {
+    flag: &'a std::sync::atomic::AtomicBool,
+}
+
+impl<'a> LoadingFlag<'a> {
+    fn raise(flag: &'a std::sync::atomic::AtomicBool) -> LoadingFlag<'a> {
+        flag.store(true, Ordering::SeqCst);
+        LoadingFlag { flag }
+    }
+}
+
+impl Drop for LoadingFlag<'_> {
+    fn drop(&mut self) {
+        self.flag.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Diskless load (Redis's readSyncBulkPayload with a diskless load): the payload goes from the
+/// socket to the RDB reader as it arrives (`persistence::stream_load`). With `swapdb` the keys
+/// go to databases of their own and replace the live ones only once the image loaded in full,
+/// so a failed transfer leaves the old data set as it was; when the master continues the
+/// history this replica already has (the same replication ID), the old data set is served
+/// meanwhile (async loading), else clients get -LOADING. With `on-empty-db` the (empty)
+/// databases are loaded directly, and emptied again on a failure.
+async fn load_from_socket(
+    srv: &Arc<Server>,
+    generation: u64,
+    m: &mut Link,
+    size: i64,
+    eof_mark: Option<Vec<u8>>,
+    master_replid: &str,
+) -> Result<(), String> {
+    use crate::persistence::stream_load::{self, Input, Target};
+    let swapdb = srv.config.text(dir::REPL_DISKLESS_LOAD) == "swapdb";
+    // A BGSAVE of ours would only write the data set being replaced.
+    if crate::persistence::child::bgsave_running(srv) {
+        let s = srv.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || crate::persistence::child::kill_bgsave(&s)).await;
+    }
+    let async_loading = swapdb && srv.repl.replid() == master_replid;
+    let target = if swapdb {
+        Target::Temp(stream_load::temp_dbs(srv))
+    } else {
+        // Our replicas followed the data set now dropped (replicationAttachToNewMaster).
+        srv.repl.disconnect_replicas();
+        tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+        let s = srv.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || crate::persistence::snapshot::empty_all(&s)).await;
+        Target::Live
+    };
+    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let inner = &srv.aof.inner;
+    let _loading = LoadingFlag::raise(if async_loading {
+        &inner.async_loading
+    } else {
+        &inner.loading
+    });
+    crate::persistence::snapshot::start_load_progress(srv, size.max(0) as u64);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Input>(4);
+    let s = srv.clone();
+    let loader = tokio::task::spawn_blocking(move || {
+        let r = stream_load::load(&s, &mut rx, target, "the MASTER's RDB");
+        // Whatever is left (the old data set after a swap, a failed load's keys) is freed
+        // here, off the async workers.
+        r.and_then(|mut loaded| {
+            let codes = std::mem::take(&mut loaded.functions);
+            (crate::persistence::upcalls().restore_libraries)(
+                &s,
+                codes,
+                crate::persistence::LibraryPolicy::Flush,
+            )
+            .map_err(|e| e.trim_start_matches("ERR ").to_string())?;
+            if let Some(temp) = loaded.temp.take() {
+                tracing::info!("MASTER <-> REPLICA sync: Swapping active DB with loaded DB");
+                let old = stream_load::swap_in(&s, temp);
+                tracing::info!("MASTER <-> REPLICA sync: Discarding old DB in background");
+                drop(old);
+            }
+            Ok(loaded)
+        })
+    });
+    let fed = feed_loader(srv, generation, m, size, eof_mark.as_deref(), tx).await;
+    let loaded = loader
+        .await
+        .map_err(|e| format!("loading the image failed: {e}"))?;
+    let loaded = match (loaded, fed) {
+        (Ok(l), _) => l,
+        (Err(e), _) => {
+            if swapdb {
+                tracing::info!("MASTER <-> REPLICA sync: Discarding temporary DB in background");
+            } else {
+                let s = srv.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::persistence::snapshot::empty_all(&s)
+                })
+                .await;
+            }
+            return Err(format!(
+                "Failed trying to load the MASTER synchronization DB from socket: {e}"
+            ));
+        }
+    };
+    // As Redis: the data set changed without a save.
+    srv.stats.dirty.add(1);
+    crate::persistence::snapshot::record_load(
+        srv,
+        loaded.keys,
+        loaded.expired,
+        loaded.empty_skipped,
+    );
+    Ok(())
+}
+
+/// Read the payload from the master and hand it to the loader: `size` bytes, or (`eof_mark`)
+/// up to the mark, which is held back until it is known not to be the end.
+async fn feed_loader(
+    srv: &Arc<Server>,
+    generation: u64,
+    m: &mut Link,
+    size: i64,
+    eof_mark: Option<&[u8]>,
+    tx: tokio::sync::mpsc::Sender<crate::persistence::stream_load::Input>,
+) -> Result<(), String> {
+    use crate::persistence::stream_load::Input;
+    let link = &srv.master_link;
+    let mut read: u64 = 0;
+    // The diskless form: the last bytes read, which may be the mark.
+    let mut held: Vec<u8> = Vec::new();
+    loop {
+        if !link.current(generation) {
+            return Err("replication was stopped".into());
+        }
+        if size >= 0 && read == size as u64 {
+            let _ = tx.send(Input::End).await;
+            return Ok(());
+        }
+        if m.buf.is_empty() {
+            m.fill().await?;
+        }
+        let take = match size {
+            n if n >= 0 => m.buf.len().min((n as u64 - read) as usize),
+            _ => m.buf.len(),
+        };
+        let chunk = m.buf.split_to(take).freeze();
+        read += take as u64;
+        srv.stats.net_input_bytes.add(take as u64);
+        if let Some(i) = link.info.lock().as_mut() {
+            i.transfer_read = read;
+            i.last_io_ms = crate::clock::unix_ms();
+        }
+        let out = match eof_mark {
+            None => chunk,
+            Some(mark) => {
+                held.extend_from_slice(&chunk);
+                if held.ends_with(mark) {
+                    held.truncate(held.len() - mark.len());
+                    let last = Bytes::from(std::mem::take(&mut held));
+                    if tx.send(Input::Bytes(last)).await.is_ok() {
+                        let _ = tx.send(Input::End).await;
+                    }
+                    return Ok(());
+                }
+                if held.len() <= mark.len() {
+                    continue;
+                }
+                let keep = held.split_off(held.len() - mark.len());
+                Bytes::from(std::mem::replace(&mut held, keep))
+            }
+        };
+        if !out.is_empty() && tx.send(Input::Bytes(out)).await.is_err() {
+            // The loader stopped (a damaged image): its error is the one reported.
+            return Ok(());
+        }
+    }
 }
 
 /// The file ends with `mark` (the diskless EOF mark).

@@ -88,6 +88,9 @@ pub(crate) struct Inner {
     /// that rewrite's child runs.
     pub waiting_rewrite: AtomicBool,
     pub loading: AtomicBool,
+    /// A replica loads its master's image beside the old data set, which it keeps serving
+    /// (Redis's async_loading, `repl-diskless-load swapdb` with the same history).
+    pub async_loading: AtomicBool,
     pub last_write_ok: AtomicBool,
     /// errno of the last failed write or fsync (meaningful while `last_write_ok` is false).
     pub last_write_errno: std::sync::atomic::AtomicI32,
@@ -136,6 +139,7 @@ impl Default for Inner {
             rewrite_child: AtomicI32::new(0),
             waiting_rewrite: AtomicBool::new(false),
             loading: AtomicBool::new(false),
+            async_loading: AtomicBool::new(false),
             last_write_ok: AtomicBool::new(true),
             last_write_errno: std::sync::atomic::AtomicI32::new(0),
             max_size: AtomicU64::new(0),
@@ -184,6 +188,8 @@ pub struct Manifest {
 pub(crate) struct SnapState {
     /// The BGSAVE child's pid, 0 when none runs.
     pub child: AtomicI32,
+    /// The running BGSAVE writes to replicas' sockets (diskless sync), not to the file.
+    pub child_to_sockets: AtomicBool,
     pub child_started: Mutex<Option<Instant>>,
     pub last_bgsave_ok: AtomicBool,
     pub last_bgsave_secs: AtomicI64,
@@ -228,6 +234,7 @@ impl Default for SnapState {
     fn default() -> Self {
         SnapState {
             child: AtomicI32::new(0),
+            child_to_sockets: AtomicBool::new(false),
             child_started: Mutex::new(None),
             last_bgsave_ok: AtomicBool::new(true),
             last_bgsave_secs: AtomicI64::new(-1),

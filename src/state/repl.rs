@@ -58,6 +58,15 @@ pub(crate) struct Replica {
     pub(crate) bgsave_outcome: Mutex<Option<bool>>,
     /// Wakes the connection when `state` or `bgsave_outcome` change.
     pub(crate) changed: Notify,
+    /// REPLCONF capa eof: it reads the diskless form (`$EOF:<mark>`).
+    pub(crate) capa_eof: bool,
+    /// REPLCONF rdb-only 1: the image is all it wants (no stream after it).
+    pub(crate) rdb_only: bool,
+    /// Unix ms of its SYNC / PSYNC (how long it waited, for `repl-diskless-sync-delay`).
+    pub(crate) asked_ms: i64,
+    /// The image's bytes when a transfer to sockets serves it (see
+    /// `persistence::snapshot::bgsave_to_replicas`): set when it is attached to one.
+    pub(crate) rdb_feed: Mutex<Option<tokio::sync::mpsc::Receiver<Bytes>>>,
 }
 
 impl Replica {
@@ -498,44 +507,128 @@ impl Replication {
         self.active.store(true, Ordering::Release);
     }
 
-    /// Forget a replica (its connection closed).
-    pub(crate) fn remove_replica(&self, client_id: u64) {
+    /// Forget a replica (its connection closed). True when it was waiting for a BGSAVE's
+    /// end and no other replica still does (that BGSAVE may have no use left).
+    pub(crate) fn remove_replica(&self, client_id: u64) -> bool {
         let mut s = self.stream.lock();
         let before = s.replicas.len();
+        let was_waiting = s
+            .replicas
+            .iter()
+            .any(|r| r.client_id == client_id && r.state() == WAIT_BGSAVE_END);
         s.replicas.retain(|r| r.client_id != client_id);
         if s.replicas.len() != before && s.replicas.is_empty() {
             s.alone_since_ms = crate::clock::unix_ms();
         }
+        was_waiting && !s.replicas.iter().any(|r| r.state() == WAIT_BGSAVE_END)
     }
 
-    /// Replicas that wait for a BGSAVE to start and are ready to receive it.
-    pub(crate) fn waiting_for_bgsave(&self) -> bool {
-        self.stream
-            .lock()
+    /// Whether a BGSAVE for the replicas waiting for one is due now, and its target: Some(true)
+    /// for their sockets, Some(false) for the disk, None while none is due (Redis's
+    /// shouldStartChildReplication). With `repl-diskless-sync` (`diskless`) the transfer waits
+    /// until the longest-waiting replica waited `delay` seconds or `max_replicas` (when not 0)
+    /// are waiting, so that replicas arriving meanwhile share it; it goes to sockets when every
+    /// waiting replica reads the diskless form.
+    pub(crate) fn replication_bgsave_due(
+        &self,
+        diskless: bool,
+        delay: i64,
+        max_replicas: i64,
+    ) -> Option<bool> {
+        let s = self.stream.lock();
+        let now = crate::clock::unix_ms();
+        let waiting: Vec<&Arc<Replica>> = s
             .replicas
             .iter()
-            .any(|r| r.state() == WAIT_BGSAVE_START && r.ready.load(Ordering::Acquire))
+            .filter(|r| r.state() == WAIT_BGSAVE_START && r.ready.load(Ordering::Acquire))
+            .collect();
+        if waiting.is_empty() {
+            return None;
+        }
+        let all_eof = waiting.iter().all(|r| r.capa_eof);
+        let max_idle = waiting
+            .iter()
+            .map(|r| (now - r.asked_ms) / 1000)
+            .max()
+            .unwrap_or(0);
+        let due = !diskless
+            || (max_replicas > 0 && waiting.len() as i64 >= max_replicas)
+            || max_idle >= delay;
+        due.then_some(diskless && all_eof)
     }
 
     /// Attach every ready replica waiting for a BGSAVE to the one starting now. Called by the
     /// BGSAVE while it holds every shard lock: no command runs, so the stream from here on is
-    /// exactly what the image does not hold. The next command selects its database.
-    pub(crate) fn attach_waiting(&self) -> usize {
+    /// exactly what the image does not hold. The next command selects its database. For a
+    /// transfer to sockets (`to_sockets`) each gets the receiving end of a channel the
+    /// image's bytes come through; the sending ends are returned, with the replicas.
+    pub(crate) fn attach_waiting(
+        &self,
+        to_sockets: bool,
+    ) -> Vec<(Arc<Replica>, Option<tokio::sync::mpsc::Sender<Bytes>>)> {
         let mut s = self.stream.lock();
         let offset = s.offset;
-        let mut n = 0;
+        let mut attached = Vec::new();
         for r in &s.replicas {
             if r.state() == WAIT_BGSAVE_START && r.ready.load(Ordering::Acquire) {
+                let tx = to_sockets.then(|| {
+                    // A few chunks in flight per replica: the transfer goes at the pace of
+                    // the slowest reader, as Redis's does.
+                    let (tx, rx) = tokio::sync::mpsc::channel(4);
+                    *r.rdb_feed.lock() = Some(rx);
+                    tx
+                });
                 r.initial_offset.store(offset, Ordering::Release);
                 r.state.store(WAIT_BGSAVE_END, Ordering::Release);
                 r.changed.notify_one();
-                n += 1;
+                attached.push((r.clone(), tx));
             }
         }
-        if n > 0 {
+        if !attached.is_empty() {
             s.seldb = None;
         }
-        n
+        attached
+    }
+
+    /// A replica arriving while a BGSAVE to disk runs joins it when another replica waits for
+    /// that BGSAVE's file (so the image's instant is a replica's stream start) and the backlog
+    /// still holds the stream since then: that stream is copied to its mailbox, and it waits
+    /// for the same file (Redis's syncCommand, "Waiting for end of BGSAVE for SYNC", which
+    /// copies the other replica's output buffer). False when it must wait for the next BGSAVE.
+    pub(crate) fn attach_to_running_disk_save(&self, r: &Arc<Replica>) -> bool {
+        let s = self.stream.lock();
+        // A replica that wants the stream cannot start from one that gets none.
+        let Some(peer) = s.replicas.iter().find(|p| {
+            p.client_id != r.client_id
+                && p.state() == WAIT_BGSAVE_END
+                && p.rdb_feed.lock().is_none()
+                && (!p.rdb_only || r.rdb_only)
+        }) else {
+            return false;
+        };
+        // It must read every form the BGSAVE's first replica reads.
+        if peer.capa_eof && !r.capa_eof {
+            return false;
+        }
+        let from = peer.initial_offset.load(Ordering::Acquire);
+        let Some(b) = s.backlog.as_ref() else {
+            return false;
+        };
+        // The backlog holds offsets b.first .. b.first + len - 1; the stream after the image
+        // starts at from + 1.
+        if from + 1 < b.first || from > s.offset {
+            return false;
+        }
+        let skip = (from + 1 - b.first) as usize;
+        let tail: Vec<u8> = b.buf.iter().skip(skip).copied().collect();
+        if !tail.is_empty() {
+            r.info.push.push_unlimited(Bytes::from(tail));
+        }
+        r.initial_offset.store(from, Ordering::Release);
+        *r.bgsave_outcome.lock() = None;
+        r.state.store(WAIT_BGSAVE_END, Ordering::Release);
+        r.changed.notify_one();
+        true
     }
 
     /// Put a waiting replica online at once, its stream starting now (an image that holds no
@@ -548,13 +641,18 @@ impl Replication {
         s.seldb = None;
     }
 
-    /// The BGSAVE the waiting replicas were attached to ended.
+    /// The BGSAVE the waiting replicas were attached to ended. When it failed their
+    /// connections close (a transfer to sockets may hold them in the middle of a write).
     pub(crate) fn bgsave_done(&self, ok: bool) {
         let s = self.stream.lock();
         for r in &s.replicas {
             if r.state() == WAIT_BGSAVE_END {
                 *r.bgsave_outcome.lock() = Some(ok);
                 r.changed.notify_one();
+                if !ok {
+                    tracing::warn!("SYNC failed. BGSAVE child returned an error");
+                    r.info.kill();
+                }
             }
         }
     }

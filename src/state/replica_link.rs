@@ -60,6 +60,9 @@ pub struct MasterLink {
     /// Set by REPLCONF GETACK from the master: the link acknowledges at once.
     pub(crate) ack_now: AtomicBool,
     pub(crate) ack_wake: Notify,
+    /// Woken by every REPLICAOF: a link task waiting on its socket (the handshake, the
+    /// transfer) ends at once, closing its connection, as Redis cancels the handshake.
+    pub(crate) generation_changed: Notify,
     /// Starts the link task for a generation (registered by the server).
     starter: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
     /// Offset of the master's stream processed so far (INFO slave_repl_offset); -1 unknown.
@@ -104,6 +107,7 @@ impl MasterLink {
             ..Default::default()
         });
         self.has_master.store(true, Ordering::Release);
+        self.generation_changed.notify_waiters();
         if let Some(start) = self.starter.get() {
             start(generation);
         }
@@ -116,6 +120,7 @@ impl MasterLink {
         *self.info.lock() = None;
         self.has_master.store(false, Ordering::Release);
         self.ack_wake.notify_waiters();
+        self.generation_changed.notify_waiters();
     }
 
     pub(crate) fn set_state(&self, generation: u64, state: LinkState) {
@@ -275,8 +280,10 @@ pub(crate) fn set_master(srv: &Server, host: String, port: u16) {
         &srv.keyspace,
         "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
     );
-    // Our replicas must resynchronize with the new history.
-    srv.repl.disconnect_replicas();
+    // Our replicas stay: if the new master continues our history (PSYNC) they continue too;
+    // they are disconnected when the history changes (a new replication ID, or a full
+    // synchronization's data set about to replace ours), as Redis's replicationSetMaster
+    // leaves them.
     srv.repl.start_following();
     srv.master_link.follow(host, port);
 }

@@ -11,6 +11,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use tikv_jemallocator::Jemalloc;
 
+pub mod defrag;
+
 /// An allocator that counts the bytes it hands out into [`used_memory`].
 pub struct Counting<A>(A);
 
@@ -366,10 +368,29 @@ fn jemalloc_stats() -> AllocatorStats {
             std::mem::size_of::<u64>(),
         );
     }
-    AllocatorStats {
+    let total = AllocatorStats {
         allocated: mallctl_usize(c"stats.allocated").unwrap_or(0),
         active: mallctl_usize(c"stats.active").unwrap_or(0),
         resident: mallctl_usize(c"stats.resident").unwrap_or(0),
+    };
+    // The Lua states' arena (`defrag::SideHeap`) is left out, as Redis's Lua allocates
+    // outside jemalloc: these figures (and the fragmentation the defragmenter acts on) are
+    // the data's. Lua's bytes are still in `used_memory`.
+    let Some(a) = defrag::side_arena_made() else {
+        return total;
+    };
+    let arena = |what: &str| {
+        std::ffi::CString::new(format!("stats.arenas.{a}.{what}"))
+            .ok()
+            .and_then(|name| mallctl_usize(&name))
+            .unwrap_or(0)
+    };
+    let page = mallctl_usize(c"arenas.page").unwrap_or(4096);
+    let lua_allocated = arena("small.allocated") + arena("large.allocated");
+    AllocatorStats {
+        allocated: total.allocated.saturating_sub(lua_allocated),
+        active: total.active.saturating_sub(arena("pactive") * page),
+        resident: total.resident.saturating_sub(arena("resident")),
     }
 }
 
@@ -446,6 +467,185 @@ pub(crate) fn after_mass_free(n: usize) {
         let _ = flush_thread_cache();
         let _ = purge();
     }
+}
+
+/// Controls whose value, or input, is a pointer jemalloc follows (hook tables, strings,
+/// structures): DEBUG MALLCTL would hand it a number as one, which Redis does and then
+/// crashes on. Any name containing one of these is refused a write by [`mallctl_int`], and
+/// the string ones are what [`mallctl_str`] reads and writes.
+const POINTER_CONTROLS: &[&str] = &[
+    "extent_hooks",
+    "hooks",
+    "prof",
+    ".dss",
+    ".name",
+    "ncached_max",
+    "arenas_create_ext",
+    "utilization",
+    "lookup",
+];
+
+/// Controls whose value is a `const char *` (the names of jemalloc 5.3's string controls,
+/// and the patterns of the per-arena ones), which DEBUG MALLCTL-STR may read as a string.
+fn is_string_control(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "version",
+        "config.malloc_conf",
+        "opt.metadata_thp",
+        "opt.dss",
+        "opt.percpu_arena",
+        "opt.stats_print_opts",
+        "opt.stats_interval_opts",
+        "opt.junk",
+        "opt.thp",
+        "opt.prof_prefix",
+        "opt.zero_realloc",
+        "opt.hpa_hugify_style",
+        "opt.prof_time_resolution",
+        "opt.malloc_conf.symlink",
+        "opt.malloc_conf.env_var",
+        "opt.malloc_conf.global_var",
+        "opt.malloc_conf.global_var_2_conf_harder",
+        "thread.prof.name",
+    ];
+    let parts: Vec<&str> = name.split('.').collect();
+    EXACT.contains(&name)
+        || matches!(parts.as_slice(), ["arena", _, "dss" | "name"])
+        || matches!(parts.as_slice(), ["stats", "arenas", _, "dss"])
+}
+
+/// What DEBUG MALLCTL does with jemalloc control `name` (Redis's mallctl_int): read it as
+/// a 64-bit integer, or write `new` and read the old value, retrying with half the width
+/// on EINVAL (jemalloc's answer to a size mismatch) and, for a write-only control, writing
+/// alone. Ok(Some(old value)), Ok(None) for a write-only control written, or Err(errno).
+/// The size dance is Redis's to the byte, so the same control gets the same answer (jemalloc
+/// shrinks the size it is given on a mismatch, so a 4-byte control ends in EINVAL there
+/// too). A write to a control whose input is a pointer is refused with EPERM.
+pub(crate) fn mallctl_int(name: &std::ffi::CStr, new: Option<i64>) -> Result<Option<i64>, i32> {
+    let text = name.to_string_lossy();
+    if new.is_some() && POINTER_CONTROLS.iter().any(|p| text.contains(p)) {
+        return Err(libc::EPERM);
+    }
+    let mut old: i64 = 0;
+    let mut val: i64 = new.unwrap_or(0);
+    let mut sz = std::mem::size_of::<i64>();
+    while sz > 0 {
+        let (newp, newlen) = match new {
+            Some(_) => ((&mut val as *mut i64).cast::<std::ffi::c_void>(), sz),
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: `old` has room for 8 bytes and jemalloc writes at most `sz` (<= 8) of them;
+        // the input, if any, is `val`, 8 bytes of which jemalloc reads at most `sz`; controls
+        // that would follow the input as a pointer were refused above.
+        let mut ret = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                (&mut old as *mut i64).cast(),
+                &mut sz,
+                newp,
+                newlen,
+            )
+        };
+        if ret == 0 {
+            return Ok(Some(old));
+        }
+        if ret == libc::EPERM && new.is_some() {
+            // SAFETY: as above, writing only.
+            ret = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    name.as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    newp,
+                    sz,
+                )
+            };
+            if ret == 0 {
+                return Ok(None);
+            }
+        }
+        if ret != libc::EINVAL {
+            return Err(ret);
+        }
+        sz /= 2;
+    }
+    Err(libc::EINVAL)
+}
+
+/// What DEBUG MALLCTL-STR does with jemalloc control `name` (Redis's mallctl_string): read
+/// its string value, and write `new` if given (`VOID`: run the control with no input, as
+/// `thread.tcache.flush` wants). Ok(Some(old value)) when the read succeeded, Ok(None) when
+/// only the write did, or Err(errno). Only string controls are read as strings (Redis
+/// follows any control's value as a `char *`, and crashes on a number): another control that
+/// answers is EINVAL. A string is written only to a string control (EPERM otherwise).
+pub(crate) fn mallctl_str(
+    name: &std::ffi::CStr,
+    new: Option<&[u8]>,
+) -> Result<Option<String>, i32> {
+    let text = name.to_string_lossy();
+    let string_control = is_string_control(&text);
+    let mut old: *const std::ffi::c_char = std::ptr::null();
+    let mut sz = std::mem::size_of::<*const std::ffi::c_char>();
+    // SAFETY: `old` has room for a pointer, and jemalloc writes at most `sz` bytes.
+    let rret = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr(),
+            (&mut old as *mut *const std::ffi::c_char).cast(),
+            &mut sz,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rret != 0 && !(rret == libc::EPERM && new.is_some()) {
+        return Err(rret);
+    }
+    if rret == 0 && !string_control {
+        return Err(libc::EINVAL);
+    }
+    let mut wret = 0;
+    if let Some(v) = new {
+        if v == b"VOID" {
+            // SAFETY: no input and no output: an action control, or EINVAL/EPERM.
+            wret = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    name.as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+        } else if !string_control {
+            wret = libc::EPERM;
+        } else {
+            let owned = std::ffi::CString::new(v.split(|&b| b == 0).next().unwrap_or(&[]))
+                .map_err(|_| libc::EINVAL)?;
+            let mut p = owned.as_ptr();
+            // SAFETY: a string control takes a `const char *`: `p` points at a NUL-terminated
+            // string alive for the call (jemalloc copies what it keeps).
+            wret = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    name.as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    (&mut p as *mut *const std::ffi::c_char).cast(),
+                    std::mem::size_of::<*const std::ffi::c_char>(),
+                )
+            };
+        }
+    }
+    if rret == 0 {
+        if old.is_null() {
+            return Ok(Some(String::new()));
+        }
+        // SAFETY: a string control's value is a NUL-terminated string jemalloc keeps.
+        let s = unsafe { std::ffi::CStr::from_ptr(old) };
+        return Ok(Some(s.to_string_lossy().into_owned()));
+    }
+    if wret != 0 {
+        return Err(wret);
+    }
+    Ok(None)
 }
 
 /// [`used_memory`] once the server was set up and before any data loaded (INFO

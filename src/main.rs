@@ -33,6 +33,7 @@ struct Cli {
 fn main() {
     // Before any thread: it moves the environment to make room for the process title.
     podium::proctitle::init();
+    podium::alloc::defrag::mark_global_jemalloc();
     let cli = Cli::parse();
     podium::commands::install_hooks();
     let config = match podium::config::Config::from_args(&cli.args) {

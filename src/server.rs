@@ -215,9 +215,11 @@ pub fn run(config: Config) -> Result<(), String> {
     builder
         .on_thread_start(crate::alloc::claim_thread_slot)
         .on_thread_stop(crate::alloc::release_thread_slot);
+    let parked = server.clone();
     builder.enable_all().on_thread_park(move || {
         aof.executor_idle();
         crate::util::write_turn::parking();
+        crate::commands::scripting::release_stale_engine(&parked.scripts);
     });
     let rt = builder
         .build()
@@ -363,6 +365,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     srv.config.show_proc_title();
     tracing::warn!("Server initialized");
     tokio::spawn(crate::persistence::relay_durable(srv.aof.clone()));
+    start_defrag_thread(&srv)?;
     // Clients are accepted while the AOF loads, as Redis does: they get -LOADING for anything
     // but the commands flagged `loading` (INFO shows loading:1), instead of a refused connection.
     // What the server holds before any data: INFO used_memory_startup.
@@ -473,6 +476,33 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
 }
 
 use rand::SeedableRng;
+
+/// The active defragmenter's own thread (`state::defrag`): a tick every `1/hz`, which does
+/// nothing unless `activedefrag yes` and the fragmentation call for a run. It runs beside the
+/// loading of the AOF or RDB too, as Redis's runs from its loading loop, and takes shard locks
+/// one at a time as commands do. Paused with the cron (DEBUG PAUSE-CRON).
+fn start_defrag_thread(srv: &Arc<Server>) -> Result<(), String> {
+    let srv = srv.clone();
+    std::thread::Builder::new()
+        .name("podium-defrag".into())
+        .spawn(move || loop {
+            let hz = srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+            std::thread::sleep(Duration::from_micros(1_000_000 / hz));
+            // While data loads, the loader runs the ticks itself (`Defrag::while_loading`).
+            if srv.signal_shutdown.cron_paused()
+                || srv.shutting_down.load(Ordering::Relaxed)
+                || srv.aof.inner.loading.load(Ordering::Relaxed)
+            {
+                continue;
+            }
+            if let Some(took) = srv.defrag.tick(&srv) {
+                srv.latency
+                    .add_if_needed(&srv, "active-defrag-cycle", took.as_millis() as u64);
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("can't start the defrag thread: {e}"))
+}
 
 /// Replication's once-a-second work (Redis's replicationCron): PINGs to the replicas, the
 /// backlog's time to live, replicas that stopped acknowledging.

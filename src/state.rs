@@ -4,6 +4,7 @@
 //! reports. What runs it (the listener, the cron, shutdown) is [`crate::server`], above.
 
 pub(crate) mod aof;
+pub mod defrag;
 pub(crate) mod failover;
 pub mod introspect;
 pub(crate) mod latency;
@@ -90,6 +91,8 @@ pub struct Server {
     pub slowlog: slowlog::SlowLog,
     /// LATENCY monitor events.
     pub latency: latency::Monitor,
+    /// Active defragmentation: its walk and counters (`activedefrag`).
+    pub defrag: defrag::Defrag,
     /// INFO errorstats: error replies by their first word.
     pub errorstats: crate::state::introspect::ErrorStats,
     /// INFO's instantaneous rates, sampled by the cron.
@@ -144,6 +147,7 @@ impl Server {
             expire_cursor: std::sync::atomic::AtomicUsize::new(0),
             slowlog: Default::default(),
             latency: Default::default(),
+            defrag: Default::default(),
             errorstats: Default::default(),
             instant: Default::default(),
             pause: Default::default(),

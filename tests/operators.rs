@@ -120,11 +120,6 @@ fn refused_directives_say_why() {
     // TLS is built; a TLS port with no certificate stops the start as it stops Redis's.
     let e = refused(&["--tls-port", "6380"]);
     assert!(e.contains("Failed to configure TLS"), "{e}");
-    let e = refused(&["--activedefrag", "yes"]);
-    assert!(
-        e.contains("Active defragmentation cannot be enabled"),
-        "{e}"
-    );
     let e = refused(&["--proto-max-bulk-len", "1000"]);
     assert!(e.contains("between 1048576 and"), "{e}");
     let e = refused(&["--client-query-buffer-limit", "512kb"]);

@@ -153,6 +153,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
             crate::keyspace::lazyfree::reset_stats();
+            ctx.srv.defrag.reset_stats();
             crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
             for h in crate::commands::latency::histograms().values() {
                 h.reset();

@@ -157,6 +157,29 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 ))),
             }
         }
+        ("mallctl", n) if n >= 3 => {
+            let name = mallctl_name(&a[2]);
+            let new = match a.get(3) {
+                Some(v) => match crate::util::numtext::parse_i64(v) {
+                    Some(n) => Some(n),
+                    None => return Err(Reply::error(super::args::NOT_INT)),
+                },
+                None => None,
+            };
+            match crate::alloc::mallctl_int(&name, new) {
+                Ok(Some(old)) => Ok(Reply::Int(old)),
+                Ok(None) => Ok(Reply::Ok),
+                Err(e) => Err(errno_reply(e)),
+            }
+        }
+        ("mallctl-str", n) if n >= 3 => {
+            let name = mallctl_name(&a[2]);
+            match crate::alloc::mallctl_str(&name, a.get(3).map(|v| &v[..])) {
+                Ok(Some(old)) => Ok(Reply::Bulk(Bytes::from(old))),
+                Ok(None) => Ok(Reply::Ok),
+                Err(e) => Err(errno_reply(e)),
+            }
+        }
         ("pause-cron", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ctx.srv.signal_shutdown.pause_cron(n != 0);
@@ -225,6 +248,10 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 "    Save the dataset and load it again.",
                 "CONFIG-REWRITE-FORCE-ALL",
                 "    Like CONFIG REWRITE but writes every directive, defaults included.",
+                "MALLCTL <key> [<val>]",
+                "    Get or set a malloc tuning integer.",
+                "MALLCTL-STR <key> [<val>]",
+                "    Get or set a malloc tuning string.",
                 "PAUSE-CRON <0|1>",
                 "    Stop the server's cron (active expiry, save points, scheduled shutdowns) or resume it.",
                 "PROTOCOL <type>",
@@ -305,4 +332,19 @@ fn protocol_sample(ctx: &Ctx, name: &[u8]) -> Reply {
             "ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
         ),
     }
+}
+
+/// A jemalloc control's name as Redis hands it to mallctl: the argument up to its first NUL.
+fn mallctl_name(a: &[u8]) -> std::ffi::CString {
+    let name = crate::util::c_str(a);
+    // No NUL is left in `name`; an empty CString on the impossible failure names no control.
+    std::ffi::CString::new(name).unwrap_or_default()
+}
+
+/// Redis's reply to a failed mallctl: the error number's text.
+fn errno_reply(e: i32) -> Reply {
+    Reply::Error(format!(
+        "ERR {}",
+        crate::util::strerror(&std::io::Error::from_raw_os_error(e))
+    ))
 }

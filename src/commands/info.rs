@@ -188,8 +188,10 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                 for (k, v) in after {
                     kv(k, v);
                 }
-                // No active defragmenter (`activedefrag yes` is refused): never running.
-                kv("active_defrag_running", "0".into());
+                kv(
+                    "active_defrag_running",
+                    srv.defrag.stats().running.to_string(),
+                );
                 kv(
                     "lazyfree_pending_objects",
                     crate::keyspace::lazyfree::pending().to_string(),
@@ -297,17 +299,16 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     "slave_expires_tracked_keys",
                     srv.keyspace.replica_ttl_keys.lock().len().to_string(),
                 );
-                // No active defragmenter: its counters stay at zero, as in a Redis with
-                // `activedefrag no`.
-                for k in [
-                    "active_defrag_hits",
-                    "active_defrag_misses",
-                    "active_defrag_key_hits",
-                    "active_defrag_key_misses",
-                    "total_active_defrag_time",
-                    "current_active_defrag_time",
+                let d = srv.defrag.stats();
+                for (k, v) in [
+                    ("active_defrag_hits", d.hits),
+                    ("active_defrag_misses", d.misses),
+                    ("active_defrag_key_hits", d.key_hits),
+                    ("active_defrag_key_misses", d.key_misses),
+                    ("total_active_defrag_time", d.total_ms),
+                    ("current_active_defrag_time", d.current_ms),
                 ] {
-                    kv(k, "0".into());
+                    kv(k, v.to_string());
                 }
                 let (tk, ti, tp) = srv.tracking.totals();
                 kv("tracking_total_keys", tk.to_string());

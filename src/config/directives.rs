@@ -4,7 +4,7 @@
 //! Redis 7.0's redis.conf vocabulary, so that any file Redis accepts (Debian's stock
 //! /etc/redis/redis.conf among them) either starts Podium or stops it with a reason:
 //! - [`EXTRA`]: directives accepted with no effect, each with the reason in its help text
-//!   (tuning knobs of machinery Podium does not have: the defragmenter, replication links,
+//!   (tuning knobs of machinery Podium does not have: replication links,
 //!   cluster buses), plus a few Podium acts on (eviction, latency tracking, the replication
 //!   link); its rows are declared as the core table's are, each with its typed identifier
 //!   ([`extra_ids`], read through [`crate::config::dir`]) and update hook;
@@ -92,40 +92,37 @@ directive_table! {
         "activedefrag",
         YES_NO,
         "no",
-        "refused unless no, with Redis's words for a build without a defragmenter: Podium has none (freed pages go back to the OS at once)",
-    )
-    // Redis's own refusal when built without its defragmenter (Debian's package, built
-    // against the system jemalloc, refuses it the same way).
-    .unsupported("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution"),
+        "active defragmentation: move keys and values out of sparse jemalloc slabs when fragmentation passes the thresholds below",
+    ),
     ACTIVE_DEFRAG_IGNORE_BYTES: Int = row(
         "active-defrag-ignore-bytes",
         Kind::Memory { min: 1 },
         "104857600",
-        "accepted, no effect: Podium has no active defragmenter",
+        "active defrag starts only with at least this much fragmentation (allocator active minus allocated bytes)",
     ),
     ACTIVE_DEFRAG_THRESHOLD_LOWER: Int = row(
         "active-defrag-threshold-lower",
         Kind::Int { min: 0, max: 1000 },
         "10",
-        "accepted, no effect: Podium has no active defragmenter",
+        "active defrag starts above this fragmentation percent",
     ),
     ACTIVE_DEFRAG_THRESHOLD_UPPER: Int = row(
         "active-defrag-threshold-upper",
         Kind::Int { min: 0, max: 1000 },
         "100",
-        "accepted, no effect: Podium has no active defragmenter",
+        "fragmentation percent at which active defrag uses active-defrag-cycle-max",
     ),
     ACTIVE_DEFRAG_CYCLE_MIN: Int = row(
         "active-defrag-cycle-min",
         Kind::Int { min: 1, max: 99 },
         "1",
-        "accepted, no effect: Podium has no active defragmenter",
+        "least CPU percent active defrag uses while it runs",
     ),
     ACTIVE_DEFRAG_CYCLE_MAX: Int = row(
         "active-defrag-cycle-max",
         Kind::Int { min: 1, max: 99 },
         "25",
-        "accepted, no effect: Podium has no active defragmenter",
+        "most CPU percent active defrag uses",
     ),
     ACTIVE_DEFRAG_MAX_SCAN_FIELDS: Int = row(
         "active-defrag-max-scan-fields",
@@ -134,7 +131,7 @@ directive_table! {
             max: i64::MAX,
         },
         "1000",
-        "accepted, no effect: Podium has no active defragmenter",
+        "values with more elements are defragmented over several steps",
     ),
     DISABLE_THP: Flag = fixed_row(
         "disable-thp",

@@ -27,6 +27,7 @@
 //! (see [`Shard::active_expire`], driven by the server's cron).
 
 pub mod access;
+pub mod defrag;
 pub mod events;
 pub mod guards;
 pub mod lazyfree;

@@ -41,6 +41,7 @@
 //! both forms, drops, and taking the entry out.
 
 use super::{Entry, Header};
+use crate::alloc::defrag::Relocator;
 use crate::types::compact::{CompactBytes, INLINE_MAX};
 use crate::types::Value;
 use std::alloc::Layout;
@@ -486,6 +487,23 @@ impl RecordRef {
     pub unsafe fn alloc_bytes(self) -> usize {
         // SAFETY: forwarded to the caller's contract.
         crate::alloc::size_class(unsafe { layout_at(self.head) }.size())
+    }
+
+    /// Move the record's block to a fuller slab if the relocator picks it (active defrag):
+    /// its bytes are copied whole (the entry is moved, not cloned) and the old block freed.
+    /// Returns the new pointer, which the caller puts in the place of every copy of this one.
+    ///
+    /// # Safety
+    /// As [`RecordRef::full_entry_mut`]; and no copy of the old pointer may be followed after
+    /// the call unless it returned None.
+    pub unsafe fn relocate(self, r: &mut Relocator) -> Option<RecordRef> {
+        // SAFETY: per the contract the record is live and referenced only here; its block is
+        // the global allocator's, of the layout its bytes describe.
+        unsafe {
+            let layout = layout_at(self.head);
+            r.relocate(self.head.cast(), layout)
+                .map(|p| RecordRef { head: p.cast() })
+        }
     }
 
     /// The pointer, as a table stores it.

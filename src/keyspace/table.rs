@@ -43,6 +43,7 @@
 //! Every block says why it holds, and the tests below exercise each.
 
 use super::record::{EntryRef, Record, RecordRef};
+use crate::alloc::defrag::Relocator;
 use hashbrown::DefaultHashBuilder;
 use std::alloc::Layout;
 use std::hash::BuildHasher;
@@ -483,6 +484,49 @@ impl<S: BuildHasher> Table<S> {
         }
         // Set the bits above the mask so the increment carries through them, then add one
         // to the reversed cursor.
+        let v = (cursor | !mask).reverse_bits().wrapping_add(1);
+        v.reverse_bits()
+    }
+
+    /// Active defrag of the chain the bucket cursor `cursor` names (the order of [`scan`]):
+    /// each child bucket of the chain moves if the relocator picks it, and `f` is shown each
+    /// record, returning its moved copy (the slot then points at it) or None. Returns the next
+    /// cursor, 0 after the last bucket.
+    ///
+    /// [`scan`]: Table::scan
+    pub fn defrag_chain(
+        &mut self,
+        cursor: u64,
+        r: &mut Relocator,
+        mut f: impl FnMut(RecordRef, &mut Relocator) -> Option<RecordRef>,
+    ) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let mask = (self.n - 1) as u64;
+        let mut at = Some(self.home(cursor));
+        while let Some(mut p) = at {
+            // SAFETY: `p` is a bucket of this table (see `find`), and `&mut self` makes this
+            // the only reference to it.
+            let b = unsafe { p.as_mut() };
+            let mut m = b.present();
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if let Some(moved) = f(b.record(slot), r) {
+                    b.slots[slot] = Some(moved.raw());
+                }
+            }
+            at = b.child();
+            if let Some(child) = at {
+                // SAFETY: a child bucket is this table's own Box<Bucket> block, reached only
+                // through this link, which is replaced by the moved block's address at once.
+                if let Some(moved) = unsafe { r.relocate(child.cast(), Layout::new::<Bucket>()) } {
+                    b.slots[CHILD] = Some(moved);
+                    at = Some(moved.cast());
+                }
+            }
+        }
         let v = (cursor | !mask).reverse_bits().wrapping_add(1);
         v.reverse_bits()
     }

@@ -167,6 +167,8 @@ pub fn load_file(
     }
     let mut valid_up_to = pos;
     let mut truncated = false;
+    let mut last_cron = std::time::Instant::now();
+    let mut delay = srv.config.int(dir::KEY_LOAD_DELAY);
     while pos < data.len() {
         if data[pos] == b'#' {
             // Annotation line.
@@ -200,6 +202,13 @@ pub fn load_file(
         run(srv, &mut client, args)
             .map_err(|e| format!("{e} reading the append only file {shown} at offset {pos}"))?;
         out.commands += 1;
+        if out.commands.is_multiple_of(LOADING_CRON_EVERY) {
+            srv.defrag.while_loading(srv, &mut last_cron);
+            // Re-read now and then: tests change it with CONFIG SET while a load runs.
+            delay = srv.config.int(dir::KEY_LOAD_DELAY);
+        }
+        // `key-load-delay`, per command as Redis's AOF loader applies it.
+        crate::util::debug_delay(delay);
         pos = next;
         if client.multi.is_none() {
             valid_up_to = pos;
@@ -241,6 +250,10 @@ pub fn load_file(
     client.multi = None;
     Ok(out)
 }
+
+/// Commands replayed between two runs of the work due meanwhile (active defrag), as Redis
+/// serves its events every 1024 commands of an AOF it loads.
+const LOADING_CRON_EVERY: u64 = 1024;
 
 /// Execute one logged command.
 fn run(srv: &Server, client: &mut Client, args: Vec<Bytes>) -> Result<(), String> {

@@ -67,6 +67,26 @@ impl ScriptCache {
         self.by_sha.clear();
         self.sha_of_body.clear();
     }
+
+    /// Active defrag: move the cached scripts' names and bodies out of sparse slabs (Redis
+    /// defragments its script dictionary once per pass the same way). The maps are rebuilt,
+    /// as their keys cannot be changed in place; a body still shared with a running script
+    /// keeps its old block until that script lets go of it.
+    pub(crate) fn defrag(&mut self, r: &mut crate::alloc::defrag::Relocator) {
+        let old = std::mem::take(&mut self.by_sha);
+        self.sha_of_body.clear();
+        self.by_sha.reserve(old.len());
+        for (mut sha, mut script) in old {
+            r.string(&mut sha);
+            if let Some(copy) = r.copy_out(&script.body) {
+                script.body = Bytes::from(copy);
+            }
+            if let Ok(name) = <[u8; 40]>::try_from(sha.as_bytes()) {
+                self.sha_of_body.insert(script.body.clone(), name);
+            }
+            self.by_sha.insert(sha, script);
+        }
+    }
 }
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;

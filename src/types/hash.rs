@@ -12,6 +12,7 @@
 //! (elements may then be returned twice, which SCAN allows).
 
 use super::thin::{may_pass_safety_bound, varint_len, write_varint, Counted, PACKED_SAFETY_BYTES};
+use crate::alloc::defrag::Relocator;
 use hashbrown::HashTable;
 use rand::Rng;
 use std::hash::BuildHasher;
@@ -97,6 +98,27 @@ impl<T: Keyed> Table<T> {
     /// Slots allocated (tests of the growth policy).
     pub fn slot_capacity(&self) -> usize {
         self.slots.capacity()
+    }
+
+    /// Active defrag: the slot vector and free list (at the first call), then `f` on each
+    /// element of slots `from..` up to `budget` slots; returns where to go on from, or None
+    /// when done. The index (one block of its own, rebuilt by resizes) stays.
+    pub(crate) fn defrag_slots(
+        &mut self,
+        r: &mut Relocator,
+        from: usize,
+        budget: usize,
+        mut f: impl FnMut(&mut Relocator, &mut T),
+    ) -> Option<usize> {
+        if from == 0 {
+            r.vec(&mut self.slots);
+            r.vec(&mut self.free);
+        }
+        let end = self.slots.len().min(from.saturating_add(budget));
+        for t in self.slots[from.min(end)..end].iter_mut().flatten() {
+            f(r, t);
+        }
+        (end < self.slots.len()).then_some(end)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -388,6 +410,26 @@ impl Default for Hash {
 impl Hash {
     pub fn new() -> Hash {
         Hash::default()
+    }
+
+    /// Active defrag: move the hash's blocks that sit in sparse slabs, fields `from` on, at
+    /// most `budget` of them; returns where to go on from, or None when done.
+    pub fn defrag(&mut self, r: &mut Relocator, from: usize, budget: usize) -> Option<usize> {
+        match self {
+            Hash::Small(p) => {
+                p.bytes.defrag(r);
+                None
+            }
+            Hash::Large(t) => {
+                if from == 0 {
+                    r.boxed(t);
+                }
+                t.defrag_slots(r, from, budget, |r, (field, value)| {
+                    r.boxed_bytes(field);
+                    r.boxed_bytes(value);
+                })
+            }
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -20,12 +20,29 @@
 
 use super::get_varint;
 use super::thin::{write_varint, Counted};
+use crate::alloc::defrag::Relocator;
 use std::collections::VecDeque;
 
 /// Most elements a packed list holds.
 pub const PACKED_MAX_LEN: usize = 128;
 /// Most bytes a packed list's array holds (prefixes included).
 pub const PACKED_MAX_BYTES: usize = 1024;
+
+/// A deque buffer up to this many bytes lives in a slab (jemalloc's small classes), where
+/// active defrag may move it; larger ones have pages of their own.
+const SMALL_BLOCK_MAX: usize = 14336;
+
+/// Move a deque's buffer if it is a small block in a sparse slab: the deque is turned into
+/// a vector (no copy when its elements start the buffer, as they do unless it wrapped) and
+/// back (never a copy).
+fn defrag_small_deque<T>(r: &mut Relocator, d: &mut VecDeque<T>) {
+    if d.capacity().saturating_mul(std::mem::size_of::<T>()) > SMALL_BLOCK_MAX {
+        return;
+    }
+    let mut v = Vec::from(std::mem::take(d));
+    r.vec(&mut v);
+    *d = VecDeque::from(v);
+}
 
 #[derive(Clone)]
 enum Store {
@@ -99,6 +116,31 @@ impl List {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Active defrag: move the list's blocks that sit in sparse slabs, elements `from` on,
+    /// at most `budget` of them; returns where to go on from, or None when done. The
+    /// elements' bytes and order are unchanged.
+    pub fn defrag(&mut self, r: &mut Relocator, from: usize, budget: usize) -> Option<usize> {
+        match &mut self.store {
+            Store::Packed(c) => {
+                c.defrag(r);
+                None
+            }
+            Store::Deque(d) => {
+                if from == 0 {
+                    r.boxed(d);
+                    defrag_small_deque(r, d);
+                }
+                let end = d.len().min(from.saturating_add(budget));
+                for i in from..end {
+                    if let Some(e) = d.get_mut(i) {
+                        r.vec(e);
+                    }
+                }
+                (end < d.len()).then_some(end)
+            }
+        }
     }
 
     /// What OBJECT ENCODING reports (Redis 7.0: always quicklist).

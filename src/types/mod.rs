@@ -78,6 +78,49 @@ impl Value {
     }
 }
 
+impl Value {
+    /// Elements a defrag pass walks in this value: values with more than
+    /// `active-defrag-max-scan-fields` are walked over several steps, as Redis defers them.
+    pub fn defrag_elements(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            Value::List(l) => l.len(),
+            Value::Hash(h) => h.len(),
+            Value::Set(s) => s.len(),
+            Value::ZSet(z) => z.len(),
+            Value::Stream(s) => s.length as usize,
+        }
+    }
+
+    /// Active defrag: move the value's heap blocks that sit in sparse slabs to fuller ones,
+    /// elements `from` on, at most `budget` of them; returns where to go on from, or None
+    /// when the value is done. What the value holds is unchanged.
+    pub fn defrag(
+        &mut self,
+        r: &mut crate::alloc::defrag::Relocator,
+        from: usize,
+        budget: usize,
+    ) -> Option<usize> {
+        match self {
+            Value::Str(compact::CompactBytes::Heap(b)) => {
+                r.boxed_bytes(b);
+                None
+            }
+            Value::Str(compact::CompactBytes::Inline { .. }) => None,
+            Value::List(l) => l.defrag(r, from, budget),
+            Value::Hash(h) => h.defrag(r, from, budget),
+            Value::Set(s) => s.defrag(r, from, budget),
+            Value::ZSet(z) => z.defrag(r, from, budget),
+            Value::Stream(s) => {
+                if from == 0 {
+                    r.boxed(s);
+                }
+                s.defrag(r, from, budget)
+            }
+        }
+    }
+}
+
 /// The error a command gets for a key of the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 

@@ -13,6 +13,7 @@
 use super::hash::Table;
 use super::small_set::SmallSet;
 use super::thin::ThinBytes;
+use crate::alloc::defrag::Relocator;
 use rand::Rng;
 use std::ops::Deref;
 
@@ -178,6 +179,31 @@ pub enum Set {
     Small(SmallSet),
     /// Hash-table form, boxed so that a set stays as small as a keyspace slot's value.
     Table(Box<Table<Box<[u8]>>>),
+}
+
+impl Set {
+    /// Active defrag: move the set's blocks that sit in sparse slabs, members `from` on, at
+    /// most `budget` of them; returns where to go on from, or None when done.
+    pub fn defrag(&mut self, r: &mut Relocator, from: usize, budget: usize) -> Option<usize> {
+        match self {
+            Set::Ints(i) => {
+                i.bytes.defrag(r);
+                None
+            }
+            Set::Small(s) => {
+                s.defrag(r);
+                None
+            }
+            Set::Table(t) => {
+                if from == 0 {
+                    r.boxed(t);
+                }
+                t.defrag_slots(r, from, budget, |r, m| {
+                    r.boxed_bytes(m);
+                })
+            }
+        }
+    }
 }
 
 impl Default for Set {

@@ -275,6 +275,26 @@ impl std::fmt::Debug for SkipList {
 }
 
 impl SkipList {
+    /// Active defrag: the long members' blocks (`longs`, members past the nodes' inline
+    /// 16 bytes), `from` on, at most `budget`; returns where to go on from, or None when
+    /// done. The node and tower arenas are large blocks or mappings of their own.
+    pub fn defrag(
+        &mut self,
+        r: &mut crate::alloc::defrag::Relocator,
+        from: usize,
+        budget: usize,
+    ) -> Option<usize> {
+        if from == 0 {
+            r.vec(&mut self.longs);
+            r.vec(&mut self.free_longs);
+        }
+        let end = self.longs.len().min(from.saturating_add(budget));
+        for b in &mut self.longs[from.min(end)..end] {
+            r.boxed_bytes(b);
+        }
+        (end < self.longs.len()).then_some(end)
+    }
+
     pub fn new() -> Self {
         Self::with_capacity(0)
     }

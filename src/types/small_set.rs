@@ -83,6 +83,11 @@ impl<'a> Iterator for Members<'a> {
 }
 
 impl SmallSet {
+    /// Active defrag: move the one block if it sits in a sparse slab.
+    pub fn defrag(&mut self, r: &mut crate::alloc::defrag::Relocator) -> bool {
+        self.bytes.defrag(r)
+    }
+
     /// Whether a set holding `count` members, one of them `m`, may take this form.
     pub fn fits(count: usize, m: &[u8]) -> bool {
         count <= MAX_MEMBERS && m.len() <= MAX_MEMBER_LEN

@@ -422,6 +422,30 @@ pub enum Trim {
 }
 
 impl Stream {
+    /// Active defrag: move the stream's blocks that sit in sparse slabs (each node's entry
+    /// vector, master fields and entries' data), nodes `from` on, at most `budget` entries'
+    /// worth; returns where to go on from, or None when done. The tree's own nodes stay.
+    pub fn defrag(
+        &mut self,
+        r: &mut crate::alloc::defrag::Relocator,
+        from: usize,
+        budget: usize,
+    ) -> Option<usize> {
+        let mut done = 0usize;
+        for (at, node) in (from..).zip(self.nodes.values_mut().skip(from)) {
+            if done >= budget {
+                return Some(at);
+            }
+            r.boxed_bytes(&mut node.master_fields);
+            r.vec(&mut node.entries);
+            for e in &mut node.entries {
+                r.boxed_bytes(&mut e.data);
+            }
+            done += node.entries.len().max(1);
+        }
+        None
+    }
+
     pub fn new() -> Stream {
         Stream::default()
     }

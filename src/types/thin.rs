@@ -145,6 +145,24 @@ impl ThinBytes {
         self.len() == 0
     }
 
+    /// Move the block to a fuller slab if the relocator picks it (active defrag); true if
+    /// it moved. The bytes are unchanged; the empty array has no block.
+    pub fn defrag(&mut self, r: &mut crate::alloc::defrag::Relocator) -> bool {
+        let len = self.len();
+        if len == 0 {
+            return false;
+        }
+        // SAFETY: a non-empty array's block is the global allocator's, of `block_layout(len)`,
+        // owned by self alone; on a move it is replaced by the copy at once.
+        match unsafe { r.relocate(self.head.cast(), block_layout(len)) } {
+            Some(p) => {
+                self.head = p.cast();
+                true
+            }
+            None => false,
+        }
+    }
+
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
         let len = self.len();
@@ -366,6 +384,11 @@ impl Counted {
         Counted {
             bytes: ThinBytes::new(),
         }
+    }
+
+    /// Move the block to a fuller slab if the relocator picks it (see [`ThinBytes::defrag`]).
+    pub fn defrag(&mut self, r: &mut crate::alloc::defrag::Relocator) -> bool {
+        self.bytes.defrag(r)
     }
 
     /// The element count and where the body starts.

@@ -414,6 +414,28 @@ impl<'a> Iterator for Iter<'a> {
 }
 
 impl ZSet {
+    /// Active defrag: move the sorted set's blocks that sit in sparse slabs, `from` on, at
+    /// most `budget` of them; returns where to go on from, or None when done.
+    pub fn defrag(
+        &mut self,
+        r: &mut crate::alloc::defrag::Relocator,
+        from: usize,
+        budget: usize,
+    ) -> Option<usize> {
+        match &mut self.enc {
+            Enc::Small(s) => {
+                s.bytes.defrag(r);
+                None
+            }
+            Enc::Large(l) => {
+                if from == 0 {
+                    r.boxed(l);
+                }
+                l.defrag(r, from, budget)
+            }
+        }
+    }
+
     /// A new empty set for a command about to add `expected_len` members, the
     /// first of which is `first_member_len` bytes long.
     pub fn new_for(first_member_len: usize, expected_len: usize, limits: &ZsetLimits) -> ZSet {

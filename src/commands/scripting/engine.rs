@@ -18,6 +18,7 @@ use super::convert::lua_to_reply;
 use super::error::{command_error, lua_message, CommandError};
 use super::register::Loading;
 use super::Invocation;
+use crate::alloc::defrag::SideHeap;
 use crate::protocol::Reply;
 use hashbrown::HashMap;
 use mlua::{ffi, Function, Lua, MultiValue, StdLib, Table, Value as LuaValue};
@@ -99,26 +100,35 @@ thread_local! {
 
 /// The allocator of every script Lua state. Lua 5.1's contract: `nsize == 0` frees,
 /// otherwise (re)allocate, and return NULL on failure, which Lua raises as a memory error in
-/// the running script. Blocks go through the global allocator, so INFO's used_memory counts
-/// them.
+/// the running script. Blocks come from the engine's side heap (`ud`, see
+/// [`crate::alloc::defrag::SideHeap`]: out of the keyspace's slabs, where the defragmenter
+/// cannot move them) or, without jemalloc, the global allocator; both are counted in INFO's
+/// used_memory.
 ///
 /// # Safety
 /// Called by Lua only, with pointers this function returned and their sizes.
 unsafe extern "C-unwind" fn lua_alloc(
-    _ud: *mut c_void,
+    ud: *mut c_void,
     ptr: *mut c_void,
     osize: usize,
     nsize: usize,
 ) -> *mut c_void {
     use std::alloc::{alloc, dealloc, realloc, Layout};
+    // SAFETY: `ud` is null or the engine's side heap, which outlives its state (Engine's
+    // field, dropped after the state is closed) and is only used on the engine's thread.
+    let side = unsafe { ud.cast::<SideHeap>().as_ref() };
     if nsize == 0 {
         if !ptr.is_null() {
-            // SAFETY: `ptr` came from this allocator with size `osize` (Lua's contract).
+            // SAFETY: `ptr` came from this allocator (or mlua's, which serves the global
+            // allocator's blocks at the same alignment) with size `osize` (Lua's contract).
             unsafe {
-                dealloc(
-                    ptr as *mut u8,
-                    Layout::from_size_align_unchecked(osize, LUA_ALIGN),
-                )
+                match side {
+                    Some(h) => h.free(ptr.cast(), osize),
+                    None => dealloc(
+                        ptr as *mut u8,
+                        Layout::from_size_align_unchecked(osize, LUA_ALIGN),
+                    ),
+                }
             };
         }
         return std::ptr::null_mut();
@@ -131,6 +141,16 @@ unsafe extern "C-unwind" fn lua_alloc(
     let Ok(layout) = Layout::from_size_align(nsize, LUA_ALIGN) else {
         return std::ptr::null_mut();
     };
+    if let Some(h) = side {
+        // SAFETY: as above; a non-zero size; a NULL result leaves the old block valid.
+        return unsafe {
+            if ptr.is_null() {
+                h.alloc(nsize).cast()
+            } else {
+                h.realloc(ptr.cast(), osize, nsize).cast()
+            }
+        };
+    }
     if ptr.is_null() {
         // SAFETY: `layout` has a non-zero size.
         unsafe { alloc(layout) as *mut c_void }
@@ -159,6 +179,19 @@ pub(super) struct EngineId {
     pub(super) generation: u64,
 }
 
+/// Drop this thread's Lua state if it is not the one `id` names (SCRIPT FLUSH made it stale).
+/// Without this a flushed state, with every script it compiled, stays allocated until the
+/// thread next runs a script; Redis frees its state at the flush.
+pub(super) fn drop_stale(id: EngineId) {
+    let _ = ENGINE.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if slot.as_ref().is_some_and(|e| e.id != id) {
+                *slot = None;
+            }
+        }
+    });
+}
+
 /// Run `f` with this thread's engine for `id`, creating it (or replacing a stale one) first.
 pub(super) fn with_engine<R>(id: EngineId, f: impl FnOnce(&mut Engine) -> R) -> Result<R, String> {
     ENGINE.with(|cell| {
@@ -183,7 +216,10 @@ type Current = Rc<Cell<*mut Invocation<'static, 'static, 'static>>>;
 /// Everything that holds references into the Lua state (dropped before it is closed).
 struct Handles {
     /// Compiled scripts by SHA, with each one's registry reference (see [`RawRefs`]).
-    functions: HashMap<String, (Function, c_int)>,
+    /// Keyed by the SHA's 40 hex digits inline (no allocation per script: a block per name
+    /// would sit among the keyspace's in the allocator's slabs, out of the defragmenter's
+    /// reach, as this map lives in a worker's thread).
+    functions: HashMap<[u8; 40], (Function, c_int)>,
     /// Where a raw run leaves its two results (`[1]` ok, `[2]` value).
     result_slot: Table,
     /// Field names a returned table is read by.
@@ -243,6 +279,9 @@ pub(super) struct Engine {
     /// A run panicked inside the engine (see [`Engine::run`]): the state is replaced before
     /// the next script on this thread.
     poisoned: bool,
+    /// The heap the state allocates from (see [`lua_alloc`]); a field after the handles, so
+    /// dropped after the state is closed.
+    _side: Option<Box<SideHeap>>,
 }
 
 /// The engine's state and the registry references of what every EVAL run pushes: a run goes
@@ -385,6 +424,11 @@ impl Engine {
         // decides what scripts see; no C module loader is opened.
         // SAFETY: no library beyond base is opened here; see build() for the rest.
         let lua = unsafe { Lua::unsafe_new_with(StdLib::NONE, mlua::LuaOptions::new()) };
+        // Boxed: the state keeps its address as the allocator's `ud`.
+        let side = SideHeap::new().map(Box::new);
+        let side_ud = side.as_deref().map_or(std::ptr::null_mut(), |h| {
+            (h as *const SideHeap).cast_mut().cast::<c_void>()
+        });
         let mut mlua_alloc: Option<(ffi::lua_Alloc, usize)> = None;
         // SAFETY: exec_raw hands a valid thread of this state; lua_getallocf reads and
         // lua_setallocf replaces the allocator (no block changes hands here).
@@ -393,7 +437,7 @@ impl Engine {
                 let mut ud: *mut c_void = std::ptr::null_mut();
                 let previous = ffi::lua_getallocf(state, &mut ud);
                 mlua_alloc = Some((previous, ud as usize));
-                ffi::lua_setallocf(state, lua_alloc, std::ptr::null_mut());
+                ffi::lua_setallocf(state, lua_alloc, side_ud);
             })
         };
         let Some(mlua_alloc) = mlua_alloc.filter(|_| swapped.is_ok()) else {
@@ -429,6 +473,7 @@ impl Engine {
                 mlua_alloc,
                 raw: b.raw,
                 poisoned: false,
+                _side: side,
             }),
             Err(e) => {
                 let (alloc, ud) = mlua_alloc;
@@ -541,7 +586,8 @@ impl Engine {
     /// Compile `body` (its shebang line already blanked) as script `sha`, unless this state
     /// has it. The error is Redis's "Error compiling script" reply.
     pub(super) fn compile(&mut self, sha: &str, body: &[u8]) -> Result<c_int, Reply> {
-        if let Some((_, reference)) = self.handles.functions.get(sha) {
+        let name = <[u8; 40]>::try_from(sha.as_bytes()).ok();
+        if let Some((_, reference)) = name.and_then(|n| self.handles.functions.get(&n)) {
             return Ok(*reference);
         }
         // Redis's Lua parses text only: a binary chunk fails in the lexer on its first byte
@@ -570,9 +616,11 @@ impl Engine {
                 lua_message(&e)
             ))
         })?;
-        self.handles
-            .functions
-            .insert(sha.to_string(), (f, reference));
+        // Every cached script is named by a SHA1's 40 hex digits; any other name (none reaches
+        // here) is compiled again next time instead of cached.
+        if let Some(n) = name {
+            self.handles.functions.insert(n, (f, reference));
+        }
         Ok(reference)
     }
 

@@ -440,6 +440,13 @@ impl Scripts {
     }
 }
 
+/// Free the calling thread's Lua state if SCRIPT FLUSH left it stale (the runtime calls this
+/// as a worker thread goes idle, so a flush gives its memory back without waiting for the
+/// thread's next script).
+pub fn release_stale_engine(scripts: &Scripts) {
+    engine::drop_stale(scripts.engine_id());
+}
+
 /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run commands flagged `noscript` (Redis's
 /// testing switch, used by its suites to call CLIENT or DEBUG from a script).
 static DENY_SCRIPT_DISABLED: std::sync::atomic::AtomicBool =

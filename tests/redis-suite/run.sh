@@ -76,6 +76,7 @@ declare -A TLS_TOTAL=(
   [unit/obuf-limits]=9 [integration/replication-4]=16 [unit/maxmemory]=31 [integration/shutdown]=5
   [integration/failover]=13 [integration/psync2-master-restart]=4 [integration/convert-zipmap-hash-on-load]=3 [integration/convert-
   ziplist-hash-on-load]=2 [integration/convert-ziplist-zset-on-load]=2
+  [unit/client-eviction]=17 [unit/replybufsize]=1 [unit/pendingquerybuf]=1
 )
 
 # Tests that rely on Redis's single thread serving two connections in the order their requests

@@ -17,9 +17,11 @@
 //! lock while holding it (key counts are read before, keys of lost slots deleted after), so
 //! a CLUSTER command inside EXEC, which holds every shard, may take it.
 //!
-//! This first stage has masters only: CLUSTER REPLICATE and CLUSTER FAILOVER are refused,
-//! the failover messages are not acted on, and the replica-related directives accept only
-//! their defaults.
+//! Replicas: CLUSTER REPLICATE, or a master losing its last slot to another master, makes
+//! this node a replica in the state; after the event, replication is told to follow the
+//! master's address (the state is the source of truth, replication follows it). Automatic
+//! and manual failover are not there yet: CLUSTER FAILOVER is refused, the failover
+//! messages are not acted on, and the failover directives accept only their defaults.
 
 pub mod bus;
 pub mod codec;
@@ -177,7 +179,20 @@ impl Cluster {
         }
         let connects = st.take_connects();
         let lost = std::mem::take(&mut st.lost_slots);
+        let target = st.replication_target();
+        let follow = (target != st.replication_told).then(|| {
+            st.replication_told.clone_from(&target);
+            target
+        });
         drop(st);
+        match follow {
+            Some(Some((host, port))) => {
+                tracing::info!("Connecting to MASTER {host}:{port}");
+                crate::state::replica_link::set_master(srv, host, port);
+            }
+            Some(None) => crate::state::replica_link::unset_master(srv),
+            None => {}
+        }
         for slot in lost {
             srv.keyspace.delete_keys_in_slot(0, slot);
         }

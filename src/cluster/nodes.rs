@@ -254,6 +254,10 @@ pub struct ClusterState {
     /// Slots this node served and lost to a newer configuration: their keys are deleted
     /// once the lock is released (the state's lock is never held while a shard's is taken).
     pub lost_slots: Vec<u16>,
+    /// The master address replication was last told to follow (None: not following).
+    /// [`crate::cluster::Cluster::event`] compares it with [`ClusterState::replication_target`]
+    /// after each event and tells replication when they differ.
+    pub replication_told: Option<(String, u16)>,
 }
 
 impl ClusterState {
@@ -289,6 +293,7 @@ impl ClusterState {
             config_path,
             slots_dirty: true,
             lost_slots: Vec::new(),
+            replication_told: None,
         };
         st.myself = st.add_node(Node::new(random_name(), F_MYSELF | F_MASTER, now));
         st
@@ -504,6 +509,35 @@ impl ClusterState {
         n.flags |= F_MASTER;
         n.slaveof = None;
         self.flag(TODO_SAVE_CONFIG | TODO_UPDATE_STATE);
+    }
+
+    /// Make this node a replica of `master` (Redis's clusterSetMaster): a master gives up
+    /// its open slots (it has no assigned ones by now), a replica leaves its old master.
+    /// Replication follows once the event ends ([`ClusterState::replication_target`]).
+    pub fn set_my_master(&mut self, master: NodeId) {
+        let me = self.myself;
+        if self.me().is_master() {
+            let n = self.me_mut();
+            n.flags &= !(F_MASTER | F_MIGRATE_TO);
+            n.flags |= F_SLAVE;
+            self.close_all_slots();
+        } else if let Some(old) = self.me().slaveof {
+            self.remove_replica(old, me);
+        }
+        self.me_mut().slaveof = Some(master);
+        self.add_replica(master, me);
+        self.flag(TODO_SAVE_CONFIG | TODO_UPDATE_STATE);
+    }
+
+    /// The address replication should follow: my master's, once it is known (Redis's cron
+    /// starts replication when the master has an address).
+    pub fn replication_target(&self) -> Option<(String, u16)> {
+        let me = self.me();
+        if !me.is_replica() {
+            return None;
+        }
+        let m = self.node(me.slaveof?);
+        (!m.ip.is_empty() && m.port != 0).then(|| (m.ip.clone(), m.port))
     }
 
     fn max_epoch(&self) -> u64 {
@@ -1047,6 +1081,7 @@ impl ClusterState {
             me.slaveof
         };
         let mut dirty_slots = Vec::new();
+        let mut new_master = None;
         for j in 0..SLOTS {
             if bit(slots, j) {
                 if self.slots[j] == Some(sender) {
@@ -1061,7 +1096,9 @@ impl ClusterState {
                     if self.slots[j] == Some(self.myself) {
                         dirty_slots.push(j as u16);
                     }
-                    let _ = curmaster;
+                    if self.slots[j].is_some() && self.slots[j] == curmaster {
+                        new_master = Some(sender);
+                    }
                     self.del_slot(j);
                     self.add_slot(sender, j);
                     clear_bit(&mut self.owner_not_claiming, j);
@@ -1072,10 +1109,33 @@ impl ClusterState {
                 set_bit(&mut self.owner_not_claiming, j);
             }
         }
-        // A master that lost its last slot would become a replica of the sender in Redis;
-        // Podium's cluster has no replicas yet, so it stays an empty master. Keys of slots
-        // it lost go.
-        self.lost_slots.extend(dirty_slots);
+        // My shard's slots went to the sender with a newer epoch: its master (me, or mine)
+        // was failed over or emptied, so I follow the sender (cluster-allow-replica-migration
+        // is yes, the only value accepted so far). A replica whose master turned replica
+        // follows its grandmaster. Otherwise keys of the slots I lost go.
+        let my_master_empty = curmaster.is_some_and(|m| self.node(m).numslots == 0);
+        if let (Some(nm), true) = (new_master, my_master_empty) {
+            tracing::warn!(
+                "Configuration change detected. Reconfiguring myself as a replica of {}",
+                self.node(nm).name_str()
+            );
+            self.set_my_master(nm);
+            self.want_save(true);
+        } else if let Some(grand) = self
+            .me()
+            .slaveof
+            .and_then(|m| self.node(m).slaveof)
+            .filter(|g| *g != self.myself)
+        {
+            tracing::warn!(
+                "I'm a sub-replica! Reconfiguring myself as a replica of grandmaster {}",
+                self.node(grand).name_str()
+            );
+            self.set_my_master(grand);
+            self.want_save(true);
+        } else {
+            self.lost_slots.extend(dirty_slots);
+        }
     }
 
     /// Handle one message received on `link`. Returns false when the link was freed (the

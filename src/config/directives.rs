@@ -28,7 +28,7 @@ const YES_NO: Kind = Kind::Bool;
 const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "accepted, no effect: a Podium master always sends its image from disk (Redis's 'no'), which a Redis replica reads too; the stream starts at the instant of the BGSAVE's fork";
-const NO_CLUSTER_REPLICAS: &str = "only the default is accepted: Podium's cluster mode has masters only (no CLUSTER REPLICATE, no failover) so far";
+const NO_CLUSTER_REPLICAS: &str = "only the default is accepted: Podium's cluster mode has replicas but no failover or replica migration so far";
 const NO_CLUSTER_TLS: &str =
     "only the default is accepted: Podium's cluster bus does not speak TLS";
 
@@ -848,7 +848,7 @@ mod tests {
         assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "1").is_none());
         assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "2")
             .unwrap()
-            .contains("masters only"));
+            .contains("no failover"));
         // TLS is built: every TLS directive takes its values (crate::tls checks them).
         for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
             assert!(p.unsupported.is_none(), "{}", p.name);

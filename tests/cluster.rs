@@ -307,6 +307,14 @@ fn podium_and_redis_server_nodes_form_one_cluster() {
     assert_eq!(msg.get_payload::<String>().unwrap(), "hello");
 }
 
+fn current_epoch(port: u16) -> u64 {
+    text(port, &["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster_current_epoch:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("cluster_current_epoch")
+}
+
 fn myid(port: u16) -> String {
     text(port, &["CLUSTER", "MYID"])
 }
@@ -336,13 +344,12 @@ fn readonly_get(port: u16, key: &str) -> redis::RedisResult<Option<String>> {
     redis::cmd("GET").arg(key).query(&mut c)
 }
 
-#[test]
-fn replicas_made_by_redis_cli_follow_their_masters_and_serve_readonly_reads() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ports = [28301u16, 28302, 28303, 28304, 28305, 28306];
-    let mut nodes: Vec<Node> = ports
+/// Six Podium nodes made into 3 masters with a replica each by redis-cli, once every node
+/// sees them so, with foo=bar written; and the port of the master serving foo.
+fn three_masters_three_replicas(ports: &[u16], dir: &Path) -> (Vec<Node>, u16) {
+    let nodes: Vec<Node> = ports
         .iter()
-        .map(|&p| start(&podium_bin(), p, &dir.path().join(p.to_string())))
+        .map(|&p| start(&podium_bin(), p, &dir.join(p.to_string())))
         .collect();
     create_with_replicas(&nodes.iter().collect::<Vec<_>>(), 1);
     wait_for("every node to see 3 masters and 3 replicas", 30, || {
@@ -357,6 +364,14 @@ fn replicas_made_by_redis_cli_follow_their_masters_and_serve_readonly_reads() {
         .iter()
         .find(|&&p| cmd(p, &["SET", "foo", "bar"]).is_ok())
         .expect("one master serves foo");
+    (nodes, owner)
+}
+
+#[test]
+fn replicas_made_by_redis_cli_follow_their_masters_and_serve_readonly_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28301u16, 28302, 28303, 28304, 28305, 28306];
+    let (mut nodes, owner) = three_masters_three_replicas(&ports, dir.path());
     let replicas = match cmd(owner, &["CLUSTER", "REPLICAS", &myid(owner)]).unwrap() {
         redis::Value::Array(v) => v,
         v => panic!("{v:?}"),
@@ -485,4 +500,58 @@ fn podium_and_redis_server_replicate_each_other_in_one_cluster() {
         });
     }
     assert!(written.iter().all(|&n| n > 0), "{written:?}");
+}
+
+#[test]
+fn a_replica_takes_over_when_its_master_dies_and_the_old_master_comes_back_as_its_replica() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28501u16, 28502, 28503, 28504, 28505, 28506];
+    let (mut nodes, owner) = three_masters_three_replicas(&ports, dir.path());
+    let owner_id = myid(owner);
+    let replica = *ports
+        .iter()
+        .find(|&&p| role(p) == format!("slave {owner} connected"))
+        .expect("the master has a replica");
+    wait_for("the write to reach the replica", 10, || {
+        readonly_get(replica, "foo").ok().flatten().as_deref() == Some("bar")
+    });
+    let epoch_before = current_epoch(replica);
+    // The master dies: its replica wins the election and serves its slots.
+    let i = ports.iter().position(|&p| p == owner).unwrap();
+    drop(nodes.remove(i));
+    let others: Vec<u16> = ports.iter().copied().filter(|&p| p != owner).collect();
+    wait_for(
+        "the replica to be promoted and the cluster ok again",
+        60,
+        || {
+            role(replica).starts_with("master")
+                && others.iter().all(|&p| {
+                    cluster_ok(p)
+                        && text(p, &["CLUSTER", "NODES"]).lines().any(|l| {
+                            l.starts_with(&owner_id) && l.contains("fail") && !l.contains("fail?")
+                        })
+                })
+        },
+    );
+    assert_eq!(text(replica, &["GET", "foo"]), "bar");
+    assert!(current_epoch(replica) > epoch_before);
+    for &p in others.iter().filter(|&&p| p != replica) {
+        assert_eq!(
+            err_text(cmd(p, &["GET", "foo"])),
+            format!("MOVED 12182 127.0.0.1:{replica}")
+        );
+    }
+    // The old master restarts, learns its slots went to a newer epoch and follows the new
+    // master.
+    nodes.push(start(
+        &podium_bin(),
+        owner,
+        &dir.path().join(owner.to_string()),
+    ));
+    wait_for(
+        "the old master to become the new master's replica",
+        60,
+        || role(owner) == format!("slave {replica} connected"),
+    );
+    assert_eq!(readonly_get(owner, "foo").unwrap().as_deref(), Some("bar"));
 }

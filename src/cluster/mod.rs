@@ -19,9 +19,10 @@
 //!
 //! Replicas: CLUSTER REPLICATE, or a master losing its last slot to another master, makes
 //! this node a replica in the state; after the event, replication is told to follow the
-//! master's address (the state is the source of truth, replication follows it). Automatic
-//! and manual failover are not there yet: CLUSTER FAILOVER is refused, the failover
-//! messages are not acted on, and the failover directives accept only their defaults.
+//! master's address (the state is the source of truth, replication follows it). A replica
+//! of a failed master runs an election (FAILOVER_AUTH_REQUEST / ACK) and takes its slots.
+//! Manual failover and replica migration are not there yet: CLUSTER FAILOVER is refused,
+//! MFSTART is not acted on, and the migration directives accept only their defaults.
 
 pub mod bus;
 pub mod codec;
@@ -149,6 +150,10 @@ fn settings(srv: &Server) -> Settings {
         },
         sendbuf_limit: srv.config.int(dir::CLUSTER_LINK_SENDBUF_LIMIT).max(0) as u64,
         repl_offset: srv.repl.offset(),
+        repl_data_age: crate::state::replica_link::data_age_ms(srv),
+        repl_ping_period: srv.config.int(dir::REPL_PING_REPLICA_PERIOD),
+        replica_no_failover: srv.config.flag(dir::CLUSTER_REPLICA_NO_FAILOVER),
+        replica_validity_factor: srv.config.int(dir::CLUSTER_REPLICA_VALIDITY_FACTOR),
     }
 }
 
@@ -167,6 +172,15 @@ impl Cluster {
             let h = st.settings.announce_hostname.clone();
             let me = st.myself;
             st.nodes.get_mut(&me).expect("myself").hostname = h;
+        }
+        // A replica that may not fail over says so in its flags (Redis's
+        // clusterUpdateMyselfFlags).
+        let me = st.myself;
+        let no_failover = st.settings.replica_no_failover;
+        let n = st.nodes.get_mut(&me).expect("myself");
+        if (n.flags & nodes::F_NOFAILOVER != 0) != no_failover {
+            n.flags ^= nodes::F_NOFAILOVER;
+            st.want_save(false);
         }
         let r = f(&mut st, &mut deliveries);
         let now = now_ms();

@@ -5,7 +5,7 @@
 //! subcommand and its arity are checked as for any container, then the answer is that
 //! cluster support is disabled; COMMAND INFO, COMMAND LIST and COMMAND DOCS list the same
 //! subcommands Redis lists either way. CLUSTER FAILOVER is refused in cluster mode: this
-//! stage of Podium's cluster has replicas but no failover yet.
+//! stage of Podium's cluster has replicas and automatic failover, not manual failover.
 
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
@@ -57,7 +57,7 @@ pub(crate) const SUBCOMMANDS: &[&str] = &[
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
 const NO_FAILOVER: &str =
-    "ERR Podium's cluster mode has no failover so far: CLUSTER FAILOVER is not supported";
+    "ERR Podium's cluster mode has no manual failover so far: CLUSTER FAILOVER is not supported (a replica of a failed master still takes over by election)";
 
 fn cluster_of<'a>(ctx: &Ctx<'_, 'a>) -> Result<&'a Cluster, Reply> {
     crate::cluster::get(ctx.srv).ok_or_else(|| Reply::error(DISABLED))

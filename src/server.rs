@@ -394,9 +394,11 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
         start_accepting(&srv, sockets)?;
     }
     crate::client_evict::configure(&srv);
+    // Replication can start links before cluster mode's first event: a replica in nodes.conf
+    // follows its master from there.
+    crate::replication::replica::install(&srv);
     crate::cluster::start(&srv).inspect_err(|e| tracing::warn!("{e}"))?;
     tracing::info!("Ready to accept connections");
-    crate::replication::replica::install(&srv);
     start_replication_cron(&srv);
     // `replicaof host port` in the configuration: follow it from the start.
     let target = srv.config.text(dir::REPLICAOF);

@@ -1,6 +1,8 @@
 //! Cluster mode against the real binaries: a three-node Podium cluster made by
 //! `redis-cli --cluster create`, MOVED / ASK / CROSSSLOT routing, nodes.conf after a restart,
-//! and a mixed cluster of Podium and redis-server 7.0 nodes whose CLUSTER NODES agree.
+//! a mixed cluster of Podium and redis-server 7.0 nodes whose CLUSTER NODES agree, and
+//! replicas (CLUSTER REPLICATE, `--cluster-replicas`, Podium and redis-server following
+//! each other).
 //!
 //! Nodes listen on fixed ports (each test its own block, the bus port set with
 //! `cluster-port` so it stays in the block): the cluster's addresses are in nodes.conf and
@@ -137,6 +139,10 @@ fn nodes_view(port: u16) -> Vec<String> {
 }
 
 fn create(nodes: &[&Node]) {
+    create_with_replicas(nodes, 0)
+}
+
+fn create_with_replicas(nodes: &[&Node], replicas: usize) {
     let cli = require_tool("redis-cli").expect("redis-cli");
     let addrs: Vec<String> = nodes
         .iter()
@@ -145,7 +151,7 @@ fn create(nodes: &[&Node]) {
     let out = Command::new(cli)
         .args(["--cluster", "create"])
         .args(&addrs)
-        .args(["--cluster-yes"])
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .output()
         .expect("redis-cli --cluster create");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -299,4 +305,253 @@ fn podium_and_redis_server_nodes_form_one_cluster() {
     cmd(nodes[0].port, &["PUBLISH", "news", "hello"]).unwrap();
     let msg = ps.get_message().expect("the message reaches redis-server");
     assert_eq!(msg.get_payload::<String>().unwrap(), "hello");
+}
+
+fn current_epoch(port: u16) -> u64 {
+    text(port, &["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster_current_epoch:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("cluster_current_epoch")
+}
+
+fn myid(port: u16) -> String {
+    text(port, &["CLUSTER", "MYID"])
+}
+
+/// The replication role line of ROLE: "master", or "slave <port> <state>".
+fn role(port: u16) -> String {
+    match cmd(port, &["ROLE"]).expect("ROLE") {
+        redis::Value::Array(v) => v
+            .iter()
+            .filter_map(|x| match x {
+                redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                redis::Value::Int(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .filter(|s| s != "127.0.0.1")
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        v => format!("{v:?}"),
+    }
+}
+
+/// GET `key` on `port` after READONLY, on one connection.
+fn readonly_get(port: u16, key: &str) -> redis::RedisResult<Option<String>> {
+    let mut c = con(port);
+    redis::cmd("READONLY").query::<()>(&mut c)?;
+    redis::cmd("GET").arg(key).query(&mut c)
+}
+
+/// Six Podium nodes made into 3 masters with a replica each by redis-cli, once every node
+/// sees them so, with foo=bar written; and the port of the master serving foo.
+fn three_masters_three_replicas(ports: &[u16], dir: &Path) -> (Vec<Node>, u16) {
+    let nodes: Vec<Node> = ports
+        .iter()
+        .map(|&p| start(&podium_bin(), p, &dir.join(p.to_string())))
+        .collect();
+    create_with_replicas(&nodes.iter().collect::<Vec<_>>(), 1);
+    wait_for("every node to see 3 masters and 3 replicas", 30, || {
+        ports.iter().all(|&p| {
+            let v = nodes_view(p);
+            cluster_ok(p)
+                && v.iter().filter(|l| l.contains(" master ")).count() == 3
+                && v.iter().filter(|l| l.contains(" slave ")).count() == 3
+        })
+    });
+    let owner = *ports
+        .iter()
+        .find(|&&p| cmd(p, &["SET", "foo", "bar"]).is_ok())
+        .expect("one master serves foo");
+    (nodes, owner)
+}
+
+#[test]
+fn replicas_made_by_redis_cli_follow_their_masters_and_serve_readonly_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28301u16, 28302, 28303, 28304, 28305, 28306];
+    let (mut nodes, owner) = three_masters_three_replicas(&ports, dir.path());
+    let replicas = match cmd(owner, &["CLUSTER", "REPLICAS", &myid(owner)]).unwrap() {
+        redis::Value::Array(v) => v,
+        v => panic!("{v:?}"),
+    };
+    assert_eq!(replicas.len(), 1);
+    let line = match &replicas[0] {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        v => panic!("{v:?}"),
+    };
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f[2], "slave");
+    assert_eq!(f[3], myid(owner));
+    let replica: u16 = f[1].split([':', '@']).nth(1).unwrap().parse().unwrap();
+    wait_for("the replica's link to be up", 30, || {
+        role(replica) == format!("slave {owner} connected")
+    });
+    // Without READONLY a replica redirects to its master; with it, it serves reads.
+    assert_eq!(
+        err_text(cmd(replica, &["GET", "foo"])),
+        format!("MOVED 12182 127.0.0.1:{owner}")
+    );
+    wait_for("the write to reach the replica", 10, || {
+        readonly_get(replica, "foo").ok().flatten().as_deref() == Some("bar")
+    });
+    let mut c = con(replica);
+    redis::cmd("READONLY").query::<()>(&mut c).unwrap();
+    let e = redis::cmd("SET").arg("foo").arg("x").query::<()>(&mut c);
+    assert_eq!(
+        err_text(e.map(|_| redis::Value::Nil)),
+        format!("MOVED 12182 127.0.0.1:{owner}")
+    );
+    // CLUSTER REPLICATE's checks, in Redis's order and words.
+    let other_master = *ports
+        .iter()
+        .find(|&&p| p != owner && role(p).starts_with("master"))
+        .unwrap();
+    assert_eq!(
+        err_text(cmd(owner, &["CLUSTER", "REPLICATE", "nosuchnode"])),
+        "ERR Unknown node nosuchnode"
+    );
+    assert_eq!(
+        err_text(cmd(owner, &["CLUSTER", "REPLICATE", &myid(owner)])),
+        "ERR Can't replicate myself"
+    );
+    assert_eq!(
+        err_text(cmd(owner, &["CLUSTER", "REPLICATE", &myid(replica)])),
+        "ERR I can only replicate a master, not a replica."
+    );
+    assert_eq!(
+        err_text(cmd(owner, &["CLUSTER", "REPLICATE", &myid(other_master)])),
+        "ERR To set a master the node must be empty and without assigned slots."
+    );
+    // A replica may switch masters: it follows the other one and everyone learns it.
+    let replica_id = myid(replica);
+    assert_eq!(
+        cmd(replica, &["CLUSTER", "REPLICATE", &myid(other_master)]),
+        Ok(redis::Value::Okay)
+    );
+    wait_for("the replica to follow its new master", 30, || {
+        role(replica) == format!("slave {other_master} connected")
+            && nodes_view(owner)
+                .iter()
+                .any(|l| l.starts_with(&replica_id) && l.contains(&myid(other_master)))
+    });
+    // A replica stays one across a restart (nodes.conf), and resynchronizes.
+    let i = ports.iter().position(|&p| p == replica).unwrap();
+    nodes.remove(i);
+    let restarted = start(
+        &podium_bin(),
+        replica,
+        &dir.path().join(replica.to_string()),
+    );
+    assert_eq!(myid(replica), replica_id);
+    wait_for("the restarted replica to resync", 30, || {
+        role(replica) == format!("slave {other_master} connected")
+    });
+    nodes.push(restarted);
+}
+
+#[test]
+fn podium_and_redis_server_replicate_each_other_in_one_cluster() {
+    let Some(redis_server) = require_tool("redis-server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let masters = [
+        start(&podium_bin(), 28401, &dir.path().join("a")),
+        start(&redis_server, 28402, &dir.path().join("b")),
+        start(&podium_bin(), 28403, &dir.path().join("c")),
+    ];
+    create(&masters.iter().collect::<Vec<_>>());
+    let podium_replica = start(&podium_bin(), 28404, &dir.path().join("d"));
+    let redis_replica = start(&redis_server, 28405, &dir.path().join("e"));
+    for r in [&podium_replica, &redis_replica] {
+        cmd(r.port, &["CLUSTER", "MEET", "127.0.0.1", "28401", "29401"]).unwrap();
+    }
+    wait_for("the new nodes to know every master", 30, || {
+        [28404, 28405].iter().all(|&p| nodes_view(p).len() == 5)
+    });
+    // Podium follows redis-server, redis-server follows Podium.
+    cmd(28404, &["CLUSTER", "REPLICATE", &myid(28402)]).unwrap();
+    cmd(28405, &["CLUSTER", "REPLICATE", &myid(28401)]).unwrap();
+    wait_for("both links up and every node to agree", 60, || {
+        role(28404) == "slave 28402 connected"
+            && role(28405) == "slave 28401 connected"
+            && [28401u16, 28402, 28403, 28404, 28405].iter().all(|&p| {
+                let v = nodes_view(p);
+                cluster_ok(p) && v.iter().filter(|l| l.contains(" slave ")).count() == 2
+            })
+    });
+    let mut written = [0usize; 2];
+    for i in 0..40 {
+        let key = format!("key:{i}");
+        let owner = [28401u16, 28402, 28403]
+            .into_iter()
+            .find(|&p| cmd(p, &["SET", &key, &i.to_string()]).is_ok())
+            .expect("a master serves the key");
+        let replica = match owner {
+            28401 => 28405,
+            28402 => 28404,
+            _ => continue,
+        };
+        written[(replica - 28404) as usize] += 1;
+        wait_for("the key to reach the other kind of replica", 10, || {
+            readonly_get(replica, &key).ok().flatten() == Some(i.to_string())
+        });
+    }
+    assert!(written.iter().all(|&n| n > 0), "{written:?}");
+}
+
+#[test]
+fn a_replica_takes_over_when_its_master_dies_and_the_old_master_comes_back_as_its_replica() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28501u16, 28502, 28503, 28504, 28505, 28506];
+    let (mut nodes, owner) = three_masters_three_replicas(&ports, dir.path());
+    let owner_id = myid(owner);
+    let replica = *ports
+        .iter()
+        .find(|&&p| role(p) == format!("slave {owner} connected"))
+        .expect("the master has a replica");
+    wait_for("the write to reach the replica", 10, || {
+        readonly_get(replica, "foo").ok().flatten().as_deref() == Some("bar")
+    });
+    let epoch_before = current_epoch(replica);
+    // The master dies: its replica wins the election and serves its slots.
+    let i = ports.iter().position(|&p| p == owner).unwrap();
+    drop(nodes.remove(i));
+    let others: Vec<u16> = ports.iter().copied().filter(|&p| p != owner).collect();
+    wait_for(
+        "the replica to be promoted and the cluster ok again",
+        60,
+        || {
+            role(replica).starts_with("master")
+                && others.iter().all(|&p| {
+                    cluster_ok(p)
+                        && text(p, &["CLUSTER", "NODES"]).lines().any(|l| {
+                            l.starts_with(&owner_id) && l.contains("fail") && !l.contains("fail?")
+                        })
+                })
+        },
+    );
+    assert_eq!(text(replica, &["GET", "foo"]), "bar");
+    assert!(current_epoch(replica) > epoch_before);
+    for &p in others.iter().filter(|&&p| p != replica) {
+        assert_eq!(
+            err_text(cmd(p, &["GET", "foo"])),
+            format!("MOVED 12182 127.0.0.1:{replica}")
+        );
+    }
+    // The old master restarts, learns its slots went to a newer epoch and follows the new
+    // master.
+    nodes.push(start(
+        &podium_bin(),
+        owner,
+        &dir.path().join(owner.to_string()),
+    ));
+    wait_for(
+        "the old master to become the new master's replica",
+        60,
+        || role(owner) == format!("slave {replica} connected"),
+    );
+    assert_eq!(readonly_get(owner, "foo").unwrap().as_deref(), Some("bar"));
 }

@@ -17,9 +17,12 @@
 //! lock while holding it (key counts are read before, keys of lost slots deleted after), so
 //! a CLUSTER command inside EXEC, which holds every shard, may take it.
 //!
-//! This first stage has masters only: CLUSTER REPLICATE and CLUSTER FAILOVER are refused,
-//! the failover messages are not acted on, and the replica-related directives accept only
-//! their defaults.
+//! Replicas: CLUSTER REPLICATE, or a master losing its last slot to another master, makes
+//! this node a replica in the state; after the event, replication is told to follow the
+//! master's address (the state is the source of truth, replication follows it). A replica
+//! of a failed master runs an election (FAILOVER_AUTH_REQUEST / ACK) and takes its slots.
+//! Manual failover and replica migration are not there yet: CLUSTER FAILOVER is refused,
+//! MFSTART is not acted on, and the migration directives accept only their defaults.
 
 pub mod bus;
 pub mod codec;
@@ -147,6 +150,10 @@ fn settings(srv: &Server) -> Settings {
         },
         sendbuf_limit: srv.config.int(dir::CLUSTER_LINK_SENDBUF_LIMIT).max(0) as u64,
         repl_offset: srv.repl.offset(),
+        repl_data_age: crate::state::replica_link::data_age_ms(srv),
+        repl_ping_period: srv.config.int(dir::REPL_PING_REPLICA_PERIOD),
+        replica_no_failover: srv.config.flag(dir::CLUSTER_REPLICA_NO_FAILOVER),
+        replica_validity_factor: srv.config.int(dir::CLUSTER_REPLICA_VALIDITY_FACTOR),
     }
 }
 
@@ -166,6 +173,15 @@ impl Cluster {
             let me = st.myself;
             st.nodes.get_mut(&me).expect("myself").hostname = h;
         }
+        // A replica that may not fail over says so in its flags (Redis's
+        // clusterUpdateMyselfFlags).
+        let me = st.myself;
+        let no_failover = st.settings.replica_no_failover;
+        let n = st.nodes.get_mut(&me).expect("myself");
+        if (n.flags & nodes::F_NOFAILOVER != 0) != no_failover {
+            n.flags ^= nodes::F_NOFAILOVER;
+            st.want_save(false);
+        }
         let r = f(&mut st, &mut deliveries);
         let now = now_ms();
         let fatal = st
@@ -177,7 +193,20 @@ impl Cluster {
         }
         let connects = st.take_connects();
         let lost = std::mem::take(&mut st.lost_slots);
+        let target = st.replication_target();
+        let follow = (target != st.replication_told).then(|| {
+            st.replication_told.clone_from(&target);
+            target
+        });
         drop(st);
+        match follow {
+            Some(Some((host, port))) => {
+                tracing::info!("Connecting to MASTER {host}:{port}");
+                crate::state::replica_link::set_master(srv, host, port);
+            }
+            Some(None) => crate::state::replica_link::unset_master(srv),
+            None => {}
+        }
         for slot in lost {
             srv.keyspace.delete_keys_in_slot(0, slot);
         }

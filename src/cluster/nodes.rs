@@ -48,6 +48,13 @@ const FAIL_UNDO_TIME_MULT: i64 = 2;
 const MAX_REJOIN_DELAY: i64 = 5000;
 const MIN_REJOIN_DELAY: i64 = 500;
 const WRITABLE_DELAY: i64 = 2000;
+/// Why a replica cannot fail over yet (Redis's CLUSTER_CANT_FAILOVER_*), logged once per
+/// reason every ten seconds.
+const CANT_FAILOVER_DATA_AGE: u8 = 1;
+const CANT_FAILOVER_WAITING_DELAY: u8 = 2;
+const CANT_FAILOVER_EXPIRED: u8 = 3;
+const CANT_FAILOVER_WAITING_VOTES: u8 = 4;
+const CANT_FAILOVER_RELOG_MS: i64 = 10_000;
 
 /// A node as this node knows it.
 pub struct Node {
@@ -74,6 +81,8 @@ pub struct Node {
     /// Masters that reported this node failing, with when they last did.
     pub fail_reports: Vec<(NodeId, i64)>,
     last_in_ping_gossip: u64,
+    /// When this node (a master) last had one of its replicas get my vote.
+    voted_time: i64,
 }
 
 impl Node {
@@ -101,6 +110,7 @@ impl Node {
             inbound_link: None,
             fail_reports: Vec::new(),
             last_in_ping_gossip: 0,
+            voted_time: 0,
         }
     }
 
@@ -208,6 +218,11 @@ pub struct Settings {
     pub sendbuf_limit: u64,
     /// This node's replication offset (PING headers).
     pub repl_offset: u64,
+    /// How long ago this replica last heard from its master, in ms (Redis's data age).
+    pub repl_data_age: i64,
+    pub repl_ping_period: i64,
+    pub replica_no_failover: bool,
+    pub replica_validity_factor: i64,
 }
 
 /// A PUBLISH received from the bus, delivered once the state's lock is released.
@@ -254,6 +269,19 @@ pub struct ClusterState {
     /// Slots this node served and lost to a newer configuration: their keys are deleted
     /// once the lock is released (the state's lock is never held while a shard's is taken).
     pub lost_slots: Vec<u16>,
+    /// The master address replication was last told to follow (None: not following).
+    /// [`crate::cluster::Cluster::event`] compares it with [`ClusterState::replication_target`]
+    /// after each event and tells replication when they differ.
+    pub replication_told: Option<(String, u16)>,
+    /// The replica's election (Redis's failover_auth_*): when it may start, the votes
+    /// counted, whether the request went out, this replica's rank and the election's epoch.
+    pub failover_auth_time: i64,
+    pub failover_auth_count: usize,
+    pub failover_auth_sent: bool,
+    pub failover_auth_rank: usize,
+    pub failover_auth_epoch: u64,
+    /// The last reason logged for not failing over, and when (to log each once a while).
+    cant_failover: (u8, i64),
 }
 
 impl ClusterState {
@@ -289,6 +317,13 @@ impl ClusterState {
             config_path,
             slots_dirty: true,
             lost_slots: Vec::new(),
+            replication_told: None,
+            failover_auth_time: 0,
+            failover_auth_count: 0,
+            failover_auth_sent: false,
+            failover_auth_rank: 0,
+            failover_auth_epoch: 0,
+            cant_failover: (0, 0),
         };
         st.myself = st.add_node(Node::new(random_name(), F_MYSELF | F_MASTER, now));
         st
@@ -504,6 +539,266 @@ impl ClusterState {
         n.flags |= F_MASTER;
         n.slaveof = None;
         self.flag(TODO_SAVE_CONFIG | TODO_UPDATE_STATE);
+    }
+
+    /// Make this node a replica of `master` (Redis's clusterSetMaster): a master gives up
+    /// its open slots (it has no assigned ones by now), a replica leaves its old master.
+    /// Replication follows once the event ends ([`ClusterState::replication_target`]).
+    pub fn set_my_master(&mut self, master: NodeId) {
+        let me = self.myself;
+        if self.me().is_master() {
+            let n = self.me_mut();
+            n.flags &= !(F_MASTER | F_MIGRATE_TO);
+            n.flags |= F_SLAVE;
+            self.close_all_slots();
+        } else if let Some(old) = self.me().slaveof {
+            self.remove_replica(old, me);
+        }
+        self.me_mut().slaveof = Some(master);
+        self.add_replica(master, me);
+        self.flag(TODO_SAVE_CONFIG | TODO_UPDATE_STATE);
+    }
+
+    /// The address replication should follow: my master's, once it is known (Redis's cron
+    /// starts replication when the master has an address).
+    pub fn replication_target(&self) -> Option<(String, u16)> {
+        let me = self.me();
+        if !me.is_replica() {
+            return None;
+        }
+        let m = self.node(me.slaveof?);
+        (!m.ip.is_empty() && m.port != 0).then(|| (m.ip.clone(), m.port))
+    }
+
+    /// How many replicas of my master that may fail over have a larger offset than mine
+    /// (Redis's clusterGetSlaveRank): each makes my election wait one more second.
+    fn replica_rank(&self) -> usize {
+        let Some(m) = self.me().slaveof else {
+            return 0;
+        };
+        let mine = self.settings.repl_offset;
+        self.node(m)
+            .replicas
+            .iter()
+            .filter(|&&r| r != self.myself)
+            .map(|&r| self.node(r))
+            .filter(|n| n.flags & F_NOFAILOVER == 0 && n.repl_offset > mine)
+            .count()
+    }
+
+    /// Log why this replica cannot fail over, each reason once in a while and not in the
+    /// first moments after its master failed (Redis's clusterLogCantFailover).
+    fn log_cant_failover(&mut self, reason: u8, now: i64) {
+        if reason == self.cant_failover.0 && now - self.cant_failover.1 < CANT_FAILOVER_RELOG_MS {
+            return;
+        }
+        self.cant_failover.0 = reason;
+        if let Some(m) = self.me().slaveof {
+            let m = self.node(m);
+            if m.failed() && now - m.fail_time < self.settings.node_timeout + 5000 {
+                return;
+            }
+        }
+        let msg = match reason {
+            CANT_FAILOVER_DATA_AGE => "Disconnected from master for longer than allowed. Please check the 'cluster-replica-validity-factor' configuration option.",
+            CANT_FAILOVER_WAITING_DELAY => "Waiting the delay before I can start a new failover.",
+            CANT_FAILOVER_EXPIRED => "Failover attempt expired.",
+            _ => "Waiting for votes, but majority still not reached.",
+        };
+        self.cant_failover.1 = now;
+        tracing::warn!("Currently unable to failover: {msg}");
+    }
+
+    /// A replica of a failed master runs an election for its slots (Redis's
+    /// clusterHandleSlaveFailover): after a delay growing with its rank it bumps the
+    /// current epoch and asks the masters for votes; with a majority it takes the slots.
+    pub fn handle_replica_failover(&mut self, now: i64) {
+        let auth_age = now - self.failover_auth_time;
+        let needed = self.size / 2 + 1;
+        let timeout = self.settings.node_timeout;
+        let auth_timeout = (timeout * 2).max(2000);
+        let auth_retry = auth_timeout * 2;
+        let me = self.me();
+        let master = match me.slaveof {
+            Some(m) if me.is_replica() => m,
+            _ => {
+                self.cant_failover.0 = 0;
+                return;
+            }
+        };
+        let mn = self.node(master);
+        if !mn.failed() || self.settings.replica_no_failover || mn.numslots == 0 {
+            self.cant_failover.0 = 0;
+            return;
+        }
+        let mut data_age = self.settings.repl_data_age;
+        if data_age > timeout {
+            data_age -= timeout;
+        }
+        let factor = self.settings.replica_validity_factor;
+        if factor != 0 && data_age > self.settings.repl_ping_period * 1000 + timeout * factor {
+            self.log_cant_failover(CANT_FAILOVER_DATA_AGE, now);
+            return;
+        }
+        if auth_age > auth_retry {
+            self.failover_auth_time = now + 500 + rand::thread_rng().gen_range(0..500);
+            self.failover_auth_count = 0;
+            self.failover_auth_sent = false;
+            self.failover_auth_rank = self.replica_rank();
+            self.failover_auth_time += self.failover_auth_rank as i64 * 1000;
+            tracing::warn!(
+                "Start of election delayed for {} milliseconds (rank #{}, offset {}).",
+                self.failover_auth_time - now,
+                self.failover_auth_rank,
+                self.settings.repl_offset
+            );
+            self.broadcast_pong(true, now);
+            return;
+        }
+        if !self.failover_auth_sent {
+            let rank = self.replica_rank();
+            if rank > self.failover_auth_rank {
+                let added = (rank - self.failover_auth_rank) as i64 * 1000;
+                self.failover_auth_time += added;
+                self.failover_auth_rank = rank;
+                tracing::warn!(
+                    "Replica rank updated to #{rank}, added {added} milliseconds of delay."
+                );
+            }
+        }
+        if now < self.failover_auth_time {
+            self.log_cant_failover(CANT_FAILOVER_WAITING_DELAY, now);
+            return;
+        }
+        if auth_age > auth_timeout {
+            self.log_cant_failover(CANT_FAILOVER_EXPIRED, now);
+            return;
+        }
+        if !self.failover_auth_sent {
+            self.current_epoch += 1;
+            self.failover_auth_epoch = self.current_epoch;
+            tracing::warn!(
+                "Starting a failover election for epoch {}.",
+                self.current_epoch
+            );
+            let msg = codec::encode(&self.header(codec::FAILOVER_AUTH_REQUEST), &Body::Empty);
+            self.broadcast(&msg, codec::FAILOVER_AUTH_REQUEST);
+            self.failover_auth_sent = true;
+            self.want_save(true);
+            self.flag(TODO_UPDATE_STATE);
+            return;
+        }
+        if self.failover_auth_count >= needed {
+            tracing::warn!("Failover election won: I'm the new master.");
+            if self.me().config_epoch < self.failover_auth_epoch {
+                let epoch = self.failover_auth_epoch;
+                self.me_mut().config_epoch = epoch;
+                tracing::warn!("configEpoch set to {epoch} after successful failover");
+            }
+            self.replace_my_master(now);
+        } else {
+            self.log_cant_failover(CANT_FAILOVER_WAITING_VOTES, now);
+        }
+    }
+
+    /// The election is won: this replica becomes a master with its old master's slots and
+    /// tells everyone (Redis's clusterFailoverReplaceYourMaster). Replication stops
+    /// following once the event ends.
+    fn replace_my_master(&mut self, now: i64) {
+        let me = self.myself;
+        let Some(old) = self.me().slaveof else {
+            return;
+        };
+        if self.me().is_master() {
+            return;
+        }
+        self.set_node_as_master(me);
+        for j in 0..SLOTS {
+            if self.node(old).has_slot(j) {
+                self.del_slot(j);
+                self.add_slot(me, j);
+            }
+        }
+        self.update_state(now);
+        self.want_save(true);
+        self.broadcast_pong(false, now);
+    }
+
+    /// A master answers a replica's vote request if it may (Redis's
+    /// clusterSendFailoverAuthIfNeeded): once per epoch, only for a replica of a failed
+    /// master, not twice for one master within two node timeouts, and only when no slot
+    /// the replica claims has a newer owner.
+    fn vote_if_needed(&mut self, node: NodeId, h: &codec::Header, now: i64) {
+        if self.me().is_replica() || self.me().numslots == 0 {
+            return;
+        }
+        let name = self.node(node).name_str().to_string();
+        if h.current_epoch < self.current_epoch {
+            tracing::warn!(
+                "Failover auth denied to {name}: reqEpoch ({}) < curEpoch({})",
+                h.current_epoch,
+                self.current_epoch
+            );
+            return;
+        }
+        if self.last_vote_epoch == self.current_epoch {
+            tracing::warn!(
+                "Failover auth denied to {name}: already voted for epoch {}",
+                self.current_epoch
+            );
+            return;
+        }
+        let force = h.mflags[0] & codec::MFLAG_FORCEACK != 0;
+        let n = self.node(node);
+        let master = match n.slaveof {
+            _ if n.is_master() => {
+                tracing::warn!("Failover auth denied to {name}: it is a master node");
+                return;
+            }
+            None => {
+                tracing::warn!("Failover auth denied to {name}: I don't know its master");
+                return;
+            }
+            Some(m) if !self.node(m).failed() && !force => {
+                tracing::warn!("Failover auth denied to {name}: its master is up");
+                return;
+            }
+            Some(m) => m,
+        };
+        let since = now - self.node(master).voted_time;
+        let wait = self.settings.node_timeout * 2;
+        if since < wait {
+            tracing::warn!(
+                "Failover auth denied to {name}: can't vote about this master before {} milliseconds",
+                wait - since
+            );
+            return;
+        }
+        for j in (0..SLOTS).filter(|&j| bit(&h.myslots, j)) {
+            let Some(owner) = self.slots[j] else {
+                continue;
+            };
+            let epoch = self.node(owner).config_epoch;
+            if self.slot_unclaimed(j) || epoch <= h.config_epoch {
+                continue;
+            }
+            tracing::warn!(
+                "Failover auth denied to {name}: slot {j} epoch ({epoch}) > reqEpoch ({})",
+                h.config_epoch
+            );
+            return;
+        }
+        self.last_vote_epoch = self.current_epoch;
+        self.node_mut(master).voted_time = now;
+        self.want_save(true);
+        if let Some(l) = self.node(node).link {
+            let msg = codec::encode(&self.header(codec::FAILOVER_AUTH_ACK), &Body::Empty);
+            self.send(l, &msg, codec::FAILOVER_AUTH_ACK);
+        }
+        tracing::warn!(
+            "Failover auth granted to {name} for epoch {}",
+            self.current_epoch
+        );
     }
 
     fn max_epoch(&self) -> u64 {
@@ -1047,6 +1342,7 @@ impl ClusterState {
             me.slaveof
         };
         let mut dirty_slots = Vec::new();
+        let mut new_master = None;
         for j in 0..SLOTS {
             if bit(slots, j) {
                 if self.slots[j] == Some(sender) {
@@ -1061,7 +1357,9 @@ impl ClusterState {
                     if self.slots[j] == Some(self.myself) {
                         dirty_slots.push(j as u16);
                     }
-                    let _ = curmaster;
+                    if self.slots[j].is_some() && self.slots[j] == curmaster {
+                        new_master = Some(sender);
+                    }
                     self.del_slot(j);
                     self.add_slot(sender, j);
                     clear_bit(&mut self.owner_not_claiming, j);
@@ -1072,10 +1370,33 @@ impl ClusterState {
                 set_bit(&mut self.owner_not_claiming, j);
             }
         }
-        // A master that lost its last slot would become a replica of the sender in Redis;
-        // Podium's cluster has no replicas yet, so it stays an empty master. Keys of slots
-        // it lost go.
-        self.lost_slots.extend(dirty_slots);
+        // My shard's slots went to the sender with a newer epoch: its master (me, or mine)
+        // was failed over or emptied, so I follow the sender (cluster-allow-replica-migration
+        // is yes, the only value accepted so far). A replica whose master turned replica
+        // follows its grandmaster. Otherwise keys of the slots I lost go.
+        let my_master_empty = curmaster.is_some_and(|m| self.node(m).numslots == 0);
+        if let (Some(nm), true) = (new_master, my_master_empty) {
+            tracing::warn!(
+                "Configuration change detected. Reconfiguring myself as a replica of {}",
+                self.node(nm).name_str()
+            );
+            self.set_my_master(nm);
+            self.want_save(true);
+        } else if let Some(grand) = self
+            .me()
+            .slaveof
+            .and_then(|m| self.node(m).slaveof)
+            .filter(|g| *g != self.myself)
+        {
+            tracing::warn!(
+                "I'm a sub-replica! Reconfiguring myself as a replica of grandmaster {}",
+                self.node(grand).name_str()
+            );
+            self.set_my_master(grand);
+            self.want_save(true);
+        } else {
+            self.lost_slots.extend(dirty_slots);
+        }
     }
 
     /// Handle one message received on `link`. Returns false when the link was freed (the
@@ -1349,9 +1670,25 @@ impl ClusterState {
                 self.want_save(true);
                 self.update_slots_config_with(n, *config_epoch, slots);
             }
-            // Failover votes and manual failovers need replicas, which this cluster mode
-            // does not have: a vote request is not answered, as Redis's masters do not
-            // answer one they cannot grant.
+            (codec::FAILOVER_AUTH_REQUEST, _) => {
+                if let Some(s) = sender {
+                    self.vote_if_needed(s, h, now);
+                }
+            }
+            (codec::FAILOVER_AUTH_ACK, _) => {
+                if let Some(s) = sender {
+                    let sn = self.node(s);
+                    if sn.is_master()
+                        && sn.numslots > 0
+                        && h.current_epoch >= self.failover_auth_epoch
+                    {
+                        self.failover_auth_count += 1;
+                        self.handle_replica_failover(now);
+                    }
+                }
+            }
+            // Manual failovers (MFSTART) are not there yet: CLUSTER FAILOVER is refused, so
+            // no replica of this node's sends one and a master ignores it.
             _ => {}
         }
         true
@@ -1471,6 +1808,9 @@ impl ClusterState {
                 self.node_mut(id).flags |= F_PFAIL;
                 update_state = true;
             }
+        }
+        if self.me().is_replica() {
+            self.handle_replica_failover(now);
         }
         if update_state || !self.state_ok {
             self.update_state(now);

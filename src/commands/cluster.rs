@@ -4,8 +4,8 @@
 //! 7.0's replies and error texts. Without it, as Redis without cluster support, the
 //! subcommand and its arity are checked as for any container, then the answer is that
 //! cluster support is disabled; COMMAND INFO, COMMAND LIST and COMMAND DOCS list the same
-//! subcommands Redis lists either way. CLUSTER REPLICATE and CLUSTER FAILOVER are refused
-//! in cluster mode: this stage of Podium's cluster has masters only.
+//! subcommands Redis lists either way. CLUSTER FAILOVER is refused in cluster mode: this
+//! stage of Podium's cluster has replicas and automatic failover, not manual failover.
 
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
@@ -56,7 +56,8 @@ pub(crate) const SUBCOMMANDS: &[&str] = &[
 ];
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
-const NO_REPLICAS: &str = "ERR Podium's cluster mode has masters only so far: replicas (CLUSTER REPLICATE) and failover (CLUSTER FAILOVER) are not supported";
+const NO_FAILOVER: &str =
+    "ERR Podium's cluster mode has no manual failover so far: CLUSTER FAILOVER is not supported (a replica of a failed master still takes over by election)";
 
 fn cluster_of<'a>(ctx: &Ctx<'_, 'a>) -> Result<&'a Cluster, Reply> {
     crate::cluster::get(ctx.srv).ok_or_else(|| Reply::error(DISABLED))
@@ -249,16 +250,24 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             r.map(|()| Reply::Ok)
         }
         ("replicate", 3) => {
-            // Redis's checks first, so a bad node ID gets the same answer.
-            cl.read(|st| match st.lookup(&a[2]) {
-                None => Err(err(format!("Unknown node {}", lossy(&a[2])))),
-                Some(id) if id == st.myself => Err(err("Can't replicate myself")),
-                Some(id) if st.node(id).is_replica() => {
-                    Err(err("I can only replicate a master, not a replica."))
+            let db0_empty = ctx.db_at(0).is_empty();
+            cl.event(srv, |st, _| {
+                let id = match st.lookup(&a[2]) {
+                    None => return Err(err(format!("Unknown node {}", lossy(&a[2])))),
+                    Some(id) if id == st.myself => return Err(err("Can't replicate myself")),
+                    Some(id) if st.node(id).is_replica() => {
+                        return Err(err("I can only replicate a master, not a replica."))
+                    }
+                    Some(id) => id,
+                };
+                if st.me().is_master() && (st.me().numslots != 0 || !db0_empty) {
+                    return Err(err(
+                        "To set a master the node must be empty and without assigned slots.",
+                    ));
                 }
-                Some(_) => Ok(()),
-            })?;
-            Err(Reply::error(NO_REPLICAS))
+                st.set_my_master(id);
+                Ok(Reply::Ok)
+            })
         }
         ("slaves" | "replicas", 3) => cl.read(|st| {
             let Some(id) = st.lookup(&a[2]) else {
@@ -291,7 +300,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             if cl.read(|st| st.me().is_master()) {
                 return Err(err("You should send CLUSTER FAILOVER to a replica"));
             }
-            Err(Reply::error(NO_REPLICAS))
+            Err(Reply::error(NO_FAILOVER))
         }
         ("set-config-epoch", 3) => {
             let epoch = int_arg(&a[2])?;
@@ -328,7 +337,17 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     "CLUSTER RESET can't be called with master nodes containing keys",
                 ));
             }
-            cl.event(srv, |st, _| st.reset(hard));
+            let was_replica = cl.event(srv, |st, _| {
+                let r = st.me().is_replica();
+                st.reset(hard);
+                r
+            });
+            // A replica that resets turns into an empty master, as Redis's clusterReset.
+            if was_replica {
+                for db in 0..srv.keyspace.num_dbs() {
+                    super::server::empty_db(ctx, db, false);
+                }
+            }
             Ok(Reply::Ok)
         }
         ("links", 2) => Ok(cl.read(links_reply)),

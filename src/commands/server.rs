@@ -37,7 +37,7 @@ fn flush_mode(a: &[Bytes]) -> Result<bool, Reply> {
 
 /// Empty database `db` (all its shards must be locked), freeing its keys on the lazyfree
 /// thread when `lazy`. Returns the number of keys removed.
-fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
+pub(super) fn empty_db(ctx: &mut Ctx, db: usize, lazy: bool) -> usize {
     let mut removed = 0;
     let mut old = Vec::new();
     let mut h = ctx.db_at(db);

@@ -29,7 +29,8 @@ const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "as Redis: yes streams the image from a fork straight to the replicas' sockets ($EOF:<mark> form) to every replica that reads it, several replicas sharing one transfer; no writes the file and sends it ($<len>)";
 const DISK_SYNC_MAX: &str = "as Redis: with repl-diskless-sync, start the transfer as soon as this many replicas wait (0: wait repl-diskless-sync-delay)";
-const NO_CLUSTER_REPLICAS: &str = "only the default is accepted: Podium's cluster mode has masters only (no CLUSTER REPLICATE, no failover) so far";
+const NO_CLUSTER_REPLICAS: &str =
+    "only the default is accepted: Podium's cluster mode has no replica migration so far";
 const NO_CLUSTER_TLS: &str =
     "only the default is accepted: Podium's cluster bus does not speak TLS";
 
@@ -413,13 +414,11 @@ directive_table! {
     CLUSTER_PORT: Int = fixed_row("cluster-port", PORT, "0", "the cluster bus port (0: port + 10000)"),
     CLUSTER_REQUIRE_FULL_COVERAGE: Flag = row("cluster-require-full-coverage", YES_NO, "yes", "the cluster is down while any slot is unassigned or served by a failed node"),
     CLUSTER_REPLICA_NO_FAILOVER: Flag = aka(
-        row("cluster-replica-no-failover", YES_NO, "no", NO_CLUSTER_REPLICAS)
-            .unsupported(NO_CLUSTER_REPLICAS),
+        row("cluster-replica-no-failover", YES_NO, "no", "a replica does not start an election when its master fails"),
         &["cluster-slave-no-failover"],
     ),
     CLUSTER_REPLICA_VALIDITY_FACTOR: Int = aka(
-        row("cluster-replica-validity-factor", UINT, "10", NO_CLUSTER_REPLICAS)
-            .unsupported(NO_CLUSTER_REPLICAS),
+        row("cluster-replica-validity-factor", UINT, "10", "a replica disconnected longer than node-timeout times this (plus the ping period) does not fail over; 0: always may"),
         &["cluster-slave-validity-factor"],
     ),
     CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER_REPLICAS)
@@ -846,7 +845,7 @@ mod tests {
         assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "1").is_none());
         assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "2")
             .unwrap()
-            .contains("masters only"));
+            .contains("no replica migration"));
         // TLS is built: every TLS directive takes its values (crate::tls checks them).
         for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
             assert!(p.unsupported.is_none(), "{}", p.name);

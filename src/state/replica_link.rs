@@ -145,6 +145,21 @@ pub(crate) fn followed_master(srv: &Server) -> String {
         .map_or_else(String::new, |l| format!("{} {}", l.host, l.port))
 }
 
+/// How long ago this replica last heard from its master, in ms: since the last bytes read
+/// while the link is up, since the link went down otherwise (0 without a master).
+pub(crate) fn data_age_ms(srv: &Server) -> i64 {
+    let i = srv.master_link.info.lock();
+    let Some(l) = i.as_ref() else {
+        return 0;
+    };
+    let now = crate::clock::unix_ms();
+    if l.state == Some(LinkState::Connected) {
+        now - l.last_io_ms
+    } else {
+        now - l.down_since_ms
+    }
+}
+
 /// True while this server follows a master.
 pub(crate) fn is_replica(srv: &Server) -> bool {
     srv.master_link.has_master.load(Ordering::Acquire)

@@ -487,23 +487,31 @@ fn start_defrag_thread(srv: &Arc<Server>) -> Result<(), String> {
     let srv = srv.clone();
     std::thread::Builder::new()
         .name("podium-defrag".into())
-        .spawn(move || loop {
-            let hz = srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
-            std::thread::sleep(Duration::from_micros(1_000_000 / hz));
-            // While data loads, the loader runs the ticks itself (`Defrag::while_loading`).
-            if srv.signal_shutdown.cron_paused()
-                || srv.shutting_down.load(Ordering::Relaxed)
-                || srv.aof.inner.loading.load(Ordering::Relaxed)
-            {
-                continue;
-            }
-            if let Some(took) = srv.defrag.tick(&srv) {
-                srv.latency
-                    .add_if_needed(&srv, "active-defrag-cycle", took.as_millis() as u64);
-            }
+        .spawn(move || {
+            crate::alloc::defrag::disable_thread_cache();
+            defrag_loop(&srv)
         })
         .map(drop)
         .map_err(|e| format!("can't start the defrag thread: {e}"))
+}
+
+/// The defrag thread's ticks, until the process ends.
+fn defrag_loop(srv: &Server) -> ! {
+    loop {
+        let hz = srv.config.hot.hz.load(Ordering::Relaxed).clamp(1, 500) as u64;
+        std::thread::sleep(Duration::from_micros(1_000_000 / hz));
+        // While data loads, the loader runs the ticks itself (`Defrag::while_loading`).
+        if srv.signal_shutdown.cron_paused()
+            || srv.shutting_down.load(Ordering::Relaxed)
+            || srv.aof.inner.loading.load(Ordering::Relaxed)
+        {
+            continue;
+        }
+        if let Some(took) = srv.defrag.tick(srv) {
+            srv.latency
+                .add_if_needed(srv, "active-defrag-cycle", took.as_millis() as u64);
+        }
+    }
 }
 
 /// Replication's once-a-second work (Redis's replicationCron): PINGs to the replicas, the

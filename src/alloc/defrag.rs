@@ -45,6 +45,28 @@ pub fn available() -> bool {
     GLOBAL_IS_JEMALLOC.load(Ordering::Relaxed)
 }
 
+/// Turn the calling thread's jemalloc cache off (the defrag thread's): what it allocates
+/// then comes from the current slab of its bin and what it frees goes straight back to its
+/// slab. A block rebuilt by copy (a hashbrown table, see [`Relocator::picks`]) would
+/// otherwise take the place the previous one just left in the cache, in the same sparse
+/// slab, and the two would trade places at every pass.
+pub fn disable_thread_cache() {
+    if !available() {
+        return;
+    }
+    let mut off = false;
+    // SAFETY: `thread.tcache.enabled` takes a bool, written from a live bool; nothing read.
+    let _ = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"thread.tcache.enabled".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&mut off as *mut bool).cast(),
+            std::mem::size_of::<bool>(),
+        )
+    };
+}
+
 /// What `experimental.utilization.query` writes: jemalloc's
 /// `inspect_extent_util_stats_verbose_t`.
 #[repr(C)]
@@ -312,6 +334,34 @@ impl Relocator {
             }
             Some(new)
         }
+    }
+
+    /// Whether the block holding `interior` (any address inside a live block of the global
+    /// allocator) sits in a sparse slab: for blocks whose owner can only be rebuilt, not
+    /// moved in place (a hashbrown table's, reached through one of its elements). Counts the
+    /// hit or miss; the caller rebuilds the block when this is true.
+    pub fn picks(&mut self, interior: *const u8) -> bool {
+        let picked = match &mut self.mode {
+            Mode::Never => false,
+            Mode::Always => true,
+            Mode::Jemalloc(c) => match NonNull::new(interior.cast_mut()) {
+                Some(p) => match c.util(p) {
+                    // The slab's region size names the bin (slabs hold whole regions).
+                    Some(u) if u.nregs > 1 => match Layout::from_size_align(u.size / u.nregs, 1) {
+                        Ok(l) => c.should_move(p, l).is_some(),
+                        Err(_) => false,
+                    },
+                    _ => false,
+                },
+                None => false,
+            },
+        };
+        if picked {
+            self.tally.hits += 1;
+        } else {
+            self.tally.misses += 1;
+        }
+        picked
     }
 
     /// The judgement and the copy of [`Relocator::relocate`], without freeing the old block:

@@ -266,8 +266,9 @@ impl Defrag {
                 }
                 break;
             }
-            self.step(srv, w);
-            if Instant::now() >= end {
+            // As Redis, a tick that finished a database ends there: a pass takes a tick per
+            // database at least, and the script cache is done at the start of a tick.
+            if self.step(srv, w) || Instant::now() >= end {
                 break;
             }
         }
@@ -278,15 +279,16 @@ impl Defrag {
     }
 
     /// One hold of one shard's lock: a piece of a big value, or a few bucket chains; moves
-    /// on to the next shard (and database) when this one is done.
-    fn step(&self, srv: &Server, w: &mut Walk) {
+    /// on to the next shard (and database) when this one is done. True when a database was
+    /// finished.
+    fn step(&self, srv: &Server, w: &mut Walk) -> bool {
         let max_fields = srv
             .config
             .int(dir::ACTIVE_DEFRAG_MAX_SCAN_FIELDS)
             .clamp(1, i64::MAX) as usize;
         let per = srv.keyspace.shards_per_db();
         let Some(r) = w.relocator.as_mut() else {
-            return;
+            return false;
         };
         let before = r.tally;
         let mut keys = KeyTally::default();
@@ -317,12 +319,14 @@ impl Defrag {
             }
         }
         // The shard is done when its chains and then its big values are.
+        let mut db_done = false;
         if w.buckets_done && w.later.is_empty() {
             w.buckets_done = false;
             w.shard += 1;
             if w.shard >= per {
                 w.shard = 0;
                 w.db += 1;
+                db_done = true;
             }
         }
         self.count(
@@ -330,6 +334,7 @@ impl Defrag {
             r.tally.misses - before.misses,
             keys,
         );
+        db_done
     }
 
     fn count(&self, hits: u64, misses: u64, keys: KeyTally) {

@@ -113,6 +113,16 @@ impl<T: Keyed> Table<T> {
         if from == 0 {
             r.vec(&mut self.slots);
             r.vec(&mut self.free);
+            // hashbrown gives no way to move its block, so a table in a sparse slab is
+            // rebuilt as a copy (through the allocator's cache: a block of a dense slab).
+            let first = self
+                .index
+                .iter()
+                .next()
+                .map(|e| (e as *const u32).cast::<u8>());
+            if first.is_some_and(|p| r.picks(p)) {
+                self.index = self.index.clone();
+            }
         }
         let end = self.slots.len().min(from.saturating_add(budget));
         for t in self.slots[from.min(end)..end].iter_mut().flatten() {

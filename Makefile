@@ -31,7 +31,7 @@ ONE_WORKER_SUITES = unit/type/set unit/multi unit/scripting unit/functions unit/
 # Suites in the suites' native mode (they start Podium themselves): NATIVE_FULL pass in full,
 # NATIVE_SUITES are suite:min-passed.
 NATIVE_FULL = unit/lazyfree unit/type/zset unit/type/string unit/type/hash unit/sort unit/scan unit/type/incr unit/protocol unit/info-command unit/quit unit/keyspace unit/tracking unit/acl unit/acl-v2 unit/dump unit/slowlog unit/latency-monitor integration/rdb unit/aofrw unit/geo unit/bitops unit/hyperloglog unit/type/stream unit/info unit/introspection-2 unit/auth unit/pubsubshard unit/networking unit/oom-score-adj unit/wait integration/replication-2 integration/block-repl integration/redis-benchmark unit/bitfield integration/aof unit/introspection unit/scripting unit/functions unit/limits unit/querybuf unit/shutdown unit/pause integration/redis-cli unit/pubsub unit/type/stream-cgroups integration/aof-multi-part unit/multi unit/type/list unit/type/list-2 unit/type/list-3 unit/expire integration/replication-3 integration/logging unit/obuf-limits integration/replication-4 unit/maxmemory integration/shutdown integration/failover integration/convert-zipmap-hash-on-load integration/convert-ziplist-hash-on-load integration/convert-ziplist-zset-on-load integration/psync2-master-restart
-NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58 unit/memefficiency:5
+NATIVE_SUITES = unit/other:25 integration/corrupt-dump:58 unit/memefficiency:5 integration/replication:55
 # Over TLS (`--tls`: tls-port, tls-replication, tcl-tls clients), a fixed set in make test: the
 # TLS suite itself, the leaderboard's data types, transactions, scripting, pub/sub and
 # tracking, ACL and AUTH, and replication; `make tls-suites` runs all of NATIVE_FULL so.

@@ -81,6 +81,18 @@ fn start(prog: Option<&str>, dir: &Path, name: &str, extra: &[&str]) -> Podium {
     launch.args(&args).start()
 }
 
+/// A redis-server master sending its image diskless at once (`dir/master.log`).
+fn redis_diskless_master(redis_server: &str, dir: &Path, extra: &[&str]) -> Podium {
+    let mut args = vec![
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    start(Some(redis_server), dir, "master", &args)
+}
+
 fn populate(c: &mut Connection, n: usize, prefix: &str, size: usize) {
     let _: () = cmd(
         c,
@@ -193,19 +205,7 @@ fn a_failed_swapdb_load_from_redis_keeps_the_old_data_set() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let master = start(
-        Some(&redis_server),
-        dir.path(),
-        "master",
-        &[
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-            "--rdbcompression",
-            "no",
-        ],
-    );
+    let master = redis_diskless_master(&redis_server, dir.path(), &["--rdbcompression", "no"]);
     let replica = start(
         None,
         dir.path(),
@@ -256,17 +256,7 @@ fn on_empty_db_loads_from_the_socket_only_when_empty() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let master = start(
-        Some(&redis_server),
-        dir.path(),
-        "master",
-        &[
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    );
+    let master = redis_diskless_master(&redis_server, dir.path(), &[]);
     let empty = start(
         None,
         dir.path(),

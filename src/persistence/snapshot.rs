@@ -1058,20 +1058,44 @@ pub(crate) fn save(srv: &Server) -> Result<(), String> {
     }
 }
 
-/// Start a BGSAVE: fork a child that writes the file. Err carries the reason.
-pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
-    let st = &srv.aof.inner.snap;
-    // One child at a time (the rule of `super::child`; `rewrite::start` takes the same lock).
-    let _one_child = st.fork_lock.lock();
+/// The locked shards as the image writer takes them: `[db][shard]`.
+fn shard_refs<'a>(guards: &'a [Vec<parking_lot::MutexGuard<'_, Shard>>]) -> Vec<Vec<&'a Shard>> {
+    guards
+        .iter()
+        .map(|g| g.iter().map(|s| &**s).collect())
+        .collect()
+}
+
+/// In a BGSAVE child: once a second, the keys written so far and the copy-on-write size, for
+/// INFO.
+fn progress_reports(report_fd: i32) -> Box<dyn FnMut(u64)> {
+    let mut last = Instant::now();
+    Box::new(move |keys: u64| {
+        if last.elapsed() >= std::time::Duration::from_secs(1) {
+            last = Instant::now();
+            child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
+        }
+    })
+}
+
+/// Under the fork lock: no child runs (else why not), and the server's handle for the
+/// child's waiter thread.
+fn may_fork(srv: &Server) -> Result<std::sync::Arc<Server>, String> {
     if bgsave_running(srv) {
         return Err("Background save already in progress".into());
     }
     if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
         return Err("Another child process is active (AOF?)".into());
     }
-    let Some(arc) = srv.arc() else {
-        return Err("no server handle".into());
-    };
+    srv.arc().ok_or_else(|| "no server handle".to_string())
+}
+
+/// Start a BGSAVE: fork a child that writes the file. Err carries the reason.
+pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
+    let st = &srv.aof.inner.snap;
+    // One child at a time (the rule of `super::child`; `rewrite::start` takes the same lock).
+    let _one_child = st.fork_lock.lock();
+    let arc = may_fork(srv)?;
     let target = rdb_path(srv);
     let mut opts = SaveOpts::from_config(srv, false);
     // The child's temporary file goes in `dir` (see temp_rdb_path), named by the child's pid.
@@ -1095,18 +1119,8 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     *st.cow_at.lock() = None;
     let forked = fork_child(srv, "redis-rdb-bgsave", |report_fd| {
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
-        let dbs: Vec<Vec<&Shard>> = guards
-            .iter()
-            .map(|g| g.iter().map(|s| &**s).collect())
-            .collect();
-        // Once a second: keys written so far and the copy-on-write size, for INFO.
-        let mut last = Instant::now();
-        let progress = Box::new(move |keys: u64| {
-            if last.elapsed() >= std::time::Duration::from_secs(1) {
-                last = Instant::now();
-                child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
-            }
-        });
+        let dbs = shard_refs(&guards);
+        let progress = progress_reports(report_fd);
         // The failure's line goes to the log (fork_child), as Redis's child logs it.
         let keys = write_file_reporting(&tmp, &target, &dbs, opts, used_mem, Some(progress))
             .map_err(|e| e.log_line(&tmp, &target))?;
@@ -1128,13 +1142,24 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     *st.child_started.lock() = Some(Instant::now());
     st.child.store(pid, Ordering::SeqCst);
     tracing::info!("Background saving started by pid {pid} (fork took {fork_ms:.3} ms)");
+    spawn_reaper(arc, pid, read_fd, dir, None);
+    Ok(())
+}
+
+/// The thread that waits for a BGSAVE's child (see [`reap`]).
+fn spawn_reaper(
+    arc: std::sync::Arc<Server>,
+    pid: i32,
+    read_fd: i32,
+    dir: PathBuf,
+    transfer_done: Option<std::sync::mpsc::Receiver<()>>,
+) {
     let r = std::thread::Builder::new()
         .name("rdb-bgsave-wait".into())
-        .spawn(move || reap(&arc, pid, read_fd, &dir, None));
+        .spawn(move || reap(&arc, pid, read_fd, &dir, transfer_done));
     if let Err(e) = r {
         tracing::warn!("can't start the BGSAVE waiter thread: {e}");
     }
-    Ok(())
 }
 
 /// Wait for the child, then record how it ended. `transfer_done` is set for a transfer to
@@ -1257,15 +1282,7 @@ fn close_fd(fd: i32) {
 fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
     let st = &srv.aof.inner.snap;
     let _one_child = st.fork_lock.lock();
-    if bgsave_running(srv) {
-        return Err("Background save already in progress".into());
-    }
-    if srv.aof.inner.rewriting.load(Ordering::SeqCst) {
-        return Err("Another child process is active (AOF?)".into());
-    }
-    let Some(arc) = srv.arc() else {
-        return Err("no server handle".into());
-    };
+    let arc = may_fork(srv)?;
     let mut opts = SaveOpts::from_config(srv, false);
     let used_mem = crate::alloc::used_memory();
     let mark: String = (0..40)
@@ -1298,17 +1315,8 @@ fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("Diskless rdb transfer, write error: {e}");
         w.write_all(format!("$EOF:{mark}\r\n").as_bytes())
             .map_err(failed)?;
-        let dbs: Vec<Vec<&Shard>> = guards
-            .iter()
-            .map(|g| g.iter().map(|s| &**s).collect())
-            .collect();
-        let mut last = Instant::now();
-        let progress = Box::new(move |keys: u64| {
-            if last.elapsed() >= std::time::Duration::from_secs(1) {
-                last = Instant::now();
-                child_report(report_fd, REPORT_PROGRESS, keys, private_dirty());
-            }
-        });
+        let dbs = shard_refs(&guards);
+        let progress = progress_reports(report_fd);
         let (mut w, keys) =
             write_image_reporting(w, &dbs, opts, used_mem, Some(progress)).map_err(failed)?;
         w.write_all(mark.as_bytes()).map_err(failed)?;
@@ -1352,12 +1360,7 @@ fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
         }
     }
     let dir = PathBuf::from(srv.config.text(dir::DIR));
-    let r = std::thread::Builder::new()
-        .name("rdb-bgsave-wait".into())
-        .spawn(move || reap(&arc, pid, report_fd, &dir, Some(done_rx)));
-    if let Err(e) = r {
-        tracing::warn!("can't start the BGSAVE waiter thread: {e}");
-    }
+    spawn_reaper(arc, pid, report_fd, dir, Some(done_rx));
     Ok(())
 }
 
@@ -1550,11 +1553,11 @@ pub(crate) fn shutdown_save(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::types::compact::CompactBytes;
 
-    fn lim() -> Limits {
+    pub(crate) fn lim() -> Limits {
         Limits {
             hash: crate::types::hash::HashLimits {
                 max_entries: 128,

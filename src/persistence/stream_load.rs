@@ -278,17 +278,7 @@ mod tests {
     /// cut at every size parses to the same keys through the incremental path's retries.
     #[test]
     fn records_cut_anywhere_read_again_once_complete() {
-        let limits = rdb::Limits {
-            hash: crate::types::hash::HashLimits {
-                max_entries: 128,
-                max_value: 64,
-            },
-            zset: crate::types::zset::ZsetLimits {
-                max_entries: 128,
-                max_value: 64,
-            },
-            set_max_intset: 512,
-        };
+        let limits = snapshot::tests::lim();
         let mut s = Shard::default();
         for i in 0..50 {
             let v = crate::types::Value::Str(crate::types::compact::CompactBytes::new(&vec![

@@ -898,6 +898,10 @@ async fn apply_stream_until_done(
     let mut held: Option<(Bytes, Vec<Bytes>)> = None;
     let mut qb = crate::querybuf::QueryBuf::new();
     loop {
+        // The request is held back because a script of this replica's clients runs past
+        // `busy-reply-threshold`: the stream waits for it (it would be refused with -BUSY),
+        // as Redis stops processing its master's input then.
+        let mut busy_held = false;
         // Everything complete in the buffer, in order, unless a request is held back.
         loop {
             let (raw, args) = match held.take() {
@@ -915,6 +919,15 @@ async fn apply_stream_until_done(
             // waiting for this task to end: `MasterLink::task_slot`).
             if !link.current(generation) {
                 return Ok(());
+            }
+            if !args.is_empty()
+                && srv
+                    .scripts
+                    .busy(srv.config.hot.busy_reply_threshold.load(Ordering::Relaxed))
+            {
+                held = Some((raw, args));
+                busy_held = true;
+                break;
             }
             if !args.is_empty() {
                 let first = args[0].clone();
@@ -996,8 +1009,9 @@ async fn apply_stream_until_done(
         if !link.current(generation) {
             return Ok(());
         }
-        let paused = held.is_some();
+        let paused = held.is_some() && !busy_held;
         tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(20)), if busy_held => {}
             woken = srv.pause.wait_change(&client.info.kill), if paused => {
                 if !woken {
                     return Err("Master's client was killed".into());

@@ -56,7 +56,8 @@ declare -A NATIVE_TOTAL=(
   [unit/pubsubshard]=11 [unit/type/stream-cgroups]=57 [integration/aof-multi-part]=35 [unit/tracking]=54 [unit/querybuf]=2 [unit/pause]=16 [unit/other]=26
   [unit/scripting]=306 [unit/functions]=109 [integration/rdb]=14 [integration/logging]=3
   [integration/redis-cli]=31 [integration/redis-benchmark]=9 [unit/client-eviction]=17
-  [unit/replybufsize]=1 [unit/pendingquerybuf]=1)
+  [unit/replybufsize]=1 [unit/pendingquerybuf]=1
+  [integration/replication]=59)
 
 # Tests Redis 7.0.15 passes natively over TLS (--tls): the suites skip their `tls:skip` tests
 # there, so some counts differ from the plain ones.

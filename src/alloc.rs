@@ -387,10 +387,18 @@ fn jemalloc_stats() -> AllocatorStats {
     };
     let page = mallctl_usize(c"arenas.page").unwrap_or(4096);
     let lua_allocated = arena("small.allocated") + arena("large.allocated");
+    let allocated = total.allocated.saturating_sub(lua_allocated);
+    // The arena's allocated bytes count regions and its active bytes whole pages, so the two
+    // differences can cross by a few pages: what is left keeps jemalloc's own order
+    // (allocated <= active <= resident), as the fragmentation ratios assume.
+    let active = total
+        .active
+        .saturating_sub(arena("pactive") * page)
+        .max(allocated);
     AllocatorStats {
-        allocated: total.allocated.saturating_sub(lua_allocated),
-        active: total.active.saturating_sub(arena("pactive") * page),
-        resident: total.resident.saturating_sub(arena("resident")),
+        allocated,
+        active,
+        resident: total.resident.saturating_sub(arena("resident")).max(active),
     }
 }
 

@@ -55,9 +55,10 @@ fn set_limit(c: &mut Connection, limit: u64) {
         .unwrap();
 }
 
-/// Wait up to 5 s for `cond`.
+/// Wait up to 20 s for `cond` (a replica's first full sync waits repl-diskless-sync-delay,
+/// 5 s by default, as with Redis).
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));

@@ -37,6 +37,9 @@ static COUNTED: AtomicU64 = AtomicU64::new(0);
 
 /// The bit of a client's record that says it is in [`COUNTED`].
 const COUNTED_BIT: u64 = 1 << 63;
+/// The record of a client that is gone: no later record replaces it (a publisher or the
+/// cron holding the client's `ClientInfo` may still try), so it never counts again.
+const GONE: u64 = !COUNTED_BIT;
 
 /// Set client eviction's limit; returns the one before.
 pub(crate) fn set_evict_limit(limit: u64) -> u64 {
@@ -317,8 +320,9 @@ impl ClientInfo {
 
     /// The client is gone (killed or disconnected): its memory leaves the total.
     pub(crate) fn forget_memory(&self) {
-        if self.recorded_mem.load(Ordering::Relaxed) != 0 {
-            self.replace_record(0);
+        let old = self.recorded_mem.swap(GONE, Ordering::AcqRel);
+        if old & COUNTED_BIT != 0 {
+            COUNTED.fetch_sub(old & !COUNTED_BIT, Ordering::AcqRel);
         }
     }
 
@@ -330,7 +334,14 @@ impl ClientInfo {
 
     /// Replace the client's record with `new`, moving the total by the difference.
     fn replace_record(&self, new: u64) {
-        let old = self.recorded_mem.swap(new, Ordering::AcqRel);
+        let Ok(old) = self
+            .recorded_mem
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                (r != GONE).then_some(new)
+            })
+        else {
+            return;
+        };
         let counted = |r: u64| {
             if r & COUNTED_BIT != 0 {
                 r & !COUNTED_BIT

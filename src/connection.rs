@@ -133,7 +133,6 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     // The mailbox's signal keeps the task's waker, and the task holds `info`: let go of it.
     info.push.ready.forget_waker();
     info.connection_freed();
-    info.forget_memory();
     if client.repl.is_replica {
         if let Some(r) = srv.repl.find(id) {
             tracing::info!("Connection with replica {} lost.", r.describe());
@@ -145,6 +144,9 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     srv.pubsub.remove_monitor(&info);
     srv.tracking.disable(id);
     srv.clients.lock().remove(&id);
+    // Last: whatever recorded the client until now (a publisher, the cron's snapshot) leaves
+    // the total with it, and nothing can record it again.
+    info.forget_memory();
 }
 
 async fn serve_client(

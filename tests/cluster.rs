@@ -239,6 +239,12 @@ fn a_podium_cluster_made_by_redis_cli_routes_and_restarts() {
             .unwrap(),
         "OK"
     );
+    // ASKING covers one command: the next one on the same connection is redirected.
+    let next: redis::RedisResult<redis::Value> = redis::cmd("GET").arg("{foo}x").query(&mut c);
+    assert!(
+        err_text(next).starts_with("MOVED 12182"),
+        "ASKING lasted past its command"
+    );
     // Without ASKING the importing node redirects to the owner.
     assert!(err_text(cmd(target, &["GET", "{foo}x"])).starts_with("MOVED 12182"));
     cmd(owner, &["CLUSTER", "SETSLOT", "12182", "STABLE"]).unwrap();
@@ -508,10 +514,17 @@ fn a_replica_takes_over_when_its_master_dies_and_the_old_master_comes_back_as_it
     let ports = [28501u16, 28502, 28503, 28504, 28505, 28506];
     let (mut nodes, owner) = three_masters_three_replicas(&ports, dir.path());
     let owner_id = myid(owner);
-    let replica = *ports
-        .iter()
-        .find(|&&p| role(p) == format!("slave {owner} connected"))
-        .expect("the master has a replica");
+    // A replica's first full sync waits repl-diskless-sync-delay (5 s) before its link is up.
+    let connected = || {
+        ports
+            .iter()
+            .copied()
+            .find(|&p| role(p) == format!("slave {owner} connected"))
+    };
+    wait_for("a replica of the master to be connected", 30, || {
+        connected().is_some()
+    });
+    let replica = connected().expect("the master has a replica");
     wait_for("the write to reach the replica", 10, || {
         readonly_get(replica, "foo").ok().flatten().as_deref() == Some("bar")
     });

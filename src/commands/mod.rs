@@ -810,8 +810,10 @@ pub fn dispatch_with<'a>(
     };
     debug::wait_while_stopped();
     srv.tracking.before_command(srv);
-    let asking = client.cluster.asking;
+    // ASKING covers the one command after it (or the transaction it precedes): the flag is
+    // settled for this command before it is read.
     client.cluster.command_starts(client.multi.is_some());
+    let asking = client.cluster.asking;
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;

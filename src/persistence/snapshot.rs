@@ -1027,15 +1027,42 @@ pub fn write_refusal(srv: &Server) -> Option<&'static str> {
     )
 }
 
+/// Every shard locked for an image (SAVE, BGSAVE, the diskless transfer), taken through the
+/// replica link's apply gate: no request of a master's stream is then half applied (its data
+/// changed, its offset not yet counted) when the image's history and stream start are read.
+fn lock_for_image(srv: &Server) -> Vec<Vec<parking_lot::MutexGuard<'_, Shard>>> {
+    let _gate = srv.master_link.image_gate();
+    lock_all(srv)
+}
+
+/// A new save child's progress for INFO: the keys it has to write, none written yet, no
+/// copy-on-write measured yet.
+fn start_child_progress(
+    st: &crate::state::aof::SnapState,
+    guards: &[Vec<parking_lot::MutexGuard<'_, Shard>>],
+) {
+    let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
+    st.keys_total.store(total as u64, Ordering::Relaxed);
+    st.keys_processed.store(0, Ordering::Relaxed);
+    st.cow.store(0, Ordering::Relaxed);
+    st.cow_peak.store(0, Ordering::Relaxed);
+    *st.cow_at.lock() = None;
+}
+
+/// The replication history an RDB written now records (see
+/// [`crate::state::repl::Replication::saved_history`]).
+fn history_to_save(srv: &Server) -> Option<crate::state::repl::SavedHistory> {
+    srv.repl
+        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed))
+}
+
 /// SAVE (and SHUTDOWN's save): write the file in the foreground, every shard locked.
 pub(crate) fn save(srv: &Server) -> Result<(), String> {
     let target = rdb_path(srv);
     let tmp = temp_rdb_path(srv, std::process::id());
     let mut opts = SaveOpts::from_config(srv, false);
-    let guards = lock_all(srv);
-    opts.history = srv
-        .repl
-        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
+    let guards = lock_for_image(srv);
+    opts.history = history_to_save(srv);
     let dirty = srv.stats.dirty.get();
     let dbs: Vec<Vec<&Shard>> = guards
         .iter()
@@ -1103,20 +1130,13 @@ pub(crate) fn bgsave_start(srv: &Server) -> Result<(), String> {
     let used_mem = crate::alloc::used_memory();
     st.last_bgsave_try
         .store(crate::clock::unix_ms() / 1000, Ordering::Relaxed);
-    let guards = lock_all(srv);
+    let guards = lock_for_image(srv);
     // Replicas waiting for an image start their stream here: no command runs while every
     // shard is locked, so the image and the stream meet at this instant.
     srv.repl.attach_waiting(false);
-    opts.history = srv
-        .repl
-        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
+    opts.history = history_to_save(srv);
     let dirty = srv.stats.dirty.get();
-    let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
-    st.keys_total.store(total as u64, Ordering::Relaxed);
-    st.keys_processed.store(0, Ordering::Relaxed);
-    st.cow.store(0, Ordering::Relaxed);
-    st.cow_peak.store(0, Ordering::Relaxed);
-    *st.cow_at.lock() = None;
+    start_child_progress(st, &guards);
     let forked = fork_child(srv, "redis-rdb-bgsave", |report_fd| {
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
         let dbs = shard_refs(&guards);
@@ -1289,7 +1309,7 @@ fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
         .map(|_| char::from(b"0123456789abcdef"[rand::random::<u8>() as usize % 16]))
         .collect();
     let (read_fd, write_fd) = cloexec_pipe().map_err(|e| format!("Can't create the pipe: {e}"))?;
-    let guards = lock_all(srv);
+    let guards = lock_for_image(srv);
     let attached = srv.repl.attach_waiting(true);
     if attached.is_empty() {
         drop(guards);
@@ -1297,15 +1317,8 @@ fn bgsave_to_replicas(srv: &Server) -> Result<(), String> {
         close_fd(write_fd);
         return Err("no replica waits for the transfer".into());
     }
-    opts.history = srv
-        .repl
-        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
-    let total: usize = guards.iter().flatten().map(|s| s.len()).sum();
-    st.keys_total.store(total as u64, Ordering::Relaxed);
-    st.keys_processed.store(0, Ordering::Relaxed);
-    st.cow.store(0, Ordering::Relaxed);
-    st.cow_peak.store(0, Ordering::Relaxed);
-    *st.cow_at.lock() = None;
+    opts.history = history_to_save(srv);
+    start_child_progress(st, &guards);
     let forked = fork_child(srv, "redis-rdb-to-slaves", |report_fd| {
         close_fd(read_fd);
         // SAFETY: the child owns its copy of the pipe's write end from here on; the File
@@ -1500,9 +1513,7 @@ pub(crate) fn after_flushall(srv: &Server) {
     let target = rdb_path(srv);
     let tmp = temp_rdb_path(srv, std::process::id());
     let mut opts = SaveOpts::from_config(srv, false);
-    opts.history = srv
-        .repl
-        .saved_history(srv.master_link.stream_db.load(Ordering::Relaxed));
+    opts.history = history_to_save(srv);
     match write_file_at(&tmp, &target, &[], opts, crate::alloc::used_memory()) {
         Ok(_) => {
             tracing::info!("DB saved on disk");

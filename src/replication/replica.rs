@@ -53,15 +53,9 @@ async fn run(srv: Arc<Server>, generation: u64) {
             }
         }
         srv.master_link.set_state(generation, LinkState::Connect);
-        let moved_on = srv.master_link.moved_on.notified();
-        tokio::pin!(moved_on);
-        moved_on.as_mut().enable();
-        if !srv.master_link.current(generation) {
-            return;
-        }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = moved_on => {}
+            _ = srv.master_link.moved_on(generation) => {}
         }
     }
 }
@@ -156,12 +150,6 @@ struct Link {
 impl Link {
     async fn fill(&mut self) -> Result<(), String> {
         let link = &self.srv.master_link;
-        let changed = link.generation_changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if !link.current(self.generation) {
-            return Err("replication was stopped".into());
-        }
         tokio::select! {
             r = tokio::time::timeout(self.timeout, self.sock.read_buf(&mut self.buf)) => match r {
                 Err(_) => Err("Timeout connecting to the MASTER...".into()),
@@ -169,7 +157,7 @@ impl Link {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(e)) => Err(format!("Error reading from MASTER: {e}")),
             },
-            _ = changed => Err("replication was stopped".into()),
+            _ = link.moved_on(self.generation) => Err("replication was stopped".into()),
         }
     }
 
@@ -859,7 +847,6 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     }
     link.set_state(generation, LinkState::Connected);
     let result = apply_stream(srv, generation, &mut m, &mut client).await;
-    link.stream_db.store(client.db, Ordering::Relaxed);
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = None;
     }
@@ -880,6 +867,16 @@ async fn apply_stream(
     let r = apply_stream_until_done(srv, generation, m, client).await;
     srv.master_link.unapplied.store(0, Ordering::Relaxed);
     r
+}
+
+/// What became of one request of the master's stream.
+enum Applied {
+    /// Run and counted in the offset.
+    Counted,
+    /// Held back (CLIENT PAUSE): to run again later.
+    Postponed(Vec<Bytes>),
+    /// The master's client was killed before the request ran.
+    Killed,
 }
 
 async fn apply_stream_until_done(
@@ -929,44 +926,57 @@ async fn apply_stream_until_done(
                 busy_held = true;
                 break;
             }
-            if !args.is_empty() {
-                let first = args[0].clone();
-                let outcome = crate::commands::dispatch(srv, client, args);
-                if outcome.close {
-                    // The link was killed (CLIENT KILL TYPE MASTER) before the request ran:
-                    // it is not applied, so it must not count in the offset nor reach our
-                    // replicas, or the partial resynchronization that follows would skip it.
-                    return Err("Master's client was killed".into());
+            // Run and count the request as one step under the apply gate, so that an image
+            // taken meanwhile records the offset its data holds.
+            let step = link.applying(|| {
+                if !args.is_empty() {
+                    let first = args[0].clone();
+                    let outcome = crate::commands::dispatch(srv, client, args);
+                    if outcome.close {
+                        // The link was killed (CLIENT KILL TYPE MASTER) before the request
+                        // ran: it is not applied, so it must not count in the offset nor
+                        // reach our replicas, or the partial resynchronization that follows
+                        // would skip it.
+                        return Applied::Killed;
+                    }
+                    if outcome.reply.is_error() || matches!(outcome.reply, Reply::Array(_)) {
+                        // Redis names a command by its table entry (`<unknown>` if none).
+                        let name = crate::commands::lookup(&first).map_or_else(
+                            || "<unknown>".to_string(),
+                            |_| String::from_utf8_lossy(&first).to_ascii_lowercase(),
+                        );
+                        crate::commands::report_propagation_error(
+                            srv,
+                            crate::commands::PropagationSource::Master,
+                            &name,
+                            &outcome.reply,
+                        );
+                    }
+                    if let Some(args) = outcome.postponed {
+                        return Applied::Postponed(args);
+                    }
+                    if let Some(b) = outcome.block {
+                        srv.blocking.cancel(&srv.keyspace, &b.waiter);
+                    }
                 }
-                if outcome.reply.is_error() || matches!(outcome.reply, Reply::Array(_)) {
-                    // Redis names a command by its table entry (`<unknown>` if there is none).
-                    let name = crate::commands::lookup(&first).map_or_else(
-                        || "<unknown>".to_string(),
-                        |_| String::from_utf8_lossy(&first).to_ascii_lowercase(),
-                    );
-                    crate::commands::report_propagation_error(
-                        srv,
-                        crate::commands::PropagationSource::Master,
-                        &name,
-                        &outcome.reply,
-                    );
-                }
-                if let Some(args) = outcome.postponed {
+                // The offset moves past the request once it ran (an ACK it asked for
+                // reports the offset before it, as Redis's).
+                srv.repl.feed_raw(&raw, srv.replica_obuf_limit());
+                link.processed
+                    .fetch_add(raw.len() as i64, Ordering::Relaxed);
+                // What an RDB saved now records as the stream's database (and where the
+                // next link continues).
+                link.stream_db.store(client.db, Ordering::Relaxed);
+                Applied::Counted
+            });
+            match step {
+                Applied::Killed => return Err("Master's client was killed".into()),
+                Applied::Postponed(args) => {
                     held = Some((raw, args));
                     break;
                 }
-                if let Some(b) = outcome.block {
-                    srv.blocking.cancel(&srv.keyspace, &b.waiter);
-                }
+                Applied::Counted => {}
             }
-            // The offset moves past the request once it ran (an ACK it asked for reports
-            // the offset before it, as Redis's).
-            srv.repl.feed_raw(&raw, srv.replica_obuf_limit());
-            link.processed
-                .fetch_add(raw.len() as i64, Ordering::Relaxed);
-            // What an RDB saved now records as the stream's database (and where the next
-            // link continues).
-            link.stream_db.store(client.db, Ordering::Relaxed);
             if link.ack_now.swap(false, Ordering::AcqRel) {
                 send_ack(srv, m).await?;
             }
@@ -1003,12 +1013,6 @@ async fn apply_stream_until_done(
             .store(m.buf.capacity(), Ordering::Relaxed);
         let len_before = m.buf.len();
         let wake = link.ack_wake.notified();
-        let moved_on = link.moved_on.notified();
-        tokio::pin!(moved_on);
-        moved_on.as_mut().enable();
-        if !link.current(generation) {
-            return Ok(());
-        }
         let paused = held.is_some() && !busy_held;
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(20)), if busy_held => {}
@@ -1045,7 +1049,7 @@ async fn apply_stream_until_done(
                 }
             }
             _ = client.info.kill.notified() => return Err("Master's client was killed".into()),
-            _ = moved_on => return Ok(()),
+            _ = link.moved_on(generation) => return Ok(()),
         }
     }
 }

@@ -208,6 +208,7 @@ impl Defrag {
                 self.running.store(0, Ordering::Relaxed);
                 w.in_pass = false;
                 w.later.clear();
+                w.later_from = 0;
             }
             self.end_run(w);
             return None;
@@ -254,6 +255,7 @@ impl Defrag {
                 w.cursor = 0;
                 w.buckets_done = false;
                 w.later.clear();
+                w.later_from = 0;
                 w.pass_started = Some(Instant::now());
                 w.pass_hits = self.hits.load(Ordering::Relaxed);
             }

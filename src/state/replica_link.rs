@@ -60,9 +60,8 @@ pub struct MasterLink {
     /// Set by REPLCONF GETACK from the master: the link acknowledges at once.
     pub(crate) ack_now: AtomicBool,
     pub(crate) ack_wake: Notify,
-    /// Woken by every REPLICAOF: a link task waiting on its socket (the handshake, the
-    /// transfer) ends at once, closing its connection, as Redis cancels the handshake.
-    pub(crate) generation_changed: Notify,
+    /// Woken by every REPLICAOF (see [`MasterLink::moved_on`]).
+    generation_changed: Notify,
     /// Starts the link task for a generation (registered by the server).
     starter: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
     /// Offset of the master's stream processed so far (INFO slave_repl_offset); -1 unknown.
@@ -77,10 +76,17 @@ pub struct MasterLink {
     /// Held by a link task for its whole life: a new generation's task waits for the old one
     /// to end before it takes the offset it asks PSYNC for, so that the old task cannot apply
     /// (and count, and pass on) one more request behind it. The old task checks its
-    /// generation before each request and is woken by `moved_on`.
+    /// generation before each request and stops waiting at [`MasterLink::moved_on`].
     pub(crate) task_slot: tokio::sync::Mutex<()>,
-    /// Woken when the generation changes (REPLICAOF, REPLICAOF NO ONE).
-    pub(crate) moved_on: Notify,
+    /// Held (shared) while the link applies one request and counts it (offset, relay, stream
+    /// database), and (exclusive) while an image locks every shard: the history an RDB records
+    /// is then the one its data holds ([`MasterLink::image_gate`]).
+    apply_gate: parking_lot::RwLock<()>,
+}
+
+thread_local! {
+    /// Set while this thread applies a request of the master's stream (under `apply_gate`).
+    static APPLYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl MasterLink {
@@ -97,7 +103,6 @@ impl MasterLink {
     /// Follow `host:port` from now on (config `replicaof` at startup, REPLICAOF).
     pub(crate) fn follow(&self, host: String, port: u16) {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        self.moved_on.notify_waiters();
         *self.info.lock() = Some(LinkInfo {
             host,
             port,
@@ -116,11 +121,50 @@ impl MasterLink {
     /// Stop following (REPLICAOF NO ONE): the link task of the old generation ends.
     pub(crate) fn unfollow(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.moved_on.notify_waiters();
         *self.info.lock() = None;
         self.has_master.store(false, Ordering::Release);
         self.ack_wake.notify_waiters();
         self.generation_changed.notify_waiters();
+    }
+
+    /// Resolves once `generation` is no longer the current one (REPLICAOF, REPLICAOF NO ONE):
+    /// a link task waiting on its socket, its retry delay or its master's stream ends at once.
+    pub(crate) async fn moved_on(&self, generation: u64) {
+        loop {
+            let changed = self.generation_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.current(generation) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Run `apply` (one request of the master's stream: dispatch, then counting it) under the
+    /// shared side of the apply gate.
+    pub(crate) fn applying<T>(&self, apply: impl FnOnce() -> T) -> T {
+        struct Applying;
+        impl Drop for Applying {
+            fn drop(&mut self) {
+                APPLYING.with(|a| a.set(false));
+            }
+        }
+        let _shared = self.apply_gate.read();
+        APPLYING.with(|a| a.set(true));
+        let _flag = Applying;
+        apply()
+    }
+
+    /// Taken before an image locks every shard: no request is then half applied (its data
+    /// changed, its offset not yet counted). None on the thread applying a request (a FLUSHALL
+    /// from the master that saves), which holds the shared side already.
+    pub(crate) fn image_gate(&self) -> Option<parking_lot::RwLockWriteGuard<'_, ()>> {
+        if APPLYING.with(|a| a.get()) {
+            None
+        } else {
+            Some(self.apply_gate.write())
+        }
     }
 
     pub(crate) fn set_state(&self, generation: u64, state: LinkState) {

@@ -94,12 +94,6 @@ pub(crate) fn evict_clients(srv: &Server) -> usize {
     evict_clients_over(srv, limit)
 }
 
-/// Redis's memory bucket of a client using `mem` bytes (log2 of the size, from 32 KiB up to
-/// 4 GiB): eviction takes the clients of the biggest bucket first.
-fn bucket(mem: u64) -> u32 {
-    (u64::BITS - mem.leading_zeros()).clamp(15, 33)
-}
-
 /// [`evict_clients`] once the total is at or over `limit`.
 #[cold]
 fn evict_clients_over(srv: &Server, limit: u64) -> usize {
@@ -114,7 +108,8 @@ fn evict_clients_over(srv: &Server, limit: u64) -> usize {
         })
         .collect();
     // The biggest first, by bucket and within one.
-    candidates.sort_by_key(|(mem, _)| std::cmp::Reverse((bucket(*mem), *mem)));
+    // Biggest first: Redis takes its biggest memory bucket first, an order the bytes give.
+    candidates.sort_by_key(|(mem, _)| std::cmp::Reverse(*mem));
     let mut evicted = 0;
     for (_, c) in candidates {
         if crate::client::counted_memory() < limit {

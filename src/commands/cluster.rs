@@ -98,10 +98,6 @@ fn slot_arg(a: &[u8]) -> Result<usize, Reply> {
         .ok_or_else(|| err("Invalid or out of range slot"))
 }
 
-fn int_arg(a: &[u8]) -> Result<i64, Reply> {
-    crate::util::numtext::parse_i64(a).ok_or_else(|| err("value is not an integer or out of range"))
-}
-
 fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let full = format!("cluster|{sub}");
@@ -127,10 +123,10 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     match (sub.as_str(), n) {
         ("help", 2) => Ok(help()),
         ("meet", 4 | 5) => {
-            let port = int_arg(&a[3])
+            let port = super::args::int(&a[3])
                 .map_err(|_| err(format!("Invalid TCP base port specified: {}", lossy(&a[3]))))?;
             let cport = match a.get(4) {
-                Some(c) => int_arg(c)
+                Some(c) => super::args::int(c)
                     .map_err(|_| err(format!("Invalid TCP bus port specified: {}", lossy(c))))?,
                 None => port + 10000,
             };
@@ -211,15 +207,15 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         },
         ("keyslot", 3) => Ok(Reply::Int(key_hash_slot(&a[2]) as i64)),
         ("countkeysinslot", 3) => {
-            let slot = int_arg(&a[2])?;
+            let slot = super::args::int(&a[2])?;
             if !(0..SLOTS as i64).contains(&slot) {
                 return Err(err("Invalid slot"));
             }
             Ok(Reply::Int(keys_in_slot(ctx, slot as u16) as i64))
         }
         ("getkeysinslot", 4) => {
-            let slot = int_arg(&a[2])?;
-            let max = int_arg(&a[3])?;
+            let slot = super::args::int(&a[2])?;
+            let max = super::args::int(&a[3])?;
             if !(0..SLOTS as i64).contains(&slot) || max < 0 {
                 return Err(err("Invalid slot or number of keys"));
             }
@@ -303,7 +299,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             Err(Reply::error(NO_FAILOVER))
         }
         ("set-config-epoch", 3) => {
-            let epoch = int_arg(&a[2])?;
+            let epoch = super::args::int(&a[2])?;
             cl.event(srv, |st, _| {
                 if epoch < 0 {
                     Err(err(format!("Invalid config epoch specified: {epoch}")))

@@ -15,7 +15,6 @@
 
 use super::{Cmd, Keys};
 use crate::keyspace::Guards;
-use crate::types::Value;
 use bytes::Bytes;
 
 /// Elements above which a command that combines or copies whole values (set algebra, SORT,
@@ -56,18 +55,6 @@ fn cost_of(name: &str) -> Option<Cost> {
     })
 }
 
-/// Number of elements of a value (a string counts as one).
-fn elements(v: &Value) -> usize {
-    match v {
-        Value::Str(_) => 1,
-        Value::List(l) => l.len(),
-        Value::Hash(h) => h.len(),
-        Value::Set(s) => s.len(),
-        Value::ZSet(z) => z.len(),
-        Value::Stream(s) => s.length as usize,
-    }
-}
-
 /// Elements stored under the keys `spec` names in `args` (locks already held).
 fn named_elements(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[Bytes]) -> usize {
     let positions = match spec.keys {
@@ -80,7 +67,7 @@ fn named_elements(g: &mut Guards<'_>, db: usize, spec: &Cmd, args: &[Bytes]) -> 
         let Some(key) = args.get(i) else { continue };
         let shard = g.ks.shard_of(key);
         if let Some(e) = g.shard_mut(db, shard).raw_get(key) {
-            n = n.saturating_add(elements(&e.value));
+            n = n.saturating_add(e.value.elements());
         }
     }
     n

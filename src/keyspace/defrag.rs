@@ -61,7 +61,7 @@ impl Shard {
             }
             // SAFETY: as above: the record (moved or not) is live and referenced only here.
             if let Some(e) = unsafe { now.full_entry_mut() } {
-                if e.value.defrag_elements() > max_fields {
+                if e.value.elements() > max_fields {
                     // SAFETY: as above.
                     later.push(Bytes::copy_from_slice(unsafe { now.key() }));
                 } else {

@@ -28,15 +28,11 @@ pub const PACKED_MAX_LEN: usize = 128;
 /// Most bytes a packed list's array holds (prefixes included).
 pub const PACKED_MAX_BYTES: usize = 1024;
 
-/// A deque buffer up to this many bytes lives in a slab (jemalloc's small classes), where
-/// active defrag may move it; larger ones have pages of their own.
-const SMALL_BLOCK_MAX: usize = 14336;
-
 /// Move a deque's buffer if it is a small block in a sparse slab: the deque is turned into
 /// a vector (no copy when its elements start the buffer, as they do unless it wrapped) and
 /// back (never a copy).
 fn defrag_small_deque<T>(r: &mut Relocator, d: &mut VecDeque<T>) {
-    if d.capacity().saturating_mul(std::mem::size_of::<T>()) > SMALL_BLOCK_MAX {
+    if d.capacity().saturating_mul(std::mem::size_of::<T>()) > crate::types::thin::SMALL_MAX {
         return;
     }
     let mut v = Vec::from(std::mem::take(d));

@@ -79,9 +79,9 @@ impl Value {
 }
 
 impl Value {
-    /// Elements a defrag pass walks in this value: values with more than
-    /// `active-defrag-max-scan-fields` are walked over several steps, as Redis defers them.
-    pub fn defrag_elements(&self) -> usize {
+    /// Elements the value holds (a string counts as one): what a defrag pass walks (values
+    /// over `active-defrag-max-scan-fields` over several steps) and a long command's cost.
+    pub fn elements(&self) -> usize {
         match self {
             Value::Str(_) => 1,
             Value::List(l) => l.len(),

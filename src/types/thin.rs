@@ -64,8 +64,9 @@ unsafe impl Send for ThinBytes {}
 // SAFETY: see Send: `&ThinBytes` only reads.
 unsafe impl Sync for ThinBytes {}
 
-/// Largest of jemalloc's small size classes; past it [`class_of`] asks jemalloc.
-const SMALL_MAX: usize = 14336;
+/// Largest of jemalloc's small size classes (blocks in slabs, which active defrag may move);
+/// past it [`class_of`] asks jemalloc.
+pub(crate) const SMALL_MAX: usize = 14336;
 
 /// jemalloc's size class for a request of `n` bytes (`n` > 0), as `crate::alloc::size_class`
 /// asks jemalloc for it (a test checks they agree). The small classes (8, 16, then four per

@@ -779,7 +779,7 @@ fn script_refusal(
     }
     // Cluster mode: the keys a script reaches must be served here (Redis's
     // scriptVerifyClusterState), whatever the script declared.
-    if !inv.ctx.client.obeys() {
+    if !inv.ctx.client.obeys() && crate::cluster::get(inv.ctx.srv).is_some() {
         for i in spec.key_positions(argv) {
             if let Some(e) =
                 crate::cluster::routing::script_key_refusal(inv.ctx.srv, &argv[i], spec.is_write())

@@ -4,7 +4,7 @@
 //! `aclfile` with ACL SAVE/LOAD, and `rename-command`. The same exchanges are compared with
 //! redis-server (needed: without it the test fails unless PODIUM_ALLOW_SKIP=1).
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use redis::{Connection, Value};

@@ -4,7 +4,7 @@
 //! base file before it serves anyone, and what the log holds survives: timestamp annotations, expiries already past,
 //! function libraries and file names with spaces.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use std::path::{Path, PathBuf};

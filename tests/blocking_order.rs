@@ -7,7 +7,7 @@
 //! shard and wanted the registry); the second measures that such requests run in the order
 //! they were sent (src/arrival.rs).
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! client memory, the order clients are evicted in, DEBUG REPLYBUFFER and the reply buffer's
 //! resizing, and the link to a master letting go of a big request's buffer.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use redis::Connection;

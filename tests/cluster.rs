@@ -8,7 +8,7 @@
 //! `cluster-port` so it stays in the block): the cluster's addresses are in nodes.conf and
 //! in every node's table, so they cannot be picked afresh on a retry as other tests do.
 
-mod common;
+use crate::common;
 
 use common::require_tool;
 use std::path::Path;

@@ -9,7 +9,7 @@
 //! not are in [`NOT_IN_PODIUM`], each with its reason, and are dropped from Redis's map.
 //! Fails when redis-server is not installed, unless PODIUM_ALLOW_SKIP=1 (then it is skipped).
 
-mod common;
+use crate::common;
 
 use common::Launch;
 use std::io::{BufRead, BufReader, Read, Write};

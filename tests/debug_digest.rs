@@ -2,7 +2,7 @@
 //! on both servers must give the same digests (Redis's tests compare datasets this way), and
 //! DEBUG RELOAD must keep the digest.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 

@@ -4,7 +4,7 @@
 //! allocator's fragmentation ratio well down, with the data unchanged (DEBUG DIGEST). And
 //! DEBUG MALLCTL / MALLCTL-STR answer as redis-server's do.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::Connection;

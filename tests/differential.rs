@@ -15,7 +15,7 @@
 //! checks Podium alone and the second is skipped). Divergences Redis's design
 //! makes impractical to reproduce are in [`ALLOWED`], each with its reason.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::Launch;

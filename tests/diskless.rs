@@ -6,7 +6,7 @@
 //! fails, `on-empty-db`); async loading between two Podiums (the old data set served while the
 //! new one loads); and a late replica joining a BGSAVE to disk already running.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use redis::Connection;

@@ -1,7 +1,7 @@
 //! DUMP and RESTORE: replies and errors, options, TTLs, AOF logging, and payload compatibility
 //! with redis-server 7.0 in both directions (redis-server needed, see `common::require_tool`).
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use redis::Connection;

@@ -8,7 +8,7 @@
 //! another client keeps writing (with a latency bound). `active_expiry_measurement_1m` is an
 //! ignored measurement run: `cargo test --release --test expire -- --ignored --nocapture`.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::{Connection, RedisResult, Value};

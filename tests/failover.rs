@@ -4,7 +4,7 @@
 //! full synchronization), writes held back while waiting and released by ABORT, TIMEOUT with
 //! and without FORCE, and the handover between Podium and redis-server in both directions.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use redis::Connection;

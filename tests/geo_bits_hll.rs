@@ -2,7 +2,7 @@
 //! real redis-server 7.0 (needed, see `common::require_tool`), plus the keyspace events and
 //! AOF records these commands produce.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use rand::{Rng, SeedableRng};

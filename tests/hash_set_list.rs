@@ -3,7 +3,7 @@
 //! small by starting the server with low `hash-max-listpack-*` / `set-max-intset-entries`
 //! limits), and checks RESP2/RESP3 reply shapes with a raw protocol reader where they differ.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::{Commands, Connection, RedisResult, Value};

@@ -5,7 +5,7 @@
 //! thread, which INFO's `lazyfreed_objects` counts; with the directive off, it is freed in place
 //! and the count does not move. Small values are always freed in place.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::Connection;

@@ -5,7 +5,7 @@
 //! RESP3 for their reply shapes; and the write path (ZINCRBY into the global and a weekly
 //! board, EXPIRE ... NX on the weekly key) with the ranks it must move.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::{Connection, Value};

@@ -1,7 +1,7 @@
 //! The server log in redis-server's format, the startup lines tools wait for, the Unix socket
 //! listener, and `propagation-error-behavior` on AOF replay.
 
-mod common;
+use crate::common;
 
 use common::Launch;
 use std::io::{Read, Write};

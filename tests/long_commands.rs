@@ -3,7 +3,7 @@
 //! another database are answered before the union's reply comes. Checked by order, not time:
 //! before `commands::long` existed, their replies came only after the union's.
 
-mod common;
+use crate::common;
 use common::Podium;
 use std::io::{Read, Write};
 use std::net::TcpStream;

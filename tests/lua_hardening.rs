@@ -5,7 +5,7 @@
 //! Before the patched interpreter (vendor/lua-src), the tests marked "crashed" killed the
 //! process; the ones marked "hung" never returned.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::{Connection, Value};

@@ -4,7 +4,7 @@
 //! unless COPY, errors from the target and from the network are Redis's, and the password
 //! given to MIGRATE never shows in SLOWLOG.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use redis::Connection;

@@ -2,7 +2,7 @@
 //! include, refusals, CONFIG REWRITE), the process (daemonize, pidfile, supervised systemd,
 //! tcp-backlog, unixsocket), and the introspection commands (SLOWLOG, LATENCY ...).
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use std::path::Path;
@@ -34,13 +34,35 @@ fn pid_alive(pid: i32) -> bool {
 
 /// Run podium with `args` expecting it to refuse to start; its stderr.
 fn refused(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_podium"))
+    // A directive that is accepted would leave the server running: the child is waited for
+    // with a deadline and killed past it, so such a regression fails here instead of hanging.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podium"))
         .args(args)
+        .current_dir(dir.path())
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run podium");
-    assert!(!out.status.success(), "{args:?} started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for podium") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} started and was still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?} started");
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut stderr, &mut err).expect("read stderr");
+    }
+    err
 }
 
 #[test]
@@ -115,8 +137,8 @@ fn debian_stock_redis_conf_starts_daemonized_and_cleans_its_pidfile() {
 fn refused_directives_say_why() {
     let e = refused(&["--syslog-enabled", "yes"]);
     assert!(e.contains("syslog is not supported"), "{e}");
-    let e = refused(&["--cluster-enabled", "yes"]);
-    assert!(e.contains("cluster mode is not supported"), "{e}");
+    let e = refused(&["--cluster-enabled", "yes", "--tls-cluster", "yes", "--port", "0"]);
+    assert!(e.contains("cluster bus does not speak TLS"), "{e}");
     // TLS is built; a TLS port with no certificate stops the start as it stops Redis's.
     let e = refused(&["--tls-port", "6380"]);
     assert!(e.contains("Failed to configure TLS"), "{e}");

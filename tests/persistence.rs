@@ -2,7 +2,7 @@
 //! random moments), truncated and corrupted files, rewrites under load, CONFIG SET appendonly,
 //! INFO persistence, and compatibility with redis-server 7.0 in both directions.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use rand::{Rng, SeedableRng};

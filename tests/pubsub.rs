@@ -2,7 +2,7 @@
 //! through the `redis` crate, RESP3 pushes byte for byte on a raw socket, the subscriber-mode
 //! rules, the pubsub output buffer limit and the MONITOR line format.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! save points, -MISCONF after a failed BGSAVE, a damaged file refused, and BGSAVE taking one
 //! instant while clients write.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //! replication, read-only replicas, partial resynchronization after a dropped link, and
 //! REPLICAOF NO ONE.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use redis::Connection;

@@ -4,7 +4,7 @@
 //! not reach the server, abort, Redis's protocol-error texts, and the refusals (EVALSHA while
 //! debugging, SCRIPT DEBUG in a pipeline).
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use std::io::{BufRead, BufReader, Write};

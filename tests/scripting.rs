@@ -2,7 +2,7 @@
 //! Redis 7.0's error texts, atomicity inside MULTI, the AOF (effects, not scripts), and a long
 //! script answered with -BUSY and stopped with SCRIPT KILL.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use redis::{Connection, Value};

@@ -2,7 +2,7 @@
 //! dump taken from redis-server 7.0 restores in Podium and the reverse (redis-server needed,
 //! see `common::require_tool`); the restore policies and errors as Redis's.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use redis::{Connection, Value};

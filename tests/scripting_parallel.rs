@@ -4,7 +4,7 @@
 //! database lock that database), while a script and a command on the same key never
 //! interleave.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::Connection;

@@ -3,7 +3,7 @@
 //! the other way round; DEBUG RELOAD keeps them (NOFLUSH refuses a library already loaded,
 //! NOFLUSH MERGE replaces it); an AOF rewrite keeps them, with and without the RDB preamble.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, Launch, Podium};
 use std::path::Path;

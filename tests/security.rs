@@ -3,7 +3,7 @@
 //! guard (POST / Host:), protected mode and the default `bind`. A client that is not local is
 //! made by binding the client socket to 127.0.0.2 before connecting to 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use std::io::{Read, Write};

@@ -1,7 +1,7 @@
 //! Integration tests of the server foundation: the real binary on a free port, driven with the
 //! `redis` crate and with raw sockets for malformed input.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use std::io::{Read, Write};

@@ -1,7 +1,7 @@
 //! SORT and SORT_RO against the real binary: orders, BY/GET patterns, LIMIT, STORE, errors,
 //! and the AOF replay of a stored result.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use redis::Connection;

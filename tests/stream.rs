@@ -2,7 +2,7 @@
 //! library, and the AOF (as commands are logged, and after a rewrite) bringing back the same
 //! stream, groups and pending entries after a restart.
 
-mod common;
+use crate::common;
 
 use common::{Launch, Podium};
 use std::time::Duration;

@@ -15,7 +15,7 @@
 //! External tools (redis-cli, openssl, redis-server, python3 with redis-py) are required as
 //! `common::require_tool` says: missing, the test fails unless `PODIUM_ALLOW_SKIP=1`.
 
-mod common;
+use crate::common;
 
 use common::{require_tool, ALLOW_SKIP};
 use std::io::{BufRead, BufReader, Read, Write};

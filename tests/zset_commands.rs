@@ -4,7 +4,7 @@
 //! skip-list form), since encoding-specific bugs (e.g. GT/LT ignored on one form) are exactly
 //! what these tests are meant to catch.
 
-mod common;
+use crate::common;
 
 use common::Podium;
 use redis::{Connection, RedisError, Value};

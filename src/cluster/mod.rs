@@ -31,6 +31,7 @@ pub mod nodes_conf;
 pub mod routing;
 
 use crate::config::dir;
+use bytes::Bytes;
 use crate::keyspace::slots::SLOTS;
 use crate::state::Server;
 use nodes::{ClusterState, Settings};
@@ -208,7 +209,15 @@ impl Cluster {
             None => {}
         }
         for slot in lost {
-            srv.keyspace.delete_keys_in_slot(0, slot);
+            // As Redis's delKeysInSlot: each key's deletion reaches the replicas and the AOF
+            // (UNLINK under lazyfree-lazy-server-del), and clients tracking or watching it.
+            let lazy = crate::keyspace::lazyfree::SERVER_DEL.load(Ordering::Relaxed);
+            let verb: &'static [u8] = if lazy { b"UNLINK" } else { b"DEL" };
+            srv.keyspace.delete_keys_in_slot(0, slot, |key| {
+                srv.tracking
+                    .invalidate(srv, std::slice::from_ref(&key), 0, None, true);
+                srv.propagate(0, vec![Bytes::from_static(verb), key]);
+            });
         }
         if let Some(e) = fatal {
             // Redis exits when it cannot update nodes.conf.

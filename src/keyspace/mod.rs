@@ -839,22 +839,26 @@ impl Keyspace {
     }
 
     /// Delete every key of database `db` in hash slot `slot` (cluster mode: a slot this node
-    /// lost to a newer configuration); returns how many there were.
-    pub fn delete_keys_in_slot(&self, db: usize, slot: u16) -> usize {
+    /// lost to a newer configuration). `each` sees every deleted key while the slot's shard
+    /// is still locked, so what it logs (the DEL for replicas and the AOF) comes before any
+    /// later write to the key. Returns how many keys there were.
+    pub fn delete_keys_in_slot(&self, db: usize, slot: u16, mut each: impl FnMut(Bytes)) -> usize {
         let mut shard = self.dbs[db].shards[self.shard_of_slot(slot)].lock();
         let keys = shard.keys_in_slot(slot, usize::MAX);
         let mut gone = Vec::with_capacity(keys.len());
-        for k in &keys {
-            if let Some(r) = shard.remove(k) {
+        let count = keys.len();
+        for k in keys {
+            if let Some(r) = shard.remove(&k) {
                 gone.push(r.value);
             }
-            shard.touch_watched(k);
+            shard.touch_watched(&k);
+            each(k);
         }
         drop(shard);
         for v in gone {
             lazyfree::free_if(&lazyfree::SERVER_DEL, v);
         }
-        keys.len()
+        count
     }
 
     /// The number of keys of database `db` in hash slot `slot` (cluster mode).

@@ -551,6 +551,18 @@ impl Client {
         }
     }
 
+    /// Close the client for going over its output buffer limit, after logging it as Redis
+    /// does: gone for everyone at once (CLIENT LIST, client eviction), as Redis frees such a
+    /// client before it runs another command; its connection closes right after.
+    pub fn close_for_output_limit(&self) {
+        self.info.kill();
+        tracing::warn!(
+            "Client id={} addr={} closed for overcoming of output buffer limits.",
+            self.id,
+            self.info.addr
+        );
+    }
+
     /// The client applies what was already decided elsewhere: our master's link, or the AOF
     /// loader (id u64::MAX, Redis's CLIENT_ID_AOF). Nothing is refused to it for the server's
     /// state (Redis's mustObeyClient).

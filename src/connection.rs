@@ -772,14 +772,7 @@ fn over_limit_with(
     }
     let pending = (pending + client.info.push.queued().0) as u64;
     if soft_clock.over(pending, limit, std::time::Instant::now()) {
-        // Gone for everyone at once (CLIENT LIST, client eviction), as Redis frees such a
-        // client before it runs another command; the connection closes right after.
-        client.info.kill();
-        tracing::warn!(
-            "Client id={} addr={} closed for overcoming of output buffer limits.",
-            client.id,
-            client.info.addr
-        );
+        client.close_for_output_limit();
         return true;
     }
     false

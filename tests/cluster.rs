@@ -568,3 +568,132 @@ fn a_replica_takes_over_when_its_master_dies_and_the_old_master_comes_back_as_it
     );
     assert_eq!(readonly_get(owner, "foo").unwrap().as_deref(), Some("bar"));
 }
+
+/// My own line of CLUSTER NODES: "ip:port@cport" (the hostname part left out).
+fn my_address(port: u16) -> String {
+    let nodes = text(port, &["CLUSTER", "NODES"]);
+    let line = nodes
+        .lines()
+        .find(|l| l.contains("myself"))
+        .expect("a myself line");
+    let addr = line.split(' ').nth(1).expect("an address field");
+    addr.split(',').next().unwrap_or(addr).to_string()
+}
+
+/// The address `port` has for the node `id`.
+fn address_of(port: u16, id: &str) -> Option<String> {
+    let nodes = text(port, &["CLUSTER", "NODES"]);
+    let line = nodes.lines().find(|l| l.starts_with(id))?;
+    let addr = line.split(' ').nth(1)?;
+    Some(addr.split(',').next().unwrap_or(addr).to_string())
+}
+
+#[test]
+fn config_set_of_the_announced_address_shows_at_once_and_reaches_a_redis_peer() {
+    let Some(redis_server) = require_tool("redis-server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let podium = start(&podium_bin(), 28601, &dir.path().join("a"));
+    let redis = start(&redis_server, 28602, &dir.path().join("b"));
+    cmd(
+        podium.port,
+        &["CLUSTER", "MEET", "127.0.0.1", "28602", "29602"],
+    )
+    .unwrap();
+    let id = myid(podium.port);
+    wait_for("the redis-server node to know the Podium node", 30, || {
+        address_of(redis.port, &id).as_deref() == Some("127.0.0.1:28601@29601")
+    });
+    // As Redis: the announced client port replaces the listening one in my own entry at
+    // once, and the peers learn it from the next ping.
+    let _ = cmd(
+        podium.port,
+        &["CONFIG", "SET", "cluster-announce-port", "28651"],
+    )
+    .unwrap();
+    assert_eq!(my_address(podium.port), "127.0.0.1:28651@29601");
+    wait_for("redis-server to see the announced port", 30, || {
+        address_of(redis.port, &id).as_deref() == Some("127.0.0.1:28651@29601")
+    });
+    // Back to 0: the listening port again.
+    let _ = cmd(
+        podium.port,
+        &["CONFIG", "SET", "cluster-announce-port", "0"],
+    )
+    .unwrap();
+    assert_eq!(my_address(podium.port), "127.0.0.1:28601@29601");
+    wait_for("redis-server to see the listening port again", 30, || {
+        address_of(redis.port, &id).as_deref() == Some("127.0.0.1:28601@29601")
+    });
+    // An announced IP shows as given; cleared, the address is learned again from a peer.
+    let _ = cmd(
+        podium.port,
+        &["CONFIG", "SET", "cluster-announce-ip", "127.0.0.9"],
+    )
+    .unwrap();
+    assert_eq!(my_address(podium.port), "127.0.0.9:28601@29601");
+    let _ = cmd(podium.port, &["CONFIG", "SET", "cluster-announce-ip", ""]).unwrap();
+    wait_for("my address learned again", 30, || {
+        my_address(podium.port) == "127.0.0.1:28601@29601"
+    });
+}
+
+#[test]
+fn keys_of_a_slot_lost_to_a_newer_claim_are_deleted_on_the_replica_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = start(&podium_bin(), 28701, &dir.path().join("a"));
+    let b = start(&podium_bin(), 28702, &dir.path().join("b"));
+    let r = start(&podium_bin(), 28703, &dir.path().join("r"));
+    cmd(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).unwrap();
+    cmd(b.port, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]).unwrap();
+    for p in [b.port, r.port] {
+        cmd(p, &["CLUSTER", "MEET", "127.0.0.1", "28701", "29701"]).unwrap();
+    }
+    wait_for("three nodes known everywhere", 30, || {
+        [a.port, b.port, r.port]
+            .iter()
+            .all(|&p| nodes_view(p).len() == 3)
+    });
+    cmd(r.port, &["CLUSTER", "REPLICATE", &myid(a.port)]).unwrap();
+    wait_for("the replica's link and cluster_state:ok", 60, || {
+        role(r.port) == "slave 28701 connected" && cluster_ok(a.port) && cluster_ok(b.port)
+    });
+    // Keys of one slot A serves ({lost} hashes to 6235), and one key of another slot.
+    let slot: u16 = text(a.port, &["CLUSTER", "KEYSLOT", "{lost}"])
+        .parse()
+        .unwrap();
+    assert!(slot <= 8191, "{slot}");
+    for i in 0..20 {
+        cmd(a.port, &["SET", &format!("{{lost}}:{i}"), "v"]).unwrap();
+    }
+    cmd(a.port, &["SET", "kept", "v"]).unwrap();
+    let kept_slot: u16 = text(a.port, &["CLUSTER", "KEYSLOT", "kept"])
+        .parse()
+        .unwrap();
+    assert!(kept_slot <= 8191 && kept_slot != slot, "{kept_slot}");
+    wait_for("the keys on the replica", 10, || {
+        text(r.port, &["DBSIZE"]) == "21"
+    });
+    // B claims the slot with a newer epoch: A drops its keys there (Redis's dirty slots), and
+    // its replica is told by the DELs in A's stream.
+    cmd(
+        b.port,
+        &[
+            "CLUSTER",
+            "SETSLOT",
+            &slot.to_string(),
+            "NODE",
+            &myid(b.port),
+        ],
+    )
+    .unwrap();
+    cmd(b.port, &["CLUSTER", "BUMPEPOCH"]).unwrap();
+    wait_for("A to drop the lost slot's keys", 30, || {
+        text(a.port, &["DBSIZE"]) == "1"
+    });
+    wait_for("the replica to drop them too", 10, || {
+        text(r.port, &["DBSIZE"]) == "1"
+    });
+    assert_eq!(readonly_get(r.port, "kept").unwrap().as_deref(), Some("v"));
+}

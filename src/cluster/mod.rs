@@ -31,9 +31,9 @@ pub mod nodes_conf;
 pub mod routing;
 
 use crate::config::dir;
-use bytes::Bytes;
 use crate::keyspace::slots::SLOTS;
 use crate::state::Server;
+use bytes::Bytes;
 use nodes::{ClusterState, Settings};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -168,11 +168,31 @@ impl Cluster {
     ) -> R {
         let mut deliveries = Vec::new();
         let mut st = self.state.lock();
-        st.settings = settings(srv);
-        if st.me().hostname != st.settings.announce_hostname {
-            let h = st.settings.announce_hostname.clone();
-            let me = st.myself;
-            st.nodes.get_mut(&me).expect("myself").hostname = h;
+        let prev_ip = std::mem::replace(&mut st.settings, settings(srv)).announce_ip;
+        // What CONFIG SET changed of my announced identity shows in my own entry at once (CLUSTER
+        // NODES, nodes.conf) and reaches the peers with the next ping, as Redis's
+        // clusterUpdateMyselfAnnouncedPorts / clusterUpdateMyselfIp / ...Hostname.
+        let me = st.myself;
+        let (port, pport, cport) = (st.settings.port, st.settings.pport, st.settings.cport);
+        let ip = st.settings.announce_ip.clone();
+        let hostname = st.settings.announce_hostname.clone();
+        let n = st.nodes.get_mut(&me).expect("myself");
+        let mut changed = false;
+        if (n.port, n.pport, n.cport) != (port, pport, cport) {
+            (n.port, n.pport, n.cport) = (port, pport, cport);
+            changed = true;
+        }
+        if ip != prev_ip {
+            // A cleared cluster-announce-ip leaves my address to be learned again from the
+            // next peer that reaches me (Redis's autodetection).
+            n.ip = ip;
+            changed = true;
+        }
+        if n.hostname != hostname {
+            n.hostname = hostname;
+        }
+        if changed {
+            st.want_save(false);
         }
         // A replica that may not fail over says so in its flags (Redis's
         // clusterUpdateMyselfFlags).

@@ -115,6 +115,19 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     {
                         crate::persistence::rewrite::delete_history(ctx.srv);
                     }
+                    // What this node tells the cluster about itself.
+                    if changed.contains(dir::CLUSTER_ANNOUNCE_IP)
+                        || changed.contains(dir::CLUSTER_ANNOUNCE_HOSTNAME)
+                        || changed.contains(dir::CLUSTER_ANNOUNCE_PORT)
+                        || changed.contains(dir::CLUSTER_ANNOUNCE_BUS_PORT)
+                        || changed.contains(dir::CLUSTER_REPLICA_NO_FAILOVER)
+                    {
+                        // My own entry takes the new address now (the cluster's event does it),
+                        // as Redis's setters update myself at once.
+                        if let Some(cluster) = crate::cluster::get(ctx.srv) {
+                            cluster.event(ctx.srv, |_, _| ());
+                        }
+                    }
                     Ok(Reply::Ok)
                 }
                 Err(e) => Err(Reply::Error(e)),

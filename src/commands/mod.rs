@@ -318,7 +318,38 @@ pub struct Ctx<'c, 'a> {
     pub started: crate::clock::Stamp,
 }
 
+/// Replies this long are weighed against the client's hard output limit before they are built
+/// ([`Ctx::closes_for_reply_of`]).
+pub(crate) const BIG_REPLY: usize = 64 * 1024;
+
 impl<'c, 'a> Ctx<'c, 'a> {
+    /// True, with the client closed, when a reply of `len` bytes alone reaches the client's
+    /// hard output limit (`client-output-buffer-limit`): Redis builds such a reply and closes
+    /// the client before it serves anyone else; building it here (a copy of a 4 MB value
+    /// takes milliseconds) left the client in CLIENT LIST for other workers meanwhile
+    /// (unit/client-eviction, "avoid client eviction when client is freed by output buffer
+    /// limit"). Only for a reply of its own: inside MULTI or a script the reply is part of a
+    /// bigger one, which the connection weighs once built.
+    pub fn closes_for_reply_of(&self, len: usize) -> bool {
+        let c = &*self.client;
+        if len < BIG_REPLY
+            || self.in_exec
+            || c.in_script
+            || c.multi.is_some()
+            || c.reply_mode != crate::client::ReplyMode::On
+            || c.obeys()
+            || c.repl.is_replica
+        {
+            return false;
+        }
+        let hard = self.srv.config.hot.obuf.classes[c.obuf_class()].get().hard;
+        if hard == 0 || (len as u64) < hard {
+            return false;
+        }
+        c.close_for_output_limit();
+        true
+    }
+
     /// The client's current database.
     pub fn db(&mut self) -> DbHandle<'_, 'a> {
         self.g.db(self.client.db)
@@ -823,11 +854,22 @@ pub fn dispatch_with<'a>(
     };
     // While the dataset loads only commands flagged LOADING run (the loader's own client, which
     // obeys, applies the file); checked first, before the arity.
-    let loading_refused = if srv.aof.loading() {
-        spec.flags & flags::LOADING == 0
-    } else {
-        spec.flags & flags::NO_ASYNC_LOADING != 0 && srv.aof.async_loading()
+    let refused_while_loading = || {
+        if srv.aof.loading() {
+            spec.flags & flags::LOADING == 0
+        } else {
+            spec.flags & flags::NO_ASYNC_LOADING != 0 && srv.aof.async_loading()
+        }
     };
+    let mut loading_refused = refused_while_loading();
+    if loading_refused && !client.obeys() && srv.aof.loading() {
+        // Redis would not have read this request before its loader's next step.
+        let interval = srv
+            .config
+            .int(crate::config::dir::LOADING_PROCESS_EVENTS_INTERVAL_BYTES);
+        srv.aof.hold_for_load(interval.max(1) as u64);
+        loading_refused = refused_while_loading();
+    }
     if loading_refused && !client.obeys() {
         if client.multi.is_some() {
             client.multi_abort = true;

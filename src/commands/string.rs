@@ -249,10 +249,19 @@ fn too_big() -> Reply {
 }
 
 fn get(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    match ctx.db().read(&a[1]) {
-        None => Ok(Reply::Null),
+    let len = match ctx.db().read(&a[1]) {
+        None => return Ok(Reply::Null),
+        Some(Value::Str(s)) if s.len() < super::BIG_REPLY => return Ok(Reply::bulk_of(s)),
+        Some(Value::Str(s)) => s.len(),
+        Some(_) => return Err(Reply::error(WRONGTYPE)),
+    };
+    // A value its client could never be sent is not copied into a reply first.
+    if ctx.closes_for_reply_of(len) {
+        return Ok(Reply::Null);
+    }
+    match ctx.db().read_uncounted(&a[1]) {
         Some(Value::Str(s)) => Ok(Reply::bulk_of(s)),
-        Some(_) => Err(Reply::error(WRONGTYPE)),
+        _ => Ok(Reply::Null),
     }
 }
 

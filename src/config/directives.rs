@@ -267,7 +267,7 @@ directive_table! {
             max: i32::MAX as i64,
         },
         "2097152",
-        "accepted, no effect: Podium serves clients on other threads while it loads",
+        "as Redis: a request that comes while a file loads is held until the loader read another this many bytes (at most 100 ms), then refused with -LOADING; during a load from the master's socket at once",
     )
     .hidden(),
     // RDB knobs Debian's file sets.

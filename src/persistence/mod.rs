@@ -51,6 +51,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+/// The longest a request waits for a load's next step ([`Aof::hold_for_load`]).
+pub const LOAD_HOLD_MAX: Duration = Duration::from_millis(100);
+
 /// What persistence needs from the command layer above it: running a logged command and
 /// compiling FUNCTION libraries both go through the dispatcher and the Lua engine, which
 /// import persistence (DUMP, BGSAVE, the AOF feed). So persistence hands them back up through
@@ -278,6 +281,31 @@ impl Aof {
     /// True while a replica loads its master's image beside the data set it serves.
     pub fn async_loading(&self) -> bool {
         self.inner.async_loading.load(Ordering::Relaxed)
+    }
+
+    /// Hold a request that came while a file loads, as Redis holds it. Redis loads on the
+    /// thread that serves clients and answers them (-LOADING) only each time it has read
+    /// another `interval` bytes (`loading-process-events-interval-bytes`), so a client never
+    /// sees a small load, and sees a big one only between such steps. Podium loads on a
+    /// thread of its own; this waits until the load ended or its progress crossed the next
+    /// multiple of `interval`, and at most [`LOAD_HOLD_MAX`], so a worker never stays parked
+    /// on a slow load. A load from the master's socket is not waited for: its bytes come
+    /// through a task the waiting worker may be the one to run.
+    pub fn hold_for_load(&self, interval: u64) {
+        let inner = &*self.inner;
+        if inner.loading_from_socket.load(Ordering::Acquire) {
+            return;
+        }
+        let interval = interval.max(1);
+        let done = &inner.snap.load_done_bytes;
+        let step = done.load(Ordering::Relaxed) / interval;
+        let start = Instant::now();
+        while inner.loading.load(Ordering::Acquire)
+            && done.load(Ordering::Relaxed) / interval == step
+            && start.elapsed() < LOAD_HOLD_MAX
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }
 

@@ -616,6 +616,8 @@ async fn load_from_socket(
     };
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
     let inner = &srv.aof.inner;
+    // Raised first and lowered last, so no request is held for a load from the socket.
+    let _from_socket = (!async_loading).then(|| LoadingFlag::raise(&inner.loading_from_socket));
     let _loading = LoadingFlag::raise(if async_loading {
         &inner.async_loading
     } else {

@@ -91,6 +91,9 @@ pub(crate) struct Inner {
     /// A replica loads its master's image beside the old data set, which it keeps serving
     /// (Redis's async_loading, `repl-diskless-load swapdb` with the same history).
     pub async_loading: AtomicBool,
+    /// The load under way reads the master's socket (a diskless load), not a file: clients
+    /// are refused at once, never held ([`crate::persistence`]'s `hold_for_load`).
+    pub loading_from_socket: AtomicBool,
     pub last_write_ok: AtomicBool,
     /// errno of the last failed write or fsync (meaningful while `last_write_ok` is false).
     pub last_write_errno: std::sync::atomic::AtomicI32,
@@ -140,6 +143,7 @@ impl Default for Inner {
             waiting_rewrite: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             async_loading: AtomicBool::new(false),
+            loading_from_socket: AtomicBool::new(false),
             last_write_ok: AtomicBool::new(true),
             last_write_errno: std::sync::atomic::AtomicI32::new(0),
             max_size: AtomicU64::new(0),

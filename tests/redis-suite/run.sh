@@ -22,6 +22,9 @@
 # SUITE is a name such as unit/type/zset or integration/rdb.
 # --min-passed N is a ratchet for a suite still being completed: success when at least N tests
 # passed in all, even if some failed.
+# --skip PATTERN (repeatable) leaves out the tests it names, as runtest's --skiptest: an exact
+# name, or a regular expression after a '/'. make test uses it for a fixed subset of a suite
+# too long for CI's budget (see the Makefile); such a run's count has no Redis total.
 #
 # Output: one line per suite, "SUITE: N passed, N failed, N errors, N not reached, of N",
 # where the last number is what Redis 7.0.15 itself passes in that mode ("?" when not recorded);
@@ -112,7 +115,7 @@ declare -A KNOWN_RACES=(
 )
 RACE_RETRIES=${RACE_RETRIES:-3}
 
-mode="" server_cmd="" native_bin="" port=6399 min_passed="" tls="" suites=()
+mode="" server_cmd="" native_bin="" port=6399 min_passed="" tls="" suites=() skip_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) mode=server; server_cmd=${2-}; shift 2 || break ;;
@@ -121,6 +124,7 @@ while [ $# -gt 0 ]; do
     --port) port=${2-}; shift 2 || break ;;
     --min-passed) min_passed=${2-}; shift 2 || break ;;
     --tls) tls=1; shift ;;
+    --skip) [ $# -ge 2 ] || break; skip_args+=(--skiptest "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) suites+=("$1"); shift ;;
@@ -252,11 +256,11 @@ run_suite_once() {
   if [ "$mode" = native ]; then
     local tls_opt=(); [ -n "$tls" ] && tls_opt=(--tls)
     (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --single "$suite" --durable \
-      --ignore-encoding --clients 1 "${harness_ports[@]}" "${tls_opt[@]}" "$@") >"$out" 2>&1
+      --ignore-encoding --clients 1 "${harness_ports[@]}" "${tls_opt[@]}" "${skip_args[@]}" "$@") >"$out" 2>&1
   else
     (cd "$tree" && timeout "${SUITE_TIMEOUT:-600}" ./runtest --host 127.0.0.1 --port "$port" \
       --single "$suite" --durable --ignore-encoding --ignore-digest --clients 1 "${harness_ports[@]}" \
-      --tags -needs:debug --tags -needs:repl --tags -needs:config-maxmemory "$@") >"$out" 2>&1
+      --tags -needs:debug --tags -needs:repl --tags -needs:config-maxmemory "${skip_args[@]}" "$@") >"$out" 2>&1
   fi
   rc=$?
   [ -n "$server_pid" ] && stop_server "$server_pid"
@@ -266,6 +270,7 @@ run_suite_once() {
 passed_all=0 short_all=0 status=0
 for suite in "${suites[@]}"; do
   expected=$(expected_total "$suite")
+  [ ${#skip_args[@]} -gt 0 ] && expected="?"
   if ! run_suite_once "$suite"; then
     echo "$suite: 0 passed, 0 failed, 0 errors, $expected not reached, of $expected ($start_failure)"
     status=1; [ "$expected" = "?" ] && short_all=$((short_all + 1)) || short_all=$((short_all + expected))

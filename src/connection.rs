@@ -731,10 +731,6 @@ fn over_limit(
     over_limit_with(srv, client, soft_clock, out.len() - sent)
 }
 
-/// Replies this long are measured against the hard limit before they are written into the
-/// output buffer (see [`reply_over_hard_limit`]).
-const EARLY_LIMIT_CHECK: usize = 64 * 1024;
-
 /// True, after logging, if the big bulk `reply` alone takes the client's pending output over
 /// its class's hard limit: the client is closed without copying it (as it would be right
 /// after), and so is gone at once. A client that runs GET of a value bigger than its limit
@@ -750,7 +746,10 @@ fn reply_over_hard_limit(
     let (Reply::Bulk(b) | Reply::Raw(b)) = reply else {
         return false;
     };
-    if b.len() < EARLY_LIMIT_CHECK || client.reply_mode != ReplyMode::On || client.repl.is_replica {
+    if b.len() < crate::commands::BIG_REPLY
+        || client.reply_mode != ReplyMode::On
+        || client.repl.is_replica
+    {
         return false;
     }
     let hard = obuf_limit(srv, client).hard;

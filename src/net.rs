@@ -533,8 +533,9 @@ impl ClientSocket {
     }
 
     /// Wait until the peer has closed its end (or the connection failed), reading nothing:
-    /// whatever it sent stays in the socket for the next read. For a replica waiting for its
-    /// image, whose going away Redis notices from its event loop.
+    /// whatever it sent stays in the socket for the next read, and once it has sent something
+    /// this never resolves. For a replica waiting for its image, whose going away Redis
+    /// notices from its event loop.
     pub(crate) async fn closed(&self) {
         loop {
             let Ok(mut guard) = self.fd.readable().await else {
@@ -559,8 +560,14 @@ impl ClientSocket {
                     }
                     guard.clear_ready();
                 }
-                // Data waits (not a close): wait for the socket's next event.
-                _ => guard.clear_ready(),
+                // Data waits: the connection's next read takes it, so its readiness stays
+                // (cleared, the edge-triggered poller would not report those bytes again and
+                // the read after the image would wait for more). A close behind the data is
+                // then noticed by that read, or by a write failing.
+                _ => {
+                    drop(guard);
+                    std::future::pending::<()>().await
+                }
             }
         }
     }

@@ -1419,3 +1419,42 @@ fn everysec_sigkill_rounds(extra: &[&str]) {
     }
     assert!(total > 1000, "only {total} writes acknowledged in all");
 }
+
+/// A BGSAVE child whose server is killed (the OOM killer, kill -9) exits at its next
+/// progress report instead of running on as an orphan, as Redis's child does.
+#[test]
+fn a_save_child_exits_when_its_server_is_killed() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let srv = start(&dir, &["--enable-debug-command", "yes"]).unwrap();
+    let mut c = srv.con();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(10_000)
+        .query(&mut c)
+        .unwrap();
+    // 1 ms per key: about 10 s of saving, reporting its progress once a second.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rdb-key-save-delay")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    let _: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    let kids = children_of(srv.pid());
+    assert_eq!(kids.len(), 1, "one save child: {kids:?}");
+    let child = kids[0];
+    srv.kill9();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The orphan is reparented; it is gone once /proc has no entry (or only a zombie's).
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    while alive(child) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(child), "the save child {child} outlived its server");
+}

@@ -625,3 +625,52 @@ fn getset_and_brpoplpush_propagate_as_redis_rewrites_them() {
         "{stats}"
     );
 }
+
+/// A replica that sends a command touching the keyspace after reading +FULLRESYNC (while its
+/// image is still being made, so the bytes wait in the socket) is refused and disconnected,
+/// as Redis does it: the bytes waiting there are read once the image is sent.
+#[test]
+fn a_replica_command_sent_during_its_full_sync_is_read_and_refused() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("podium.log");
+    let server = Podium::start(&[
+        "--rdb-key-save-delay",
+        "100000",
+        "--logfile",
+        log.to_str().unwrap(),
+    ]);
+    let mut c = server.con();
+    for i in 0..5 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("v")
+            .query(&mut c)
+            .unwrap();
+    }
+    let mut s = server.raw();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut rd = BufReader::new(s.try_clone().unwrap());
+    s.write_all(b"PSYNC replicationid -1\r\n").unwrap();
+    let mut line = String::new();
+    rd.read_line(&mut line).unwrap();
+    assert!(line.starts_with("+FULLRESYNC "), "{line}");
+    assert!(line.trim_end().ends_with(" 0"), "{line}");
+    // Sent while the image is still being made (each key takes 100 ms to save).
+    s.write_all(b"GET foo\r\n").unwrap();
+    // The image, then nothing: the server closes the link for the command's reply.
+    let mut rest = Vec::new();
+    rd.read_to_end(&mut rest)
+        .expect("the server closes the replica's link");
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.contains("REDIS0010"), "the image came first");
+    assert!(
+        !text.contains("ERR"),
+        "no reply reaches the replica's stream"
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("Replica generated a reply to command 'get', disconnecting it"),
+        "{log}"
+    );
+}

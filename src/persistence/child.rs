@@ -67,6 +67,13 @@ pub(crate) fn fork_child(
     // child killed, then a restart compares every key).
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        // SAFETY: closing the child's copy of the read end, which it never reads: with the
+        // parent's copy the only one left, a parent that dies (killed, say by the OOM killer)
+        // makes the child's next report fail with EPIPE, and the child exits with it
+        // (`child_report`), as Redis's child closes its reading end for the same reason.
+        unsafe {
+            libc::close(read_fd);
+        }
         if let Some(score) = child_oom {
             crate::process::set_child_oom_score(score);
         }

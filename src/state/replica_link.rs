@@ -64,6 +64,10 @@ pub struct MasterLink {
     generation_changed: Notify,
     /// Starts the link task for a generation (registered by the server).
     starter: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// The last generation a link task was started for: a target set before the starter
+    /// is registered (a cluster bus message while the dataset loads) is started by
+    /// [`MasterLink::set_starter`], once.
+    started: AtomicU64,
     /// Offset of the master's stream processed so far (INFO slave_repl_offset); -1 unknown.
     pub(crate) processed: std::sync::atomic::AtomicI64,
     /// Bytes of the stream read but not applied yet (a request CLIENT PAUSE holds back and
@@ -93,6 +97,21 @@ impl MasterLink {
     /// Register what starts a link task (`crate::replication::start_link`).
     pub fn set_starter(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
         let _ = self.starter.set(f);
+        // A REPLICAOF that came before (the cluster bus names this node's master while its
+        // data still loads, as Redis's bus is served from its loading loop) is followed from
+        // now, as Redis's replication cron connects once loading is done.
+        if self.has_master.load(Ordering::Acquire) {
+            self.start(self.generation.load(Ordering::Acquire));
+        }
+    }
+
+    /// Start the link task for `generation` unless one was started for it.
+    fn start(&self, generation: u64) {
+        if let Some(start) = self.starter.get() {
+            if self.started.swap(generation, Ordering::AcqRel) != generation {
+                start(generation);
+            }
+        }
     }
 
     /// The generation a link task runs for is still current.
@@ -113,9 +132,7 @@ impl MasterLink {
         });
         self.has_master.store(true, Ordering::Release);
         self.generation_changed.notify_waiters();
-        if let Some(start) = self.starter.get() {
-            start(generation);
-        }
+        self.start(generation);
     }
 
     /// Stop following (REPLICAOF NO ONE): the link task of the old generation ends.
@@ -452,4 +469,37 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
         }
         .into(),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MasterLink;
+    use std::sync::{Arc, Mutex};
+
+    /// A master named before the link task starter is registered (a cluster bus message
+    /// while the dataset loads) is followed once the starter is there, and only once.
+    #[test]
+    fn a_master_named_before_the_starter_is_followed_once_it_is_registered() {
+        let link = MasterLink::default();
+        link.follow("127.0.0.1".into(), 30006);
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let seen = started.clone();
+        link.set_starter(Box::new(move |g| seen.lock().unwrap().push(g)));
+        assert_eq!(*started.lock().unwrap(), vec![1]);
+        // A later REPLICAOF starts its own generation's task, once.
+        link.follow("127.0.0.1".into(), 30007);
+        assert_eq!(*started.lock().unwrap(), vec![1, 2]);
+        link.unfollow();
+        assert_eq!(*started.lock().unwrap(), vec![1, 2]);
+    }
+
+    /// With no master named, registering the starter starts nothing.
+    #[test]
+    fn no_master_no_task() {
+        let link = MasterLink::default();
+        let started = Arc::new(Mutex::new(0));
+        let seen = started.clone();
+        link.set_starter(Box::new(move |_| *seen.lock().unwrap() += 1));
+        assert_eq!(*started.lock().unwrap(), 0);
+    }
 }

@@ -79,6 +79,11 @@ pub struct ClientInfo {
     pub no_evict: AtomicBool,
     pub killed: AtomicBool,
     pub kill: Notify,
+    /// A socket the kill shuts down at once (the master link's): Redis closes its master
+    /// client's socket inside CLIENT KILL, and the link's own task may not run for a while
+    /// (a DEBUG SLEEP or a long script holds the workers), while the master must see the
+    /// link go now. Cleared by the link before its socket closes.
+    pub(crate) shutdown_fd: Mutex<Option<i32>>,
     pub qbuf: AtomicUsize,
     /// Free space of the query buffer (CLIENT LIST qbuf-free).
     pub(crate) qbuf_free: AtomicUsize,
@@ -182,6 +187,7 @@ impl ClientInfo {
             no_evict: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            shutdown_fd: Mutex::new(None),
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
             qbuf_check: AtomicBool::new(false),
@@ -252,6 +258,14 @@ impl ClientInfo {
                 .is_ok()
             {
                 KILLED_UNFREED.fetch_add(mem, Ordering::Relaxed);
+            }
+        }
+        if let Some(fd) = *self.shutdown_fd.lock() {
+            // SAFETY: shutdown(2) of a socket its owner keeps open while the lock holds it
+            // here (it clears this under the lock before closing it), so the descriptor is
+            // that socket's; nothing is closed or freed.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
             }
         }
         self.kill.notify_one();

@@ -1846,6 +1846,57 @@ mod typed {
 mod shipped_conf {
     use super::*;
 
+    /// The first comment line above each directive in conf/podium.conf is the directive's help
+    /// from the table, with "(runtime)" when CONFIG SET may change it and its aliases after
+    /// it, so the shipped file does
+    /// not go stale as features land (it said "replication is not supported" long after
+    /// replication was built). `PODIUM_WRITE_CONF=1 cargo test --release --lib shipped_conf`
+    /// rewrites those lines from the table.
+    #[test]
+    fn shipped_conf_comments_are_the_table_help() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/podium.conf");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        let mut stale = Vec::new();
+        for i in 0..lines.len() {
+            let Some(name) = lines[i].split_whitespace().next() else {
+                continue;
+            };
+            let Some(p) = params().iter().find(|p| p.name == name) else {
+                continue;
+            };
+            let mut first = i;
+            while first > 0 && lines[first - 1].starts_with('#') {
+                first -= 1;
+            }
+            let aliases = if p.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" [alias: {}]", p.aliases.join(", "))
+            };
+            let runtime = if p.mutable { " (runtime)" } else { "" };
+            let want = format!("# {}{runtime}{aliases}", p.help);
+            if first == i {
+                stale.push(format!("{name}: no comment"));
+            } else if lines[first] != want {
+                stale.push(format!(
+                    "{name}: {:?}, the table says {want:?}",
+                    lines[first]
+                ));
+                lines[first] = want;
+            }
+        }
+        if !stale.is_empty() && std::env::var_os("PODIUM_WRITE_CONF").is_some() {
+            std::fs::write(path, lines.join("\n") + "\n").unwrap();
+            return;
+        }
+        assert!(
+            stale.is_empty(),
+            "conf/podium.conf is stale (PODIUM_WRITE_CONF=1 rewrites it):\n{}",
+            stale.join("\n")
+        );
+    }
+
     #[test]
     fn shipped_conf_loads_and_lists_every_directive() {
         let text = include_str!("../conf/podium.conf");

@@ -697,3 +697,85 @@ fn keys_of_a_slot_lost_to_a_newer_claim_are_deleted_on_the_replica_too() {
     });
     assert_eq!(readonly_get(r.port, "kept").unwrap().as_deref(), Some("v"));
 }
+
+/// Replica migration (cluster-allow-replica-migration yes, cluster-migration-barrier 1, the
+/// defaults): when a master loses its only replica, a replica of the master that has two
+/// moves to it, and the first master keeps one.
+#[test]
+fn a_replica_migrates_to_a_master_left_without_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28801u16, 28802, 28803, 28804, 28805, 28806];
+    let (mut nodes, rich) = three_masters_three_replicas(&ports, dir.path());
+    let rich_id = myid(rich);
+    // A seventh node joins as a second replica of `rich`.
+    let extra = 28807u16;
+    nodes.push(start(&podium_bin(), extra, &dir.path().join("extra")));
+    text(
+        extra,
+        &[
+            "CLUSTER",
+            "MEET",
+            "127.0.0.1",
+            &ports[0].to_string(),
+            &(ports[0] + 1000).to_string(),
+        ],
+    );
+    wait_for("the new node to know the cluster", 30, || {
+        nodes_view(extra).len() == 7
+    });
+    text(extra, &["CLUSTER", "REPLICATE", &rich_id]);
+    wait_for("the new replica to be connected", 30, || {
+        role(extra) == format!("slave {rich} connected")
+    });
+    // Another master's only replica dies.
+    let masters: Vec<u16> = ports
+        .iter()
+        .copied()
+        .filter(|&p| role(p).starts_with("master"))
+        .collect();
+    let poor = *masters
+        .iter()
+        .find(|&&p| p != rich)
+        .expect("another master");
+    let poor_replica = *ports
+        .iter()
+        .find(|&&p| role(p).starts_with(&format!("slave {poor} ")))
+        .expect("the other master's replica");
+    let i = nodes.iter().position(|n| n.port == poor_replica).unwrap();
+    drop(nodes.remove(i));
+    // A replica of `rich` moves to `poor` (after node-timeout for the failure and the 5 s
+    // an orphaned master waits), and `rich` keeps the other.
+    let rich_replicas = [extra]
+        .into_iter()
+        .chain(ports.iter().copied())
+        .filter(|&p| p != poor_replica)
+        .filter(|&p| role(p).starts_with(&format!("slave {rich} ")))
+        .collect::<Vec<_>>();
+    assert_eq!(rich_replicas.len(), 2, "{rich_replicas:?}");
+    wait_for("a replica to migrate to the orphaned master", 60, || {
+        rich_replicas
+            .iter()
+            .any(|&p| role(p) == format!("slave {poor} connected"))
+    });
+    let stayed = rich_replicas
+        .iter()
+        .filter(|&&p| role(p).starts_with(&format!("slave {rich} ")))
+        .count();
+    assert_eq!(stayed, 1, "one replica stays with its master");
+    let moved = rich_replicas
+        .iter()
+        .copied()
+        .find(|&p| role(p).starts_with(&format!("slave {poor} ")))
+        .unwrap();
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join(if moved == extra {
+                "extra".to_string()
+            } else {
+                moved.to_string()
+            })
+            .join("log"),
+    )
+    .unwrap();
+    assert!(log.contains("Migrating to orphaned master"), "{log}");
+}

@@ -674,3 +674,49 @@ fn a_replica_command_sent_during_its_full_sync_is_read_and_refused() {
         "{log}"
     );
 }
+
+/// CLIENT KILL of the master's client closes the link at once, even when the replica then
+/// sleeps inside the same transaction (replication-psync's "backlog expired": the master must
+/// see its replica gone while the replica sleeps, as with Redis, which closes the socket in
+/// the kill).
+#[test]
+fn killing_the_master_client_closes_the_link_at_once() {
+    let master = Podium::start(&[]);
+    let replica = Podium::start(&["--enable-debug-command", "yes"]);
+    let mut m = master.con();
+    let mut r = replica.con();
+    follow(&mut r, &master);
+    wait_until("the master to count its replica", || {
+        info_field(&mut m, "connected_slaves") == "1"
+    });
+    let port = master.port;
+    let sleeper = std::thread::spawn(move || {
+        let _: () = redis::cmd("MULTI").query(&mut r).unwrap();
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("master")
+            .query(&mut r)
+            .unwrap();
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(3)
+            .query(&mut r)
+            .unwrap();
+        let _: redis::Value = redis::cmd("EXEC").query(&mut r).unwrap();
+    });
+    let start = Instant::now();
+    let mut gone_after = None;
+    while start.elapsed() < Duration::from_secs(3) {
+        if info_field(&mut m, "connected_slaves") == "0" {
+            gone_after = Some(start.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sleeper.join().unwrap();
+    let gone_after = gone_after.unwrap_or_else(|| {
+        panic!("the master on port {port} still counted its replica while the replica slept")
+    });
+    assert!(gone_after < Duration::from_millis(1500), "{gone_after:?}");
+}

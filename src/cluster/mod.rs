@@ -155,6 +155,8 @@ fn settings(srv: &Server) -> Settings {
         repl_ping_period: srv.config.int(dir::REPL_PING_REPLICA_PERIOD),
         replica_no_failover: srv.config.flag(dir::CLUSTER_REPLICA_NO_FAILOVER),
         replica_validity_factor: srv.config.int(dir::CLUSTER_REPLICA_VALIDITY_FACTOR),
+        migration_barrier: srv.config.int(dir::CLUSTER_MIGRATION_BARRIER),
+        allow_replica_migration: srv.config.flag(dir::CLUSTER_ALLOW_REPLICA_MIGRATION),
     }
 }
 

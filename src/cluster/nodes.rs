@@ -48,6 +48,8 @@ const FAIL_UNDO_TIME_MULT: i64 = 2;
 const MAX_REJOIN_DELAY: i64 = 5000;
 const MIN_REJOIN_DELAY: i64 = 500;
 const WRITABLE_DELAY: i64 = 2000;
+/// How long a master stays orphaned before a replica migrates to it (ms).
+const MIGRATION_DELAY: i64 = 5000;
 /// Why a replica cannot fail over yet (Redis's CLUSTER_CANT_FAILOVER_*), logged once per
 /// reason every ten seconds.
 const CANT_FAILOVER_DATA_AGE: u8 = 1;
@@ -83,6 +85,9 @@ pub struct Node {
     last_in_ping_gossip: u64,
     /// When this node (a master) last had one of its replicas get my vote.
     voted_time: i64,
+    /// Since when this master has been orphaned (slots, no working replica, and it had one):
+    /// 0 while it is not (Redis's orphaned_time, kept by replica migration).
+    orphaned_time: i64,
 }
 
 impl Node {
@@ -111,6 +116,7 @@ impl Node {
             fail_reports: Vec::new(),
             last_in_ping_gossip: 0,
             voted_time: 0,
+            orphaned_time: 0,
         }
     }
 
@@ -223,6 +229,11 @@ pub struct Settings {
     pub repl_ping_period: i64,
     pub replica_no_failover: bool,
     pub replica_validity_factor: i64,
+    /// cluster-migration-barrier: the working replicas a master keeps before one of them
+    /// may migrate to an orphaned master.
+    pub migration_barrier: i64,
+    /// cluster-allow-replica-migration.
+    pub allow_replica_migration: bool,
 }
 
 /// A PUBLISH received from the bus, delivered once the state's lock is released.
@@ -698,6 +709,82 @@ impl ClusterState {
             self.replace_my_master(now);
         } else {
             self.log_cant_failover(CANT_FAILOVER_WAITING_VOTES, now);
+        }
+    }
+
+    /// Replicas of `master` not flagged FAIL (Redis's clusterCountNonFailingSlaves).
+    fn working_replicas(&self, master: NodeId) -> usize {
+        self.node(master)
+            .replicas
+            .iter()
+            .filter(|&&r| self.nodes.get(&r).is_some_and(|n| !n.failed()))
+            .count()
+    }
+
+    /// Replica migration (Redis's clusterHandleSlaveMigration): with the cluster up, a
+    /// replica whose master keeps more than `cluster-migration-barrier` working replicas
+    /// without it, and that has the smallest name among the replicas of the masters with the
+    /// most working replicas, becomes a replica of a master that has had slots and no working
+    /// replica for `MIGRATION_DELAY` (time for the natural replicas of a master that just
+    /// failed over to announce their switch).
+    fn handle_replica_migration(&mut self, max_replicas: usize, now: i64) {
+        if !self.state_ok {
+            return;
+        }
+        let Some(my_master) = self.me().slaveof else {
+            return;
+        };
+        let ok = self
+            .node(my_master)
+            .replicas
+            .iter()
+            .filter(|&&r| {
+                self.nodes
+                    .get(&r)
+                    .is_some_and(|n| !n.failed() && !n.timed_out())
+            })
+            .count();
+        if ok as i64 <= self.settings.migration_barrier {
+            return;
+        }
+        let mut candidate = self.myself;
+        let mut target = None;
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let n = self.node(id);
+            let ok = if n.is_master() {
+                self.working_replicas(id)
+            } else {
+                0
+            };
+            let orphaned = n.is_master() && !n.failed() && n.flags & F_MIGRATE_TO != 0 && ok == 0;
+            if orphaned {
+                if target.is_none() && n.numslots > 0 {
+                    target = Some(id);
+                }
+                let n = self.node_mut(id);
+                if n.orphaned_time == 0 {
+                    n.orphaned_time = now;
+                }
+            } else {
+                self.node_mut(id).orphaned_time = 0;
+            }
+            if ok == max_replicas {
+                for &r in &self.node(id).replicas {
+                    if self.node(r).name < self.node(candidate).name {
+                        candidate = r;
+                    }
+                }
+            }
+        }
+        if let Some(t) = target {
+            if candidate == self.myself
+                && now - self.node(t).orphaned_time > MIGRATION_DELAY
+                && !self.settings.replica_no_failover
+            {
+                tracing::info!("Migrating to orphaned master {}", self.node(t).name_str());
+                self.set_my_master(t);
+            }
         }
     }
 
@@ -1343,8 +1430,12 @@ impl ClusterState {
         };
         let mut dirty_slots = Vec::new();
         let mut new_master = None;
+        // The sender is my shard's new master when it took all of our slots and claims no
+        // others (how a failover looks, as opposed to a resharding that emptied us).
+        let (mut sender_slots, mut migrated_our_slots) = (0usize, 0usize);
         for j in 0..SLOTS {
             if bit(slots, j) {
+                sender_slots += 1;
                 if self.slots[j] == Some(sender) {
                     clear_bit(&mut self.owner_not_claiming, j);
                     continue;
@@ -1359,6 +1450,7 @@ impl ClusterState {
                     }
                     if self.slots[j].is_some() && self.slots[j] == curmaster {
                         new_master = Some(sender);
+                        migrated_our_slots += 1;
                     }
                     self.del_slot(j);
                     self.add_slot(sender, j);
@@ -1371,11 +1463,13 @@ impl ClusterState {
             }
         }
         // My shard's slots went to the sender with a newer epoch: its master (me, or mine)
-        // was failed over or emptied, so I follow the sender (cluster-allow-replica-migration
-        // is yes, the only value accepted so far). A replica whose master turned replica
-        // follows its grandmaster. Otherwise keys of the slots I lost go.
+        // was failed over, or emptied by a resharding, so I follow the sender; after a
+        // resharding only with cluster-allow-replica-migration yes (no keeps an emptied
+        // master a master). A replica whose master turned replica follows its grandmaster.
+        // Otherwise keys of the slots I lost go.
         let my_master_empty = curmaster.is_some_and(|m| self.node(m).numslots == 0);
-        if let (Some(nm), true) = (new_master, my_master_empty) {
+        let follow = self.settings.allow_replica_migration || sender_slots == migrated_our_slots;
+        if let (Some(nm), true) = (new_master, my_master_empty && follow) {
             tracing::warn!(
                 "Configuration change detected. Reconfiguring myself as a replica of {}",
                 self.node(nm).name_str()
@@ -1770,6 +1864,10 @@ impl ClusterState {
             }
         }
         let mut update_state = false;
+        // For replica migration: masters left without a working replica, the most working
+        // replicas any master has, and how many my own master has.
+        let (mut orphaned_masters, mut max_replicas, mut my_masters_replicas) = (0, 0, 0);
+        let my_master = self.me().slaveof.filter(|_| self.me().is_replica());
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
             let Some(n) = self.nodes.get(&id) else {
@@ -1778,6 +1876,17 @@ impl ClusterState {
             if n.flags & (F_MYSELF | F_NOADDR | F_HANDSHAKE) != 0 {
                 continue;
             }
+            if my_master.is_some() && n.is_master() && !n.failed() {
+                let ok = self.working_replicas(id);
+                if ok == 0 && n.numslots > 0 && n.flags & F_MIGRATE_TO != 0 {
+                    orphaned_masters += 1;
+                }
+                max_replicas = max_replicas.max(ok);
+                if my_master == Some(id) {
+                    my_masters_replicas = ok;
+                }
+            }
+            let n = self.node(id);
             let ping_delay = now - n.ping_sent;
             let data_delay = now - n.data_received;
             // A link that stays silent for half the timeout after a ping is reconnected.
@@ -1811,6 +1920,15 @@ impl ClusterState {
         }
         if self.me().is_replica() {
             self.handle_replica_failover(now);
+            // Only a replica of a master with the most working replicas, and only when some
+            // master has two, may move to an orphaned master.
+            if orphaned_masters > 0
+                && max_replicas >= 2
+                && my_masters_replicas == max_replicas
+                && self.settings.allow_replica_migration
+            {
+                self.handle_replica_migration(max_replicas, now);
+            }
         }
         if update_state || !self.state_ok {
             self.update_state(now);

@@ -29,8 +29,6 @@ const MEMORY: Kind = Kind::Memory { min: 0 };
 
 const DISK_SYNC: &str = "as Redis: yes streams the image from a fork straight to the replicas' sockets ($EOF:<mark> form) to every replica that reads it, several replicas sharing one transfer; no writes the file and sends it ($<len>)";
 const DISK_SYNC_MAX: &str = "as Redis: with repl-diskless-sync, start the transfer as soon as this many replicas wait (0: wait repl-diskless-sync-delay)";
-const NO_CLUSTER_REPLICAS: &str =
-    "only the default is accepted: Podium's cluster mode has no replica migration so far";
 const NO_CLUSTER_TLS: &str =
     "only the default is accepted: Podium's cluster bus does not speak TLS";
 
@@ -421,10 +419,8 @@ directive_table! {
         row("cluster-replica-validity-factor", UINT, "10", "a replica disconnected longer than node-timeout times this (plus the ping period) does not fail over; 0: always may"),
         &["cluster-slave-validity-factor"],
     ),
-    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", NO_CLUSTER_REPLICAS)
-        .unsupported(NO_CLUSTER_REPLICAS),
-    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", NO_CLUSTER_REPLICAS)
-        .unsupported(NO_CLUSTER_REPLICAS),
+    CLUSTER_MIGRATION_BARRIER: Int = row("cluster-migration-barrier", UINT, "1", "a replica migrates to an orphaned master only if its own master keeps more than this many working replicas"),
+    CLUSTER_ALLOW_REPLICA_MIGRATION: Flag = row("cluster-allow-replica-migration", YES_NO, "yes", "replicas migrate to orphaned masters, and a master emptied by a resharding becomes a replica of the node that took its last slots"),
     CLUSTER_ALLOW_READS_WHEN_DOWN: Flag = row("cluster-allow-reads-when-down", YES_NO, "no", "reads are served while the cluster is down"),
     CLUSTER_ALLOW_PUBSUBSHARD_WHEN_DOWN: Flag = row(
         "cluster-allow-pubsubshard-when-down",
@@ -842,10 +838,10 @@ mod tests {
         assert!(refusal(prm(dir::BIND_SOURCE_ADDR.index()), "127.0.0.1").is_none());
         assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "no").is_none());
         assert!(refusal(prm(dir::CLUSTER_ENABLED.index()), "yes").is_none());
-        assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "1").is_none());
-        assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "2")
+        assert!(refusal(prm(dir::CLUSTER_MIGRATION_BARRIER.index()), "2").is_none());
+        assert!(refusal(prm(dir::CLUSTER_ANNOUNCE_TLS_PORT.index()), "6380")
             .unwrap()
-            .contains("no replica migration"));
+            .contains("does not speak TLS"));
         // TLS is built: every TLS directive takes its values (crate::tls checks them).
         for p in EXTRA.iter().filter(|p| p.name.starts_with("tls-")) {
             assert!(p.unsupported.is_none(), "{}", p.name);

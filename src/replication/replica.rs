@@ -838,6 +838,7 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
         .unwrap_or_default();
     let info = Arc::new(ClientInfo::new(id, peer, laddr, crate::clock::unix_ms()));
     info.repl_role.store(ROLE_MASTER, Ordering::Relaxed);
+    *info.shutdown_fd.lock() = Some(std::os::fd::AsRawFd::as_raw_fd(m.sock.tcp()));
     srv.clients.lock().insert(id, info.clone());
     let mut client = Client::new(id, info.clone());
     client.authenticated = true;
@@ -849,6 +850,8 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     }
     link.set_state(generation, LinkState::Connected);
     let result = apply_stream(srv, generation, &mut m, &mut client).await;
+    // The socket closes with `m` below: a kill from now on has nothing to shut down.
+    *info.shutdown_fd.lock() = None;
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = None;
     }

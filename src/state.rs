@@ -83,6 +83,9 @@ pub struct Server {
     pub scripts: scripts::Scripts,
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
+    /// nodes.conf made this node a replica at startup: its files load with their expired
+    /// keys kept, as a replica's do (the master's DELs will come), where a master drops them.
+    pub cluster_replica_at_start: AtomicBool,
     /// Unix seconds of the last successful save (LASTSAVE).
     pub lastsave: AtomicI64,
     /// Where the active-expiry reaper resumes: a (database, shard) position, db * shards + shard.
@@ -143,6 +146,7 @@ impl Server {
             scripts: Default::default(),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            cluster_replica_at_start: AtomicBool::new(false),
             lastsave: AtomicI64::new(unix_ms() / 1000),
             expire_cursor: std::sync::atomic::AtomicUsize::new(0),
             slowlog: Default::default(),

@@ -779,3 +779,102 @@ fn a_replica_migrates_to_a_master_left_without_one() {
     .unwrap();
     assert!(log.contains("Migrating to orphaned master"), "{log}");
 }
+
+/// A master whose last slot is resharded away becomes a replica of the node that took it
+/// (cluster-allow-replica-migration yes, as Redis 7.0); with `no` it stays an empty master.
+#[test]
+fn a_master_resharded_empty_becomes_a_replica_of_the_receiver() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28811u16, 28812, 28813];
+    let nodes: Vec<Node> = ports
+        .iter()
+        .map(|&p| start(&podium_bin(), p, &dir.path().join(p.to_string())))
+        .collect();
+    create(&nodes.iter().collect::<Vec<_>>());
+    wait_for("the cluster to be ok everywhere", 30, || {
+        ports.iter().all(|&p| cluster_ok(p))
+    });
+    // The third master keeps its slots when emptied: it may not migrate.
+    text(
+        ports[2],
+        &["CONFIG", "SET", "cluster-allow-replica-migration", "no"],
+    );
+    let cli = require_tool("redis-cli").expect("redis-cli");
+    let reshard = |from: u16, to: u16| {
+        let out = Command::new(&cli)
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{}", ports[0])])
+            .args(["--cluster-from", &myid(from), "--cluster-to", &myid(to)])
+            .args(["--cluster-slots", "16384", "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster reshard");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    };
+    reshard(ports[0], ports[1]);
+    wait_for("the emptied master to follow the receiver", 30, || {
+        role(ports[0]) == format!("slave {} connected", ports[1])
+    });
+    reshard(ports[2], ports[1]);
+    wait_for("the third master's slots to move", 30, || {
+        text(ports[1], &["CLUSTER", "INFO"]).contains("cluster_slots_assigned:16384")
+            && !text(ports[2], &["CLUSTER", "NODES"])
+                .lines()
+                .any(|l| l.contains("myself") && l.split(' ').count() > 8)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(role(ports[2]).starts_with("master"), "{}", role(ports[2]));
+}
+
+/// CLUSTER FAILOVER on a replica, as Redis 7.0: the default form pauses the master's writes,
+/// waits for the replica to reach the master's offset, and swaps their roles with nothing
+/// lost; TAKEOVER swaps them back without asking anyone; a master refuses the command.
+#[test]
+fn manual_failover_and_takeover_swap_master_and_replica() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ports = [28821u16, 28822, 28823, 28824, 28825, 28826];
+    let (_nodes, owner) = three_masters_three_replicas(&ports, dir.path());
+    let connected = || {
+        ports
+            .iter()
+            .copied()
+            .find(|&p| role(p) == format!("slave {owner} connected"))
+    };
+    wait_for("the master's replica to be connected", 30, || {
+        connected().is_some()
+    });
+    let replica = connected().expect("a replica");
+    assert_eq!(
+        err_text(cmd(owner, &["CLUSTER", "FAILOVER"])),
+        "ERR You should send CLUSTER FAILOVER to a replica"
+    );
+    // Writes up to the failover: each acknowledged one must be on the new master.
+    for i in 0..200 {
+        text(owner, &["SET", &format!("{{foo}}{i}"), &i.to_string()]);
+    }
+    cmd(replica, &["CLUSTER", "FAILOVER"]).expect("CLUSTER FAILOVER");
+    wait_for("the manual failover to swap the roles", 30, || {
+        role(replica).starts_with("master") && role(owner) == format!("slave {replica} connected")
+    });
+    for i in 0..200 {
+        assert_eq!(
+            text(replica, &["GET", &format!("{{foo}}{i}")]),
+            i.to_string()
+        );
+    }
+    let epoch = current_epoch(replica);
+    // TAKEOVER: the old master takes its slots back at once, with an epoch of its own.
+    cmd(owner, &["CLUSTER", "FAILOVER", "TAKEOVER"]).expect("CLUSTER FAILOVER TAKEOVER");
+    wait_for("the takeover to swap the roles back", 30, || {
+        role(owner).starts_with("master") && role(replica) == format!("slave {owner} connected")
+    });
+    assert!(current_epoch(owner) > epoch);
+    assert_eq!(text(owner, &["GET", "foo"]), "bar");
+    let log = std::fs::read_to_string(dir.path().join(replica.to_string()).join("log")).unwrap();
+    assert!(
+        log.contains("All master replication stream processed, manual failover can start."),
+        "{log}"
+    );
+}

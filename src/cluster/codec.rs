@@ -41,6 +41,8 @@ pub const TYPES: usize = 11;
 
 /// mflags[0]: the message carries ping extensions.
 pub const MFLAG_EXT_DATA: u8 = 4;
+/// mflags[0]: a master paused for a manual failover; its offset is final.
+pub const MFLAG_PAUSED: u8 = 1;
 /// mflags[0]: a manual failover's vote request, which masters answer though the master
 /// is up.
 pub const MFLAG_FORCEACK: u8 = 2;

@@ -20,9 +20,12 @@
 //! Replicas: CLUSTER REPLICATE, or a master losing its last slot to another master, makes
 //! this node a replica in the state; after the event, replication is told to follow the
 //! master's address (the state is the source of truth, replication follows it). A replica
-//! of a failed master runs an election (FAILOVER_AUTH_REQUEST / ACK) and takes its slots.
-//! Manual failover and replica migration are not there yet: CLUSTER FAILOVER is refused,
-//! MFSTART is not acted on, and the migration directives accept only their defaults.
+//! of a failed master runs an election (FAILOVER_AUTH_REQUEST / ACK) and takes its slots,
+//! and a spare replica migrates to a master left without one (`cluster-migration-barrier`).
+//! CLUSTER FAILOVER runs the same election with the master up: the replica sends MFSTART,
+//! the master pauses writes (after the event, then pings its final offset) and the replica
+//! asks for votes (FORCEACK) once it has applied up to that offset; FORCE skips the master,
+//! TAKEOVER the vote.
 
 pub mod bus;
 pub mod codec;
@@ -160,6 +163,12 @@ fn settings(srv: &Server) -> Settings {
     }
 }
 
+/// The event after a manual failover's pause took hold (a plain function: an event is
+/// generic over its closure, and one started from inside another must not be).
+fn send_manual_failover_ping(st: &mut ClusterState, _: &mut Vec<nodes::Delivery>) {
+    st.send_manual_failover_ping(now_ms());
+}
+
 impl Cluster {
     /// Run `f` on the state as one event: then recompute what Redis recomputes before
     /// sleeping, refresh the routing view, connect new links and deliver PUBLISH messages.
@@ -221,7 +230,17 @@ impl Cluster {
             st.replication_told.clone_from(&target);
             target
         });
+        let mf_pause = st.mf_pause.take();
+        let mf_ping = st.mf_ping.is_some();
         drop(st);
+        if let Some(on) = mf_pause {
+            // A manual failover's write pause (Redis's PAUSE_DURING_FAILOVER); once it holds,
+            // the replica is told the offset writes stopped at.
+            srv.pause.during_failover(on);
+            if on && mf_ping {
+                self.event(srv, send_manual_failover_ping);
+            }
+        }
         match follow {
             Some(Some((host, port))) => {
                 tracing::info!("Connecting to MASTER {host}:{port}");
@@ -296,6 +315,9 @@ pub fn init(srv: &Arc<Server>) -> Result<(), String> {
         nodes_conf::save(&st, true)
             .map_err(|e| format!("Fatal: can't update cluster config file. ({e})"))?;
     }
+    // A replica by nodes.conf loads its files as a replica does (expired keys kept).
+    srv.cluster_replica_at_start
+        .store(st.me().is_replica(), Ordering::SeqCst);
     // My own ports are always the configured ones.
     let (p, pp, cp) = announced_ports(srv);
     let me = st.myself;

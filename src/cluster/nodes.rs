@@ -48,6 +48,9 @@ const FAIL_UNDO_TIME_MULT: i64 = 2;
 const MAX_REJOIN_DELAY: i64 = 5000;
 const MIN_REJOIN_DELAY: i64 = 500;
 const WRITABLE_DELAY: i64 = 2000;
+/// How long a manual failover may take before it is abandoned (ms), and the master's write
+/// pause meanwhile is at most this times two (Redis's CLUSTER_MF_TIMEOUT, _PAUSE_MULT).
+pub const MF_TIMEOUT: i64 = 5000;
 /// How long a master stays orphaned before a replica migrates to it (ms).
 const MIGRATION_DELAY: i64 = 5000;
 /// Why a replica cannot fail over yet (Redis's CLUSTER_CANT_FAILOVER_*), logged once per
@@ -293,6 +296,18 @@ pub struct ClusterState {
     pub failover_auth_epoch: u64,
     /// The last reason logged for not failing over, and when (to log each once a while).
     cant_failover: (u8, i64),
+    /// A manual failover in progress (Redis's mf_*): when it is abandoned (0: none); on
+    /// the master, the replica it pauses for; on the replica, whether its election may
+    /// start, and the master's final offset once the master reported itself paused.
+    pub mf_end: i64,
+    mf_replica: Option<NodeId>,
+    mf_can_start: bool,
+    mf_master_offset: Option<u64>,
+    /// The master's write pause for a manual failover to switch on or off once the state's
+    /// lock is released, and the link to ping once it is on (the ping carries the offset the
+    /// replica waits for, which must be read with writes held).
+    pub mf_pause: Option<bool>,
+    pub mf_ping: Option<LinkId>,
 }
 
 impl ClusterState {
@@ -335,6 +350,12 @@ impl ClusterState {
             failover_auth_rank: 0,
             failover_auth_epoch: 0,
             cant_failover: (0, 0),
+            mf_end: 0,
+            mf_replica: None,
+            mf_can_start: false,
+            mf_master_offset: None,
+            mf_pause: None,
+            mf_ping: None,
         };
         st.myself = st.add_node(Node::new(random_name(), F_MYSELF | F_MASTER, now));
         st
@@ -556,6 +577,7 @@ impl ClusterState {
     /// its open slots (it has no assigned ones by now), a replica leaves its old master.
     /// Replication follows once the event ends ([`ClusterState::replication_target`]).
     pub fn set_my_master(&mut self, master: NodeId) {
+        self.reset_manual_failover();
         let me = self.myself;
         if self.me().is_master() {
             let n = self.me_mut();
@@ -637,8 +659,10 @@ impl ClusterState {
                 return;
             }
         };
+        // A manual failover (CLUSTER FAILOVER) runs the election with the master up.
+        let manual = self.mf_end != 0 && self.mf_can_start;
         let mn = self.node(master);
-        if !mn.failed() || self.settings.replica_no_failover || mn.numslots == 0 {
+        if (!manual && (!mn.failed() || self.settings.replica_no_failover)) || mn.numslots == 0 {
             self.cant_failover.0 = 0;
             return;
         }
@@ -647,7 +671,10 @@ impl ClusterState {
             data_age -= timeout;
         }
         let factor = self.settings.replica_validity_factor;
-        if factor != 0 && data_age > self.settings.repl_ping_period * 1000 + timeout * factor {
+        if factor != 0
+            && data_age > self.settings.repl_ping_period * 1000 + timeout * factor
+            && !manual
+        {
             self.log_cant_failover(CANT_FAILOVER_DATA_AGE, now);
             return;
         }
@@ -657,6 +684,11 @@ impl ClusterState {
             self.failover_auth_sent = false;
             self.failover_auth_rank = self.replica_rank();
             self.failover_auth_time += self.failover_auth_rank as i64 * 1000;
+            if self.mf_end != 0 {
+                // A manual failover does not wait: its master is up and paused for it.
+                self.failover_auth_time = now;
+                self.failover_auth_rank = 0;
+            }
             tracing::warn!(
                 "Start of election delayed for {} milliseconds (rank #{}, offset {}).",
                 self.failover_auth_time - now,
@@ -666,7 +698,7 @@ impl ClusterState {
             self.broadcast_pong(true, now);
             return;
         }
-        if !self.failover_auth_sent {
+        if !self.failover_auth_sent && self.mf_end == 0 {
             let rank = self.replica_rank();
             if rank > self.failover_auth_rank {
                 let added = (rank - self.failover_auth_rank) as i64 * 1000;
@@ -692,7 +724,12 @@ impl ClusterState {
                 "Starting a failover election for epoch {}.",
                 self.current_epoch
             );
-            let msg = codec::encode(&self.header(codec::FAILOVER_AUTH_REQUEST), &Body::Empty);
+            let mut h = self.header(codec::FAILOVER_AUTH_REQUEST);
+            if self.mf_end != 0 {
+                // Masters vote for it though its master is not failing.
+                h.mflags[0] |= codec::MFLAG_FORCEACK;
+            }
+            let msg = codec::encode(&h, &Body::Empty);
             self.broadcast(&msg, codec::FAILOVER_AUTH_REQUEST);
             self.failover_auth_sent = true;
             self.want_save(true);
@@ -809,6 +846,88 @@ impl ClusterState {
         self.update_state(now);
         self.want_save(true);
         self.broadcast_pong(false, now);
+        self.reset_manual_failover();
+    }
+
+    /// End any manual failover (Redis's resetManualFailover): a master that paused its
+    /// writes for one lets them go.
+    fn reset_manual_failover(&mut self) {
+        if self.mf_replica.take().is_some() {
+            self.mf_pause = Some(false);
+            self.mf_ping = None;
+        }
+        self.mf_end = 0;
+        self.mf_can_start = false;
+        self.mf_master_offset = None;
+    }
+
+    /// CLUSTER FAILOVER on this replica (Redis's clusterCommand FAILOVER): TAKEOVER takes
+    /// the master's slots at once with a new epoch and no vote; FORCE runs the election at
+    /// once without the master's help; otherwise the master is asked (MFSTART) to pause its
+    /// writes and report its final offset, and the election starts once this replica has
+    /// applied up to it. Err: Redis's error text.
+    pub fn start_manual_failover(
+        &mut self,
+        force: bool,
+        takeover: bool,
+        now: i64,
+    ) -> Result<(), &'static str> {
+        if self.me().is_master() {
+            return Err("ERR You should send CLUSTER FAILOVER to a replica");
+        }
+        let Some(master) = self.me().slaveof else {
+            return Err("ERR I'm a replica but my master is unknown to me");
+        };
+        let mn = self.node(master);
+        if !force && (mn.failed() || mn.link.is_none()) {
+            return Err("ERR Master is down or failed, please use CLUSTER FAILOVER FORCE");
+        }
+        self.reset_manual_failover();
+        self.mf_end = now + MF_TIMEOUT;
+        if takeover {
+            // No consensus: a new epoch of our own, then the master's slots.
+            tracing::warn!("Taking over the master (user request).");
+            self.bump_epoch_without_consensus();
+            self.replace_my_master(now);
+        } else if force {
+            tracing::warn!("Forced failover user request accepted.");
+            self.mf_can_start = true;
+        } else {
+            tracing::warn!("Manual failover user request accepted.");
+            if let Some(l) = self.node(master).link {
+                let msg = codec::encode(&self.header(codec::MFSTART), &Body::Empty);
+                self.send(l, &msg, codec::MFSTART);
+            }
+        }
+        Ok(())
+    }
+
+    /// The replica's side, each cron (Redis's manualFailoverCheckTimeout and
+    /// clusterHandleManualFailover): abandon a manual failover past its time, and let the
+    /// election start once the master's final offset is reached.
+    fn handle_manual_failover(&mut self, now: i64) {
+        if self.mf_end != 0 && self.mf_end < now {
+            tracing::warn!("Manual failover timed out.");
+            self.reset_manual_failover();
+            return;
+        }
+        if self.mf_end == 0 || self.mf_can_start || !self.me().is_replica() {
+            return;
+        }
+        if self.mf_master_offset == Some(self.settings.repl_offset) {
+            self.mf_can_start = true;
+            tracing::warn!("All master replication stream processed, manual failover can start.");
+        }
+    }
+
+    /// After the master's pause is in force: the ping that gives the replica its final
+    /// offset (this event's header carries the offset read with writes held).
+    pub fn send_manual_failover_ping(&mut self, now: i64) {
+        if let Some(l) = self.mf_ping.take() {
+            if self.mf_end != 0 && self.links.contains_key(&l) {
+                self.send_ping(l, codec::PING, now);
+            }
+        }
     }
 
     /// A master answers a replica's vote request if it may (Redis's
@@ -1148,7 +1267,16 @@ impl ClusterState {
             cport: self.settings.cport,
             flags: me.flags,
             state: if self.state_ok { 0 } else { 1 },
-            mflags: [0; 3],
+            // A master paused for a manual failover says so: its offset is final.
+            mflags: [
+                if me.is_master() && self.mf_end != 0 {
+                    codec::MFLAG_PAUSED
+                } else {
+                    0
+                },
+                0,
+                0,
+            ],
         }
     }
 
@@ -1541,6 +1669,19 @@ impl ClusterState {
                 self.want_save(true);
             }
             self.node_mut(s).repl_offset = h.offset;
+            // My master, paused for my manual failover, sent its final offset.
+            if self.mf_end != 0
+                && self.me().is_replica()
+                && self.me().slaveof == Some(s)
+                && h.mflags[0] & codec::MFLAG_PAUSED != 0
+                && self.mf_master_offset.is_none()
+            {
+                self.mf_master_offset = Some(h.offset);
+                tracing::warn!(
+                    "Received replication offset for paused master manual failover: {}",
+                    h.offset
+                );
+            }
         }
         let is_ping_like = matches!(kind, codec::PING | codec::PONG | codec::MEET);
         if kind == codec::PING || kind == codec::MEET {
@@ -1781,8 +1922,21 @@ impl ClusterState {
                     }
                 }
             }
-            // Manual failovers (MFSTART) are not there yet: CLUSTER FAILOVER is refused, so
-            // no replica of this node's sends one and a master ignores it.
+            (codec::MFSTART, _) => {
+                // A replica of mine asks for a manual failover: writes pause (after this
+                // event) and it gets a ping with the offset they stopped at.
+                if let Some(s) = sender.filter(|&s| self.node(s).slaveof == Some(self.myself)) {
+                    self.reset_manual_failover();
+                    self.mf_end = now + MF_TIMEOUT;
+                    self.mf_replica = Some(s);
+                    self.mf_pause = Some(true);
+                    self.mf_ping = Some(link);
+                    tracing::warn!(
+                        "Manual failover requested by replica {}.",
+                        self.node(s).name_str()
+                    );
+                }
+            }
             _ => {}
         }
         true
@@ -1918,7 +2072,12 @@ impl ClusterState {
                 update_state = true;
             }
         }
+        if self.mf_end != 0 && self.mf_end < now && self.me().is_master() {
+            tracing::warn!("Manual failover timed out.");
+            self.reset_manual_failover();
+        }
         if self.me().is_replica() {
+            self.handle_manual_failover(now);
             self.handle_replica_failover(now);
             // Only a replica of a master with the most working replicas, and only when some
             // master has two, may move to an orphaned master.

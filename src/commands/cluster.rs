@@ -4,8 +4,8 @@
 //! 7.0's replies and error texts. Without it, as Redis without cluster support, the
 //! subcommand and its arity are checked as for any container, then the answer is that
 //! cluster support is disabled; COMMAND INFO, COMMAND LIST and COMMAND DOCS list the same
-//! subcommands Redis lists either way. CLUSTER FAILOVER is refused in cluster mode: this
-//! stage of Podium's cluster has replicas and automatic failover, not manual failover.
+//! subcommands Redis lists either way. CLUSTER FAILOVER runs a manual failover
+//! (`ClusterState::start_manual_failover`).
 
 use super::flags::*;
 use super::{CmdResult, Ctx, Keys, Spec};
@@ -56,8 +56,6 @@ pub(crate) const SUBCOMMANDS: &[&str] = &[
 ];
 
 const DISABLED: &str = "ERR This instance has cluster support disabled";
-const NO_FAILOVER: &str =
-    "ERR Podium's cluster mode has no manual failover so far: CLUSTER FAILOVER is not supported (a replica of a failed master still takes over by election)";
 
 fn cluster_of<'a>(ctx: &Ctx<'_, 'a>) -> Result<&'a Cluster, Reply> {
     crate::cluster::get(ctx.srv).ok_or_else(|| Reply::error(DISABLED))
@@ -293,10 +291,16 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     return Err(Reply::error(super::errors::SYNTAX));
                 }
             }
-            if cl.read(|st| st.me().is_master()) {
-                return Err(err("You should send CLUSTER FAILOVER to a replica"));
-            }
-            Err(Reply::error(NO_FAILOVER))
+            let (force, takeover) = match a.get(2) {
+                Some(o) if o.eq_ignore_ascii_case(b"force") => (true, false),
+                Some(_) => (true, true),
+                None => (false, false),
+            };
+            cl.event(srv, |st, _| {
+                st.start_manual_failover(force, takeover, crate::cluster::now_ms())
+                    .map(|()| Reply::Ok)
+                    .map_err(Reply::error)
+            })
         }
         ("set-config-epoch", 3) => {
             let epoch = super::args::int(&a[2])?;
@@ -497,11 +501,23 @@ fn setslot(ctx: &mut Ctx, cl: &Cluster, a: &[Bytes]) -> CmdResult {
                 if keys == 0 && st.migrating[slot].is_some() {
                     st.migrating[slot] = None;
                 }
+                let slot_was_mine = st.slots[slot] == Some(me);
                 st.del_slot(slot);
                 st.add_slot(n, slot);
-                // Redis turns a master that gave away its last slot into a replica of the
-                // receiver (cluster-allow-replica-migration); without replicas it stays an
-                // empty master.
+                // A master that gave away its last slot becomes a replica of the receiver
+                // (cluster-allow-replica-migration yes), as Redis 7.0 does it.
+                if slot_was_mine
+                    && n != me
+                    && st.me().numslots == 0
+                    && st.settings.allow_replica_migration
+                {
+                    tracing::warn!(
+                        "Configuration change detected. Reconfiguring myself as a replica of {}",
+                        st.node(n).name_str()
+                    );
+                    st.set_my_master(n);
+                    st.want_save(true);
+                }
                 if n == me && st.importing[slot].is_some() {
                     if st.bump_epoch_without_consensus() {
                         tracing::warn!("configEpoch updated after importing slot {slot}");

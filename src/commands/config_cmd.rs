@@ -179,9 +179,15 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
             Ok(Reply::Ok)
         }
+        // In cluster mode nodes.conf records whom this node follows, and Redis writes no
+        // replicaof (a restart would refuse it: "replicaof directive not allowed").
         "rewrite" if a.len() == 2 => match crate::config_rewrite::rewrite(
             &ctx.srv.config,
-            &crate::state::replica_link::followed_master(ctx.srv),
+            &if ctx.srv.config.flag(dir::CLUSTER_ENABLED) {
+                String::new()
+            } else {
+                crate::state::replica_link::followed_master(ctx.srv)
+            },
         ) {
             Ok(()) => Ok(Reply::Ok),
             Err(e) => Err(Reply::Error(e)),

@@ -800,12 +800,18 @@ fn read_checked(srv: &Server, path: &Path) -> Result<Parsed, String> {
     let name = path.display().to_string();
     let data = std::fs::read(path).map_err(|e| format!("Can't open {name}: {e}"))?;
     start_load_progress(srv, data.len() as u64);
+    // Keys that expired while the file lay on disk are dropped by a master only: a replica
+    // keeps them until its master's DELs come (Redis's rdbLoad checks iAmMaster()), so a
+    // replica restarted from its own file has what its master still has.
+    let as_replica = crate::state::replica_link::is_replica(srv)
+        || crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF)).is_some()
+        || srv.cluster_replica_at_start.load(Ordering::Relaxed);
     let parsed = parse(
         &data,
         &name,
         &limits(srv),
         srv.keyspace.num_dbs(),
-        Some(crate::clock::unix_ms()),
+        (!as_replica).then(crate::clock::unix_ms),
     )?;
     srv.aof
         .inner

@@ -96,6 +96,12 @@ pub struct ClientInfo {
     /// The memory of the running command's arguments (their bytes and handles); 0 between
     /// commands (a request still arriving is in the query buffer's memory).
     pub(crate) argv_held: AtomicUsize,
+    /// Shard channels the server dropped from this client's subscriptions (their slot moved
+    /// to another shard: [`crate::pubsub::PubSub::drop_shard_channels`]), already confirmed
+    /// to it with a sunsubscribe push; the connection forgets them before its next command
+    /// ([`ClientInfo::take_dropped_shard_channels`]).
+    dropped_shard_channels: Mutex<Vec<Bytes>>,
+    shard_channels_dropped: AtomicBool,
     /// The query buffer's allocation (what `qbuf` and `qbuf-free` show is what Redis would
     /// have left in it: see `protocol::Progress`).
     pub(crate) qbuf_mem: AtomicUsize,
@@ -193,6 +199,8 @@ impl ClientInfo {
             qbuf_check: AtomicBool::new(false),
             argv_mem: AtomicUsize::new(0),
             argv_held: AtomicUsize::new(0),
+            dropped_shard_channels: Mutex::new(Vec::new()),
+            shard_channels_dropped: AtomicBool::new(false),
             qbuf_mem: AtomicUsize::new(0),
             state_mem: AtomicUsize::new(0),
             multi_mem: AtomicUsize::new(0),
@@ -370,6 +378,20 @@ impl ClientInfo {
     }
 
     /// Move the queued pushes into the connection's output buffer `out`.
+    /// Note a shard channel the server dropped from this client's subscriptions.
+    pub(crate) fn note_dropped_shard_channel(&self, channel: Bytes) {
+        self.dropped_shard_channels.lock().push(channel);
+        self.shard_channels_dropped.store(true, Ordering::Release);
+    }
+
+    /// The shard channels dropped since the last call (one atomic load when none was).
+    pub(crate) fn take_dropped_shard_channels(&self) -> Vec<Bytes> {
+        if !self.shard_channels_dropped.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.dropped_shard_channels.lock())
+    }
+
     pub(crate) fn drain_pushes(&self, out: &mut Vec<u8>) {
         self.push.drain_counted(out, Some(&self.out_held));
     }

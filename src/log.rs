@@ -44,6 +44,11 @@ pub fn set_level(name: &str) {
     LEVEL.store(level, Ordering::Relaxed);
 }
 
+/// The log goes to a file (`logfile` set), not to standard output.
+pub fn to_file() -> bool {
+    !LOGFILE.read().is_empty()
+}
+
 /// The `logfile` directive: empty means standard output.
 pub fn set_logfile(path: &str) {
     *LOGFILE.write() = path.to_string();

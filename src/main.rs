@@ -44,7 +44,14 @@ fn main() {
         }
     };
     if let Err(e) = podium::server::run(config) {
-        eprintln!("podium: {e}");
+        // As redis-server: with a logfile, why the server stops goes there alone; its stderr
+        // stays quiet (Redis's instance suites count any stderr output as a failure, and
+        // retry a start that lost its port to a race, as an operator's supervisor would).
+        if podium::server::logs_to_file() {
+            tracing::warn!("{e}");
+        } else {
+            eprintln!("podium: {e}");
+        }
         std::process::exit(1);
     }
     // Connections still open are abandoned here, as redis-server does on SHUTDOWN.

@@ -283,6 +283,48 @@ impl PubSub {
         receivers
     }
 
+    /// Drop every shard channel `in_lost_slot` says belongs to a slot this node's shard no
+    /// longer serves (Redis's removeChannelsInSlot): each subscriber gets a sunsubscribe push
+    /// with the shard subscriptions it has left, after the messages already queued for it,
+    /// and its connection forgets the channel before its next command.
+    pub(crate) fn drop_shard_channels(
+        &self,
+        in_lost_slot: impl Fn(&[u8]) -> bool,
+        limit: ObufLimit,
+        now_ms: i64,
+    ) {
+        let mut map = self.shard_channels.write();
+        if map.is_empty() {
+            return;
+        }
+        let lost: Vec<Bytes> = map.keys().filter(|c| in_lost_slot(c)).cloned().collect();
+        for channel in lost {
+            let Some(subscribers) = map.remove(&channel) else {
+                continue;
+            };
+            for info in subscribers.values() {
+                let left = &info.push.counts[2];
+                let count = left.load(Ordering::Relaxed).saturating_sub(1);
+                left.store(count, Ordering::Relaxed);
+                info.note_dropped_shard_channel(channel.clone());
+                let mut enc = Encoded::new(vec![
+                    bulk(Kind::Shard.unsubscribe_word()),
+                    Reply::Bulk(channel.clone()),
+                    Reply::Int(count as i64),
+                ]);
+                deliver(info, &mut enc, limit, now_ms);
+            }
+        }
+    }
+
+    /// Forget the shard channels the server dropped from this client (see
+    /// [`PubSub::drop_shard_channels`]); the registry no longer has them.
+    pub(crate) fn forget_dropped(info: &ClientInfo, subs: &mut Subscriptions) {
+        for channel in info.take_dropped_shard_channels() {
+            subs.shard.remove(&channel);
+        }
+    }
+
     /// Channels (of `kind` Channel or Shard) with subscribers, matching `pattern` if given.
     pub(crate) fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
         self.map(kind)

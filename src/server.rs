@@ -231,6 +231,11 @@ pub fn run(config: Config) -> Result<(), String> {
 
 /// Point the log at the configured file and level and print the lines Redis prints before
 /// the server is built (tools and Redis's test harness read them).
+/// The log goes to a file (`logfile` set): `main` reports a failed start there alone.
+pub fn logs_to_file() -> bool {
+    crate::log::to_file()
+}
+
 fn init_logging(config: &Config) {
     crate::log::set_level(&config.text(dir::LOGLEVEL));
     crate::log::set_logfile(&config.text(dir::LOGFILE));

@@ -698,9 +698,9 @@ fn keys_of_a_slot_lost_to_a_newer_claim_are_deleted_on_the_replica_too() {
     assert_eq!(readonly_get(r.port, "kept").unwrap().as_deref(), Some("v"));
 }
 
-/// Replica migration (cluster-allow-replica-migration yes, cluster-migration-barrier 1, the
-/// defaults): when a master loses its only replica, a replica of the master that has two
-/// moves to it, and the first master keeps one.
+/// Replica migration (cluster-allow-replica-migration yes): when a master loses its only
+/// replica, a replica of the master that has two moves to it, and the first master keeps
+/// one, with cluster-migration-barrier 1 (the default); with 2, none moves.
 #[test]
 fn a_replica_migrates_to_a_master_left_without_one() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -741,10 +741,14 @@ fn a_replica_migrates_to_a_master_left_without_one() {
         .iter()
         .find(|&&p| role(p).starts_with(&format!("slave {poor} ")))
         .expect("the other master's replica");
+    let poor_replica_id = myid(poor_replica);
+    let all_ports: Vec<u16> = ports.iter().copied().chain([extra]).collect();
+    // With a barrier of 2, `rich` (two replicas) has none to spare.
+    for &p in &all_ports {
+        text(p, &["CONFIG", "SET", "cluster-migration-barrier", "2"]);
+    }
     let i = nodes.iter().position(|n| n.port == poor_replica).unwrap();
     drop(nodes.remove(i));
-    // A replica of `rich` moves to `poor` (after node-timeout for the failure and the 5 s
-    // an orphaned master waits), and `rich` keeps the other.
     let rich_replicas = [extra]
         .into_iter()
         .chain(ports.iter().copied())
@@ -752,6 +756,27 @@ fn a_replica_migrates_to_a_master_left_without_one() {
         .filter(|&p| role(p).starts_with(&format!("slave {rich} ")))
         .collect::<Vec<_>>();
     assert_eq!(rich_replicas.len(), 2, "{rich_replicas:?}");
+    wait_for("the dead replica to be marked failed", 30, || {
+        text(rich_replicas[0], &["CLUSTER", "NODES"])
+            .lines()
+            .any(|l| l.starts_with(&poor_replica_id) && l.contains("fail"))
+    });
+    // Longer than the 5 s an orphaned master waits before a replica may move to it.
+    std::thread::sleep(Duration::from_secs(8));
+    for &p in &rich_replicas {
+        assert_eq!(
+            role(p),
+            format!("slave {rich} connected"),
+            "no replica migrates past cluster-migration-barrier 2"
+        );
+    }
+    // With the default barrier of 1, a replica of `rich` moves to `poor`, and `rich` keeps
+    // the other.
+    for &p in &all_ports {
+        if p != poor_replica {
+            text(p, &["CONFIG", "SET", "cluster-migration-barrier", "1"]);
+        }
+    }
     wait_for("a replica to migrate to the orphaned master", 60, || {
         rich_replicas
             .iter()
@@ -877,4 +902,196 @@ fn manual_failover_and_takeover_swap_master_and_replica() {
         log.contains("All master replication stream processed, manual failover can start."),
         "{log}"
     );
+}
+
+/// One master holding every slot and its replica, made by hand (redis-cli wants three
+/// masters): the nodes, once the replica is connected.
+fn master_and_replica(ports: [u16; 2], dir: &Path) -> (Node, Node) {
+    let master = start(&podium_bin(), ports[0], &dir.join("master"));
+    let replica = start(&podium_bin(), ports[1], &dir.join("replica"));
+    text(master.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    text(
+        replica.port,
+        &[
+            "CLUSTER",
+            "MEET",
+            "127.0.0.1",
+            &ports[0].to_string(),
+            &(ports[0] + 1000).to_string(),
+        ],
+    );
+    let master_id = myid(master.port);
+    wait_for("the replica to know the master", 30, || {
+        text(replica.port, &["CLUSTER", "NODES"]).contains(&master_id)
+    });
+    text(replica.port, &["CLUSTER", "REPLICATE", &master_id]);
+    wait_for("the replica to be connected", 30, || {
+        role(replica.port) == format!("slave {} connected", master.port) && cluster_ok(replica.port)
+    });
+    (master, replica)
+}
+
+/// The replicas CLUSTER SLOTS lists for the one range of a single-master cluster.
+fn replicas_in_slots(port: u16) -> usize {
+    match cmd(port, &["CLUSTER", "SLOTS"]).expect("CLUSTER SLOTS") {
+        redis::Value::Array(ranges) => match ranges.first() {
+            Some(redis::Value::Array(r)) => r.len().saturating_sub(3),
+            _ => 0,
+        },
+        v => panic!("CLUSTER SLOTS: {v:?}"),
+    }
+}
+
+/// A replica redirects what may write, as Redis's getNodeByQuery judges it: a script that
+/// declares no `no-writes` flag, even from a READONLY client, gets -MOVED; a `no-writes`
+/// script is served. A replica restarted from its own RDB (its role from nodes.conf) keeps
+/// its master's replication ID and continues by partial resynchronization, and lists
+/// itself in CLUSTER SLOTS once it has its master's data.
+#[test]
+fn a_replica_redirects_writing_scripts_and_resumes_its_stream_after_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (master, replica) = master_and_replica([28831, 28832], dir.path());
+    text(master.port, &["SET", "a", "1"]);
+    wait_for("the write to reach the replica", 30, || {
+        readonly_get(replica.port, "a").ok().flatten().as_deref() == Some("1")
+    });
+    let mut c = con(replica.port);
+    redis::cmd("READONLY").query::<()>(&mut c).unwrap();
+    let writing: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg("#!lua\nreturn redis.call('del', KEYS[1])")
+        .arg(1)
+        .arg("a")
+        .query(&mut c);
+    let e = writing.expect_err("a writing script is redirected");
+    assert_eq!(e.code(), Some("MOVED"), "{e:?}");
+    let reading: String = redis::cmd("EVAL")
+        .arg("#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])")
+        .arg(1)
+        .arg("a")
+        .query(&mut c)
+        .expect("a no-writes script runs on the replica");
+    assert_eq!(reading, "1");
+    // Once the master hears the replica's offset (the next ping), both list it.
+    wait_for(
+        "the master to list its replica in CLUSTER SLOTS",
+        30,
+        || replicas_in_slots(master.port) == 1,
+    );
+    assert_eq!(
+        replicas_in_slots(replica.port),
+        1,
+        "the replica lists itself"
+    );
+
+    // Restarted from its own RDB: a partial resynchronization, not a full one.
+    text(replica.port, &["SAVE"]);
+    let port = replica.port;
+    drop(replica);
+    let full_before = info_field(master.port, "sync_full");
+    let replica = start(&podium_bin(), port, &dir.path().join("replica"));
+    wait_for("the restarted replica to be connected", 30, || {
+        role(replica.port) == format!("slave {} connected", master.port)
+    });
+    assert_eq!(info_field(master.port, "sync_full"), full_before);
+    assert_eq!(info_field(master.port, "sync_partial_ok"), "1");
+}
+
+fn info_field(port: u16, field: &str) -> String {
+    let info = text(port, &["INFO", "everything"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+        .trim()
+        .to_string()
+}
+
+/// Sharded Pub/Sub follows the slots (Redis's removeChannelsInSlot): when a slot moves to
+/// another master, a client subscribed to a shard channel of it gets a sunsubscribe push
+/// with the shard channels it has left, and its other channels stay. CONFIG SET of
+/// cluster-preferred-endpoint-type shows in CLUSTER SLOTS at once.
+#[test]
+fn shard_channels_of_a_slot_that_moves_away_are_unsubscribed() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = start(&podium_bin(), 28841, &dir.path().join("a"));
+    let b = start(&podium_bin(), 28842, &dir.path().join("b"));
+    text(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    text(b.port, &["CLUSTER", "MEET", "127.0.0.1", "28841", "29841"]);
+    wait_for("both nodes to know each other", 30, || {
+        nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
+    });
+    // ch3 and ch7 hash to different slots.
+    let slot_of = |ch: &str| text(a.port, &["CLUSTER", "KEYSLOT", ch]);
+    assert_ne!(slot_of("ch3"), slot_of("ch7"));
+    let sock = std::net::TcpStream::connect(("127.0.0.1", a.port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut w = sock.try_clone().unwrap();
+    let mut r = BufReader::new(sock);
+    // One RESP2 push of three elements, its lines joined by spaces.
+    let read_push = |r: &mut BufReader<std::net::TcpStream>| {
+        let mut line = || {
+            let mut l = String::new();
+            r.read_line(&mut l).expect("a push");
+            l.trim_end().to_string()
+        };
+        let mut lines = vec![line()];
+        for _ in 0..3 {
+            let head = line();
+            let bulk = head.starts_with('$');
+            lines.push(head);
+            if bulk {
+                lines.push(line());
+            }
+        }
+        lines.join(" ")
+    };
+    w.write_all(b"SSUBSCRIBE ch3\r\nSSUBSCRIBE ch7\r\n")
+        .unwrap();
+    assert_eq!(read_push(&mut r), "*3 $10 ssubscribe $3 ch3 :1");
+    assert_eq!(read_push(&mut r), "*3 $10 ssubscribe $3 ch7 :2");
+    let slot = slot_of("ch3");
+    let b_id = myid(b.port);
+    text(b.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &b_id]);
+    text(a.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &b_id]);
+    assert_eq!(read_push(&mut r), "*3 $12 sunsubscribe $3 ch3 :1");
+    // ch7 still delivers; ch3 is now b's.
+    assert_eq!(text(a.port, &["SPUBLISH", "ch7", "hi"]), "1");
+    assert_eq!(read_push(&mut r), "*3 $8 smessage $3 ch7 $2 hi");
+    let e = err_text(cmd(a.port, &["SPUBLISH", "ch3", "hi"]));
+    assert!(e.starts_with("MOVED"), "{e}");
+    // The connection forgot ch3: unsubscribing everything confirms ch7 alone.
+    w.write_all(b"SUNSUBSCRIBE\r\n").unwrap();
+    assert_eq!(read_push(&mut r), "*3 $12 sunsubscribe $3 ch7 :0");
+
+    text(
+        a.port,
+        &["CONFIG", "SET", "cluster-announce-hostname", "a.example"],
+    );
+    text(
+        a.port,
+        &[
+            "CONFIG",
+            "SET",
+            "cluster-preferred-endpoint-type",
+            "hostname",
+        ],
+    );
+    // a's ranges name it by its hostname now.
+    let redis::Value::Array(ranges) = cmd(a.port, &["CLUSTER", "SLOTS"]).unwrap() else {
+        panic!("CLUSTER SLOTS is an array");
+    };
+    let endpoint = ranges
+        .iter()
+        .find_map(|range| match range {
+            redis::Value::Array(r) => match &r[2] {
+                redis::Value::Array(node) if node[1] == redis::Value::Int(28841) => {
+                    Some(format!("{:?}", node[0]))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a range of a's");
+    assert!(endpoint.contains("a.example"), "{endpoint}");
 }

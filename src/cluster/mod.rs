@@ -34,7 +34,7 @@ pub mod nodes_conf;
 pub mod routing;
 
 use crate::config::dir;
-use crate::keyspace::slots::SLOTS;
+use crate::keyspace::slots::{key_hash_slot, SLOTS};
 use crate::state::Server;
 use bytes::Bytes;
 use nodes::{ClusterState, Settings};
@@ -153,7 +153,7 @@ fn settings(srv: &Server) -> Settings {
             _ => 0,
         },
         sendbuf_limit: srv.config.int(dir::CLUSTER_LINK_SENDBUF_LIMIT).max(0) as u64,
-        repl_offset: srv.repl.offset(),
+        repl_offset: crate::state::replica_link::gossip_offset(srv),
         repl_data_age: crate::state::replica_link::data_age_ms(srv),
         repl_ping_period: srv.config.int(dir::REPL_PING_REPLICA_PERIOD),
         replica_no_failover: srv.config.flag(dir::CLUSTER_REPLICA_NO_FAILOVER),
@@ -225,6 +225,7 @@ impl Cluster {
         }
         let connects = st.take_connects();
         let lost = std::mem::take(&mut st.lost_slots);
+        let channels_lost = std::mem::take(&mut st.channel_slots_lost);
         let target = st.replication_target();
         let follow = (target != st.replication_told).then(|| {
             st.replication_told.clone_from(&target);
@@ -259,6 +260,17 @@ impl Cluster {
                     .invalidate(srv, std::slice::from_ref(&key), 0, None, true);
                 srv.propagate(0, vec![Bytes::from_static(verb), key]);
             });
+        }
+        if !channels_lost.is_empty() {
+            let mut lost_bits = vec![false; SLOTS];
+            for &slot in &channels_lost {
+                lost_bits[slot as usize] = true;
+            }
+            srv.pubsub.drop_shard_channels(
+                |channel| lost_bits[key_hash_slot(channel) as usize],
+                srv.config.hot.obuf.pubsub(),
+                now,
+            );
         }
         if let Some(e) = fatal {
             // Redis exits when it cannot update nodes.conf.

@@ -283,6 +283,8 @@ pub struct ClusterState {
     /// Slots this node served and lost to a newer configuration: their keys are deleted
     /// once the lock is released (the state's lock is never held while a shard's is taken).
     pub lost_slots: Vec<u16>,
+    /// Slots my shard stopped serving in this event: their shard channels are dropped.
+    pub channel_slots_lost: Vec<u16>,
     /// The master address replication was last told to follow (None: not following).
     /// [`crate::cluster::Cluster::event`] compares it with [`ClusterState::replication_target`]
     /// after each event and tells replication when they differ.
@@ -343,6 +345,7 @@ impl ClusterState {
             config_path,
             slots_dirty: true,
             lost_slots: Vec::new(),
+            channel_slots_lost: Vec::new(),
             replication_told: None,
             failover_auth_time: 0,
             failover_auth_count: 0,
@@ -455,6 +458,11 @@ impl ClusterState {
         let Some(id) = self.slots[slot] else {
             return false;
         };
+        // A slot my shard (I, or the master I replicate) no longer serves takes its shard
+        // channels with it (Redis's clusterDelSlot).
+        if id == self.myself || self.me().slaveof == Some(id) {
+            self.channel_slots_lost.push(slot as u16);
+        }
         let n = self.node_mut(id);
         if bit(&n.slots, slot) {
             clear_bit(&mut n.slots, slot);
@@ -902,15 +910,10 @@ impl ClusterState {
         Ok(())
     }
 
-    /// The replica's side, each cron (Redis's manualFailoverCheckTimeout and
-    /// clusterHandleManualFailover): abandon a manual failover past its time, and let the
-    /// election start once the master's final offset is reached.
-    fn handle_manual_failover(&mut self, now: i64) {
-        if self.mf_end != 0 && self.mf_end < now {
-            tracing::warn!("Manual failover timed out.");
-            self.reset_manual_failover();
-            return;
-        }
+    /// The replica's side, each cron after the timeout check (Redis's
+    /// clusterHandleManualFailover): let the election start once the master's final offset
+    /// is reached.
+    fn handle_manual_failover(&mut self) {
         if self.mf_end == 0 || self.mf_can_start || !self.me().is_replica() {
             return;
         }
@@ -2072,12 +2075,13 @@ impl ClusterState {
                 update_state = true;
             }
         }
-        if self.mf_end != 0 && self.mf_end < now && self.me().is_master() {
+        // A manual failover past its time is abandoned, on either side.
+        if self.mf_end != 0 && self.mf_end < now {
             tracing::warn!("Manual failover timed out.");
             self.reset_manual_failover();
         }
         if self.me().is_replica() {
-            self.handle_manual_failover(now);
+            self.handle_manual_failover();
             self.handle_replica_failover(now);
             // Only a replica of a master with the most working replicas, and only when some
             // master has two, may move to an orphaned master.

@@ -138,10 +138,17 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
 }
 
 /// Whether a key a script touches is served here (Redis's scriptVerifyClusterState, for
-/// the keys a script did not declare): the error text when it is not.
-pub fn script_key_refusal(srv: &Server, key: &[u8], writes: bool) -> Option<&'static str> {
+/// the keys a script did not declare): the error text when it is not. A replica serves the
+/// reads of a READONLY client (`readonly`) for its master's slots, as for any command.
+pub fn script_key_refusal(
+    srv: &Server,
+    key: &[u8],
+    writes: bool,
+    readonly: bool,
+) -> Option<&'static str> {
     let cluster = get(srv)?;
-    let bits = cluster.view.slot(key_hash_slot(key));
+    let slot = key_hash_slot(key);
+    let bits = cluster.view.slot(slot);
     if !cluster.view.state_ok() {
         if !srv
             .config
@@ -153,8 +160,18 @@ pub fn script_key_refusal(srv: &Server, key: &[u8], writes: bool) -> Option<&'st
             return Some("Script attempted to execute a write command while the cluster is down and readonly");
         }
     }
-    (bits & VIEW_MINE == 0 && bits & VIEW_IMPORTING == 0)
-        .then_some("Script attempted to access a non local key in a cluster node")
+    if bits & VIEW_MINE == 0 && bits & VIEW_IMPORTING == 0 {
+        let replica_read = readonly
+            && !writes
+            && cluster.read(|st| {
+                let me = st.me();
+                me.is_replica() && me.slaveof.is_some() && me.slaveof == st.slots[slot as usize]
+            });
+        if !replica_read {
+            return Some("Script attempted to access a non local key in a cluster node");
+        }
+    }
+    None
 }
 
 fn reply(srv: &Server, r: Redirect) -> Reply {

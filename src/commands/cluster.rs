@@ -147,8 +147,14 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         ("myid", 2) => Ok(Reply::Bulk(Bytes::copy_from_slice(
             &cl.read(|st| st.me().name),
         ))),
-        ("slots", 2) => Ok(cl.read(slots_reply)),
-        ("shards", 2) => Ok(cl.read(|st| shards_reply(st, srv.repl.offset()))),
+        ("slots", 2) => {
+            let mine = crate::state::replica_link::gossip_offset(srv);
+            Ok(cl.read(|st| slots_reply(st, mine)))
+        }
+        ("shards", 2) => {
+            let mine = crate::state::replica_link::gossip_offset(srv);
+            Ok(cl.read(|st| shards_reply(st, mine)))
+        }
         ("flushslots", 2) => {
             if !ctx.db_at(0).is_empty() {
                 return Err(err("DB must be empty to perform CLUSTER FLUSHSLOTS."));
@@ -570,7 +576,7 @@ fn slot_node(st: &ClusterState, id: u32) -> Reply {
     ])
 }
 
-fn slots_reply(st: &ClusterState) -> Reply {
+fn slots_reply(st: &ClusterState, my_offset: u64) -> Reply {
     let mut out = Vec::new();
     let mut j = 0;
     while j < SLOTS {
@@ -589,7 +595,14 @@ fn slots_reply(st: &ClusterState) -> Reply {
         ];
         for r in &st.node(owner).replicas {
             let rn = st.node(*r);
-            if !rn.failed() && rn.repl_offset != 0 {
+            // A replica that has no data from its master yet (offset 0) is left out; this
+            // node's own offset is the one it gossips.
+            let offset = if rn.flags & F_MYSELF != 0 {
+                my_offset
+            } else {
+                rn.repl_offset
+            };
+            if !rn.failed() && offset != 0 {
                 range.push(slot_node(st, *r));
             }
         }

@@ -115,15 +115,12 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     {
                         crate::persistence::rewrite::delete_history(ctx.srv);
                     }
-                    // What this node tells the cluster about itself.
-                    if changed.contains(dir::CLUSTER_ANNOUNCE_IP)
-                        || changed.contains(dir::CLUSTER_ANNOUNCE_HOSTNAME)
-                        || changed.contains(dir::CLUSTER_ANNOUNCE_PORT)
-                        || changed.contains(dir::CLUSTER_ANNOUNCE_BUS_PORT)
-                        || changed.contains(dir::CLUSTER_REPLICA_NO_FAILOVER)
-                    {
-                        // My own entry takes the new address now (the cluster's event does it),
-                        // as Redis's setters update myself at once.
+                    // What this node tells the cluster about itself, and how it answers
+                    // (cluster-preferred-endpoint-type, the barrier ...).
+                    if changed.names().any(|n| n.starts_with("cluster-")) {
+                        // My own entry and the cluster's settings take the new values now
+                        // (the cluster's event reads them), as Redis's setters update its
+                        // state at once.
                         if let Some(cluster) = crate::cluster::get(ctx.srv) {
                             cluster.event(ctx.srv, |_, _| ());
                         }

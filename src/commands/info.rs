@@ -408,7 +408,11 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
             ),
             "keyspace" => {
                 for db in 0..srv.keyspace.num_dbs() {
-                    let (keys, vol) = srv.keyspace.db_sizes(db);
+                    let (keys, vol) = if srv.aof.loading() {
+                        srv.keyspace.db_sizes_without_waiting(db)
+                    } else {
+                        srv.keyspace.db_sizes(db)
+                    };
                     if keys > 0 {
                         kv(
                             &format!("db{db}"),

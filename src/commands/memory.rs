@@ -185,13 +185,22 @@ pub(crate) fn tables_from(
     all
 }
 
-/// The figures, locking each shard in turn (INFO, which holds no shard lock).
+/// The figures, locking each shard in turn (INFO, which holds no shard lock). While a load
+/// holds every shard the ones it holds are left out, so that INFO answers during the load
+/// (see `Keyspace::db_sizes_without_waiting`).
 pub(crate) fn measure_unlocked(srv: &Server) -> Overhead {
     let ks = &srv.keyspace;
+    let loading = srv.aof.loading();
     let dbs = tables_from(ks.num_dbs(), |f| {
         for (d, db) in ks.dbs.iter().enumerate() {
             for s in db.shards.iter() {
-                f(d, &s.lock());
+                if loading {
+                    if let Some(shard) = s.try_lock() {
+                        f(d, &shard);
+                    }
+                } else {
+                    f(d, &s.lock());
+                }
             }
         }
     });

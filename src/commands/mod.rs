@@ -845,6 +845,8 @@ pub fn dispatch_with<'a>(
     // settled for this command before it is read.
     client.cluster.command_starts(client.multi.is_some());
     let asking = client.cluster.asking;
+    // Shard channels a slot move took from this client are forgotten before it runs more.
+    crate::pubsub::PubSub::forget_dropped(&client.info, &mut client.subs);
     let Some(spec) = lookup(&args[0]) else {
         if client.multi.is_some() {
             client.multi_abort = true;
@@ -1118,12 +1120,19 @@ fn cluster_redirect(
             _ => spec.key_positions(a),
         }
     };
+    // A script's declared flags stand for EVAL's and FCALL's own (Redis's getCommandFlags):
+    // a script that may write is redirected from a replica as any write is.
+    let writes = |c: &Spec, a: &[Bytes]| {
+        crate::commands::scripting::effective_command_flags(srv, c.name, a, c.flags) & flags::WRITE
+            != 0
+    };
     let mut keys: Vec<&[u8]> = Vec::new();
-    let mut any_write = spec.flags & flags::WRITE != 0;
+    let command_writes = writes(spec, args);
+    let mut any_write = command_writes;
     if spec.flags & flags::RUNS_QUEUE != 0 {
         for a in client.multi.as_deref()? {
             if let Some(c) = lookup(&a[0]) {
-                any_write |= c.flags & flags::WRITE != 0;
+                any_write |= writes(c, a);
                 keys.extend(keys_of(c, a).into_iter().map(|i| &a[i][..]));
             }
         }
@@ -1137,7 +1146,7 @@ fn cluster_redirect(
         srv,
         &crate::cluster::routing::Query {
             keys,
-            command_writes: spec.flags & flags::WRITE != 0,
+            command_writes,
             any_write,
             pubsub_shard: shard_pubsub,
             migrate: spec.name == "migrate",

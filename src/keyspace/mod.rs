@@ -934,6 +934,20 @@ impl Keyspace {
         (keys, vol)
     }
 
+    /// [`Keyspace::db_sizes`] without waiting: the shards another thread holds are left out.
+    /// A load holds every shard while it applies a file, and INFO must still answer then
+    /// (Redis serves it between loading steps, with the keys loaded so far).
+    pub fn db_sizes_without_waiting(&self, db: usize) -> (usize, usize) {
+        let (mut keys, mut vol) = (0, 0);
+        for s in self.dbs[db].shards.iter() {
+            if let Some(s) = s.try_lock() {
+                keys += s.len();
+                vol += s.volatile_len();
+            }
+        }
+        (keys, vol)
+    }
+
     /// Total expired-key deletions so far.
     pub fn expired_total(&self) -> u64 {
         self.dbs

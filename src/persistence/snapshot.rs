@@ -936,9 +936,11 @@ pub(crate) fn load_file(srv: &Server, path: &Path) -> Result<(), String> {
     let expired_keys = std::mem::take(&mut parsed.expired_keys);
     let loaded = apply(srv, parsed, &path.display().to_string())?;
     record_load(srv, loaded, expired, empty_skipped);
-    // A master (no `replicaof` at startup) keeps serving the history the file recorded.
-    let master =
-        crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF)).is_none();
+    // A master (no `replicaof` at startup, and not a replica by nodes.conf: Redis's
+    // iAmMaster) keeps serving the history the file recorded.
+    let master = crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF))
+        .is_none()
+        && !srv.cluster_replica_at_start.load(Ordering::Relaxed);
     if let (false, Some(h)) = (master, &history) {
         // A replica restarted from its own RDB continues its master's history from the offset
         // it recorded, in the database the stream had selected (Redis's loadDataFromDisk

@@ -226,6 +226,25 @@ pub(crate) fn is_replica(srv: &Server) -> bool {
     srv.master_link.has_master.load(Ordering::Acquire)
 }
 
+/// The replication offset a replica gives the cluster bus (Redis's
+/// replicationGetSlaveOffset): 0 during a full synchronization, when Redis has neither a
+/// master client nor a cached one, so that the master and the other nodes leave a loading
+/// replica out of CLUSTER SLOTS; else the stream's offset.
+pub(crate) fn gossip_offset(srv: &Server) -> u64 {
+    let syncing = is_replica(srv)
+        && srv
+            .master_link
+            .info
+            .lock()
+            .as_ref()
+            .is_some_and(|l| l.state == Some(LinkState::Transfer));
+    if syncing {
+        0
+    } else {
+        srv.repl.offset()
+    }
+}
+
 /// Why a SYNC / PSYNC is refused: a replica not connected to its master has nothing to give.
 pub(crate) fn sync_refusal(srv: &Server) -> Option<&'static str> {
     let i = srv.master_link.info.lock();

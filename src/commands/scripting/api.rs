@@ -781,9 +781,12 @@ fn script_refusal(
     // scriptVerifyClusterState), whatever the script declared.
     if !inv.ctx.client.obeys() && crate::cluster::get(inv.ctx.srv).is_some() {
         for i in spec.key_positions(argv) {
-            if let Some(e) =
-                crate::cluster::routing::script_key_refusal(inv.ctx.srv, &argv[i], spec.is_write())
-            {
+            if let Some(e) = crate::cluster::routing::script_key_refusal(
+                inv.ctx.srv,
+                &argv[i],
+                spec.is_write(),
+                inv.ctx.client.cluster.readonly,
+            ) {
                 return Some(Reply::error(format!("ERR {e}")));
             }
         }

@@ -23,9 +23,9 @@ pub enum Resume {
 }
 
 /// A replica's connection closed: replication forgets it (and stops a BGSAVE no replica
-/// waits for any more, see [`crate::replication::forget_replica`]).
+/// waits for any more, see [`crate::persistence::forget_replica`]).
 pub(crate) fn replica_closed(srv: &Server, client_id: u64) {
-    crate::replication::forget_replica(srv, client_id);
+    crate::persistence::forget_replica(srv, client_id);
 }
 
 /// Carry out `t` for `client` on `sock` (the connection has sent what it owed first).

@@ -462,7 +462,7 @@ fn kill_client(ctx: &mut Ctx, c: &crate::client::ClientInfo) {
         // A replica leaves the master's list at once (INFO connected_slaves, WAIT), as Redis
         // frees it synchronously; its connection ends on its own task.
         if c.repl_role.load(std::sync::atomic::Ordering::Relaxed) == crate::client::ROLE_REPLICA {
-            crate::replication::forget_replica(ctx.srv, c.id);
+            crate::persistence::forget_replica(ctx.srv, c.id);
         }
     }
 }

@@ -888,6 +888,18 @@ fn upgrade_legacy_aof(
     Ok(m)
 }
 
+/// A replica's connection closed: forget it. When it was the last one waiting for a BGSAVE
+/// to disk and no save points are set, that BGSAVE is of no use and is stopped, so the next
+/// full synchronization (or BGSAVE) can fork at once (Redis's freeClient).
+pub(crate) fn forget_replica(srv: &Server, client_id: u64) {
+    if srv.repl.remove_replica(client_id)
+        && snapshot::save_points(srv).is_empty()
+        && !srv.aof.inner.snap.child_to_sockets.load(Ordering::SeqCst)
+    {
+        child::signal_bgsave(srv);
+    }
+}
+
 /// Seconds between BGSAVE attempts after a failed one (Redis's CONFIG_BGSAVE_RETRY_DELAY).
 const BGSAVE_RETRY_DELAY: i64 = 5;
 

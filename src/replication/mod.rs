@@ -330,18 +330,6 @@ async fn send_functions_image(
     true
 }
 
-/// A replica's connection closed: forget it. When it was the last one waiting for a BGSAVE
-/// to disk and no save points are set, that BGSAVE is of no use and is stopped, so the next
-/// full synchronization (or BGSAVE) can fork at once (Redis's freeClient).
-pub(crate) fn forget_replica(srv: &Server, client_id: u64) {
-    if srv.repl.remove_replica(client_id)
-        && crate::persistence::snapshot::save_points(srv).is_empty()
-        && !srv.aof.inner.snap.child_to_sockets.load(Ordering::SeqCst)
-    {
-        crate::persistence::child::signal_bgsave(srv);
-    }
-}
-
 /// `rdb-del-sync-files yes`: without persistence, the file written only for replicas goes.
 fn delete_sync_file(srv: &Server, path: &std::path::Path) {
     if !srv.config.flag(dir::RDB_DEL_SYNC_FILES)

@@ -386,7 +386,10 @@ impl ClientInfo {
 
     /// The shard channels dropped since the last call (one atomic load when none was).
     pub(crate) fn take_dropped_shard_channels(&self) -> Vec<Bytes> {
-        if !self.shard_channels_dropped.swap(false, Ordering::AcqRel) {
+        // A plain load first: this runs before every command, and the flag is almost never set.
+        if !self.shard_channels_dropped.load(Ordering::Acquire)
+            || !self.shard_channels_dropped.swap(false, Ordering::AcqRel)
+        {
             return Vec::new();
         }
         std::mem::take(&mut *self.dropped_shard_channels.lock())

@@ -31,6 +31,9 @@ pub struct Waiter {
     /// Try the waiters queued behind this one even when it cannot be served (stream readers
     /// wait for different IDs); list and sorted-set pops stop at the first that cannot.
     pub serve_each: bool,
+    /// Cluster mode: a READONLY client's read (XREAD BLOCK), which a replica serves for its
+    /// master's slots; a slot moving away does not redirect it while that master owns it.
+    pub replica_read: bool,
     /// Set when the client was unblocked because the server stopped being a master: its
     /// connection closes once the error reply is written, as Redis's does.
     pub close_after_reply: std::sync::atomic::AtomicBool,
@@ -70,6 +73,7 @@ impl Registry {
         args: Vec<Bytes>,
         serve: ServeFn,
         serve_each: bool,
+        replica_read: bool,
     ) -> Blocked {
         let (tx, rx) = oneshot::channel();
         let w = Arc::new(Waiter {
@@ -79,6 +83,7 @@ impl Registry {
             args,
             serve,
             serve_each,
+            replica_read,
             close_after_reply: std::sync::atomic::AtomicBool::new(false),
             tx: Mutex::new(Some(tx)),
         });
@@ -158,6 +163,39 @@ impl Registry {
                 ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 w.close_after_reply.store(true, Ordering::Release);
                 let _ = tx.send(Reply::error(error));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Unblock each waiter `verdict` gives a reply for (an error: cluster mode's redirect of a
+    /// client whose keys' slot went away, Redis's clusterRedirectBlockedClientIfNeeded), with
+    /// that reply; it stays connected. Returns how many were unblocked.
+    pub fn unblock_with(
+        &self,
+        ks: &crate::keyspace::Keyspace,
+        verdict: impl Fn(&Waiter) -> Option<Reply>,
+    ) -> usize {
+        let mut map = self.by_key.lock();
+        if map.is_empty() {
+            return 0;
+        }
+        let mut chosen: Vec<(Arc<Waiter>, Reply)> = Vec::new();
+        for w in map.values().flat_map(|q| q.iter()) {
+            if chosen.iter().any(|(x, _)| Arc::ptr_eq(x, w)) {
+                continue;
+            }
+            if let Some(reply) = verdict(w) {
+                chosen.push((w.clone(), reply));
+            }
+        }
+        let mut n = 0;
+        for (w, reply) in chosen {
+            if let Some(tx) = w.take() {
+                Self::unlink(&mut map, &w);
+                ks.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                let _ = tx.send(reply);
                 n += 1;
             }
         }

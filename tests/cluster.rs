@@ -16,9 +16,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A node process, killed on drop.
-struct Node {
+pub(crate) struct Node {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Node {
@@ -33,7 +33,12 @@ fn podium_bin() -> String {
 }
 
 /// Start `bin` in cluster mode on `port` (bus on port + 1000) with its files in `dir`.
-fn start(bin: &str, port: u16, dir: &Path) -> Node {
+pub(crate) fn start(bin: &str, port: u16, dir: &Path) -> Node {
+    start_with(bin, port, dir, &[])
+}
+
+/// [`start`] with more arguments.
+fn start_with(bin: &str, port: u16, dir: &Path, extra: &[&str]) -> Node {
     std::fs::create_dir_all(dir).expect("node dir");
     let log = std::fs::File::create(dir.join("log")).expect("log");
     let child = Command::new(bin)
@@ -54,6 +59,7 @@ fn start(bin: &str, port: u16, dir: &Path) -> Node {
             "--appendonly",
             "no",
         ])
+        .args(extra)
         .stdout(Stdio::from(log.try_clone().expect("log")))
         .stderr(Stdio::from(log))
         .spawn()
@@ -76,13 +82,13 @@ fn start(bin: &str, port: u16, dir: &Path) -> Node {
     );
 }
 
-fn con(port: u16) -> redis::Connection {
+pub(crate) fn con(port: u16) -> redis::Connection {
     redis::Client::open(format!("redis://127.0.0.1:{port}"))
         .and_then(|c| c.get_connection())
         .expect("connect")
 }
 
-fn cmd(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
+pub(crate) fn cmd(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
     let mut c = con(port);
     let mut k = redis::cmd(args[0]);
     for a in &args[1..] {
@@ -91,7 +97,7 @@ fn cmd(port: u16, args: &[&str]) -> redis::RedisResult<redis::Value> {
     k.query(&mut c)
 }
 
-fn text(port: u16, args: &[&str]) -> String {
+pub(crate) fn text(port: u16, args: &[&str]) -> String {
     match cmd(port, args).expect("command") {
         redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
@@ -108,7 +114,7 @@ fn err_text(r: redis::RedisResult<redis::Value>) -> String {
         .to_string()
 }
 
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if f() {
@@ -119,13 +125,13 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-fn cluster_ok(port: u16) -> bool {
+pub(crate) fn cluster_ok(port: u16) -> bool {
     text(port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
 }
 
 /// CLUSTER NODES as a set of (id, address, role, master, slots) lines, without the flags
 /// that differ by point of view (myself, ping times, link state).
-fn nodes_view(port: u16) -> Vec<String> {
+pub(crate) fn nodes_view(port: u16) -> Vec<String> {
     let mut v: Vec<String> = text(port, &["CLUSTER", "NODES"])
         .lines()
         .map(|l| {
@@ -321,12 +327,12 @@ fn current_epoch(port: u16) -> u64 {
         .expect("cluster_current_epoch")
 }
 
-fn myid(port: u16) -> String {
+pub(crate) fn myid(port: u16) -> String {
     text(port, &["CLUSTER", "MYID"])
 }
 
 /// The replication role line of ROLE: "master", or "slave <port> <state>".
-fn role(port: u16) -> String {
+pub(crate) fn role(port: u16) -> String {
     match cmd(port, &["ROLE"]).expect("ROLE") {
         redis::Value::Array(v) => v
             .iter()
@@ -1094,4 +1100,118 @@ fn shard_channels_of_a_slot_that_moves_away_are_unsubscribed() {
         })
         .expect("a range of a's");
     assert!(endpoint.contains("a.example"), "{endpoint}");
+}
+
+/// What follows a slot as it moves, beside the routing of new requests: a client blocked on a
+/// key of the slot is unblocked with MOVED (and every blocked client with CLUSTERDOWN once
+/// the cluster is down); MIGRATE hands keys to a node that imports the slot before the slot is
+/// its own (RESTORE-ASKING); a script without `allow-cross-slot-keys` stays in one slot; DEBUG
+/// CLUSTERLINK KILL closes a bus link, which the cron opens again.
+#[test]
+fn blocked_clients_migrate_and_scripts_follow_slots() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let debug = ["--enable-debug-command", "yes"];
+    let a = start_with(&podium_bin(), 28861, &dir.path().join("a"), &debug);
+    let b = start(&podium_bin(), 28862, &dir.path().join("b"));
+    text(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    text(b.port, &["CLUSTER", "MEET", "127.0.0.1", "28861", "29861"]);
+    wait_for("both nodes to know each other", 30, || {
+        nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
+    });
+    let (a_id, b_id) = (myid(a.port), myid(b.port));
+    let slot = text(a.port, &["CLUSTER", "KEYSLOT", "queue"]);
+
+    // A client blocked on `queue` at a.
+    let sock = std::net::TcpStream::connect(("127.0.0.1", a.port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut w = sock.try_clone().unwrap();
+    let mut r = BufReader::new(sock);
+    w.write_all(b"BLPOP queue 0\r\n").unwrap();
+    wait_for("the client to block", 10, || {
+        info_field(a.port, "blocked_clients") == "1"
+    });
+
+    // The slot moves to b with its keys, by hand as redis-cli does it.
+    cmd(a.port, &["RPUSH", "list{queue}", "x"]).unwrap();
+    text(b.port, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &a_id]);
+    text(a.port, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &b_id]);
+    assert_eq!(
+        cmd(
+            a.port,
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                "28862",
+                "",
+                "0",
+                "5000",
+                "KEYS",
+                "list{queue}"
+            ]
+        ),
+        Ok(redis::Value::Okay)
+    );
+    text(b.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &b_id]);
+    text(a.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &b_id]);
+    assert_eq!(text(b.port, &["LINDEX", "list{queue}", "0"]), "x");
+    let mut line = String::new();
+    r.read_line(&mut line).expect("the blocked client's reply");
+    assert_eq!(line, format!("-MOVED {slot} 127.0.0.1:28862\r\n"));
+    assert_eq!(info_field(a.port, "blocked_clients"), "0");
+
+    // Scripts: a shebang script stays in one slot; an old-style EVAL may cross slots.
+    let crossing = "#!lua\nredis.call('set','foo','1')\nredis.call('set','bar','2')\nreturn 1";
+    let owner_of = |key: &str| {
+        [a.port, b.port]
+            .into_iter()
+            .find(|&p| cmd(p, &["GET", key]).is_ok())
+            .expect("a node serves the key")
+    };
+    assert_eq!(owner_of("foo"), a.port);
+    assert_eq!(owner_of("bar"), a.port);
+    let e = err_text(cmd(a.port, &["EVAL", crossing, "0"]));
+    assert!(
+        e.starts_with("ERR Script attempted to access keys that do not hash to the same slot"),
+        "{e}"
+    );
+    let declared = "#!lua\nredis.call('set','foo','1')\nreturn 1";
+    let e = err_text(cmd(a.port, &["EVAL", declared, "1", "bar"]));
+    assert!(e.contains("do not hash to the same slot"), "{e}");
+    let old_style = "redis.call('set','foo','1') redis.call('set','bar','2') return 1";
+    assert_eq!(text(a.port, &["EVAL", old_style, "0"]), "1");
+    let flagged = format!("#!lua flags=allow-cross-slot-keys\n{old_style}");
+    assert_eq!(text(a.port, &["EVAL", &flagged, "0"]), "1");
+
+    // A bus link killed by DEBUG comes back.
+    let links = |p: u16| match cmd(p, &["CLUSTER", "LINKS"]).unwrap() {
+        redis::Value::Array(v) => v.len(),
+        v => panic!("{v:?}"),
+    };
+    wait_for("a link each way", 10, || links(a.port) == 2);
+    assert_eq!(
+        err_text(cmd(a.port, &["DEBUG", "CLUSTERLINK", "KILL", "to", "0000"])),
+        "ERR Unknown node 0000"
+    );
+    assert_eq!(
+        cmd(a.port, &["DEBUG", "CLUSTERLINK", "KILL", "all", &b_id]),
+        Ok(redis::Value::Okay)
+    );
+    wait_for("the links to come back", 10, || links(a.port) == 2);
+
+    // b stops answering: a's cluster fails, and a client blocked there hears so.
+    w.write_all(b"BLPOP other 0\r\n").unwrap();
+    let other_slot = text(a.port, &["CLUSTER", "KEYSLOT", "other"]);
+    assert_ne!(other_slot, slot);
+    wait_for("the client to block", 10, || {
+        info_field(a.port, "blocked_clients") == "1"
+    });
+    drop(b);
+    let mut line = String::new();
+    r.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    r.read_line(&mut line).expect("the blocked client's reply");
+    assert_eq!(line, "-CLUSTERDOWN The cluster is down\r\n");
 }

@@ -13,6 +13,7 @@ mod aof_manifest;
 mod blocking_order;
 mod client_memory;
 mod cluster;
+mod cluster_mixed;
 mod command_docs;
 mod debug_digest;
 mod defrag;

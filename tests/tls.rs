@@ -17,10 +17,10 @@
 
 use crate::common;
 
-use common::{require_tool, ALLOW_SKIP};
+use common::require_tool;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -702,35 +702,6 @@ fn plain_text_on_the_tls_port_and_both_listeners() {
     );
 }
 
-/// The python3 that has redis-py (Debian's python3-redis): `python3` on PATH, else
-/// /usr/bin/python3 (Debian's, where PATH starts with another Python). `None` (skip) only
-/// under `PODIUM_ALLOW_SKIP=1`.
-fn python_with_redis() -> Option<String> {
-    let mut candidates = Vec::new();
-    if let Some(p) = require_tool("python3") {
-        candidates.push(p);
-    }
-    candidates.push("/usr/bin/python3".to_string());
-    for python in &candidates {
-        let mut cmd = Command::new(python);
-        cmd.args(["-c", "import redis"]);
-        if Path::new(python).exists() && run(cmd, None, CLIENT_TIMEOUT).ok() {
-            return Some(python.clone());
-        }
-    }
-    if std::env::var_os(ALLOW_SKIP).is_some_and(|v| v == "1") {
-        eprintln!(
-            "NOTICE: no python3 with redis-py; {ALLOW_SKIP}=1, so the redis-py test is skipped"
-        );
-        return None;
-    }
-    panic!(
-        "missing dependency: none of {candidates:?} can `import redis`. This test drives the \
-         server with redis-py over TLS. Install it with `apt-get install python3-redis`, or set \
-         {ALLOW_SKIP}=1 to skip such checks on purpose"
-    );
-}
-
 const REDIS_PY_SCRIPT: &str = r#"
 import sys, redis
 port, ca, crt, key = sys.argv[1:5]
@@ -763,7 +734,8 @@ print("count", len(r.zrange("big", 0, -1, withscores=True)))
 #[test]
 fn redis_py_over_tls() {
     let Some(cx) = Ctx::new() else { return };
-    let Some(python) = python_with_redis() else {
+    let Some(python) = common::python_with("redis", "drives the server with redis-py over TLS")
+    else {
         return;
     };
     let srv = cx.start(&server_bin(), false, &[]);

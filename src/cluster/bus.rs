@@ -235,6 +235,7 @@ pub(super) fn start_cron(srv: &Arc<Server>) {
             }
             if let Some(c) = get(&srv) {
                 c.event(&srv, |st, _| st.cron(now_ms()));
+                super::routing::redirect_blocked_clients(&srv);
             }
         }
     });

@@ -174,6 +174,50 @@ pub fn script_key_refusal(
     None
 }
 
+/// Cluster mode's check of blocked clients (Redis's clusterRedirectBlockedClientIfNeeded, which
+/// its client cron makes about once a second): a client blocked on keys whose slot this node
+/// no longer serves, nor imports, is unblocked with a redirect to the owner (or "slot not
+/// served"), and every blocked client with CLUSTERDOWN while the cluster is down, since the
+/// write that would serve it may never come.
+pub fn redirect_blocked_clients(srv: &Server) {
+    let Some(cluster) = get(srv) else { return };
+    if srv
+        .keyspace
+        .blocked_clients
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        return;
+    }
+    let down = !cluster.view.state_ok();
+    srv.blocking.unblock_with(&srv.keyspace, |w| {
+        if down {
+            return Some(reply(srv, Redirect::Down));
+        }
+        // A blocking command's keys are all in one slot: the first one tells.
+        let slot = key_hash_slot(w.keys.first()?);
+        let bits = cluster.view.slot(slot);
+        if bits & (VIEW_MINE | VIEW_IMPORTING) != 0 {
+            return None;
+        }
+        let (owner, serves_as_replica) = cluster.read(|st| {
+            let owner = st.slots[slot as usize];
+            let me = st.me();
+            (
+                owner,
+                me.is_replica() && owner.is_some() && me.slaveof == owner,
+            )
+        });
+        if w.replica_read && serves_as_replica {
+            return None;
+        }
+        Some(match owner {
+            None => reply(srv, Redirect::Unbound),
+            Some(n) => reply(srv, Redirect::Moved(slot, n)),
+        })
+    });
+}
+
 fn reply(srv: &Server, r: Redirect) -> Reply {
     let text = match r {
         Redirect::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".to_string(),

@@ -43,6 +43,15 @@ pub fn wait_while_stopped() {
     }
 }
 
+/// The same wait for a task rather than a command: what Redis's cron would do on its thread
+/// (a replica reconnecting to its master) waits for a DEBUG SLEEP to end, without holding a
+/// worker thread meanwhile.
+pub async fn resumed() {
+    while STOPPED.load(Ordering::Acquire) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 pub fn active_expire_enabled() -> bool {
     ACTIVE_EXPIRE.load(Ordering::Relaxed)
 }
@@ -109,6 +118,7 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
             None => Err(Reply::error(super::args::NOT_INT)),
         },
+        ("clusterlink", 5) if a[2].eq_ignore_ascii_case(b"kill") => cluster_link_kill(ctx, a),
         ("set-active-expire", 3) => match crate::util::numtext::parse_i64(&a[2]) {
             Some(n) => {
                 ACTIVE_EXPIRE.store(n != 0, Ordering::Relaxed);
@@ -238,6 +248,8 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 "    Turn the active expiry of keys off or on.",
                 "DROP-CLUSTER-PACKET-FILTER <packet-type>",
                 "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
+                "CLUSTERLINK KILL <to|from|all> <node-id>",
+                "    Close the cluster bus link to and/or from the node; the cron opens it again.",
                 "SET-DISABLE-DENY-SCRIPTS <0|1>",
                 "    Let scripts run commands normally refused to them (testing only).",
                 "QUICKLIST-PACKED-THRESHOLD <size>",
@@ -277,6 +289,46 @@ fn debugCommand(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         _ => Err(Reply::error(format!(
             "ERR DEBUG {} is not supported by Podium. Try DEBUG HELP.",
             String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+/// DEBUG CLUSTERLINK KILL <to|from|all> <node-id>: close the bus link this node opened to
+/// the node (`to`), the one the node opened here (`from`), or both, as Redis's
+/// freeClusterLink does; a message sent meanwhile on that link is lost, and the cron
+/// reconnects. Redis's tests lose a shard message this way.
+fn cluster_link_kill(ctx: &Ctx, a: &[Bytes]) -> CmdResult {
+    let Some(cluster) = crate::cluster::get(ctx.srv) else {
+        return Err(Reply::error(
+            "ERR Debug option only available for cluster mode enabled setup!",
+        ));
+    };
+    let direction = String::from_utf8_lossy(&a[3]).to_ascii_lowercase();
+    let found = cluster.event(ctx.srv, |st, _| {
+        let Some(id) = st.lookup(&a[4]) else {
+            return Some(false);
+        };
+        let (to, from) = (st.node(id).link, st.node(id).inbound_link);
+        let links = match direction.as_str() {
+            "to" => vec![to],
+            "from" => vec![from],
+            "all" => vec![to, from],
+            _ => return None,
+        };
+        for link in links.into_iter().flatten() {
+            st.free_link(link);
+        }
+        Some(true)
+    });
+    match found {
+        Some(true) => Ok(Reply::Ok),
+        Some(false) => Err(Reply::error(format!(
+            "ERR Unknown node {}",
+            String::from_utf8_lossy(&a[4])
+        ))),
+        None => Err(Reply::error(format!(
+            "ERR Unknown direction {}",
+            String::from_utf8_lossy(&a[3])
         ))),
     }
 }

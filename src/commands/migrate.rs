@@ -14,7 +14,9 @@
 //! each read and write. A socket error before the first reply retries once on a fresh
 //! connection (a cached one may have been closed by the target), except after a timeout.
 //!
-//! Podium has no cluster mode (see `cluster.rs`): RESTORE-ASKING is RESTORE.
+//! In cluster mode the target gets RESTORE-ASKING, as from Redis: it counts as asked, so a
+//! node importing the slot takes the keys before the slot is its own. RESTORE-ASKING itself
+//! is RESTORE with that flag (the dispatcher's routing treats it as asked).
 
 use super::args::{eq, int, NOT_INT, SYNTAX};
 use super::flags::*;
@@ -438,6 +440,11 @@ fn exchange(
         bulk(&mut out, db.to_string().as_bytes());
     }
     let now = ctx.now_ms();
+    let restore: &[u8] = if crate::cluster::get(ctx.srv).is_some() {
+        b"RESTORE-ASKING"
+    } else {
+        b"RESTORE"
+    };
     let mut sent: Vec<&Item> = Vec::with_capacity(items.len());
     for it in items {
         let ttl = match it.expire_at {
@@ -447,7 +454,7 @@ fn exchange(
         };
         sent.push(it);
         array_header(&mut out, if o.replace { 5 } else { 4 });
-        bulk(&mut out, b"RESTORE");
+        bulk(&mut out, restore);
         bulk(&mut out, &it.key);
         bulk(&mut out, ttl.to_string().as_bytes());
         bulk(&mut out, &it.payload);

@@ -1583,6 +1583,7 @@ pub fn run_locked<'a>(
             b.args.unwrap_or_else(|| args.to_vec()),
             b.serve,
             b.serve_each,
+            client.cluster.readonly && !spec.is_write(),
         );
         client.block_timeout_ms = b.timeout_ms;
         client.block_timeout_reply = Some(b.on_timeout);

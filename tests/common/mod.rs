@@ -373,6 +373,35 @@ pub fn require_tool(tool: &str) -> Option<String> {
     );
 }
 
+/// The python3 that can `import module` of redis-py (Debian's python3-redis): `python3` on
+/// PATH, else /usr/bin/python3 (Debian's, where PATH starts with another Python, such as
+/// pyenv's). Missing, it panics with the package to install, unless `PODIUM_ALLOW_SKIP=1`
+/// (then `None`: the caller skips what needs it). `purpose` says what the test does with it.
+pub fn python_with(module: &str, purpose: &str) -> Option<String> {
+    let mut candidates: Vec<String> = find_on_path("python3").into_iter().collect();
+    candidates.push("/usr/bin/python3".to_string());
+    for python in &candidates {
+        let imports = std::process::Command::new(python)
+            .args(["-c", &format!("import {module}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if imports {
+            return Some(python.clone());
+        }
+    }
+    if std::env::var_os(ALLOW_SKIP).is_some_and(|v| v == "1") {
+        eprintln!("NOTICE: no python3 with {module}; {ALLOW_SKIP}=1, so what needs it is skipped");
+        return None;
+    }
+    panic!(
+        "missing dependency: none of {candidates:?} can `import {module}`. This test {purpose}. \
+         Install it with `apt-get install python3-redis`, or set {ALLOW_SKIP}=1 to skip such \
+         checks on purpose"
+    );
+}
+
 /// The first executable file named `tool` in PATH's directories, as the shell would run it.
 fn find_on_path(tool: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;

@@ -19,6 +19,9 @@
 # count when it is higher (that one includes crash reports and unexpected output on a node's
 # stderr, which the suite treats as failures). A run cut off by SUITE_TIMEOUT (seconds,
 # default 2400) counts one more failure.
+# A failure that is a known race of Redis's suite itself (KNOWN_RACES below) re-runs its unit
+# alone, up to RACE_RETRIES times (default 2); the unit counts as the re-run's result when the
+# re-run is clean and the first run failed nothing else, and the output says so ("[retry]").
 # Exit status: 0 when nothing failed (or the ratchet was met), 1 otherwise, 2 on a usage error.
 #
 # Redis's tests come from the tree tools/redis-source.sh fetches (Debian's 7.0.15 source), as
@@ -62,6 +65,15 @@ ln -s "$bin" "$work/src/redis-server"
 ln -s "$(command -v redis-cli)" "$work/src/redis-cli"
 [ "$kind" = sentinel ] && ln -s "$(command -v redis-sentinel)" "$work/src/redis-sentinel"
 
+# Tests whose failure is a race in the suite itself, by unit. Sentinel's 12-master-reboot: a
+# Sentinel turning the rebooted master into a replica sends CLIENT KILL TYPE normal, which
+# also closes the test's own link to that node; the suite's client reconnects once, and when a
+# second Sentinel sends the same reconfiguration moments later the reconnected link is closed
+# too ("I/O error reading reply"). redis-server is open to the same race.
+declare -A KNOWN_RACES=(
+  ["The old master eventually gets reconfigured as a slave"]=12-master-reboot
+)
+
 cd "$work"
 timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" "${units[@]}" >output.txt 2>&1
 rc=$?
@@ -71,6 +83,43 @@ passed=$(grep -c 'OK$' <<<"$plain")
 failed=$(grep -c 'FAILED\|[Ee]xception' <<<"$plain")
 reported=$(sed -n 's/.*WARNING \([0-9]*\) test(s) failed.*/\1/p' <<<"$plain" | tail -n 1)
 [ -n "$reported" ] && [ "$reported" -gt "$failed" ] && failed=$reported
+
+# The failures of a unit's section of the output, as the suite counts them: an assertion
+# counts once, an error twice (the test, then the unit that it aborted).
+unit_section() { awk -v u="$1" '/^Testing unit: /{on = index($0, u) > 0} on' <<<"$2"; }
+suite_count() { echo $(( $(grep -c 'FAILED' <<<"$1") + $(grep -c 'FAILED: caught an error' <<<"$1") )); }
+if [ $rc != 124 ] && [ "$failed" -gt 0 ]; then
+  retry_units=() race_failures=0 unknown=0
+  while IFS= read -r line; do
+    name=$(sed -n 's/^[0-9:]*> \(.*\): FAILED.*/\1/p' <<<"$line")
+    unit=${KNOWN_RACES[$name]-}
+    if [ -z "$unit" ]; then unknown=1; continue; fi
+    [[ " ${retry_units[*]-} " == *" $unit "* ]] || retry_units+=("$unit")
+  done < <(grep 'FAILED' <<<"$plain" | grep -v '^FAILED: caught an error')
+  for unit in "${retry_units[@]-}"; do
+    [ -n "$unit" ] || continue
+    section=$(unit_section "$unit" "$plain")
+    race_failures=$((race_failures + $(suite_count "$section")))
+  done
+  if [ $unknown = 0 ] && [ ${#retry_units[@]} -gt 0 ] && [ "$race_failures" = "$failed" ]; then
+    for unit in "${retry_units[@]}"; do
+      clean=""
+      for _ in $(seq "${RACE_RETRIES:-2}"); do
+        timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" --single "$unit" >"retry-$unit.txt" 2>&1
+        again=$(sed 's/\x1b\[[0-9;]*m//g' "retry-$unit.txt")
+        if grep -q 'GOOD! No errors' <<<"$again" && ! grep -q 'FAILED\|[Ee]xception' <<<"$again"; then
+          clean=1; break
+        fi
+      done
+      [ -n "$clean" ] || continue
+      first=$(unit_section "$unit" "$plain")
+      passed=$((passed - $(grep -c 'OK$' <<<"$first") + $(grep -c 'OK$' <<<"$again")))
+      failed=$((failed - $(suite_count "$first")))
+      grep 'FAILED' <<<"$first" | grep -v '^FAILED: caught' | sed -n 's/^[0-9:]*> \(.*\): FAILED.*/    [retry]: \1: a known race of the suite, passed on a re-run of '"$unit"'/p'
+    done
+    [ "$failed" = 0 ] && rc=0
+  fi
+fi
 if [ $rc = 124 ]; then
   echo "$kind: stopped after SUITE_TIMEOUT=${SUITE_TIMEOUT:-2400} s"
   failed=$((failed + 1))

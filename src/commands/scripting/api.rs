@@ -780,7 +780,18 @@ fn script_refusal(
     // Cluster mode: the keys a script reaches must be served here (Redis's
     // scriptVerifyClusterState), whatever the script declared.
     if !inv.ctx.client.obeys() && crate::cluster::get(inv.ctx.srv).is_some() {
-        for i in spec.key_positions(argv) {
+        let positions = spec.key_positions(argv);
+        let slots: Vec<u16> = positions
+            .iter()
+            .map(|&i| crate::keyspace::slots::key_hash_slot(&argv[i]))
+            .collect();
+        // One command's keys in two slots is a cross-slot query: not served here.
+        if slots.windows(2).any(|w| w[0] != w[1]) {
+            return Some(Reply::error(
+                "ERR Script attempted to access a non local key in a cluster node",
+            ));
+        }
+        for i in positions {
             if let Some(e) = crate::cluster::routing::script_key_refusal(
                 inv.ctx.srv,
                 &argv[i],
@@ -788,6 +799,20 @@ fn script_refusal(
                 inv.ctx.client.cluster.readonly,
             ) {
                 return Some(Reply::error(format!("ERR {e}")));
+            }
+        }
+        // Then the script's own slot (checked after the keys are known to be served, as
+        // Redis's scriptVerifyClusterState does): every command in the declared keys' slot,
+        // or the first reached one's, unless the script may cross slots.
+        if let (Some(&slot), false) = (slots.first(), inv.cross_slot) {
+            match inv.slot {
+                None => inv.slot = Some(slot),
+                Some(s) if s != slot => {
+                    return Some(Reply::error(
+                        "ERR Script attempted to access keys that do not hash to the same slot",
+                    ))
+                }
+                Some(_) => {}
             }
         }
     }

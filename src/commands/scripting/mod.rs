@@ -494,6 +494,12 @@ pub(crate) struct Invocation<'x, 'c, 'a> {
     declared_keys_only: bool,
     /// This run's id in [`Scripts::running`] (0 before it starts).
     run_id: u64,
+    /// Cluster mode: the keys of the commands the script calls may be in any slot (an EVAL
+    /// without a shebang, or the `allow-cross-slot-keys` flag).
+    cross_slot: bool,
+    /// Cluster mode: the slot of the caller's declared keys, else of the first key a called
+    /// command reached (Redis's `c->slot`); a later command in another slot is refused.
+    slot: Option<u16>,
 }
 
 impl Invocation<'_, '_, '_> {
@@ -745,6 +751,10 @@ fn run_atomically(
         one_db,
         declared_keys_only,
         run_id: 0,
+        cross_slot: flags.0.is_none() || flags.has(ScriptFlags::ALLOW_CROSS_SLOT),
+        slot: keys
+            .first()
+            .map(|k| crate::keyspace::slots::key_hash_slot(k)),
     };
     let id = inv.ctx.srv.scripts.engine_id();
     let run = |inv: &mut Invocation| -> Reply {

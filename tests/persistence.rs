@@ -1334,6 +1334,84 @@ fn clients_get_loading_while_the_aof_loads() {
     srv.stop();
 }
 
+/// A request refused during a load is held until the loader's next step (as Redis answers
+/// only between steps), but holding it must not stall the worker thread's other clients:
+/// Sentinels and replicas PING a loading master many times a second, and the INFO that
+/// Sentinels poll it with (allowed during a load) went unanswered for seconds, then answered
+/// in a burst (each reply setting off one more reconfiguration of the node once it loaded).
+/// Sixteen clients spin on PING while the load runs; INFO on another connection stays prompt.
+#[test]
+fn info_stays_prompt_while_refused_requests_wait_for_the_load() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    {
+        let srv = Podium::start(&["--dir", d, "--enable-debug-command", "yes"]);
+        let mut c = srv.con();
+        let _: () = redis::cmd("DEBUG")
+            .arg("POPULATE")
+            .arg(20_000)
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+        drop(c);
+        srv.stop();
+    }
+    // About ten seconds of loading (500 us a key); a held request waits for the next 100 kB
+    // of progress, which never comes within the hold's 100 ms cap.
+    let srv = Launch::podium()
+        .args(&[
+            "--dir",
+            d,
+            "--threads",
+            "2",
+            "--key-load-delay",
+            "500",
+            "--loading-process-events-interval-bytes",
+            "100000",
+        ])
+        .timeout(Duration::from_secs(20))
+        .start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..16)
+        .map(|_| {
+            let mut c = srv.con();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = redis::cmd("PING").query::<String>(&mut c);
+                }
+            })
+        })
+        .collect();
+    let mut c = srv.con();
+    std::thread::sleep(Duration::from_millis(300));
+    // Twenty INFOs 20 ms apart: about half a second of a ten-second load when they answer
+    // at once. Stalled, each takes a hold's 100 ms or more, and the load may end first.
+    let mut waits = Vec::new();
+    let mut during_load = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        if info_field(&mut c, "loading") == "1" {
+            during_load += 1;
+        }
+        waits.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
+    waits.sort();
+    let median = waits[waits.len() / 2];
+    assert!(
+        during_load == 20 && median < Duration::from_millis(30),
+        "INFO during the load took {median:?} (median; {during_load} of 20 answered while \
+         it loaded; {waits:?})"
+    );
+}
+
 /// `appendfsync everysec` writes each command to the file before its reply goes out, so a
 /// SIGKILL (the process dies, the machine does not) loses no acknowledged write: 4 writers,
 /// killed at a random moment, 10 rounds.

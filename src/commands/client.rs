@@ -370,7 +370,10 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let clients: Vec<_> = ctx.srv.clients.lock().values().cloned().collect();
     if a.len() == 3 {
         let addr = String::from_utf8_lossy(&a[2]).into_owned();
-        return match clients.iter().find(|c| c.addr == addr) {
+        return match clients
+            .iter()
+            .find(|c| c.addr == addr && !c.killed.load(std::sync::atomic::Ordering::Relaxed))
+        {
             Some(c) => {
                 kill_client(ctx, c);
                 Reply::Ok
@@ -423,6 +426,11 @@ fn client_kill(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut killed = 0;
     for c in clients {
         if skipme && c.id == ctx.client.id {
+            continue;
+        }
+        // A client killed before whose connection has not ended yet is gone already, as Redis
+        // frees it at once (and CLIENT LIST no longer shows it): it is not killed twice.
+        if c.killed.load(std::sync::atomic::Ordering::Relaxed) {
             continue;
         }
         let hit = filters.iter().all(|(k, v)| match k.as_str() {

@@ -299,12 +299,27 @@ impl Aof {
         let interval = interval.max(1);
         let done = &inner.snap.load_done_bytes;
         let step = done.load(Ordering::Relaxed) / interval;
-        let start = Instant::now();
-        while inner.loading.load(Ordering::Acquire)
-            && done.load(Ordering::Relaxed) / interval == step
-            && start.elapsed() < LOAD_HOLD_MAX
-        {
-            std::thread::sleep(Duration::from_micros(200));
+        let waiting = || {
+            inner.loading.load(Ordering::Acquire) && done.load(Ordering::Relaxed) / interval == step
+        };
+        if !waiting() {
+            return;
+        }
+        let hold = || {
+            let start = Instant::now();
+            while waiting() && start.elapsed() < LOAD_HOLD_MAX {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        };
+        // The wait gives this worker's other clients to another thread: a dozen requests held
+        // at once (Sentinels' and replicas' PINGs to a loading master) otherwise parked both
+        // workers, and INFO, which runs during a load, went unanswered for seconds.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            crate::util::write_turn::block_in_place(hold)
+        } else {
+            hold()
         }
     }
 }

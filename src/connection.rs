@@ -888,12 +888,11 @@ const STREAM_PULL_MAX: usize = 256 * 1024;
 /// replication stream from its cursor on (unless the stream waits for its first ACK).
 fn drain_output(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>) {
     info.drain_pushes(out);
-    if info.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA && !info.push.is_held()
+    if info.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA
+        && !info.push.is_held()
+        && srv.repl.pull(info.id, out, STREAM_PULL_MAX, &info.out_held)
     {
-        if srv.repl.pull(info.id, out, STREAM_PULL_MAX) {
-            info.push.stream_left();
-        }
-        info.out_held.store(out.capacity(), Ordering::Relaxed);
+        info.push.stream_left();
     }
 }
 

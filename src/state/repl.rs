@@ -154,11 +154,14 @@ const TRIM_BLOCKS_PER_CALL: usize = 1024;
 const BLOCK_MIN: usize = 16 * 1024;
 
 impl SharedBuf {
-    /// Memory the blocks hold (mem_total_replication_buffers).
+    /// Memory the blocks hold (mem_total_replication_buffers), with the list's room for
+    /// more.
     fn mem(&self) -> usize {
+        let spare = (self.blocks.capacity() - self.blocks.len()) * BLOCK_OVERHEAD;
         self.blocks
             .front()
             .map_or(0, |b| (self.mem_created - b.mem_before) as usize)
+            + spare
     }
 
     /// Offset of the first byte held, `next` when none is (`next`: the stream's next offset).
@@ -262,6 +265,10 @@ impl SharedBuf {
             histlen -= len;
             self.blocks.pop_front();
             freed += 1;
+        }
+        // The list gives back room that a long history left it.
+        if freed > 0 && self.blocks.capacity() > 4 * self.blocks.len() + 64 {
+            self.blocks.shrink_to(2 * self.blocks.len());
         }
         freed
     }
@@ -717,8 +724,17 @@ impl Replication {
     /// Copy into `out` up to `max` bytes of the stream that replica `client_id` has not taken
     /// yet, moving its cursor past them; true when more is left after them. Its connection
     /// calls this as its socket takes what it has, so a replica's output is the shared
-    /// buffer's blocks from its cursor on plus at most `max` bytes of its own.
-    pub(crate) fn pull(&self, client_id: u64, out: &mut Vec<u8>, max: usize) -> bool {
+    /// buffer's blocks from its cursor on plus at most `max` bytes of its own. `out`'s new
+    /// allocation is stored in `out_held` under the stream's lock, which
+    /// [`Replication::replica_buffers_bytes`] takes: `maxmemory`'s count never sees the
+    /// allocation without it (a replica's buffers are not counted).
+    pub(crate) fn pull(
+        &self,
+        client_id: u64,
+        out: &mut Vec<u8>,
+        max: usize,
+        out_held: &std::sync::atomic::AtomicUsize,
+    ) -> bool {
         let mut s = self.stream.lock();
         let Some(r) = s.replicas.iter().find(|r| r.client_id == client_id) else {
             return false;
@@ -733,6 +749,8 @@ impl Replication {
             return false;
         }
         let before = s.buf.index_of(cursor);
+        out.reserve(max.min((next - cursor) as usize));
+        out_held.store(out.capacity(), Ordering::Relaxed);
         let moved = s.buf.copy_from(cursor, out, max);
         r.cursor.store(moved, Ordering::Relaxed);
         r.info.set_stream_ref_bytes(s.buf.referenced_by(moved));
@@ -1253,7 +1271,10 @@ mod tests {
             "fits in the first block"
         );
         assert_eq!(buf.blocks.len(), 1);
-        assert_eq!(buf.mem(), BLOCK_MIN + BLOCK_OVERHEAD);
+        assert_eq!(
+            buf.mem(),
+            BLOCK_MIN + BLOCK_OVERHEAD * buf.blocks.capacity()
+        );
         // A big write with a big backlog: blocks of backlog / 16.
         let mut big = SharedBuf::default();
         big.append(&vec![0; 5 << 20], 1, 16 << 20);
@@ -1313,9 +1334,11 @@ mod tests {
         }
         // Its connection takes the history from the shared buffer, a turn at a time.
         let mut out = Vec::new();
-        assert!(repl.pull(3, &mut out, 4096));
+        let held = std::sync::atomic::AtomicUsize::new(0);
+        assert!(repl.pull(3, &mut out, 4096, &held));
         assert_eq!(out.len(), 4096);
-        while repl.pull(3, &mut out, 64 * 1024) {}
+        assert_eq!(held.load(Ordering::Relaxed), out.capacity());
+        while repl.pull(3, &mut out, 64 * 1024, &held) {}
         assert_eq!(out.len() as u64, repl.offset() + 1 - start);
         // The stream after the image's instant selects its database first.
         assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));

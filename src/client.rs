@@ -128,6 +128,9 @@ pub struct ClientInfo {
     /// between replies; the whole of it while any reply waits): what client eviction and
     /// MEMORY STATS count.
     pub(crate) out_held: AtomicUsize,
+    /// A replica's share of the replication buffer: the blocks from the one its stream cursor
+    /// is in to the newest (see `state::repl`), which Redis counts as the replica's output.
+    stream_ref: AtomicUsize,
     /// The largest batch of replies over 16 KiB written since the cron last looked (see
     /// `connection::request_buffer_checks`).
     pub(crate) out_peak: AtomicUsize,
@@ -211,6 +214,7 @@ impl ClientInfo {
             push: Default::default(),
             out_pending: AtomicUsize::new(0),
             out_held: AtomicUsize::new(0),
+            stream_ref: AtomicUsize::new(0),
             out_peak: AtomicUsize::new(0),
             out_check: AtomicBool::new(false),
             pipelined: AtomicBool::new(false),
@@ -259,7 +263,9 @@ impl ClientInfo {
             // What waits in its mailbox is dropped now, as Redis frees a killed client at
             // once; the rest goes with its connection (see [`KILLED_UNFREED`]).
             self.push.discard();
-            let mem = self.memory_bytes();
+            // A replica's share of the replication buffer is not its own to free: the
+            // buffer gives back what only it referenced (`state::repl`).
+            let mem = self.memory_bytes() - self.stream_ref_bytes();
             if self
                 .unfreed_bytes
                 .compare_exchange(0, mem, Ordering::AcqRel, Ordering::Acquire)
@@ -309,6 +315,7 @@ impl ClientInfo {
         CLIENT_RECORD
             + self.qbuf_mem.load(Ordering::Relaxed)
             + queued
+            + self.stream_ref.load(Ordering::Relaxed)
             + self.out_held.load(Ordering::Relaxed)
             + self.state_mem.load(Ordering::Relaxed)
             + self.tracking_mem.load(Ordering::Relaxed)
@@ -395,6 +402,16 @@ impl ClientInfo {
         std::mem::take(&mut *self.dropped_shard_channels.lock())
     }
 
+    /// A replica's share of the replication buffer (see `stream_ref`); 0 for other clients.
+    pub(crate) fn stream_ref_bytes(&self) -> usize {
+        self.stream_ref.load(Ordering::Relaxed)
+    }
+
+    /// Record a replica's share of the replication buffer (under the stream's lock).
+    pub(crate) fn set_stream_ref_bytes(&self, bytes: usize) {
+        self.stream_ref.store(bytes, Ordering::Relaxed);
+    }
+
     pub(crate) fn drain_pushes(&self, out: &mut Vec<u8>) {
         self.push.drain_counted(out, Some(&self.out_held));
     }
@@ -442,7 +459,7 @@ impl ClientInfo {
         let argv_mem = self.argv_mem.load(Ordering::Relaxed);
         let obl = self.out_pending.load(Ordering::Relaxed);
         let (queued_bytes, oll) = self.push.queued();
-        let omem = obl + queued_bytes;
+        let omem = obl + queued_bytes + self.stream_ref_bytes();
         format!(
             "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
@@ -1030,6 +1047,25 @@ impl Mailbox {
         let mut q = self.queue.lock();
         self.pending.store(false, Ordering::Release);
         q.clear();
+    }
+
+    /// New bytes of the replication stream wait for this replica (it reads them from the
+    /// shared buffer, `state::repl`): its connection is woken unless the stream is held.
+    pub(crate) fn stream_ready(&self) {
+        self.pending.store(true, Ordering::Release);
+        if !self.held.load(Ordering::Acquire) {
+            self.ready.notify();
+        }
+    }
+
+    /// More of the stream is left for the connection's next turn (it took what fits).
+    pub(crate) fn stream_left(&self) {
+        self.pending.store(true, Ordering::Release);
+    }
+
+    /// The stream waits for the replica's first ACK (see `held`).
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Ordering::Acquire)
     }
 
     /// Queue a message no output buffer limit applies to (invalidations: normal clients).

@@ -253,7 +253,7 @@ async fn serve_client(
                 // Messages published to this client while it waited for input (while replies
                 // wait for the socket, the messages wait in the mailbox, where the pubsub
                 // limit applies to them).
-                info.drain_pushes(&mut out);
+                drain_output(srv, &info, &mut out);
                 send(srv, sock, &info, &mut out, &mut sent)?;
                 continue;
             }
@@ -467,9 +467,9 @@ async fn serve_client(
             // what came while it waited was sent then).
             if served_after_block {
                 emit(srv, client, &reply, extras.push, &mut out);
-                info.drain_pushes(&mut out);
+                drain_output(srv, &info, &mut out);
             } else {
-                info.drain_pushes(&mut out);
+                drain_output(srv, &info, &mut out);
                 emit(srv, client, &reply, extras.push, &mut out);
             }
             out.append(&mut extras.after);
@@ -715,6 +715,11 @@ const MAX_BATCH: usize = 256;
 
 /// The `client-output-buffer-limit` of the client's class.
 fn obuf_limit(srv: &Server, client: &Client) -> crate::config::ObufLimit {
+    // A replica's limit applies to the replication buffer it references (`state::repl`); its
+    // own buffer holds at most a turn's copy of it.
+    if client.repl.is_replica {
+        return crate::config::ObufLimit::default();
+    }
     srv.config.hot.obuf.classes[client.obuf_class()].get()
 }
 
@@ -871,7 +876,23 @@ fn send(
         if !info.push.has_pending() {
             return Ok(());
         }
-        info.drain_pushes(out);
+        drain_output(srv, info, out);
+    }
+}
+
+/// The most of the replication stream a replica's connection copies into its output at once:
+/// the rest stays in the shared buffer (`state::repl`) until the socket took this.
+const STREAM_PULL_MAX: usize = 256 * 1024;
+
+/// Move what waits for the client into `out`: its queued pushes, then, for a replica, the
+/// replication stream from its cursor on (unless the stream waits for its first ACK).
+fn drain_output(srv: &Server, info: &ClientInfo, out: &mut Vec<u8>) {
+    info.drain_pushes(out);
+    if info.repl_role.load(Ordering::Relaxed) == crate::client::ROLE_REPLICA
+        && !info.push.is_held()
+        && srv.repl.pull(info.id, out, STREAM_PULL_MAX, &info.out_held)
+    {
+        info.push.stream_left();
     }
 }
 

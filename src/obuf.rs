@@ -9,7 +9,9 @@
 //! while replies wait for the socket, as Redis keeps filling a client's reply list, so the
 //! pending output of a client that pipelines without reading grows, counts in `used_memory`
 //! (and so drives eviction) and meets these limits. A subscribed client is in the pubsub
-//! class, any other in the normal class.
+//! class, any other in the normal class. A replica's output is the part of the shared
+//! replication buffer it has not read yet: its limit is checked there (`state::repl`), with a
+//! hard limit below `repl-backlog-size` taken as that size, as Redis takes it.
 //!
 //! The reply buffer ([`ReplyBuf`]) is the room a connection keeps for its replies between
 //! batches, sized as Redis 7.0 sizes a client's reply buffer: 16 KiB at first, and on each

@@ -734,3 +734,68 @@ fn killing_the_master_client_closes_the_link_at_once() {
         info_field(&mut m, "connected_slaves") == "1"
     });
 }
+
+/// A replica's output limit below `repl-backlog-size` counts as the backlog's size, as in
+/// Redis: a partial resynchronization that hands the replica more than its limit (but no more
+/// than the backlog holds) continues, and the writes after it do not drop the replica.
+#[test]
+fn a_partial_resync_past_the_replica_output_limit_within_the_backlog_keeps_the_replica() {
+    let master = Podium::start(&["--enable-debug-command", "yes"]);
+    let replica = Podium::start(&[]);
+    let mut cm = master.con();
+    let mut cr = replica.con();
+    for (name, value) in [
+        ("repl-backlog-size", "64mb"),
+        ("client-output-buffer-limit", "replica 256kb 0 0"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut cm)
+            .unwrap();
+    }
+    follow(&mut cr, &master);
+    let full_before = info_stat(&mut cm, "sync_full");
+    let partial_before = info_stat(&mut cm, "sync_partial_ok");
+    let big = vec![b'A'; 4 << 20];
+    // The link drops, and 8 MB are written before the replica can reconnect.
+    let _: redis::Value = redis::pipe()
+        .atomic()
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .cmd("SET")
+        .arg("key")
+        .arg(&big[..])
+        .cmd("SET")
+        .arg("key")
+        .arg(&big[..])
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg(2)
+        .query(&mut cm)
+        .unwrap();
+    wait_until("the replica to continue", || {
+        info_stat(&mut cm, "sync_partial_ok") > partial_before
+    });
+    // A write adds to the buffer the replica still references: its limit is checked.
+    let _: () = redis::cmd("SET")
+        .arg("key")
+        .arg(&big[..])
+        .query(&mut cm)
+        .unwrap();
+    wait_until("the replica to catch up", || {
+        link_up(&mut cr)
+            && info_field(&mut cr, "master_repl_offset")
+                == info_field(&mut cm, "master_repl_offset")
+    });
+    assert_eq!(info_stat(&mut cm, "sync_full"), full_before);
+    assert_eq!(
+        info_stat(&mut cm, "sync_partial_ok"),
+        partial_before + 1,
+        "the replica was dropped after its partial resynchronization"
+    );
+    assert_eq!(info_field(&mut cm, "connected_slaves"), "1");
+}

@@ -87,14 +87,16 @@ impl Overhead {
                 if c.repl_role.load(std::sync::atomic::Ordering::Relaxed)
                     == crate::client::ROLE_REPLICA
                 {
-                    replicas += c.memory_bytes();
+                    // Its share of the replication buffer is counted with the buffer below.
+                    replicas += c.memory_bytes() - c.stream_ref_bytes();
                 } else {
                     normal += c.memory_bytes();
                 }
             }
             (list.len(), normal, replicas)
         };
-        let repl_backlog = srv.repl.backlog_bytes();
+        let (repl_backlog, replicas_share) = srv.repl.buffer_shares();
+        let clients_slaves = clients_slaves + replicas_share;
         let aof_buffer = srv.aof.buffer_bytes();
         let (cached_scripts, lua_caches) = srv.scripts.cache_usage();
         let functions_caches = srv.scripts.functions_bytes();
@@ -263,14 +265,14 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
         ("mem_fragmentation_bytes", tfb.to_string()),
         (
             "mem_not_counted_for_evict",
-            (m.aof_buffer + m.clients_slaves + crate::client::killed_unfreed()).to_string(),
+            (m.aof_buffer + srv.repl.replica_buffers_bytes() + crate::client::killed_unfreed())
+                .to_string(),
         ),
         ("mem_replication_backlog", m.repl_backlog.to_string()),
-        // Redis 7.0 keeps one buffer for the backlog and the replicas' pending stream; here
-        // they are apart, and this is their sum.
+        // One buffer for the backlog and the replicas' pending stream, as in Redis 7.0.
         (
             "mem_total_replication_buffers",
-            (m.repl_backlog + m.clients_slaves).to_string(),
+            srv.repl.buffer_bytes().to_string(),
         ),
         ("mem_clients_slaves", m.clients_slaves.to_string()),
         ("mem_clients_normal", m.clients_normal.to_string()),

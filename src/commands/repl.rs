@@ -84,6 +84,8 @@ fn sync(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         rdb_only: ctx.client.repl.rdb_only,
         asked_ms: crate::clock::unix_ms(),
         rdb_feed: Default::default(),
+        cursor: AtomicU64::new(0),
+        soft_since_ms: AtomicI64::new(0),
     });
     tracing::info!("Replica {} asks for synchronization", replica.describe());
     let psync_offset = if psync {

@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Send the replica its image, then hand it back to the connection loop, which writes its
-/// stream from the mailbox the stream was queued into since the image's instant. False when
+/// stream from the shared replication buffer, where its cursor waits at the image's instant
+/// (see `state::repl`). False when
 /// the connection must close (the BGSAVE failed, the replica went away or was killed).
 pub(crate) async fn full_sync(srv: &Server, sock: &ClientSocket, client: &mut Client) -> bool {
     let Some(r) = srv.repl.find(client.id) else {
@@ -169,6 +170,9 @@ async fn send_from_transfer(
         let chunk = tokio::select! {
             c = feed.recv() => c,
             _ = info.kill.notified() => return false,
+            // A replica gone while the child is slow to produce (rdb-key-save-delay) is
+            // noticed now, not at the next chunk.
+            _ = sock.closed() => return false,
         };
         let Some(chunk) = chunk else { break };
         if !write_watched(srv, sock, r, &chunk).await {

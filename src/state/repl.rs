@@ -5,10 +5,18 @@
 //! Every write is logged here beside the AOF ([`Replication::feed`], called under the command's
 //! shard locks, so the stream's order is the order in which commands touched their keys). One
 //! encoding of each command (preceded by `SELECT` when the database changes, as Redis's
-//! `slaveseldb`) is appended to the backlog and handed, as one shared buffer, to the mailbox
-//! of every attached replica, where the replica class of `client-output-buffer-limit` bounds
-//! it. Nothing is encoded while there is neither a backlog nor a replica (the first SYNC
-//! creates the backlog, as in Redis, and gives the server a new replication ID).
+//! `slaveseldb`) is written once into the replication buffer that the backlog and every
+//! replica share, as Redis 7.0's (`SharedBuf`): a list of blocks; the backlog is the history
+//! from the first block on, and each replica's connection copies the stream from its own
+//! cursor as its socket takes it ([`Replication::pull`]). A block goes once no replica's cursor
+//! is in it and the backlog holds `repl-backlog-size` bytes without it, so a lagging replica
+//! keeps the history since its cursor (another replica can continue from it), and the
+//! backlog shrinks back, a bounded number of blocks at a time, once it catches up or goes.
+//! INFO's `mem_total_replication_buffers` is the blocks' memory; a replica's output (CLIENT
+//! LIST `tot-mem`, and what the replica class of `client-output-buffer-limit` bounds) is the
+//! blocks from its cursor's on. Nothing is encoded while there is neither a backlog nor a
+//! replica (the first SYNC creates the backlog, as in Redis, and gives the server a new
+//! replication ID).
 //!
 //! A full synchronization needs the RDB image and the stream to meet at one instant: replicas
 //! waiting for it are attached in [`Replication::attach_waiting`], which the BGSAVE runs while
@@ -67,6 +75,13 @@ pub(crate) struct Replica {
     /// The image's bytes when a transfer to sockets serves it (see
     /// `persistence::snapshot::bgsave_to_replicas`): set when it is attached to one.
     pub(crate) rdb_feed: Mutex<Option<tokio::sync::mpsc::Receiver<Bytes>>>,
+    /// The stream offset of the next byte its connection takes from the shared buffer; 0
+    /// while it reads none (waiting for a BGSAVE to start, or wanting the image only).
+    /// Changed under the stream's lock.
+    pub(crate) cursor: AtomicU64,
+    /// Unix ms since when what it references has been over the soft output buffer limit; 0
+    /// when it is not.
+    pub(crate) soft_since_ms: AtomicI64,
 }
 
 impl Replica {
@@ -83,12 +98,191 @@ impl Replica {
     }
 }
 
-/// The backlog: the last `size` bytes of the stream.
+/// The backlog: the history the shared buffer holds, at least the last `size` bytes of the
+/// stream (more while a replica still reads older ones).
 struct Backlog {
-    buf: VecDeque<u8>,
     size: usize,
-    /// Offset of the first byte held (repl_backlog_first_byte_offset).
-    first: u64,
+}
+
+/// The bytes of one block's bookkeeping, counted with its allocation in the buffer's memory
+/// (as Redis counts its list node and block header).
+const BLOCK_OVERHEAD: usize = std::mem::size_of::<Block>();
+
+/// A block of the shared replication buffer: a run of the stream, filled to its allocation
+/// before the next block starts.
+struct Block {
+    /// The stream offset of its first byte.
+    start: u64,
+    data: Vec<u8>,
+    /// The memory (allocation and overhead) of every block created before this one: the
+    /// memory from a block to the tail is the buffer's total less this.
+    mem_before: u64,
+}
+
+impl Block {
+    /// The offset just past its last byte.
+    fn end(&self) -> u64 {
+        self.start + self.data.len() as u64
+    }
+
+    fn mem(&self) -> u64 {
+        (self.data.capacity() + BLOCK_OVERHEAD) as u64
+    }
+}
+
+/// The replication buffer the backlog and every replica share (Redis 7.0's replication
+/// buffer blocks): the stream is written once, into blocks; the backlog is the history from
+/// the first block on, and each replica reads it from its own cursor. A block is freed only
+/// when no replica's cursor is in it or before it and the backlog holds `size` bytes without
+/// it, so a replica that lags (or waits for its image) keeps the history since its cursor, and
+/// the backlog is that long until it catches up or goes.
+#[derive(Default)]
+struct SharedBuf {
+    blocks: VecDeque<Block>,
+    /// The memory of every block created so far (see [`Block::mem_before`]).
+    mem_created: u64,
+}
+
+/// The most blocks one trim frees: a replica that held a long history and went away leaves
+/// many, and freeing them is spread over the next writes and the cron (Redis's
+/// REPL_BACKLOG_TRIM_BLOCKS_PER_CALL, and ten times that in its cron).
+const TRIM_BLOCKS_PER_CALL: usize = 1024;
+
+/// Blocks are at least this size (Redis's PROTO_REPLY_CHUNK_BYTES), so small commands share
+/// them, and at most a sixteenth of the backlog's size when that is larger, so that a block a
+/// replica still needs a little of does not keep much more than that.
+const BLOCK_MIN: usize = 16 * 1024;
+
+impl SharedBuf {
+    /// Memory the blocks hold (mem_total_replication_buffers), with the list's room for
+    /// more.
+    fn mem(&self) -> usize {
+        let spare = (self.blocks.capacity() - self.blocks.len()) * BLOCK_OVERHEAD;
+        self.blocks
+            .front()
+            .map_or(0, |b| (self.mem_created - b.mem_before) as usize)
+            + spare
+    }
+
+    /// Offset of the first byte held, `next` when none is (`next`: the stream's next offset).
+    fn first(&self, next: u64) -> u64 {
+        self.blocks.front().map_or(next, |b| b.start)
+    }
+
+    /// Append `bytes`, which start at stream offset `at`; true when a block was added.
+    fn append(&mut self, mut bytes: &[u8], mut at: u64, backlog_size: usize) -> bool {
+        let mut added = false;
+        if let Some(tail) = self.blocks.back_mut() {
+            let room = tail.data.capacity() - tail.data.len();
+            let n = room.min(bytes.len());
+            tail.data.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            at += n as u64;
+        }
+        let most = (backlog_size / 16).max(BLOCK_MIN);
+        while !bytes.is_empty() {
+            let size = bytes.len().clamp(BLOCK_MIN, most);
+            let mut data = Vec::with_capacity(size);
+            let n = data.capacity().min(bytes.len());
+            data.extend_from_slice(&bytes[..n]);
+            let block = Block {
+                start: at,
+                data,
+                mem_before: self.mem_created,
+            };
+            self.mem_created += block.mem();
+            self.blocks.push_back(block);
+            bytes = &bytes[n..];
+            at += n as u64;
+            added = true;
+        }
+        added
+    }
+
+    /// Index of the block a reader at `cursor` references: the one holding that byte, or the
+    /// last when it has read everything (it keeps that one, as a Redis replica keeps the block
+    /// it last wrote from).
+    fn index_of(&self, cursor: u64) -> usize {
+        self.blocks
+            .partition_point(|b| b.end() <= cursor)
+            .min(self.blocks.len().saturating_sub(1))
+    }
+
+    /// The memory a reader at `cursor` references: its block and every block after it (Redis's
+    /// getClientOutputBufferMemoryUsage for a replica).
+    fn referenced_by(&self, cursor: u64) -> usize {
+        match self.blocks.get(self.index_of(cursor)) {
+            Some(b) => (self.mem_created - b.mem_before) as usize,
+            None => 0,
+        }
+    }
+
+    /// Copy up to `max` bytes from `cursor` on into `out`; the new cursor.
+    fn copy_from(&self, mut cursor: u64, out: &mut Vec<u8>, max: usize) -> u64 {
+        let mut left = max;
+        let mut i = self.index_of(cursor);
+        while left > 0 {
+            let Some(b) = self.blocks.get(i) else { break };
+            if cursor >= b.end() {
+                i += 1;
+                continue;
+            }
+            let from = cursor.saturating_sub(b.start) as usize;
+            let n = (b.data.len() - from).min(left);
+            out.extend_from_slice(&b.data[from..from + n]);
+            cursor += n as u64;
+            left -= n;
+            i += 1;
+        }
+        cursor
+    }
+
+    /// Free first blocks that nobody needs: none of `cursors` is in them, and the history
+    /// after them is still longer than `backlog_size`. At most `max_blocks` go; the first block
+    /// always stays. The number of blocks freed.
+    fn trim(
+        &mut self,
+        backlog_size: usize,
+        oldest_cursor: Option<u64>,
+        max_blocks: usize,
+    ) -> usize {
+        let mut histlen: u64 = match (self.blocks.front(), self.blocks.back()) {
+            (Some(f), Some(l)) => l.end() - f.start,
+            _ => return 0,
+        };
+        let mut freed = 0;
+        while freed < max_blocks && self.blocks.len() > 1 {
+            let Some(front) = self.blocks.front() else {
+                break;
+            };
+            if oldest_cursor.is_some_and(|c| c < front.end()) {
+                break;
+            }
+            let len = front.data.len() as u64;
+            if histlen.saturating_sub(len) <= backlog_size as u64 {
+                break;
+            }
+            histlen -= len;
+            self.blocks.pop_front();
+            freed += 1;
+        }
+        // The list gives back room that a long history left it.
+        if freed > 0 && self.blocks.capacity() > 4 * self.blocks.len() + 64 {
+            self.blocks.shrink_to(2 * self.blocks.len());
+        }
+        freed
+    }
+
+    /// Move every block's offsets by `by` (the history continues one loaded from an RDB).
+    fn rebase(&mut self, by: u64) {
+        for b in &mut self.blocks {
+            b.start += by;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.blocks = VecDeque::new();
+    }
 }
 
 struct Stream {
@@ -99,6 +293,9 @@ struct Stream {
     /// master_repl_offset: bytes of stream produced so far.
     offset: u64,
     backlog: Option<Backlog>,
+    /// The stream's bytes the backlog and the replicas share (empty while there is no
+    /// backlog).
+    buf: SharedBuf,
     /// The database the stream last selected (None: the next command selects).
     seldb: Option<usize>,
     replicas: Vec<Arc<Replica>>,
@@ -153,6 +350,7 @@ impl Default for Replication {
                 second_offset: -1,
                 offset: 0,
                 backlog: None,
+                buf: SharedBuf::default(),
                 seldb: None,
                 replicas: Vec::new(),
                 alone_since_ms: crate::clock::unix_ms(),
@@ -207,29 +405,52 @@ impl Replication {
             .count()
     }
 
-    /// Bytes waiting in the replicas' output (INFO mem_clients_slaves): not counted against
-    /// `maxmemory`, as Redis leaves replica buffers out so that they cannot cause evictions.
+    /// Memory of the replicas' output not counted against `maxmemory` (part of INFO
+    /// mem_not_counted_for_evict), as Redis leaves replica buffers out so that they cannot
+    /// cause evictions: each replica's own buffers, and the shared buffer's memory past what a
+    /// backlog of its configured size takes (Redis's freeMemoryGetNotCountedMemory).
     pub(crate) fn replica_buffers_bytes(&self) -> usize {
         if !self.active.load(Ordering::Relaxed) {
             return 0;
         }
-        self.stream
-            .lock()
+        let s = self.stream.lock();
+        let own: usize = s
             .replicas
             .iter()
             // A killed replica's buffers are counted with the killed clients'.
             .filter(|r| !r.info.killed.load(Ordering::Relaxed))
-            .map(|r| r.info.memory_bytes())
-            .sum()
+            .map(|r| r.info.memory_bytes() - r.info.stream_ref_bytes())
+            .sum();
+        let mem = s.buf.mem();
+        let size = s.backlog.as_ref().map_or(0, |b| b.size);
+        let shared = if mem > size {
+            // The blocks' bookkeeping of a backlog of that size, roughly (as Redis estimates
+            // it).
+            let counted = size + (size / BLOCK_MIN + 1) * BLOCK_OVERHEAD;
+            mem.saturating_sub(counted)
+        } else {
+            0
+        };
+        own + shared
     }
 
-    /// Bytes the backlog holds (INFO mem_replication_backlog).
-    pub(crate) fn backlog_bytes(&self) -> usize {
-        self.stream
-            .lock()
-            .backlog
-            .as_ref()
-            .map_or(0, |b| b.buf.capacity())
+    /// The shared buffer's memory (INFO mem_total_replication_buffers).
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        self.stream.lock().buf.mem()
+    }
+
+    /// The shared buffer's memory as Redis divides it between the backlog and the replicas
+    /// (INFO mem_replication_backlog and part of mem_clients_slaves): with replicas, what is
+    /// past the backlog's configured size is theirs.
+    pub(crate) fn buffer_shares(&self) -> (usize, usize) {
+        let s = self.stream.lock();
+        let mem = s.buf.mem();
+        let size = s.backlog.as_ref().map_or(0, |b| b.size);
+        if !s.replicas.is_empty() && mem > size {
+            (size, mem - size)
+        } else {
+            (mem, 0)
+        }
     }
 
     /// Close every replica's connection (this server starts following another history).
@@ -287,10 +508,9 @@ impl Replication {
         s.offset = offset;
         s.seldb = None;
         s.backlog = Some(Backlog {
-            buf: VecDeque::new(),
             size: backlog_size.max(1),
-            first: offset + 1,
         });
+        s.buf.clear();
         self.active.store(true, Ordering::Release);
     }
 
@@ -332,10 +552,9 @@ impl Replication {
             let mut s = self.stream.lock();
             s.seldb = None;
             s.backlog = Some(Backlog {
-                buf: VecDeque::new(),
                 size: backlog_size.max(1),
-                first: s.offset + 1,
             });
+            s.buf.clear();
             self.active.store(true, Ordering::Release);
         }
         let del = Bytes::from_static(del.as_bytes());
@@ -350,10 +569,9 @@ impl Replication {
         s.replid2 = saved.replid.clone();
         s.second_offset = saved.offset as i64 + 1;
         s.offset += saved.offset;
-        let offset = s.offset;
-        if let Some(b) = s.backlog.as_mut() {
-            b.first = offset + 1 - b.buf.len() as u64;
-        }
+        // What the expired keys logged continues the loaded history (Redis's
+        // rebaseReplicationBuffer).
+        s.buf.rebase(saved.offset);
         s.alone_since_ms = crate::clock::unix_ms();
         tracing::info!(
             "Secondary replication ID {} from the RDB file, valid up to offset {}; replication ID {}",
@@ -409,7 +627,7 @@ impl Replication {
     /// Relay bytes of the master's stream (a replica passes on exactly what it applied).
     pub(crate) fn feed_raw(&self, bytes: &[u8], limit: ObufLimit) {
         let mut s = self.stream.lock();
-        self.append(&mut s, bytes.to_vec(), limit);
+        self.append(&mut s, bytes, limit);
     }
 
     pub(crate) fn replid(&self) -> String {
@@ -434,7 +652,7 @@ impl Replication {
             }
         }
         crate::protocol::encode_command(&mut out, argv);
-        self.append(&mut s, out, limit);
+        self.append(&mut s, &out, limit);
     }
 
     /// Log several commands as one unbroken run (a script's MULTI ... EXEC).
@@ -451,37 +669,97 @@ impl Replication {
             }
             crate::protocol::encode_command(&mut out, argv);
         }
-        self.append(&mut s, out, limit);
+        self.append(&mut s, &out, limit);
     }
 
-    fn append(&self, s: &mut Stream, out: Vec<u8>, limit: ObufLimit) {
+    /// Write `out` into the shared buffer and wake the replicas reading it. When that takes
+    /// a new block, each replica's output is checked against its limit, as Redis checks it
+    /// then, and the backlog gives back the blocks nobody needs any more.
+    fn append(&self, s: &mut Stream, out: &[u8], limit: ObufLimit) {
+        let at = s.offset + 1;
         s.offset += out.len() as u64;
-        if let Some(b) = s.backlog.as_mut() {
-            b.buf.extend(out.iter().copied());
-            if b.buf.len() > b.size {
-                let drop_n = b.buf.len() - b.size;
-                b.buf.drain(..drop_n);
-                b.first += drop_n as u64;
-            }
-        }
-        if s.replicas.is_empty() {
+        // No backlog, no reader: one exists whenever a replica is attached.
+        let Some(size) = s.backlog.as_ref().map(|b| b.size) else {
             return;
-        }
-        let msg = Bytes::from(out);
+        };
+        let added = s.buf.append(out, at, size);
         let now = crate::clock::unix_ms();
         for r in &s.replicas {
-            if r.state() == WAIT_BGSAVE_START {
+            let cursor = r.cursor.load(Ordering::Relaxed);
+            if cursor == 0 || r.info.killed.load(Ordering::Relaxed) {
                 continue;
             }
-            if !r.info.push.push(msg.clone(), limit, now) {
-                tracing::warn!(
-                    "Client id={} addr={} closed for overcoming of output buffer limits.",
-                    r.client_id,
-                    r.info.addr
-                );
-                r.info.kill();
+            if added {
+                let used = s.buf.referenced_by(cursor);
+                r.info.set_stream_ref_bytes(used);
+                if over_output_limit(r, used, limit, size, now) {
+                    close_for_output_limit(r);
+                    continue;
+                }
             }
+            r.info.push.stream_ready();
         }
+        if added {
+            Self::trim(s, TRIM_BLOCKS_PER_CALL);
+        }
+    }
+
+    /// Free the blocks of history nobody needs (see [`SharedBuf::trim`]).
+    fn trim(s: &mut Stream, max_blocks: usize) {
+        let Some(size) = s.backlog.as_ref().map(|b| b.size) else {
+            return;
+        };
+        // A killed replica reads nothing more: what only it held goes now, as Redis frees
+        // such a client (and its references) at once.
+        let oldest = s
+            .replicas
+            .iter()
+            .filter(|r| !r.info.killed.load(Ordering::Relaxed))
+            .map(|r| r.cursor.load(Ordering::Relaxed))
+            .filter(|&c| c != 0)
+            .min();
+        s.buf.trim(size, oldest, max_blocks);
+    }
+
+    /// Copy into `out` up to `max` bytes of the stream that replica `client_id` has not taken
+    /// yet, moving its cursor past them; true when more is left after them. Its connection
+    /// calls this as its socket takes what it has, so a replica's output is the shared
+    /// buffer's blocks from its cursor on plus at most `max` bytes of its own. `out`'s new
+    /// allocation is stored in `out_held` under the stream's lock, which
+    /// [`Replication::replica_buffers_bytes`] takes: `maxmemory`'s count never sees the
+    /// allocation without it (a replica's buffers are not counted).
+    pub(crate) fn pull(
+        &self,
+        client_id: u64,
+        out: &mut Vec<u8>,
+        max: usize,
+        out_held: &std::sync::atomic::AtomicUsize,
+    ) -> bool {
+        let mut s = self.stream.lock();
+        let Some(r) = s.replicas.iter().find(|r| r.client_id == client_id) else {
+            return false;
+        };
+        let cursor = r.cursor.load(Ordering::Relaxed);
+        let next = s.offset + 1;
+        if cursor == 0
+            || cursor >= next
+            || cursor < s.buf.first(next)
+            || r.info.killed.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        let before = s.buf.index_of(cursor);
+        out.reserve(max.min((next - cursor) as usize));
+        out_held.store(out.capacity(), Ordering::Relaxed);
+        let moved = s.buf.copy_from(cursor, out, max);
+        r.cursor.store(moved, Ordering::Relaxed);
+        r.info.set_stream_ref_bytes(s.buf.referenced_by(moved));
+        let more = moved < next;
+        // Past a block it may have been the last to need.
+        if s.buf.index_of(moved) != before {
+            Self::trim(&mut s, TRIM_BLOCKS_PER_CALL);
+        }
+        more
     }
 
     /// A replica asks for a synchronization: register it (waiting for a BGSAVE). The first
@@ -493,10 +771,9 @@ impl Replication {
             s.replid2 = ZERO_ID.to_string();
             s.second_offset = -1;
             s.backlog = Some(Backlog {
-                buf: VecDeque::new(),
                 size: backlog_size.max(1),
-                first: s.offset + 1,
             });
+            s.buf.clear();
             tracing::info!(
                 "Replication backlog created, my new replication IDs are '{}' and '{}'",
                 s.replid,
@@ -516,10 +793,19 @@ impl Replication {
             .replicas
             .iter()
             .any(|r| r.client_id == client_id && r.state() == WAIT_BGSAVE_END);
-        s.replicas.retain(|r| r.client_id != client_id);
+        s.replicas.retain(|r| {
+            let keep = r.client_id != client_id;
+            if !keep {
+                r.cursor.store(0, Ordering::Relaxed);
+                r.info.set_stream_ref_bytes(0);
+            }
+            keep
+        });
         if s.replicas.len() != before && s.replicas.is_empty() {
             s.alone_since_ms = crate::clock::unix_ms();
         }
+        // The history only it still needed goes (the rest over the next writes and crons).
+        Self::trim(&mut s, TRIM_BLOCKS_PER_CALL);
         was_waiting && !s.replicas.iter().any(|r| r.state() == WAIT_BGSAVE_END)
     }
 
@@ -579,6 +865,11 @@ impl Replication {
                     tx
                 });
                 r.initial_offset.store(offset, Ordering::Release);
+                // Its stream starts here (one that wants the image alone reads none).
+                if !r.rdb_only {
+                    r.cursor.store(offset + 1, Ordering::Relaxed);
+                    r.info.set_stream_ref_bytes(s.buf.referenced_by(offset + 1));
+                }
                 r.state.store(WAIT_BGSAVE_END, Ordering::Release);
                 r.changed.notify_one();
                 attached.push((r.clone(), tx));
@@ -611,18 +902,20 @@ impl Replication {
             return false;
         }
         let from = peer.initial_offset.load(Ordering::Acquire);
-        let Some(b) = s.backlog.as_ref() else {
-            return false;
-        };
-        // The backlog holds offsets b.first .. b.first + len - 1; the stream after the image
-        // starts at from + 1.
-        if from + 1 < b.first || from > s.offset {
+        if s.backlog.is_none() {
             return false;
         }
-        let skip = (from + 1 - b.first) as usize;
-        let tail: Vec<u8> = b.buf.iter().skip(skip).copied().collect();
-        if !tail.is_empty() {
-            r.info.push.push_unlimited(Bytes::from(tail));
+        // The shared buffer must still hold the stream after the image, from offset from + 1
+        // on: the new replica reads it from there, as the other one does.
+        if from + 1 < s.buf.first(s.offset + 1) || from > s.offset {
+            return false;
+        }
+        if !r.rdb_only {
+            r.cursor.store(from + 1, Ordering::Relaxed);
+            r.info.set_stream_ref_bytes(s.buf.referenced_by(from + 1));
+            if from < s.offset {
+                r.info.push.stream_ready();
+            }
         }
         r.initial_offset.store(from, Ordering::Release);
         *r.bgsave_outcome.lock() = None;
@@ -636,6 +929,9 @@ impl Replication {
     pub(crate) fn attach_now(&self, r: &Arc<Replica>) {
         let mut s = self.stream.lock();
         r.initial_offset.store(s.offset, Ordering::Release);
+        let cursor = s.offset + 1;
+        r.cursor.store(cursor, Ordering::Relaxed);
+        r.info.set_stream_ref_bytes(s.buf.referenced_by(cursor));
         r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
         r.state.store(ONLINE, Ordering::Release);
         s.seldb = None;
@@ -696,29 +992,34 @@ impl Replication {
             };
             return Resync::Full(Some(why));
         }
-        let Some(b) = s.backlog.as_ref() else {
-            return Resync::Full(Some(format!(
-                "Unable to partial resync with replica {} for lack of backlog (Replica request was: {offset}).",
-                r.describe()
-            )));
-        };
-        if offset < b.first as i64 || offset > (b.first + b.buf.len() as u64) as i64 {
+        if s.backlog.is_none() {
             return Resync::Full(Some(format!(
                 "Unable to partial resync with replica {} for lack of backlog (Replica request was: {offset}).",
                 r.describe()
             )));
         }
-        let skip = (offset as u64 - b.first) as usize;
-        let mut msg = Vec::with_capacity(b.buf.len() - skip + 60);
-        if psync2 {
-            msg.extend_from_slice(format!("+CONTINUE {}\r\n", s.replid).as_bytes());
+        let next = s.offset + 1;
+        if offset < s.buf.first(next) as i64 || offset > next as i64 {
+            return Resync::Full(Some(format!(
+                "Unable to partial resync with replica {} for lack of backlog (Replica request was: {offset}).",
+                r.describe()
+            )));
+        }
+        let head = if psync2 {
+            format!("+CONTINUE {}\r\n", s.replid)
         } else {
-            msg.extend_from_slice(b"+CONTINUE\r\n");
+            "+CONTINUE\r\n".to_string()
+        };
+        // The line goes first; the history after it is read from the shared buffer, from the
+        // requested offset on.
+        r.info.push.push_unlimited(Bytes::from(head));
+        let cursor = offset as u64;
+        r.cursor.store(cursor, Ordering::Relaxed);
+        r.info.set_stream_ref_bytes(s.buf.referenced_by(cursor));
+        let sent = (next - cursor) as usize;
+        if sent > 0 {
+            r.info.push.stream_ready();
         }
-        let head = msg.len();
-        msg.extend(b.buf.iter().skip(skip).copied());
-        let sent = msg.len() - head;
-        r.info.push.push_unlimited(Bytes::from(msg));
         r.state.store(ONLINE, Ordering::Release);
         r.ack_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
         s.replicas.push(r.clone());
@@ -741,8 +1042,10 @@ impl Replication {
             .count()
     }
 
-    /// The cron's share (once a second): PING the replicas every `ping_period` seconds and
-    /// drop the backlog after `ttl` seconds without replicas. No PING while `failing_over`:
+    /// The cron's share (once a second): PING the replicas every `ping_period` seconds, close
+    /// the replicas over their output buffer limit (a soft limit's seconds pass without a
+    /// write), free history nobody needs (ten times a write's share of blocks) and drop the
+    /// backlog after `ttl` seconds without replicas. No PING while `failing_over`:
     /// the failover waits for a replica to acknowledge our last offset, which a PING would
     /// move.
     pub(crate) fn cron(
@@ -763,6 +1066,19 @@ impl Replication {
             self.feed(None, &[Bytes::from_static(b"PING")], limit);
         }
         let mut s = self.stream.lock();
+        if let Some(size) = s.backlog.as_ref().map(|b| b.size) {
+            let now = crate::clock::unix_ms();
+            for r in &s.replicas {
+                let cursor = r.cursor.load(Ordering::Relaxed);
+                if cursor != 0
+                    && !r.info.killed.load(Ordering::Relaxed)
+                    && over_output_limit(r, s.buf.referenced_by(cursor), limit, size, now)
+                {
+                    close_for_output_limit(r);
+                }
+            }
+            Self::trim(&mut s, 10 * TRIM_BLOCKS_PER_CALL);
+        }
         if ttl > 0
             && s.replicas.is_empty()
             && s.backlog.is_some()
@@ -773,6 +1089,7 @@ impl Replication {
             s.second_offset = -1;
             s.replid = random_id();
             s.backlog = None;
+            s.buf.clear();
             self.active.store(false, Ordering::Release);
             tracing::info!(
                 "Replication backlog freed after {ttl} seconds without connected replicas."
@@ -785,11 +1102,7 @@ impl Replication {
         let mut s = self.stream.lock();
         if let Some(b) = s.backlog.as_mut() {
             b.size = size.max(1);
-            if b.buf.len() > b.size {
-                let n = b.buf.len() - b.size;
-                b.buf.drain(..n);
-                b.first += n as u64;
-            }
+            Self::trim(&mut s, TRIM_BLOCKS_PER_CALL);
         }
     }
 
@@ -820,10 +1133,14 @@ impl Replication {
         out.push(("second_repl_offset".into(), s.second_offset.to_string()));
         match &s.backlog {
             Some(b) => {
+                let first = s.buf.first(s.offset + 1);
                 out.push(("repl_backlog_active".into(), "1".into()));
                 out.push(("repl_backlog_size".into(), b.size.to_string()));
-                out.push(("repl_backlog_first_byte_offset".into(), b.first.to_string()));
-                out.push(("repl_backlog_histlen".into(), b.buf.len().to_string()));
+                out.push(("repl_backlog_first_byte_offset".into(), first.to_string()));
+                out.push((
+                    "repl_backlog_histlen".into(),
+                    (s.offset + 1 - first).to_string(),
+                ));
             }
             None => {
                 out.push(("repl_backlog_active".into(), "0".into()));
@@ -835,9 +1152,253 @@ impl Replication {
     }
 }
 
+/// True if a replica referencing `used` bytes of the shared buffer is over `limit` at `now_ms`
+/// (Redis's checkClientOutputBufferLimits): a hard limit below the backlog's `backlog_size` is
+/// taken as that size, since the replica shares the backlog's memory and a partial
+/// resynchronization may hand it that much at once; the soft limit must hold for longer than
+/// its seconds (the clock starts, or stops, here).
+fn over_output_limit(
+    r: &Replica,
+    used: usize,
+    limit: ObufLimit,
+    backlog_size: usize,
+    now_ms: i64,
+) -> bool {
+    let used = used as u64;
+    let hard = if limit.hard > 0 {
+        limit.hard.max(backlog_size as u64)
+    } else {
+        0
+    };
+    if hard > 0 && used >= hard {
+        return true;
+    }
+    if limit.soft > 0 && used >= limit.soft {
+        let since = r.soft_since_ms.load(Ordering::Relaxed);
+        if since == 0 {
+            r.soft_since_ms.store(now_ms, Ordering::Relaxed);
+            return false;
+        }
+        return (now_ms - since) / 1000 > limit.soft_secs as i64;
+    }
+    r.soft_since_ms.store(0, Ordering::Relaxed);
+    false
+}
+
+fn close_for_output_limit(r: &Replica) {
+    tracing::warn!(
+        "Client id={} addr={} closed for overcoming of output buffer limits.",
+        r.client_id,
+        r.info.addr
+    );
+    r.info.kill();
+}
+
 impl Replica {
     /// `ip:port` as Redis names a replica in its log.
     pub(crate) fn describe(&self) -> String {
         format!("{}:{}", self.ip, self.listening_port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(id: u64) -> Arc<Replica> {
+        let info = Arc::new(crate::client::ClientInfo::new(
+            id,
+            format!("127.0.0.1:{}", 40000 + id),
+            "127.0.0.1:6379".into(),
+            0,
+        ));
+        Arc::new(Replica {
+            client_id: id,
+            info,
+            state: AtomicU8::new(WAIT_BGSAVE_START),
+            ready: AtomicBool::new(true),
+            initial_offset: AtomicU64::new(0),
+            ack_offset: AtomicU64::new(0),
+            ack_ms: AtomicI64::new(0),
+            listening_port: 0,
+            ip: "127.0.0.1".into(),
+            pre_psync: false,
+            bgsave_outcome: Default::default(),
+            changed: Default::default(),
+            capa_eof: true,
+            rdb_only: false,
+            asked_ms: 0,
+            rdb_feed: Default::default(),
+            cursor: AtomicU64::new(0),
+            soft_since_ms: AtomicI64::new(0),
+        })
+    }
+
+    fn field(repl: &Replication, name: &str) -> u64 {
+        let mut out = Vec::new();
+        repl.info_master(&mut out, "no-failover");
+        out.iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// Write `n` commands of about `len` bytes each.
+    fn write(repl: &Replication, n: usize, len: usize, limit: ObufLimit) {
+        let value = Bytes::from(vec![b'x'; len]);
+        for i in 0..n {
+            repl.feed(
+                Some(0),
+                &[
+                    Bytes::from_static(b"SET"),
+                    Bytes::from(format!("k{i}")),
+                    value.clone(),
+                ],
+                limit,
+            );
+        }
+    }
+
+    /// Blocks are at least 16 KiB and at most a sixteenth of a large backlog; small writes
+    /// fill the last block before another is made, and the memory counts every block's
+    /// allocation.
+    #[test]
+    fn blocks_are_sized_as_redis_sizes_them() {
+        let mut buf = SharedBuf::default();
+        assert!(buf.append(&[1; 10], 1, 16 * 1024));
+        assert!(
+            !buf.append(&[2; 100], 11, 16 * 1024),
+            "fits in the first block"
+        );
+        assert_eq!(buf.blocks.len(), 1);
+        assert_eq!(
+            buf.mem(),
+            BLOCK_MIN + BLOCK_OVERHEAD * buf.blocks.capacity()
+        );
+        // A big write with a big backlog: blocks of backlog / 16.
+        let mut big = SharedBuf::default();
+        big.append(&vec![0; 5 << 20], 1, 16 << 20);
+        let sizes: Vec<usize> = big.blocks.iter().map(|b| b.data.capacity()).collect();
+        assert_eq!(sizes, vec![1 << 20; 5]);
+        // Copying crosses blocks and ends where asked.
+        let mut out = Vec::new();
+        assert_eq!(big.copy_from(1, &mut out, 3 << 20), 1 + (3 << 20));
+        assert_eq!(out.len(), 3 << 20);
+        assert_eq!(
+            big.referenced_by(1 + (3 << 20)),
+            2 * ((1 << 20) + BLOCK_OVERHEAD)
+        );
+    }
+
+    /// The backlog keeps `repl-backlog-size` bytes of history while nobody reads older ones;
+    /// a replica waiting for its image keeps everything since its stream started (the
+    /// backlog grows past its size, and a PSYNC from there is accepted); when it goes, the
+    /// history is trimmed back to the size, a bounded number of blocks at a time. The shared
+    /// buffer's memory does not depend on how many replicas reference it.
+    #[test]
+    fn a_waiting_replica_keeps_the_history_and_its_departure_trims_it() {
+        let size = 16 * 1024;
+        let limit = ObufLimit::default();
+        let repl = Replication::default();
+        let waiting = replica(1);
+        repl.add_replica(waiting.clone(), size);
+        write(&repl, 100, 100, limit);
+        assert!(field(&repl, "repl_backlog_histlen") <= 2 * size as u64);
+        let attached = repl.attach_waiting(false);
+        assert_eq!(attached.len(), 1);
+        let start = waiting.cursor.load(Ordering::Relaxed);
+        assert_eq!(start, repl.offset() + 1);
+        let second = replica(2);
+        repl.add_replica(second.clone(), size);
+        assert_eq!(repl.attach_waiting(false).len(), 1);
+        write(&repl, 1000, 1000, limit);
+        let histlen = field(&repl, "repl_backlog_histlen");
+        assert!(
+            histlen > 1_000_000,
+            "the backlog kept the history: {histlen}"
+        );
+        assert!(field(&repl, "repl_backlog_first_byte_offset") <= start);
+        let mem = repl.buffer_bytes();
+        assert!(
+            mem >= histlen as usize
+                && mem < histlen as usize + 2 * BLOCK_MIN + 100 * BLOCK_OVERHEAD
+        );
+        // One of the two replicas goes: they share the buffer, which stays as it is.
+        repl.remove_replica(2);
+        assert_eq!(repl.buffer_bytes(), mem);
+        // A PSYNC from the start of the kept history (past the backlog's size) continues.
+        let psync = replica(3);
+        match repl.try_partial(&psync, &repl.replid(), start as i64, true) {
+            Resync::Continue { sent } => assert_eq!(sent as u64, repl.offset() + 1 - start),
+            Resync::Full(why) => panic!("full resync: {why:?}"),
+        }
+        // Its connection takes the history from the shared buffer, a turn at a time.
+        let mut out = Vec::new();
+        let held = std::sync::atomic::AtomicUsize::new(0);
+        assert!(repl.pull(3, &mut out, 4096, &held));
+        assert_eq!(out.len(), 4096);
+        assert_eq!(held.load(Ordering::Relaxed), out.capacity());
+        while repl.pull(3, &mut out, 64 * 1024, &held) {}
+        assert_eq!(out.len() as u64, repl.offset() + 1 - start);
+        // The stream after the image's instant selects its database first.
+        assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));
+        // Caught up, it references only the last block.
+        assert!(psync.info.stream_ref_bytes() <= BLOCK_MIN + BLOCK_OVERHEAD);
+        // The waiting replica goes: at most a call's share of blocks is freed at once, then
+        // the rest, down to the backlog's size.
+        repl.remove_replica(1);
+        let mut s = repl.stream.lock();
+        Replication::trim(&mut s, 3);
+        drop(s);
+        let after_few = field(&repl, "repl_backlog_histlen");
+        assert!(after_few < histlen);
+        repl.resize_backlog(size);
+        let trimmed = field(&repl, "repl_backlog_histlen");
+        assert!(
+            trimmed >= size as u64 && trimmed <= (size + BLOCK_MIN) as u64,
+            "{trimmed}"
+        );
+        assert!(repl.buffer_bytes() < mem / 10);
+    }
+
+    /// A replica's hard output limit below the backlog's size counts as that size (Redis's
+    /// checkClientOutputBufferLimits); over it, the replica is closed when a block is added.
+    #[test]
+    fn a_replica_hard_limit_below_the_backlog_size_is_the_backlog_size() {
+        let r = replica(1);
+        let limit = ObufLimit {
+            hard: 512 * 1024,
+            soft: 0,
+            soft_secs: 0,
+        };
+        let backlog = 100 << 20;
+        assert!(!over_output_limit(&r, 20 << 20, limit, backlog, 0));
+        assert!(over_output_limit(&r, 100 << 20, limit, backlog, 0));
+        assert!(over_output_limit(&r, 600 * 1024, limit, 16 * 1024, 0));
+        // The soft limit: over it for longer than its seconds.
+        let soft = ObufLimit {
+            hard: 0,
+            soft: 1000,
+            soft_secs: 1,
+        };
+        assert!(!over_output_limit(&r, 2000, soft, 0, 10_000));
+        assert!(!over_output_limit(&r, 2000, soft, 0, 11_000));
+        assert!(over_output_limit(&r, 2000, soft, 0, 12_000));
+        assert!(!over_output_limit(&r, 10, soft, 0, 13_000));
+
+        // End to end: a lagging online replica under "replica 32kb 0 0" with a 16 KiB backlog.
+        let repl = Replication::default();
+        let lagging = replica(2);
+        repl.add_replica(lagging.clone(), 16 * 1024);
+        repl.attach_waiting(false);
+        let tight = ObufLimit {
+            hard: 32 * 1024,
+            soft: 0,
+            soft_secs: 0,
+        };
+        write(&repl, 10, 1000, tight);
+        assert!(!lagging.info.killed.load(Ordering::Relaxed));
+        write(&repl, 40, 1000, tight);
+        assert!(lagging.info.killed.load(Ordering::Relaxed));
     }
 }

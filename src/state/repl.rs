@@ -883,7 +883,7 @@ impl Replication {
 
     /// A replica arriving while a BGSAVE to disk runs joins it when another replica waits for
     /// that BGSAVE's file (so the image's instant is a replica's stream start) and the backlog
-    /// still holds the stream since then: that stream is copied to its mailbox, and it waits
+    /// still holds the stream since then: its cursor starts at that point of the buffer, and it waits
     /// for the same file (Redis's syncCommand, "Waiting for end of BGSAVE for SYNC", which
     /// copies the other replica's output buffer). False when it must wait for the next BGSAVE.
     pub(crate) fn attach_to_running_disk_save(&self, r: &Arc<Replica>) -> bool {

@@ -60,7 +60,7 @@ declare -A NATIVE_TOTAL=(
   [unit/scripting]=306 [unit/functions]=109 [integration/rdb]=14 [integration/logging]=3
   [integration/redis-cli]=31 [integration/redis-benchmark]=9 [unit/client-eviction]=17
   [unit/replybufsize]=1 [unit/pendingquerybuf]=1
-  [integration/replication]=59 [integration/replication-psync]=60 [unit/cluster]=13
+  [integration/replication]=59 [integration/replication-psync]=60 [integration/replication-buffer]=8 [integration/dismiss-mem]=4 [unit/cluster]=13
   [unit/cluster-scripting]=3 [unit/cluster/misc]=1 [unit/cluster/links]=1
   [unit/cluster/announced-endpoints]=2)
 

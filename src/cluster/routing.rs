@@ -137,6 +137,50 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
     None
 }
 
+/// [`redirect`]'s rule for a slot this node is migrating, applied again once the command
+/// holds its keys' locks (`present` reads a key under them): None when every key is still
+/// here. The first check reads each key under its shard's lock and lets go, so a MIGRATE
+/// could move a key between that check and the command's run, and a write would then create
+/// the key again here, in a slot that is leaving (its increments lost when the slot's last
+/// keys are dropped). Redis decides and runs in one step, with nothing between.
+pub fn recheck_migrating(
+    srv: &Server,
+    keys: &[&[u8]],
+    mut present: impl FnMut(&[u8]) -> bool,
+) -> Option<Reply> {
+    let cluster = get(srv)?;
+    let first = keys.first()?;
+    let slot = key_hash_slot(first);
+    let bits = cluster.view.slot(slot);
+    if bits & VIEW_MINE == 0 || bits & VIEW_MIGRATING == 0 {
+        return None;
+    }
+    let to = cluster.read(|st| {
+        (st.slots[slot as usize] == Some(st.myself))
+            .then_some(st.migrating[slot as usize])
+            .flatten()
+    })?;
+    let (mut missing, mut existing) = (0, 0);
+    for k in keys {
+        if present(k) {
+            existing += 1;
+        } else {
+            missing += 1;
+        }
+    }
+    if missing == 0 {
+        return None;
+    }
+    Some(reply(
+        srv,
+        if existing > 0 {
+            Redirect::TryAgain
+        } else {
+            Redirect::Ask(slot, to)
+        },
+    ))
+}
+
 /// Whether a key a script touches is served here (Redis's scriptVerifyClusterState, for
 /// the keys a script did not declare): the error text when it is not. A replica serves the
 /// reads of a READONLY client (`readonly`) for its master's slots, as for any command.

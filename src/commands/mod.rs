@@ -1156,6 +1156,30 @@ fn cluster_redirect(
     )
 }
 
+/// Cluster mode: the routing of a command for a slot this node is migrating, checked again
+/// now that the command holds its keys' locks (`cluster::routing::recheck_migrating`): a
+/// MIGRATE may have moved a key since [`cluster_redirect`] found it here. MIGRATE itself, our
+/// master's link and the AOF loader are not redirected.
+fn recheck_migrating_slot(
+    srv: &Server,
+    client: &Client,
+    spec: &Cmd,
+    args: &[Bytes],
+    g: &mut Guards<'_>,
+) -> Option<Reply> {
+    crate::cluster::get(srv)?;
+    if client.obeys() || matches!(spec.name, "migrate" | "restore-asking") {
+        return None;
+    }
+    let positions = spec.key_positions(args);
+    let keys: Vec<&[u8]> = positions.iter().map(|&i| &args[i][..]).collect();
+    let now = g.now_ms;
+    crate::cluster::routing::recheck_migrating(srv, &keys, |k| {
+        let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
+        shard.raw_get(k).is_some() && !shard.is_expired(k, now)
+    })
+}
+
 /// `name|sub` when `args` call a subcommand Podium runs with the wrong number of arguments
 /// for it (Redis's table row gives the arity).
 #[inline]
@@ -1455,6 +1479,18 @@ pub fn run_locked<'a>(
             && matches!(spec.keys, Keys::Range(..) | Keys::Custom(..))
         {
             lock_move_destinations(srv, client.db, spec, args, g);
+        }
+        if let Some(redirect) = recheck_migrating_slot(srv, client, spec, args, g) {
+            g.release();
+            spec.stats(args).rejected.fetch_add(1, Ordering::Relaxed);
+            srv.stats.error_replies.fetch_add(1, Ordering::Relaxed);
+            return Ran {
+                reply: redirect,
+                blocked: None,
+                close: false,
+                takeover: None,
+                extras: ReplyExtras::default(),
+            };
         }
     }
     // The clock was set by the caller: once per request, or once for a whole EXEC (as Redis

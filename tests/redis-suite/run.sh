@@ -114,6 +114,10 @@ declare -A KNOWN_RACES=(
   # requests in one burst, one more than src/arrival.rs orders, and the second GET (a 4 MB
   # value) may still be running when CLIENT LIST does.
   ["avoid client eviction when client is freed by output buffer limit"]=unit/client-eviction
+  # The sharded twin of unit/pubsub's race above: SUNSUBSCRIBE without arguments is sent and
+  # not waited for, then SPUBLISH on another connection. A lost race skips the test's `$rd1
+  # close`, and the tests after it then count that client's subscriptions (see below).
+  ["SPUBLISH/SSUBSCRIBE after UNSUBSCRIBE without arguments"]=unit/pubsubshard
 )
 RACE_RETRIES=${RACE_RETRIES:-3}
 
@@ -296,12 +300,29 @@ for suite in "${suites[@]}"; do
       fi
     done
   done < <(sed -n 's/^\[err\]: \(.*\) in tests\/.*$/\1/p' <<<"$text")
+  # A known race lost in the full run can leave state the tests after it trip over (a client
+  # its failed assertion did not close); when other failures remain besides the race, the
+  # suite runs whole once more, and a clean re-run stands for it. The line says so.
+  whole_rerun=""
+  if [ $retried -gt 0 ] && [ $((failed + errors)) -gt 0 ] && [ "$expected" != "?" ]; then
+    first_failed=$((failed + errors))
+    if run_suite_once "$suite"; then
+      again=$(sed 's/\x1b\[[0-9;]*m//g' "$out")
+      again_ok=$(grep -c '^\[ok\]' <<<"$again")
+      if [ $rc = 0 ] && [ "$again_ok" -ge "$expected" ] && ! grep -q '^\[err\]\|^\[exception\]' <<<"$again"; then
+        echo "    [retry]: $suite: whole suite clean on a re-run; the first run's $first_failed other failures followed a lost known race" >&2
+        ok=$again_ok; failed=0; errors=0; suite_rc=0
+        whole_rerun=" (whole suite re-run after a known race: clean)"
+      fi
+    fi
+  fi
   unreached=0
   if [ "$expected" != "?" ]; then
     unreached=$((expected - ok - failed - errors)); [ $unreached -lt 0 ] && unreached=0
   fi
   note=""; [ $suite_rc = 124 ] && note=" (stopped after ${SUITE_TIMEOUT:-600} s)"
   [ $retried -gt 0 ] && note="$note ($retried passed on a re-run: known arrival-order race)"
+  note="$note$whole_rerun"
   # A suite Redis has no count for still fails when the harness itself did not finish cleanly
   # (a known race that passed on its re-run explains the harness's failing status).
   [ "$expected" = "?" ] && [ $suite_rc != 0 ] && [ $((failed + errors)) = 0 ] && [ $retried = 0 ] \

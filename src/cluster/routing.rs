@@ -137,6 +137,15 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
     None
 }
 
+/// Whether `key`'s slot is one this node serves and is migrating, from the lock-free view
+/// alone (false outside cluster mode).
+pub fn migrating_here(srv: &Server, key: &[u8]) -> bool {
+    get(srv).is_some_and(|cluster| {
+        let bits = cluster.view.slot(key_hash_slot(key));
+        bits & VIEW_MINE != 0 && bits & VIEW_MIGRATING != 0
+    })
+}
+
 /// [`redirect`]'s rule for a slot this node is migrating, applied again once the command
 /// holds its keys' locks (`present` reads a key under them): None when every key is still
 /// here. The first check reads each key under its shard's lock and lets go, so a MIGRATE
@@ -150,11 +159,10 @@ pub fn recheck_migrating(
 ) -> Option<Reply> {
     let cluster = get(srv)?;
     let first = keys.first()?;
-    let slot = key_hash_slot(first);
-    let bits = cluster.view.slot(slot);
-    if bits & VIEW_MINE == 0 || bits & VIEW_MIGRATING == 0 {
+    if !migrating_here(srv, first) {
         return None;
     }
+    let slot = key_hash_slot(first);
     let to = cluster.read(|st| {
         (st.slots[slot as usize] == Some(st.myself))
             .then_some(st.migrating[slot as usize])

@@ -1213,6 +1213,21 @@ fn list_index_range_edit() {
     );
     assert!(err_text(cmd(&mut c, &["LPOS", "l", "b", "RANK", "0"]))
         .starts_with("ERR RANK can't be zero"));
+    // Redis 7.0.15 takes RANK LONG_MIN (7.2 refuses it): from the tail, and no COUNT stops
+    // it (checked against redis-server 7.0.15).
+    let min = "-9223372036854775808";
+    assert_eq!(
+        cmd(&mut c, &["LPOS", "l", "b", "RANK", min]).unwrap(),
+        Value::Int(5)
+    );
+    assert_eq!(
+        cmd(&mut c, &["LPOS", "l", "b", "RANK", min, "COUNT", "1"]).unwrap(),
+        Value::Array(vec![Value::Int(5), Value::Int(3), Value::Int(1)])
+    );
+    assert_eq!(
+        cmd(&mut c, &["LPOS", "l", "b", "RANK", min, "MAXLEN", "2"]).unwrap(),
+        Value::Int(5)
+    );
     assert_eq!(
         cmd(&mut c, &["LREM", "l", "-1", "b"]).unwrap(),
         Value::Int(1)

@@ -8,7 +8,7 @@
 //! block: they answer as on timeout.
 
 use super::args::{eq, int, SYNTAX};
-use super::argv::{block_timeout_ms, positive_long, range_long};
+use super::argv::{block_timeout_ms, positive_long};
 use super::{flags::*, BlockRequest, CmdResult, Ctx, Keys, Spec};
 use crate::blocking::Waiter;
 use crate::keyspace::DbHandle;
@@ -403,7 +403,9 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     while i < args.len() {
         let more = i + 1 < args.len();
         if eq(&args[i], "rank") && more {
-            rank = range_long(&args[i + 1], -i64::MAX, i64::MAX, None)?;
+            // Redis 7.0 takes any long here (7.2 narrowed it to ±LONG_MAX); see below for
+            // what it makes of LONG_MIN.
+            rank = int(&args[i + 1])?;
             if rank == 0 {
                 return Err(Reply::error(
                     "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
@@ -431,14 +433,22 @@ fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         Some(l) => l,
     };
+    // RANK LONG_MIN: Redis 7.0 negates it (still LONG_MIN: from the tail) and then every
+    // match is past the rank and no COUNT is ever reached (its `matches - rank + 1` wraps
+    // negative), so it answers every match from the tail, as COUNT 0 does.
     let want = match count {
+        _ if rank == i64::MIN => usize::MAX,
         Some(0) => usize::MAX,
         Some(c) => c,
         None => 1,
     };
     let n = l.len();
     let scan = if maxlen == 0 { n } else { maxlen.min(n) };
-    let mut skip = rank.unsigned_abs().saturating_sub(1);
+    let mut skip = if rank == i64::MIN {
+        0
+    } else {
+        rank.unsigned_abs() - 1
+    };
     let mut found = Vec::new();
     for k in 0..scan {
         let p = if rank > 0 { k } else { n - 1 - k };

@@ -137,12 +137,18 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
     None
 }
 
-/// Whether `key`'s slot is one this node serves and is migrating, from the lock-free view
-/// alone (false outside cluster mode).
-pub fn migrating_here(srv: &Server, key: &[u8]) -> bool {
+/// Whether a command on `key` (a write when `writes`) must be routed again under its keys'
+/// locks ([`recheck_migrating`]), from the lock-free view: its slot is migrating from here,
+/// or a write's slot is no longer served here and is not being imported (false outside
+/// cluster mode).
+pub fn needs_recheck(srv: &Server, key: &[u8], writes: bool) -> bool {
     get(srv).is_some_and(|cluster| {
         let bits = cluster.view.slot(key_hash_slot(key));
-        bits & VIEW_MINE != 0 && bits & VIEW_MIGRATING != 0
+        if bits & VIEW_MINE != 0 {
+            bits & VIEW_MIGRATING != 0
+        } else {
+            writes && bits & VIEW_IMPORTING == 0
+        }
     })
 }
 
@@ -151,18 +157,25 @@ pub fn migrating_here(srv: &Server, key: &[u8]) -> bool {
 /// here. The first check reads each key under its shard's lock and lets go, so a MIGRATE
 /// could move a key between that check and the command's run, and a write would then create
 /// the key again here, in a slot that is leaving (its increments lost when the slot's last
-/// keys are dropped). Redis decides and runs in one step, with nothing between.
+/// keys are dropped). Likewise the slot itself may have left meanwhile (CLUSTER SETSLOT
+/// NODE after its last key moved): a write then gets -MOVED rather than creating the key
+/// here. Redis decides and runs in one step, with nothing between.
 pub fn recheck_migrating(
     srv: &Server,
     keys: &[&[u8]],
+    writes: bool,
     mut present: impl FnMut(&[u8]) -> bool,
 ) -> Option<Reply> {
     let cluster = get(srv)?;
     let first = keys.first()?;
-    if !migrating_here(srv, first) {
+    if !needs_recheck(srv, first, writes) {
         return None;
     }
     let slot = key_hash_slot(first);
+    if cluster.view.slot(slot) & VIEW_MINE == 0 {
+        let owner = cluster.read(|st| st.slots[slot as usize])?;
+        return Some(reply(srv, Redirect::Moved(slot, owner)));
+    }
     let to = cluster.read(|st| {
         (st.slots[slot as usize] == Some(st.myself))
             .then_some(st.migrating[slot as usize])

@@ -1173,16 +1173,17 @@ fn recheck_migrating_slot(
     }
     // The common case, a slot that is not moving, is told by the first key without listing
     // the others (every key of a routed command is in one slot).
+    let writes = spec.flags & flags::WRITE != 0;
     if let Keys::Range(first, last, step) = spec.keys {
         let first = range_positions(first, last, step, args.len()).next()?;
-        if !crate::cluster::routing::migrating_here(srv, &args[first]) {
+        if !crate::cluster::routing::needs_recheck(srv, &args[first], writes) {
             return None;
         }
     }
     let positions = spec.key_positions(args);
     let keys: Vec<&[u8]> = positions.iter().map(|&i| &args[i][..]).collect();
     let now = g.now_ms;
-    crate::cluster::routing::recheck_migrating(srv, &keys, |k| {
+    crate::cluster::routing::recheck_migrating(srv, &keys, writes, |k| {
         let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
         shard.raw_get(k).is_some() && !shard.is_expired(k, now)
     })

@@ -144,10 +144,11 @@ fn evict_key(srv: &Server, db: usize, key: &[u8], policy: Policy) -> Option<()> 
 /// the buffers of killed clients, which their connections are freeing, evictions' notices
 /// still in mailboxes (`client::Notices`) and the eviction pool's key copies.
 pub fn counted_memory(srv: &Server) -> i64 {
-    (crate::alloc::used_memory() as u64)
+    let (used, replica_buffers) = srv.repl.used_memory_and_replica_buffers();
+    (used as u64)
         .saturating_sub(POOL_BYTES.load(Ordering::Relaxed) as u64)
         .saturating_sub(srv.aof.buffer_bytes() as u64)
-        .saturating_sub(srv.repl.replica_buffers_bytes() as u64)
+        .saturating_sub(replica_buffers as u64)
         .saturating_sub(crate::client::killed_unfreed() as u64)
         .saturating_sub(crate::client::eviction_notice_bytes() as u64) as i64
 }

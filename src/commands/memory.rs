@@ -47,6 +47,9 @@ pub(crate) struct Overhead {
     pub(crate) repl_backlog: usize,
     pub(crate) clients: usize,
     pub(crate) aof_buffer: usize,
+    /// The replicas' buffers left out of `maxmemory`'s count, read with `total_allocated`
+    /// (see `Replication::used_memory_and_replica_buffers`).
+    pub(crate) replica_buffers: usize,
     pub(crate) lua_caches: usize,
     pub(crate) cached_scripts: usize,
     pub(crate) functions_caches: usize,
@@ -72,7 +75,7 @@ fn ratio(a: usize, b: usize) -> f64 {
 impl Overhead {
     /// Gather the figures; `dbs` are the per-database table figures (see [`tables_from`]).
     pub(crate) fn measure(srv: &Server, dbs: Vec<DbTables>) -> Overhead {
-        let total = crate::alloc::used_memory();
+        let (total, replica_buffers) = srv.repl.used_memory_and_replica_buffers();
         let peak = crate::alloc::sample_peak().max(total);
         let startup = crate::alloc::startup_memory();
         let (clients, clients_normal, clients_slaves) = {
@@ -121,6 +124,7 @@ impl Overhead {
             repl_backlog,
             clients,
             aof_buffer,
+            replica_buffers,
             lua_caches,
             cached_scripts,
             functions_caches,
@@ -265,8 +269,7 @@ pub(crate) fn info_fields(srv: &Server) -> (InfoFields, InfoFields) {
         ("mem_fragmentation_bytes", tfb.to_string()),
         (
             "mem_not_counted_for_evict",
-            (m.aof_buffer + srv.repl.replica_buffers_bytes() + crate::client::killed_unfreed())
-                .to_string(),
+            (m.aof_buffer + m.replica_buffers + crate::client::killed_unfreed()).to_string(),
         ),
         ("mem_replication_backlog", m.repl_backlog.to_string()),
         // One buffer for the backlog and the replicas' pending stream, as in Redis 7.0.

@@ -405,15 +405,24 @@ impl Replication {
             .count()
     }
 
+    /// [`crate::alloc::used_memory`] and [`Replication::replica_buffers_in`] at one instant
+    /// as far as the shared buffer goes: its blocks are freed under the stream's lock, so both
+    /// are read under it. Read apart, a trim in another thread between the two reads (a killed
+    /// replica's history going at once) left the freed blocks in used_memory and out of the
+    /// buffers' figure, and their difference, what `maxmemory` counts, jumped by megabytes.
+    pub(crate) fn used_memory_and_replica_buffers(&self) -> (usize, usize) {
+        if !self.active.load(Ordering::Relaxed) {
+            return (crate::alloc::used_memory(), 0);
+        }
+        let s = self.stream.lock();
+        (crate::alloc::used_memory(), Self::replica_buffers_in(&s))
+    }
+
     /// Memory of the replicas' output not counted against `maxmemory` (part of INFO
     /// mem_not_counted_for_evict), as Redis leaves replica buffers out so that they cannot
     /// cause evictions: each replica's own buffers, and the shared buffer's memory past what a
     /// backlog of its configured size takes (Redis's freeMemoryGetNotCountedMemory).
-    pub(crate) fn replica_buffers_bytes(&self) -> usize {
-        if !self.active.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let s = self.stream.lock();
+    fn replica_buffers_in(s: &Stream) -> usize {
         let own: usize = s
             .replicas
             .iter()
@@ -726,7 +735,7 @@ impl Replication {
     /// calls this as its socket takes what it has, so a replica's output is the shared
     /// buffer's blocks from its cursor on plus at most `max` bytes of its own. `out`'s new
     /// allocation is stored in `out_held` under the stream's lock, which
-    /// [`Replication::replica_buffers_bytes`] takes: `maxmemory`'s count never sees the
+    /// [`Replication::used_memory_and_replica_buffers`] takes: `maxmemory`'s count never sees the
     /// allocation without it (a replica's buffers are not counted).
     pub(crate) fn pull(
         &self,

@@ -238,7 +238,12 @@ fn capture(tid: i32) -> Option<Vec<usize>> {
 }
 
 fn report(thread: &str, frames: &[usize]) {
-    let mut text = format!("\n--- WATCHDOG TIMER EXPIRED ---\nBacktrace of thread {thread}:\n");
+    // The marker goes out first, on its own: symbolising the frames reads the binary's debug
+    // information, which takes up to seconds the first time (more on a loaded machine), and
+    // Redis's signal handler writes it at once (integration/replication's EINTR test expects
+    // it while the stalled load is still running).
+    crate::log::write_crash("\n--- WATCHDOG TIMER EXPIRED ---\n", true);
+    let mut text = format!("Backtrace of thread {thread}:\n");
     for (i, &ip) in frames.iter().enumerate() {
         let mut named = false;
         backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {

@@ -850,6 +850,7 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     client.select(link.stream_db.load(Ordering::Relaxed));
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = Some(id);
+        i.socket_fd = Some(std::os::fd::AsRawFd::as_raw_fd(m.sock.tcp()));
         i.last_io_ms = crate::clock::unix_ms();
     }
     link.set_state(generation, LinkState::Connected);
@@ -858,6 +859,7 @@ async fn stream(srv: &Arc<Server>, generation: u64, mut m: Link) -> Result<(), S
     *info.shutdown_fd.lock() = None;
     if let Some(i) = link.info.lock().as_mut() {
         i.client_id = None;
+        i.socket_fd = None;
     }
     srv.clients.lock().remove(&id);
     client.info.connection_freed();

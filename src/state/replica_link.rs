@@ -46,6 +46,27 @@ pub(crate) struct LinkInfo {
     pub(crate) transfer_start_ms: i64,
     /// The client id the link runs its commands as (CLIENT LIST flag M).
     pub(crate) client_id: Option<u64>,
+    /// The link's socket while the stream is applied, so that INFO tells a link the master
+    /// has closed before the link's task has read to its end (see [`peer_closed`]). The task
+    /// clears it under this struct's lock before the socket closes.
+    pub(crate) socket_fd: Option<std::os::fd::RawFd>,
+}
+
+/// Whether the peer of socket `fd` has closed its side or the socket failed. Redis's single
+/// thread reads a link's end before a request that arrived after it; here the link's task and
+/// the connection asking INFO run apart, so INFO asks the socket itself (a test kills the
+/// link on the master and then waits for master_link_status to be "up" with the new data).
+fn peer_closed(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: poll(2) of one descriptor with a zero timeout, reading and writing only `p`;
+    // the caller holds the link's lock, under which the link's task clears the descriptor
+    // before closing it, so it is still the link's socket.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// The server's link to its master (none while it is a master itself).
@@ -401,7 +422,7 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
         return;
     };
     let now = crate::clock::unix_ms();
-    let up = l.state == Some(LinkState::Connected);
+    let up = l.state == Some(LinkState::Connected) && !l.socket_fd.is_some_and(peer_closed);
     out.push(("master_host".into(), l.host.clone()));
     out.push(("master_port".into(), l.port.to_string()));
     out.push((
@@ -492,8 +513,31 @@ pub(crate) fn info_replica(srv: &Server, out: &mut Vec<(String, String)>) {
 
 #[cfg(test)]
 mod tests {
-    use super::MasterLink;
+    use super::{peer_closed, MasterLink};
     use std::sync::{Arc, Mutex};
+
+    /// A socket whose peer is open reads as open; once the peer closes, as closed (with
+    /// unread data before the end, too).
+    #[test]
+    fn peer_closed_tells_a_closed_peer() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut peer =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (ours, _) = listener.accept().expect("accept");
+        assert!(!peer_closed(ours.as_raw_fd()));
+        peer.write_all(b"+PING\r\n").expect("write");
+        drop(peer);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !peer_closed(ours.as_raw_fd()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the close was not seen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 
     /// A master named before the link task starter is registered (a cluster bus message
     /// while the dataset loads) is followed once the starter is there, and only once.

@@ -1,8 +1,9 @@
 # Podium: build, run, test, bench.
 #   make run         build in release mode and start the server on port 6379 with conf/podium.conf
 #   make test        cargo test, Redis's own Tcl suites against the release binary, the instance
-#                    suites, fuzzing and the compose scenarios, one after the other
-#   make test-lanes  the same in two lanes at once (tools/lanes.sh; faster, see below)
+#                    suites, fuzzing and the compose scenarios, in two lanes at once
+#                    (make test-lanes, tools/lanes.sh; see below)
+#   make test-serial the same one after the other (slower; a lane's load kept out)
 #   make suites      only the Tcl suites (tests/redis-suite/run.sh fetches Redis 7.0's tests once)
 #   make suites-long integration/replication whole (make test leaves out its longest test)
 #   make tls-suites  every native suite over TLS (make test runs the TLS_SUITES subset)
@@ -65,7 +66,7 @@ SENTINEL_MIN_PASSED = 152
 # Seconds each fuzz target runs in make test (fuzz/run.sh --seconds N for longer runs).
 FUZZ_SECONDS ?= 40
 
-.PHONY: build tested-build run test test-lanes unit-test cargo-test suites suites-long tls-suites instance-suites cluster-suite fuzz bench clean image compose-test
+.PHONY: build tested-build run test test-serial test-lanes unit-test cargo-test suites suites-long tls-suites instance-suites cluster-suite fuzz bench clean image compose-test
 
 build:
 	$(CARGO) build --release
@@ -90,8 +91,10 @@ unit-test:
 	bash tools/check-generated.sh
 	$(CARGO) test --release
 
+# Under nice: in make test's lanes it shares the cores with the Tcl suites, whose timing
+# matters more (it runs alone as fast either way).
 cargo-test:
-	$(CARGO) test --release
+	nice -n 19 $(CARGO) test --release
 
 suites: tested-build
 	bash $(SUITE) --server '$(PODIUM) --port {port} --save ""' --port $(SUITE_PORT) $(FULL_SUITES)
@@ -121,7 +124,7 @@ cluster-suite: tested-build
 	bash $(INSTANCES) cluster $(PODIUM)
 
 fuzz:
-	nice -n 10 bash fuzz/run.sh --seconds $(FUZZ_SECONDS)
+	nice -n 19 bash fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
 image: build
 	bash docker/build-images.sh --podium-only
@@ -130,14 +133,15 @@ image: build
 compose-test: tested-build
 	bash tests/compose/run.sh
 
-test: unit-test suites instance-suites fuzz compose-test
+test: test-lanes
 
-# The same in two lanes side by side (tools/lanes.sh): Redis's Tcl suites in one; cargo test,
-# the instance suites, fuzzing (under nice) and the compose scenarios in the other. Most of the
-# Tcl suites' time is waiting, so it takes about two thirds of make test's time on 2 cores, but
-# the load of the other lane loses timing-sensitive tests now and then (2026-11-30: two runs,
-# one with unit/pubsubshard 7/11 and unit/maxmemory 30/31, each clean alone), so make test and
-# CI stay sequential until those are robust (docs/testing.md, "CI's budget").
+test-serial: unit-test suites instance-suites fuzz compose-test
+
+# Two lanes side by side (tools/lanes.sh): Redis's Tcl suites in one; cargo test and fuzzing
+# (both under nice 19, so that the suites' servers get a core when they want one), the
+# instance suites and the compose scenarios in the other. Most of the Tcl suites' time is
+# waiting, so the two lanes take about half of test-serial's time on 2 cores, which keeps CI
+# within its 45 minutes (docs/testing.md, "CI's budget").
 test-lanes: tested-build
 	bash tools/check-generated.sh
 	PODIUM_BUILT=1 bash tools/lanes.sh 'tcl: suites' 'checks: cargo-test instance-suites fuzz compose-test'

@@ -84,6 +84,10 @@ pub struct ClientInfo {
     /// (a DEBUG SLEEP or a long script holds the workers), while the master must see the
     /// link go now. Cleared by the link before its socket closes.
     pub(crate) shutdown_fd: Mutex<Option<i32>>,
+    /// A served connection's socket, which [`ClientInfo::kill_and_close`] (CLIENT KILL of
+    /// another client) shuts down at once. Cleared by the connection before its socket can
+    /// close.
+    pub(crate) socket_fd: Mutex<Option<i32>>,
     pub qbuf: AtomicUsize,
     /// Free space of the query buffer (CLIENT LIST qbuf-free).
     pub(crate) qbuf_free: AtomicUsize,
@@ -197,6 +201,7 @@ impl ClientInfo {
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             shutdown_fd: Mutex::new(None),
+            socket_fd: Mutex::new(None),
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
             qbuf_check: AtomicBool::new(false),
@@ -255,6 +260,23 @@ impl ClientInfo {
     /// [`Client::note_command`], which calls this only when the name changes.
     fn set_last_cmd(&self, name: &'static str) {
         *self.last_cmd.lock() = name;
+    }
+
+    /// Kill the client and shut its socket down now, as Redis frees a client CLIENT KILL names
+    /// (other than the caller) before replying: whoever acts on the reply finds the connection
+    /// closed (a killed replica's server then sees its link down), where the connection's own
+    /// task may run only after the reply is out.
+    pub(crate) fn kill_and_close(&self) {
+        self.kill();
+        if let Some(fd) = *self.socket_fd.lock() {
+            // SAFETY: shutdown(2) of the connection's socket, which it keeps open while this
+            // lock holds the descriptor here (it clears it under the lock before the socket
+            // can close); nothing is closed or freed. Covered by
+            // `server::client_kill_closes_the_other_socket_before_replying`.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
+        }
     }
 
     pub fn kill(&self) {

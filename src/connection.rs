@@ -124,9 +124,12 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     let mut client = Client::new(id, info.clone());
     client.set_user(srv.acl.default_user());
     client.authenticated = crate::commands::acl::starts_authenticated(&srv);
+    *info.socket_fd.lock() = Some(sock.raw_fd());
     if let Err(e) = serve_client(&srv, &sock, &mut client).await {
         tracing::debug!("client {id} closed: {e}");
     }
+    // Before `sock` can be dropped (and its descriptor reused).
+    *info.socket_fd.lock() = None;
     // Its buffers went with serve_client; what waits in its mailbox goes now, before a
     // replica leaves the list of replicas whose buffers `maxmemory` leaves out.
     info.push.discard();

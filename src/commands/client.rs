@@ -466,7 +466,7 @@ fn kill_client(ctx: &mut Ctx, c: &crate::client::ClientInfo) {
     if c.id == ctx.client.id {
         ctx.close_after_reply = true;
     } else {
-        c.kill();
+        c.kill_and_close();
         // A replica leaves the master's list at once (INFO connected_slaves, WAIT), as Redis
         // frees it synchronously; its connection ends on its own task.
         if c.repl_role.load(std::sync::atomic::Ordering::Relaxed) == crate::client::ROLE_REPLICA {

@@ -266,17 +266,19 @@ impl ClientInfo {
     /// (other than the caller) before replying: whoever acts on the reply finds the connection
     /// closed (a killed replica's server then sees its link down), where the connection's own
     /// task may run only after the reply is out.
+    /// The socket goes first: once flagged, the connection's task may end and let go of the
+    /// descriptor before its socket closes, leaving nothing here to shut down in time.
     pub(crate) fn kill_and_close(&self) {
-        self.kill();
         if let Some(fd) = *self.socket_fd.lock() {
             // SAFETY: shutdown(2) of the connection's socket, which it keeps open while this
             // lock holds the descriptor here (it clears it under the lock before the socket
             // can close); nothing is closed or freed. Covered by
-            // `server::client_kill_closes_the_other_socket_before_replying`.
+            // `tests::kill_and_close_shuts_the_socket_down_at_once`.
             unsafe {
                 libc::shutdown(fd, libc::SHUT_RDWR);
             }
         }
+        self.kill();
     }
 
     pub fn kill(&self) {
@@ -1224,6 +1226,38 @@ pub struct DebugIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kill_and_close shuts a registered socket down before it returns (the peer reads the
+    /// end at once); kill alone leaves the socket to its connection.
+    #[test]
+    fn kill_and_close_shuts_the_socket_down_at_once() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let ends_at_once = |close: bool| {
+            let mut peer = std::net::TcpStream::connect(addr).expect("connect");
+            let (served, _) = listener.accept().expect("accept");
+            let info = ClientInfo::new(1, String::new(), String::new(), 0);
+            *info.socket_fd.lock() = Some(served.as_raw_fd());
+            if close {
+                info.kill_and_close();
+            } else {
+                info.kill();
+            }
+            *info.socket_fd.lock() = None;
+            // What the kill counted as on its way out goes, as the connection's end would.
+            info.connection_freed();
+            peer.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+                .expect("timeout");
+            let mut buf = [0u8; 8];
+            let ended = matches!(peer.read(&mut buf), Ok(0));
+            drop(served);
+            ended
+        };
+        assert!(ends_at_once(true));
+        assert!(!ends_at_once(false));
+    }
 
     #[test]
     fn notices_give_back_their_share_as_they_are_delivered() {

@@ -649,36 +649,3 @@ fn one_thread_writes_every_reply_in_its_turn() {
         w.join().expect("client thread");
     }
 }
-
-/// CLIENT KILL closes the other client's socket before it replies, as Redis frees that client
-/// at once: whoever acts on the reply (a test that then asks the killed replica's server about
-/// its link) finds the connection closed. With one worker thread the killed connection's own
-/// task cannot run before the killer's reply is written, so only the kill itself can close it.
-#[test]
-fn client_kill_closes_the_other_socket_before_replying() {
-    for threads in ["1", "2"] {
-        let srv = Podium::start(&["--threads", threads]);
-        for round in 0..20 {
-            let mut victim = srv.raw();
-            let id = exchange_line(&mut victim, b"CLIENT ID\r\n");
-            let id = id.trim_start_matches(':').trim().to_string();
-            let mut killer = srv.raw();
-            let req = format!("CLIENT KILL ID {id}\r\n");
-            assert_eq!(
-                exchange_line(&mut killer, req.as_bytes()).trim(),
-                ":1",
-                "round {round}"
-            );
-            victim.set_nonblocking(true).expect("nonblocking");
-            let mut buf = [0u8; 16];
-            match victim.read(&mut buf) {
-                Ok(0) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-                other => panic!(
-                    "threads {threads}, round {round}: the killed socket is still open after \
-                     the reply: {other:?}"
-                ),
-            }
-        }
-    }
-}

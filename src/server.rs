@@ -377,6 +377,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
     crate::alloc::record_startup();
     // With nothing to load (only an AOF to create, or no persistence) connections wait in the
     // listen backlog until startup is done, as Redis serves no one before its event loop.
+    let signals = crate::shutdown::catch_signals()?;
     let loads_data = crate::persistence::will_load(&srv);
     let mut accepting = Some(Sockets {
         tcp,
@@ -469,7 +470,7 @@ pub async fn serve(srv: Arc<Server>) -> Result<(), String> {
             }
         }
     });
-    crate::shutdown::wait_for_exit(&srv).await?;
+    crate::shutdown::wait_for_exit(&srv, signals).await?;
     srv.shutting_down.store(true, Ordering::SeqCst);
     crate::commands::scripting::kill_forked_sessions();
     crate::process::notify_stopping(supervisor);

@@ -25,11 +25,32 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 
+/// SIGTERM and SIGINT, caught from [`catch_signals`] on; a signal that arrives before
+/// [`wait_for_exit`] reads them waits in its stream.
+pub(crate) struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+/// Catch SIGTERM and SIGINT. Called before the server accepts its first client, as Redis sets
+/// its handlers up before it listens: a client's SET followed at once by SIGTERM otherwise
+/// met the default action (the process killed, nothing saved) while the startup was still
+/// on its way to [`wait_for_exit`] (`rdb::shutdown_saves_as_redis` lost its write so, under
+/// load).
+pub(crate) fn catch_signals() -> Result<Signals, String> {
+    Ok(Signals {
+        term: signal(SignalKind::terminate()).map_err(|e| e.to_string())?,
+        int: signal(SignalKind::interrupt()).map_err(|e| e.to_string())?,
+    })
+}
+
 /// Serve signals until the server must exit: returns once SHUTDOWN has run, or a signal's
 /// shutdown has made its final save (the caller then flushes the AOF and exits).
-pub(crate) async fn wait_for_exit(srv: &Arc<Server>) -> Result<(), String> {
-    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+pub(crate) async fn wait_for_exit(srv: &Arc<Server>, signals: Signals) -> Result<(), String> {
+    let Signals {
+        term: mut sigterm,
+        int: mut sigint,
+    } = signals;
     let state = &srv.signal_shutdown;
     loop {
         let (name, directive) = tokio::select! {

@@ -94,12 +94,16 @@ fn debian_stock_redis_conf_starts_daemonized_and_cleans_its_pidfile() {
         .expect("run podium");
     // daemonize yes: the command returns at once, the server goes on in the background.
     assert!(status.success());
-    wait_for("the pidfile", Duration::from_secs(10), || pidfile.exists());
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The file is created, then written (as Redis writes it): wait for the number.
+    let read_pid = || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+    };
+    wait_for("the pid in the pidfile", Duration::from_secs(10), || {
+        read_pid().is_some()
+    });
+    let pid = read_pid().expect("pid");
     assert!(pid_alive(pid));
     let mut con = None;
     wait_for("the server", Duration::from_secs(10), || {

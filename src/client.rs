@@ -30,6 +30,20 @@ pub fn killed_unfreed() -> usize {
     KILLED_UNFREED.load(Ordering::Relaxed)
 }
 
+/// Shut down the socket `fd` names, if any (the master link's, or a served connection's):
+/// its owner clears it under the lock before the socket closes.
+fn shut_down(fd: &Mutex<Option<i32>>) {
+    if let Some(fd) = *fd.lock() {
+        // SAFETY: shutdown(2) of a socket its owner keeps open while the lock holds it here (it
+        // clears this under the lock before closing it), so the descriptor is that socket's;
+        // nothing is closed or freed. Covered by
+        // `tests::kill_and_close_shuts_the_socket_down_at_once`.
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
 /// Client eviction's records (`client_evict`): the limit in force in bytes (0: none) and the
 /// sum of the memory last recorded of the clients that count toward it.
 static EVICT_LIMIT: AtomicU64 = AtomicU64::new(0);
@@ -269,15 +283,7 @@ impl ClientInfo {
     /// The socket goes first: once flagged, the connection's task may end and let go of the
     /// descriptor before its socket closes, leaving nothing here to shut down in time.
     pub(crate) fn kill_and_close(&self) {
-        if let Some(fd) = *self.socket_fd.lock() {
-            // SAFETY: shutdown(2) of the connection's socket, which it keeps open while this
-            // lock holds the descriptor here (it clears it under the lock before the socket
-            // can close); nothing is closed or freed. Covered by
-            // `tests::kill_and_close_shuts_the_socket_down_at_once`.
-            unsafe {
-                libc::shutdown(fd, libc::SHUT_RDWR);
-            }
-        }
+        shut_down(&self.socket_fd);
         self.kill();
     }
 
@@ -298,14 +304,7 @@ impl ClientInfo {
                 KILLED_UNFREED.fetch_add(mem, Ordering::Relaxed);
             }
         }
-        if let Some(fd) = *self.shutdown_fd.lock() {
-            // SAFETY: shutdown(2) of a socket its owner keeps open while the lock holds it
-            // here (it clears this under the lock before closing it), so the descriptor is
-            // that socket's; nothing is closed or freed.
-            unsafe {
-                libc::shutdown(fd, libc::SHUT_RDWR);
-            }
-        }
+        shut_down(&self.shutdown_fd);
         self.kill.notify_one();
         // A connection waiting for input listens for pushes and for this flag on the one
         // wake-up (one signal per read instead of two).

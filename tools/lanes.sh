@@ -8,7 +8,9 @@
 #   Each lane runs its targets one after another with `make --no-print-directory TARGET`,
 #   going on after a failing target as `make -k` would, so one run shows every failure.
 #   Every output line is prefixed with "[NAME] " as it comes (the lanes' lines interleave).
-#   At the end: one line per target with its status and minutes, then the wall time.
+#   At the end: one line per target with its status and minutes, the wall time, then the
+#   lines that named a failure (a Tcl test's [err] or [exception], a count of failures, a
+#   FAILED case or test), at most 30, last: CI keeps only the tail of the output.
 # Exit status: 0 when every target passed, 1 otherwise.
 #
 # The lanes must not share ports: the Tcl suites' servers use SUITE_PORT's range, the
@@ -26,7 +28,7 @@ run_lane() {
   local name=$1 targets=$2 t t0 rc
   for t in $targets; do
     t0=$(date +%s)
-    $MAKE --no-print-directory "$t" 2>&1 | sed -u "s/^/[$name] /"
+    $MAKE --no-print-directory "$t" 2>&1 | sed -u "s/^/[$name] /" | tee -a "$results/$name.out"
     rc=${PIPESTATUS[0]}
     printf '%s\t%s\t%s\t%s\n' "$name" "$t" "$rc" "$(( $(date +%s) - t0 ))" >>"$results/$name"
   done
@@ -52,4 +54,17 @@ for spec in "$@"; do
   done < <(cat "$results/$name" 2>/dev/null)
 done
 awk -v s=$(( $(date +%s) - started )) 'BEGIN { printf "wall time %.1f min\n", s / 60 }'
+if [ $status != 0 ]; then
+  echo "--- lanes: what failed ---"
+  # A Tcl test that failed and then passed on its re-run (run.sh's known races, "[retry]: NAME:
+  # ...") is left out: it did not fail the target.
+  cat "$results"/*.out 2>/dev/null |
+    awk '/\[retry\]: / { sub(/.*\[retry\]: /, ""); sub(/: [^:]*$/, ""); retried[$0] = 1; next }
+         { lines[++n] = $0 }
+         END { for (i = 1; i <= n; i++) { l = lines[i]; name = l
+                 if (sub(/.*\[err\]: /, "", name) && sub(/ in tests\/.*$/, "", name) && (name in retried)) continue
+                 print l } }' |
+    grep -aE '\[(err|exception)\]|FAILED|panicked|(^|[^0-9])[1-9][0-9]* (failed|errors|not reached)' |
+    grep -av 'make\[[0-9]*\]: \*\*\*' | cut -c1-200 | tail -30
+fi
 exit $status

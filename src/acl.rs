@@ -628,8 +628,8 @@ pub struct User {
     pub(crate) name: Vec<u8>,
     pub(crate) enabled: bool,
     pub(crate) nopass: bool,
-    /// Set by ACL SETUSER `sanitize-payload`/`skip-sanitize-payload` (shown, not acted on:
-    /// RESTORE always validates payloads in full).
+    /// Set by ACL SETUSER `sanitize-payload`/`skip-sanitize-payload`: with
+    /// `sanitize-dump-payload clients`, RESTORE from a user who skips gets the shallow check.
     sanitize: Option<bool>,
     passwords: Vec<[u8; 32]>,
     pub(crate) selectors: Vec<Selector>,
@@ -638,6 +638,11 @@ pub struct User {
 }
 
 impl User {
+    /// ACL's `skip-sanitize-payload`.
+    pub(crate) fn skips_sanitize_payload(&self) -> bool {
+        self.sanitize == Some(false)
+    }
+
     fn new(name: &[u8], pubsub_all: bool) -> User {
         User {
             name: name.to_vec(),

@@ -726,7 +726,7 @@ directive_table! {
         "sanitize-dump-payload",
         Kind::Enum(&["no", "yes", "clients"]),
         "no",
-        "RESTORE validates every payload in full whatever this says (as `yes`)",
+        "deep sanitization of listpacks and intsets in RESTORE payloads and loads (clients: RESTORE from users, not the master)",
     ),
     STOP_WRITES_ON_BGSAVE_ERROR: Flag = p(
         "stop-writes-on-bgsave-error",

@@ -430,3 +430,104 @@ fn payloads_move_between_redis_server_and_podium() {
     let v: String = redis::cmd("PING").query(&mut pc).unwrap();
     assert_eq!(v, "PONG");
 }
+
+/// INFO's dump_payload_sanitizations for one connection's server.
+fn sanitizations(con: &mut Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("dump_payload_sanitizations:"))
+        .expect("dump_payload_sanitizations in INFO stats")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// `sanitize-dump-payload` as redis-server 7.0 has it, the same steps on both servers with
+/// redis-server's payloads (a hash, zset and list of listpacks, an intset, a stream):
+/// - `no` (the default): no deep sanitization, none counted, and a listpack whose back-length
+///   lies is accepted (the shallow check), and reads back the same;
+/// - `yes`: each listpack or intset is counted, and the lying back-length is refused;
+/// - `clients`: a user with `skip-sanitize-payload` is exempt, others are not;
+/// - CONFIG RESETSTAT zeroes the count.
+#[test]
+fn sanitize_dump_payload_checks_and_counts_as_redis() {
+    let Some(redis_server) = common::require_tool("redis-server") else {
+        return;
+    };
+    let redis = Launch::prog(&redis_server).args(&["--save", ""]).start();
+    let podium = Podium::start(&[]);
+    let mut rc = redis.con();
+    for cmd in [
+        &["HSET", "h", "a", "1", "b", "2"][..],
+        &["ZADD", "z", "1", "m", "2", "n"],
+        &["RPUSH", "l", "x", "y"],
+        &["SADD", "s", "1", "2", "3"],
+        &["XADD", "st", "1-1", "f", "v"],
+    ] {
+        redis::cmd(cmd[0])
+            .arg(&cmd[1..])
+            .query::<redis::Value>(&mut rc)
+            .unwrap();
+    }
+    let payloads: Vec<Vec<u8>> = ["h", "z", "l", "s", "st"]
+        .iter()
+        .map(|k| dump(&mut rc, k).expect("redis payload"))
+        .collect();
+    // The hash's listpack with its first entry's back-length made wrong: type byte 16, a
+    // one-byte length, the 6-byte listpack header, then "a" as 0x81 'a' and its back-length 2.
+    let mut lying = payloads[0].clone();
+    assert_eq!((lying[0], &lying[8..11]), (16, &[0x81, b'a', 2][..]));
+    lying[10] = 3;
+    let body = lying.len() - 8;
+    let crc = podium::persistence::rdb::crc64(0, &lying[..body]);
+    lying[body..].copy_from_slice(&crc.to_le_bytes());
+
+    let mut seen = Vec::new();
+    for (name, mut con) in [("redis-server", rc), ("podium", podium.con())] {
+        let mut got = Vec::new();
+        let mut round = |con: &mut Connection, tag: &str, got: &mut Vec<String>| {
+            for (i, p) in payloads.iter().enumerate() {
+                let key = format!("{tag}:{i}");
+                restore(con, &[key.as_bytes(), b"0", p]).expect("RESTORE");
+            }
+            let r = restore(con, &[format!("{tag}:lying").as_bytes(), b"0", &lying]);
+            got.push(format!("{tag}: {r:?}, sanitizations {}", sanitizations(con)));
+        };
+        round(&mut con, "no", &mut got);
+        let fields: Vec<Vec<u8>> = redis::cmd("HGETALL")
+            .arg("no:lying")
+            .query(&mut con)
+            .unwrap();
+        got.push(format!("read back: {fields:?}"));
+        redis::cmd("CONFIG")
+            .arg(&["SET", "sanitize-dump-payload", "yes"])
+            .query::<()>(&mut con)
+            .unwrap();
+        round(&mut con, "yes", &mut got);
+        redis::cmd("CONFIG")
+            .arg(&["SET", "sanitize-dump-payload", "clients"])
+            .query::<()>(&mut con)
+            .unwrap();
+        round(&mut con, "clients-default-user", &mut got);
+        redis::cmd("ACL")
+            .arg(&["SETUSER", "loader", "on", "nopass", "~*", "+@all"])
+            .arg("skip-sanitize-payload")
+            .query::<()>(&mut con)
+            .unwrap();
+        redis::cmd("AUTH")
+            .arg(&["loader", "x"])
+            .query::<()>(&mut con)
+            .unwrap();
+        round(&mut con, "clients-skipping-user", &mut got);
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query::<()>(&mut con)
+            .unwrap();
+        got.push(format!("after RESETSTAT: {}", sanitizations(&mut con)));
+        seen.push((name, got));
+    }
+    assert_eq!(seen[1].1, seen[0].1, "podium (left) against redis-server");
+    // And what that is, so that a change on both sides is noticed too.
+    assert!(seen[0].1[0].ends_with("Ok(\"OK\"), sanitizations 0"), "{:?}", seen[0].1);
+    assert!(seen[0].1[2].contains("Bad data format") && seen[0].1[2].ends_with("sanitizations 6"));
+}

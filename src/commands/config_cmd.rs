@@ -162,6 +162,7 @@ fn config(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 c.store(0, Ordering::Relaxed);
             }
             crate::evict::EVICTED_KEYS.store(0, Ordering::Relaxed);
+            crate::persistence::rdb::DUMP_PAYLOAD_SANITIZATIONS.store(0, Ordering::Relaxed);
             crate::keyspace::lazyfree::reset_stats();
             ctx.srv.defrag.reset_stats();
             crate::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);

@@ -325,6 +325,12 @@ pub fn info_text(srv: &crate::state::Server, sections: &[String]) -> String {
                     st.error_replies.load(Ordering::Relaxed).to_string(),
                 );
                 kv(
+                    "dump_payload_sanitizations",
+                    crate::persistence::rdb::DUMP_PAYLOAD_SANITIZATIONS
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                );
+                kv(
                     "total_reads_processed",
                     st.reads_processed.get().to_string(),
                 );

@@ -467,6 +467,14 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         hash: super::hash::limits(ctx),
         zset: ctx.srv.config.zset_limits(),
         set_max_intset: ctx.srv.config.hot.set_max_intset.load(Ordering::Relaxed),
+        deep: rdb::deep_sanitization(
+            &ctx.srv.config.text(crate::config::dir::SANITIZE_DUMP_PAYLOAD),
+            ctx.client.repl.is_master || ctx.client.user.is_none(),
+            ctx.client
+                .user
+                .as_ref()
+                .is_some_and(|u| u.read().skips_sanitize_payload()),
+        ),
     };
     let value = match rdb::restore(&a[3], &limits) {
         Ok(v) => v,

@@ -25,7 +25,7 @@
 //! `super::rdb_encoding`'s.
 
 use super::rdb_encoding::{
-    fail, intset, listpack, packed_pairs, put_len, put_string, put_string_lzf, take_failure_reason,
+    fail, intset_checked, listpack_checked, packed_pairs, put_len, put_string, put_string_lzf, take_failure_reason,
     ziplist, zipmap, Reader,
 };
 use crate::types::hash::{Hash, HashLimits};
@@ -177,6 +177,33 @@ pub struct Limits {
     pub hash: HashLimits,
     pub zset: ZsetLimits,
     pub set_max_intset: usize,
+    /// Sanitize listpacks and intsets in depth (Redis's `deep_integrity_validation`, from
+    /// `sanitize-dump-payload`: [`deep_sanitization`]). Each one so checked is counted in
+    /// [`DUMP_PAYLOAD_SANITIZATIONS`]. Without it they get Redis's shallow check, and are still
+    /// decoded within their bounds.
+    pub deep: bool,
+}
+
+/// INFO's dump_payload_sanitizations: listpacks and intsets sanitized in depth, counted as
+/// Redis counts them (each quicklist node and stream node apart; ziplists, zipmaps and plain
+/// encodings are not counted, Redis checks those in full whatever the directive says).
+/// CONFIG RESETSTAT zeroes it.
+pub static DUMP_PAYLOAD_SANITIZATIONS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn count_sanitization() {
+    DUMP_PAYLOAD_SANITIZATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `sanitize-dump-payload` (`policy`: no, yes or clients) asks for deep sanitization.
+/// `clients` exempts what loads a file or a replication stream (`trusted`: the load, the AOF,
+/// our master's link) and users with ACL's `skip-sanitize-payload`, as Redis does.
+pub fn deep_sanitization(policy: &str, trusted: bool, user_skips: bool) -> bool {
+    match policy {
+        "yes" => true,
+        "clients" => !trusted && !user_skips,
+        _ => false,
+    }
 }
 
 /// Check a payload's footer and decode its object.
@@ -292,7 +319,10 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
                         let elems = if t == TYPE_LIST_QUICKLIST {
                             ziplist(&blob)?
                         } else {
-                            listpack(&blob)?
+                            if limits.deep {
+                                count_sanitization();
+                            }
+                            listpack_checked(&blob, limits.deep)?
                         };
                         // Redis skips an empty node (the list is refused if none is left).
                         if elems.is_empty() {
@@ -317,7 +347,10 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         }
         TYPE_SET_INTSET => {
             let blob = r.string()?;
-            let members: Vec<Vec<u8>> = intset(&blob)?
+            if limits.deep {
+                count_sanitization();
+            }
+            let members: Vec<Vec<u8>> = intset_checked(&blob, limits.deep)?
                 .into_iter()
                 .map(|v| v.to_string().into_bytes())
                 .collect();
@@ -339,7 +372,10 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         }
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
             let blob = r.string()?;
-            let elems = packed_pairs(&blob, t == TYPE_ZSET_ZIPLIST)?;
+            if limits.deep && t == TYPE_ZSET_LISTPACK {
+                count_sanitization();
+            }
+            let elems = packed_pairs(&blob, t == TYPE_ZSET_ZIPLIST, limits.deep)?;
             let mut pairs = Vec::with_capacity(elems.len() / 2);
             for pair in elems.chunks_exact(2) {
                 pairs.push((pair[0].to_vec(), pair[1].to_f64()?));
@@ -358,7 +394,10 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
             let blob = r.string()?;
-            let elems = packed_pairs(&blob, t == TYPE_HASH_ZIPLIST)?;
+            if limits.deep && t == TYPE_HASH_LISTPACK {
+                count_sanitization();
+            }
+            let elems = packed_pairs(&blob, t == TYPE_HASH_ZIPLIST, limits.deep)?;
             let pairs = elems
                 .chunks_exact(2)
                 .map(|p| (p[0].to_vec(), p[1].to_vec()))
@@ -376,7 +415,9 @@ pub(crate) fn read_object(r: &mut Reader<'_>, t: u8, limits: &Limits) -> Option<
         super::rdb_stream::TYPE_STREAM_LISTPACKS | super::rdb_stream::TYPE_STREAM_LISTPACKS_2 => {
             // An empty stream is a value of its own (XGROUP CREATE MKSTREAM, XADD + XDEL).
             return Some(Value::Stream(Box::new(super::rdb_stream::read_stream(
-                r, t,
+                r,
+                t,
+                limits.deep,
             )?)));
         }
         // Modules and anything unknown.
@@ -442,7 +483,7 @@ fn build_hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, limits: &Limits) -> Option<Value> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::rdb_encoding::lzf_decompress;
+    use crate::persistence::rdb_encoding::{intset, listpack, lzf_decompress};
 
     fn limits() -> Limits {
         Limits {
@@ -455,6 +496,7 @@ mod tests {
                 max_value: 64,
             },
             set_max_intset: 512,
+            deep: true,
         }
     }
 
@@ -617,7 +659,18 @@ mod tests {
         // Every truncation is refused, none panics.
         for cut in 0..lp.len() {
             assert!(listpack(&lp[..cut]).is_none());
+            assert!(listpack_checked(&lp[..cut], false).is_none());
         }
+        // The shallow check (sanitize-dump-payload no) takes a wrong count or back-length, as
+        // Redis's does, and still decodes the entries; the terminator it checks.
+        let mut bad = lp.clone();
+        bad[4] = 9;
+        bad[7] = 2;
+        let shallow = listpack_checked(&bad, false).expect("shallow check passes");
+        assert_eq!(shallow.len(), want.len());
+        let n = bad.len();
+        bad[n - 1] = 0;
+        assert!(listpack_checked(&bad, false).is_none());
     }
 
     #[test]
@@ -678,6 +731,16 @@ mod tests {
         bad[8..10].copy_from_slice(&9i16.to_le_bytes());
         assert_eq!(intset(&bad), None);
         assert_eq!(intset(&is[..is.len() - 1]), None);
+        // The shallow check leaves the order alone (the set is built member by member, and a
+        // repeated member is refused there); the size it checks.
+        assert_eq!(
+            super::super::rdb_encoding::intset_checked(&bad, false),
+            Some(vec![9, 5, 9])
+        );
+        assert_eq!(
+            super::super::rdb_encoding::intset_checked(&is[..is.len() - 1], false),
+            None
+        );
     }
 
     #[test]

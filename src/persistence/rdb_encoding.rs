@@ -375,6 +375,16 @@ pub(crate) fn zipmap(zm: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
 /// The elements of a listpack (Redis 7.0's compact encoding), validated as Redis's deep
 /// sanitization does: header size and count, every entry's back-length, the terminator.
 pub(crate) fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
+    listpack_checked(lp, true)
+}
+
+/// The elements of a listpack. `deep` checks what Redis's deep sanitization checks (every
+/// entry's back-length and the header's count); without it, what its shallow check does (the
+/// header's size and the terminator). Either way every entry is decoded within the buffer's
+/// bounds, so a payload that passes cannot make the decoder read outside it; what the deep
+/// checks add matters to Redis, which keeps the listpack and walks it later (backwards too),
+/// not to Podium, which builds its own structures from the entries.
+pub(crate) fn listpack_checked(lp: &[u8], deep: bool) -> Option<Vec<Elem<'_>>> {
     if lp.len() < 7 {
         return None;
     }
@@ -423,20 +433,22 @@ pub(crate) fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
             _ => 5,
         };
         let back = lp.get(p + size..p + size + back_bytes)?;
-        let mut decoded = 0u64;
-        for (k, &x) in back.iter().enumerate() {
-            if (k == 0) == (x & 0x80 != 0) && back_bytes > 1 {
+        if deep {
+            let mut decoded = 0u64;
+            for (k, &x) in back.iter().enumerate() {
+                if (k == 0) == (x & 0x80 != 0) && back_bytes > 1 {
+                    return None;
+                }
+                decoded = (decoded << 7) | u64::from(x & 0x7f);
+            }
+            if decoded != size as u64 {
                 return None;
             }
-            decoded = (decoded << 7) | u64::from(x & 0x7f);
-        }
-        if decoded != size as u64 {
-            return None;
         }
         out.push(elem);
         p += size + back_bytes;
     }
-    if p != end || (declared != u16::MAX && usize::from(declared) != out.len()) {
+    if p != end || (deep && declared != u16::MAX && usize::from(declared) != out.len()) {
         return None;
     }
     Some(out)
@@ -521,7 +533,14 @@ pub(super) fn ziplist(zl: &[u8]) -> Option<Vec<Elem<'_>>> {
 }
 
 /// The members of an intset: a width (2, 4 or 8), a count, then strictly ascending integers.
+#[cfg(test)]
 pub(super) fn intset(is: &[u8]) -> Option<Vec<i64>> {
+    intset_checked(is, true)
+}
+
+/// The members of an intset; the ascending order is checked when `deep` (Redis's deep
+/// sanitization), the width and the size always (its shallow check).
+pub(super) fn intset_checked(is: &[u8], deep: bool) -> Option<Vec<i64>> {
     if is.len() < 8 {
         return None;
     }
@@ -538,15 +557,17 @@ pub(super) fn intset(is: &[u8]) -> Option<Vec<i64>> {
             _ => i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
         })
         .collect();
-    vals.windows(2).all(|w| w[0] < w[1]).then_some(vals)
+    (!deep || vals.windows(2).all(|w| w[0] < w[1])).then_some(vals)
 }
 
 /// The elements of a ziplist or listpack that must pair up (member and score, field and value).
-pub(super) fn packed_pairs(blob: &[u8], ziplist_form: bool) -> Option<Vec<Elem<'_>>> {
+/// A ziplist is always checked in full (Redis converts ziplists as it loads them, and checks
+/// them in full whatever `sanitize-dump-payload` says); a listpack in full when `deep`.
+pub(super) fn packed_pairs(blob: &[u8], ziplist_form: bool, deep: bool) -> Option<Vec<Elem<'_>>> {
     let elems = if ziplist_form {
         ziplist(blob)?
     } else {
-        listpack(blob)?
+        listpack_checked(blob, deep)?
     };
     (elems.len() % 2 == 0).then_some(elems)
 }

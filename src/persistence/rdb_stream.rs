@@ -5,11 +5,11 @@
 //! entries as one listpack (master entry, then each entry's flags, ID deltas, fields or values
 //! when they match the master's, and element count), followed by the stream's counters and its
 //! consumer groups with their PELs and consumers. Loading checks everything a forged file can
-//! get wrong before the stream is used: every listpack element and back-length, the node
-//! layout and counts, IDs increasing across nodes, the stream length against the live entries,
+//! get wrong before the stream is used: every listpack element (and, when `sanitize-dump-payload`
+//! asks for deep sanitization, every back-length), the node layout and counts, IDs increasing across nodes, the stream length against the live entries,
 //! the last ID against the entries, and every consumer's PEL against its group's.
 
-use super::rdb_encoding::{fail, listpack, put_len, put_string, put_string_lzf, Elem, Reader};
+use super::rdb_encoding::{fail, listpack_checked, put_len, put_string, put_string_lzf, Elem, Reader};
 use crate::types::stream::{Group, Nack, Node, Stream, StreamId};
 use bytes::Bytes;
 
@@ -212,8 +212,9 @@ fn bytes_of(e: &Elem) -> Bytes {
 fn parse_node(
     master: StreamId,
     lp: &[u8],
+    deep: bool,
 ) -> Option<(Vec<Bytes>, Vec<(StreamId, bool, Vec<Bytes>)>)> {
-    let elems = listpack(lp)?;
+    let elems = listpack_checked(lp, deep)?;
     let mut it = elems.iter();
     let count = int_of(it.next()?)?;
     let deleted = int_of(it.next()?)?;
@@ -279,8 +280,9 @@ fn parse_node(
 }
 
 /// Read a stream object body of type `t` (19, or 15 from Redis 5/6); None if anything is
-/// malformed or inconsistent.
-pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8) -> Option<Stream> {
+/// malformed or inconsistent. `deep`: each node's listpack is sanitized in depth (and counted
+/// in INFO's dump_payload_sanitizations, as Redis counts it).
+pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8, deep: bool) -> Option<Stream> {
     let mut s = Stream::new();
     // Each node takes at least its two strings' length bytes.
     let nodes = r.count_items(2)?;
@@ -290,7 +292,10 @@ pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8) -> Option<Stream> {
         let key = r.string()?;
         let master = StreamId::decode(&key)?;
         let lp = r.string()?;
-        let (fields, entries) = parse_node(master, &lp)?;
+        if deep {
+            super::rdb::count_sanitization();
+        }
+        let (fields, entries) = parse_node(master, &lp, deep)?;
         if entries.is_empty() {
             return None;
         }
@@ -499,7 +504,7 @@ mod tests {
         let mut out = Vec::new();
         put_stream(&mut out, &s, true);
         let mut r = Reader { buf: &out, pos: 0 };
-        let back = read_stream(&mut r, TYPE_STREAM_LISTPACKS_2).expect("loads");
+        let back = read_stream(&mut r, TYPE_STREAM_LISTPACKS_2, true).expect("loads");
         assert_eq!(r.pos, out.len());
         let mut again = Vec::new();
         put_stream(&mut again, &back, true);
@@ -522,7 +527,7 @@ mod tests {
                 buf: &out[..cut],
                 pos: 0,
             };
-            assert!(read_stream(&mut r, TYPE_STREAM_LISTPACKS_2).is_none());
+            assert!(read_stream(&mut r, TYPE_STREAM_LISTPACKS_2, true).is_none());
         }
     }
 }

@@ -731,6 +731,8 @@ pub(crate) fn limits(srv: &Server) -> Limits {
         },
         zset: srv.config.zset_limits(),
         set_max_intset: srv.config.hot.set_max_intset.load(Ordering::Relaxed),
+        // A load is trusted under `clients` (Redis: server.loading).
+        deep: rdb::deep_sanitization(&srv.config.text(dir::SANITIZE_DUMP_PAYLOAD), true, false),
     }
 }
 
@@ -1587,6 +1589,7 @@ pub(crate) mod tests {
                 max_value: 64,
             },
             set_max_intset: 512,
+            deep: true,
         }
     }
 

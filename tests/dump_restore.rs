@@ -445,7 +445,7 @@ fn sanitizations(con: &mut Connection) -> i64 {
 /// `sanitize-dump-payload` as redis-server 7.0 has it, the same steps on both servers with
 /// redis-server's payloads (a hash, zset and list of listpacks, an intset, a stream):
 /// - `no` (the default): no deep sanitization, none counted, and a listpack whose back-length
-///   lies is accepted (the shallow check), and reads back the same;
+///   lies is accepted (the shallow check);
 /// - `yes`: each listpack or intset is counted, and the lying back-length is refused;
 /// - `clients`: a user with `skip-sanitize-payload` is exempt, others are not;
 /// - CONFIG RESETSTAT zeroes the count.
@@ -485,7 +485,7 @@ fn sanitize_dump_payload_checks_and_counts_as_redis() {
     let mut seen = Vec::new();
     for (name, mut con) in [("redis-server", rc), ("podium", podium.con())] {
         let mut got = Vec::new();
-        let mut round = |con: &mut Connection, tag: &str, got: &mut Vec<String>| {
+        let round = |con: &mut Connection, tag: &str, got: &mut Vec<String>| {
             for (i, p) in payloads.iter().enumerate() {
                 let key = format!("{tag}:{i}");
                 restore(con, &[key.as_bytes(), b"0", p]).expect("RESTORE");
@@ -494,11 +494,15 @@ fn sanitize_dump_payload_checks_and_counts_as_redis() {
             got.push(format!("{tag}: {r:?}, sanitizations {}", sanitizations(con)));
         };
         round(&mut con, "no", &mut got);
-        let fields: Vec<Vec<u8>> = redis::cmd("HGETALL")
-            .arg("no:lying")
-            .query(&mut con)
-            .unwrap();
-        got.push(format!("read back: {fields:?}"));
+        // redis-server takes it and then dies on the first walk that checks the entries
+        // (HGETALL asserts); Podium built its hash from the decoded entries.
+        if name == "podium" {
+            let fields: Vec<String> = redis::cmd("HGETALL")
+                .arg("no:lying")
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(fields, ["a", "1", "b", "2"]);
+        }
         redis::cmd("CONFIG")
             .arg(&["SET", "sanitize-dump-payload", "yes"])
             .query::<()>(&mut con)
@@ -529,5 +533,10 @@ fn sanitize_dump_payload_checks_and_counts_as_redis() {
     assert_eq!(seen[1].1, seen[0].1, "podium (left) against redis-server");
     // And what that is, so that a change on both sides is noticed too.
     assert!(seen[0].1[0].ends_with("Ok(\"OK\"), sanitizations 0"), "{:?}", seen[0].1);
-    assert!(seen[0].1[2].contains("Bad data format") && seen[0].1[2].ends_with("sanitizations 6"));
+    assert!(
+        seen[0].1[1].contains("Bad data format") && seen[0].1[1].ends_with("sanitizations 6"),
+        "{:?}",
+        seen[0].1
+    );
+    assert_eq!(seen[0].1[4], "after RESETSTAT: 0");
 }

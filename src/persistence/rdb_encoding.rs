@@ -374,6 +374,7 @@ pub(crate) fn zipmap(zm: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
 
 /// The elements of a listpack (Redis 7.0's compact encoding), validated as Redis's deep
 /// sanitization does: header size and count, every entry's back-length, the terminator.
+#[cfg(test)]
 pub(crate) fn listpack(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
     listpack_checked(lp, true)
 }

@@ -10,7 +10,8 @@
 #   Every output line is prefixed with "[NAME] " as it comes (the lanes' lines interleave).
 #   At the end: one line per target with its status and minutes, the wall time, then the
 #   lines that named a failure (a Tcl test's [err] or [exception], a count of failures, a
-#   FAILED case or test), at most 30, last: CI keeps only the tail of the output.
+#   FAILED case or test), at most 24, and each failed target's last 8 lines, last: CI keeps
+#   only the tail of the output.
 # Exit status: 0 when every target passed, 1 otherwise.
 #
 # The lanes must not share ports: the Tcl suites' servers use SUITE_PORT's range, the
@@ -28,7 +29,7 @@ run_lane() {
   local name=$1 targets=$2 t t0 rc
   for t in $targets; do
     t0=$(date +%s)
-    $MAKE --no-print-directory "$t" 2>&1 | sed -u "s/^/[$name] /" | tee -a "$results/$name.out"
+    $MAKE --no-print-directory "$t" 2>&1 | sed -u "s/^/[$name] /" | tee "$results/$name.$t.out"
     rc=${PIPESTATUS[0]}
     printf '%s\t%s\t%s\t%s\n' "$name" "$t" "$rc" "$(( $(date +%s) - t0 ))" >>"$results/$name"
   done
@@ -65,6 +66,15 @@ if [ $status != 0 ]; then
                  if (sub(/.*\[err\]: /, "", name) && sub(/ in tests\/.*$/, "", name) && (name in retried)) continue
                  print l } }' |
     grep -aE '\[(err|exception)\]|FAILED|panicked|(^|[^0-9])[1-9][0-9]* (failed|errors|not reached)' |
-    grep -av 'make\[[0-9]*\]: \*\*\*' | cut -c1-200 | tail -30
+    grep -av 'make\[[0-9]*\]: \*\*\*' | cut -c1-200 | tail -24
+  # And each failed target's last lines, where a runner sums up what failed and why.
+  for spec in "$@"; do
+    name=${spec%%:*}
+    while IFS=$'\t' read -r lane target rc secs; do
+      [ "$rc" = 0 ] && continue
+      echo "--- [$lane] $target: its last lines"
+      grep -av 'make\(\[[0-9]*\]\)\{0,1\}: \*\*\*' "$results/$lane.$target.out" | tail -8 | cut -c1-200
+    done < <(cat "$results/$name" 2>/dev/null)
+  done
 fi
 exit $status

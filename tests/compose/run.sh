@@ -309,6 +309,14 @@ echo "compose-test: total $(( $(date +%s) - t_all )) s (images included)" | tee 
 passed=$(grep -l ': ok in' "$OUTROOT"/results/* 2>/dev/null | wc -l)
 failed=$(grep -L ': ok in' "$OUTROOT"/results/* 2>/dev/null | wc -l)
 cat "$OUTROOT"/results/*
+# A failed case's last lines again, here at the end (CI keeps only the tail of the output).
+for r in "$OUTROOT"/results/*; do
+  grep -q ': ok in' "$r" && continue
+  log=$OUTROOT/logs/$(basename "$r").log
+  [ -s "$log" ] || continue
+  echo "--- $(cat "$r"); the end of its log:"
+  tail -8 "$log" | cut -c1-200
+done
 [ "$passed" -gt 0 ] || { echo "compose-test: no case ran" >&2; failed=$((failed + 1)); }
 echo "compose: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -241,7 +241,6 @@ fn wait(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     } else {
         0
     };
-    ctx.srv.repl.getack_wanted.store(true, Ordering::Release);
     ctx.takeover = Some(Takeover::Wait {
         replicas: num,
         offset: target,

@@ -325,8 +325,6 @@ pub(crate) struct Replication {
     pub(crate) sync_partial_err: AtomicU64,
     /// Clients blocked in WAIT are woken when an ACK arrives.
     pub(crate) acked: Notify,
-    /// Set when a WAIT asks the replicas for their offsets: the cron sends GETACK.
-    pub(crate) getack_wanted: AtomicBool,
     /// This server follows a master: its stream is the master's, relayed byte for byte
     /// ([`Replication::feed_raw`]), and its own commands are not logged for replicas.
     following: AtomicBool,
@@ -359,7 +357,6 @@ impl Default for Replication {
             sync_partial_ok: AtomicU64::new(0),
             sync_partial_err: AtomicU64::new(0),
             acked: Notify::new(),
-            getack_wanted: AtomicBool::new(false),
             following: AtomicBool::new(false),
         }
     }

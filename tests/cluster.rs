@@ -1227,11 +1227,53 @@ fn blocked_clients_migrate_and_scripts_follow_slots() {
 /// every acknowledged increment is on the target.
 #[test]
 fn a_write_racing_a_migrate_of_its_key_is_asked_to_the_target() {
+    write_race_with_migrate(28863, false);
+}
+
+/// The same race with each increment in MULTI/EXEC: EXEC's queued keys are routed again
+/// under its locks, and a redirected EXEC is discarded (as Redis answers it).
+#[test]
+fn a_transaction_racing_a_migrate_of_its_key_is_asked_to_the_target() {
+    write_race_with_migrate(28865, true);
+}
+
+/// One INCR at the migrating node `ca` (in MULTI/EXEC when `in_multi`): Ok(true) when it was
+/// acknowledged there, Err(()) when it was redirected with -ASK (or its transaction aborted
+/// for a queued command's -ASK), Ok(false) for -TRYAGAIN.
+fn incr_at_source(ca: &mut redis::Connection, k: &str, in_multi: bool) -> Result<bool, ()> {
+    let outcome = |r: redis::RedisResult<redis::Value>| match r {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == redis::ErrorKind::Ask => Err(()),
+        Err(e) if e.kind() == redis::ErrorKind::TryAgain => Ok(false),
+        Err(e) if e.code() == Some("EXECABORT") => Err(()),
+        Err(e) => panic!("INCR {k}: {e}"),
+    };
+    if !in_multi {
+        return outcome(redis::cmd("INCR").arg(k).query(ca));
+    }
+    redis::cmd("MULTI").query::<()>(ca).expect("MULTI");
+    let queued: redis::RedisResult<redis::Value> = redis::cmd("INCR").arg(k).query(ca);
+    let exec: redis::RedisResult<redis::Value> = redis::cmd("EXEC").query(ca);
+    match queued {
+        // Refused as it was queued: EXEC then aborts, and the client follows the -ASK.
+        Err(e) if e.kind() == redis::ErrorKind::Ask => {
+            assert!(exec.is_err(), "EXEC after a refused queued command: {exec:?}");
+            Err(())
+        }
+        Err(e) if e.kind() == redis::ErrorKind::TryAgain => Ok(false),
+        Err(e) => panic!("INCR {k} queued: {e}"),
+        Ok(_) => outcome(exec),
+    }
+}
+
+fn write_race_with_migrate(port: u16, in_multi: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let a = start(&podium_bin(), 28863, &dir.path().join("a"));
-    let b = start(&podium_bin(), 28864, &dir.path().join("b"));
+    let a = start(&podium_bin(), port, &dir.path().join("a"));
+    let b = start(&podium_bin(), port + 1, &dir.path().join("b"));
     text(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
-    text(b.port, &["CLUSTER", "MEET", "127.0.0.1", "28863", "29863"]);
+    let bus = (port + 1000).to_string();
+    let a_port = port.to_string();
+    text(b.port, &["CLUSTER", "MEET", "127.0.0.1", &a_port, &bus]);
     wait_for("both nodes to know each other", 30, || {
         nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
     });
@@ -1257,10 +1299,9 @@ fn a_write_racing_a_migrate_of_its_key_is_asked_to_the_target() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let i = moving.load(std::sync::atomic::Ordering::Relaxed);
                     let k = format!("{{race}}{i}");
-                    let r: redis::RedisResult<i64> = redis::cmd("INCR").arg(&k).query(&mut ca);
-                    let ok = match r {
-                        Ok(_) => true,
-                        Err(e) if e.kind() == redis::ErrorKind::Ask => {
+                    let ok = match incr_at_source(&mut ca, &k, in_multi) {
+                        Ok(acked) => acked,
+                        Err(()) => {
                             let (_, v): ((), i64) = redis::pipe()
                                 .cmd("ASKING")
                                 .cmd("INCR")
@@ -1269,8 +1310,6 @@ fn a_write_racing_a_migrate_of_its_key_is_asked_to_the_target() {
                                 .expect("INCR at the target after -ASK");
                             v > 0
                         }
-                        Err(e) if e.kind() == redis::ErrorKind::TryAgain => false,
-                        Err(e) => panic!("INCR {k}: {e}"),
                     };
                     if ok {
                         acked[i] += 1;
@@ -1286,7 +1325,7 @@ fn a_write_racing_a_migrate_of_its_key_is_asked_to_the_target() {
         std::thread::sleep(Duration::from_millis(2));
         let moved = cmd(
             a.port,
-            &["MIGRATE", "127.0.0.1", "28864", &key(i), "0", "5000"],
+            &["MIGRATE", "127.0.0.1", &b.port.to_string(), &key(i), "0", "5000"],
         )
         .unwrap();
         assert_eq!(moved, redis::Value::Okay, "MIGRATE {}", key(i));

@@ -117,6 +117,41 @@ fn exec_command(
     Ok(reply)
 }
 
+/// [`crate::cluster::routing::recheck_migrating`] for a transaction's queued commands (every
+/// key of them is in one slot: the dispatcher refused the EXEC otherwise). None outside
+/// cluster mode, for our master's link and the AOF loader, and when the slot is not moving.
+fn recheck_queue_routing(
+    srv: &Server,
+    client: &Client,
+    queue: &[Vec<Bytes>],
+    g: &mut Guards<'_>,
+) -> Option<Reply> {
+    crate::cluster::get(srv)?;
+    if client.obeys() {
+        return None;
+    }
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut writes = false;
+    for args in queue {
+        let Some(spec) = lookup(&args[0]) else {
+            continue;
+        };
+        writes |= crate::commands::scripting::effective_command_flags(
+            srv,
+            spec.name,
+            args,
+            spec.flags,
+        ) & crate::commands::flags::WRITE
+            != 0;
+        keys.extend(spec.key_positions(args).into_iter().map(|i| &args[i][..]));
+    }
+    let now = g.now_ms;
+    crate::cluster::routing::recheck_migrating(srv, &keys, writes, |k| {
+        let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
+        shard.raw_get(k).is_some() && !shard.is_expired(k, now)
+    })
+}
+
 /// Leave MULTI without running it (an EXEC refused while a script is busy).
 pub fn discard_for(srv: &Server, client: &mut Client) {
     reset_multi(client);
@@ -213,6 +248,14 @@ pub fn exec(srv: &Server, client: &mut Client, extras: &mut ReplyExtras) -> Repl
     let mut g = Guards::new(&srv.keyspace);
     g.lock_all();
     g.now_ms = crate::clock::unix_ms();
+    // Cluster mode: the queued commands' routing again, now under the locks (a MIGRATE may
+    // have moved one of their keys, or the slot may have left, since the dispatcher routed the
+    // EXEC). As Redis answers a redirected EXEC: the transaction is discarded.
+    if let Some(redirect) = recheck_queue_routing(srv, client, &queue, &mut g) {
+        drop(g);
+        unwatch_all(srv, client);
+        return redirect;
+    }
     // A replica deletes no expired key itself (its master's DELs do): its master's commands
     // see every key, other clients see expired keys as absent without deleting them.
     let following = srv.repl.is_following();

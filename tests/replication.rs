@@ -799,3 +799,56 @@ fn a_partial_resync_past_the_replica_output_limit_within_the_backlog_keeps_the_r
     );
     assert_eq!(info_field(&mut cm, "connected_slaves"), "1");
 }
+
+/// A master whose host is gone answers no SYN, so the replica's connect waits (for
+/// `repl-timeout`). REPLICAOF to another master must not wait for it: Redis cancels the
+/// handshake in progress and connects to the new master at once, and Sentinel relies on
+/// that when it points the other replicas at a promoted one (the compose scenario's replica
+/// followed 9 s late before). The hanging connect is made on loopback: a listener that never
+/// accepts, its accept queue full, drops further SYNs.
+#[test]
+fn replicaof_ends_a_connect_to_a_master_that_does_not_answer() {
+    let silent = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .expect("socket");
+    silent
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind");
+    silent.listen(0).expect("listen");
+    let silent_addr = silent
+        .local_addr()
+        .expect("addr")
+        .as_socket()
+        .expect("inet");
+    // Fill the accept queue until a connect no longer completes.
+    let mut queued = Vec::new();
+    while queued.len() < 16 {
+        match std::net::TcpStream::connect_timeout(&silent_addr, Duration::from_millis(300)) {
+            Ok(s) => queued.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(queued.len() < 16, "the listener's queue never filled");
+
+    // No diskless delay: the time measured is the link's, not the master's wait for more
+    // replicas (5 s by default).
+    let master = Podium::start(&["--repl-diskless-sync-delay", "0"]);
+    let replica = Podium::start(&["--repl-timeout", "30"]);
+    let mut r = replica.con();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(silent_addr.port())
+        .query(&mut r)
+        .unwrap();
+    wait_until("the replica to be connecting", || {
+        info_field(&mut r, "master_link_status") == "down"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    follow(&mut r, &master);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the link came up {took:?} after REPLICAOF (the old connect was waited for)"
+    );
+    drop(queued);
+}

@@ -209,16 +209,27 @@ async fn link_once(
     tracing::info!("Connecting to MASTER {host}:{port}");
     let timeout = Duration::from_secs(srv.config.int(dir::REPL_TIMEOUT).max(1) as u64);
     let source = srv.config.text(dir::BIND_SOURCE_ADDR);
-    let sock = match tokio::time::timeout(timeout, connect(host, port, &source)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {e}")),
-        Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+    // A REPLICAOF (or REPLICAOF NO ONE) ends the connect at once, as Redis's
+    // replicationSetMaster cancels a handshake in progress: a master that died with its host
+    // (no RST: a container killed, a machine gone) would otherwise hold the next generation's
+    // task back until the connect timed out (Sentinel's reconfiguration of the other replicas
+    // waited 9 s so in the compose scenario).
+    let sock = tokio::select! {
+        r = tokio::time::timeout(timeout, connect(host, port, &source)) => match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(format!("Error condition on socket for SYNC: {e}")),
+            Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+        },
+        _ = link.moved_on(generation) => return Err("replication was stopped".into()),
     };
     let _ = sock.set_nodelay(!srv.config.flag(dir::REPL_DISABLE_TCP_NODELAY));
     let sock = if srv.config.flag(dir::TLS_REPLICATION) {
-        match tokio::time::timeout(timeout, start_tls(srv, sock)).await {
-            Ok(r) => r?,
-            Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+        tokio::select! {
+            r = tokio::time::timeout(timeout, start_tls(srv, sock)) => match r {
+                Ok(r) => r?,
+                Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+            },
+            _ = link.moved_on(generation) => return Err("replication was stopped".into()),
         }
     } else {
         MasterStream::Plain(sock)

@@ -1257,7 +1257,10 @@ fn incr_at_source(ca: &mut redis::Connection, k: &str, in_multi: bool) -> Result
     match queued {
         // Refused as it was queued: EXEC then aborts, and the client follows the -ASK.
         Err(e) if e.kind() == redis::ErrorKind::Ask => {
-            assert!(exec.is_err(), "EXEC after a refused queued command: {exec:?}");
+            assert!(
+                exec.is_err(),
+                "EXEC after a refused queued command: {exec:?}"
+            );
             Err(())
         }
         Err(e) if e.kind() == redis::ErrorKind::TryAgain => Ok(false),
@@ -1325,7 +1328,14 @@ fn write_race_with_migrate(port: u16, in_multi: bool) {
         std::thread::sleep(Duration::from_millis(2));
         let moved = cmd(
             a.port,
-            &["MIGRATE", "127.0.0.1", &b.port.to_string(), &key(i), "0", "5000"],
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &b.port.to_string(),
+                &key(i),
+                "0",
+                "5000",
+            ],
         )
         .unwrap();
         assert_eq!(moved, redis::Value::Okay, "MIGRATE {}", key(i));

@@ -491,7 +491,10 @@ fn sanitize_dump_payload_checks_and_counts_as_redis() {
                 restore(con, &[key.as_bytes(), b"0", p]).expect("RESTORE");
             }
             let r = restore(con, &[format!("{tag}:lying").as_bytes(), b"0", &lying]);
-            got.push(format!("{tag}: {r:?}, sanitizations {}", sanitizations(con)));
+            got.push(format!(
+                "{tag}: {r:?}, sanitizations {}",
+                sanitizations(con)
+            ));
         };
         round(&mut con, "no", &mut got);
         // redis-server takes it and then dies on the first walk that checks the entries
@@ -532,7 +535,11 @@ fn sanitize_dump_payload_checks_and_counts_as_redis() {
     }
     assert_eq!(seen[1].1, seen[0].1, "podium (left) against redis-server");
     // And what that is, so that a change on both sides is noticed too.
-    assert!(seen[0].1[0].ends_with("Ok(\"OK\"), sanitizations 0"), "{:?}", seen[0].1);
+    assert!(
+        seen[0].1[0].ends_with("Ok(\"OK\"), sanitizations 0"),
+        "{:?}",
+        seen[0].1
+    );
     assert!(
         seen[0].1[1].contains("Bad data format") && seen[0].1[1].ends_with("sanitizations 6"),
         "{:?}",

@@ -808,8 +808,8 @@ fn a_partial_resync_past_the_replica_output_limit_within_the_backlog_keeps_the_r
 /// accepts, its accept queue full, drops further SYNs.
 #[test]
 fn replicaof_ends_a_connect_to_a_master_that_does_not_answer() {
-    let silent = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-        .expect("socket");
+    let silent =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
     silent
         .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
         .expect("bind");

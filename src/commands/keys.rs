@@ -468,7 +468,9 @@ fn restore(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         zset: ctx.srv.config.zset_limits(),
         set_max_intset: ctx.srv.config.hot.set_max_intset.load(Ordering::Relaxed),
         deep: rdb::deep_sanitization(
-            &ctx.srv.config.text(crate::config::dir::SANITIZE_DUMP_PAYLOAD),
+            &ctx.srv
+                .config
+                .text(crate::config::dir::SANITIZE_DUMP_PAYLOAD),
             ctx.client.repl.is_master || ctx.client.user.is_none(),
             ctx.client
                 .user

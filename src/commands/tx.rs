@@ -136,13 +136,10 @@ fn recheck_queue_routing(
         let Some(spec) = lookup(&args[0]) else {
             continue;
         };
-        writes |= crate::commands::scripting::effective_command_flags(
-            srv,
-            spec.name,
-            args,
-            spec.flags,
-        ) & crate::commands::flags::WRITE
-            != 0;
+        writes |=
+            crate::commands::scripting::effective_command_flags(srv, spec.name, args, spec.flags)
+                & crate::commands::flags::WRITE
+                != 0;
         keys.extend(spec.key_positions(args).into_iter().map(|i| &args[i][..]));
     }
     let now = g.now_ms;

@@ -25,8 +25,8 @@
 //! `super::rdb_encoding`'s.
 
 use super::rdb_encoding::{
-    fail, intset_checked, listpack_checked, packed_pairs, put_len, put_string, put_string_lzf, take_failure_reason,
-    ziplist, zipmap, Reader,
+    fail, intset_checked, listpack_checked, packed_pairs, put_len, put_string, put_string_lzf,
+    take_failure_reason, ziplist, zipmap, Reader,
 };
 use crate::types::hash::{Hash, HashLimits};
 use crate::types::list::List;
@@ -184,16 +184,8 @@ pub struct Limits {
     pub deep: bool,
 }
 
-/// INFO's dump_payload_sanitizations: listpacks and intsets sanitized in depth, counted as
-/// Redis counts them (each quicklist node and stream node apart; ziplists, zipmaps and plain
-/// encodings are not counted, Redis checks those in full whatever the directive says).
-/// CONFIG RESETSTAT zeroes it.
-pub static DUMP_PAYLOAD_SANITIZATIONS: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(0);
-
-pub(crate) fn count_sanitization() {
-    DUMP_PAYLOAD_SANITIZATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
+use super::rdb_encoding::count_sanitization;
+pub use super::rdb_encoding::DUMP_PAYLOAD_SANITIZATIONS;
 
 /// Whether `sanitize-dump-payload` (`policy`: no, yes or clients) asks for deep sanitization.
 /// `clients` exempts what loads a file or a replication stream (`trusted`: the load, the AOF,

@@ -573,6 +573,17 @@ pub(super) fn packed_pairs(blob: &[u8], ziplist_form: bool, deep: bool) -> Optio
     (elems.len() % 2 == 0).then_some(elems)
 }
 
+/// INFO's dump_payload_sanitizations: listpacks and intsets sanitized in depth, counted as
+/// Redis counts them (each quicklist node and stream node apart; ziplists, zipmaps and plain
+/// encodings are not counted, Redis checks those in full whatever the directive says).
+/// CONFIG RESETSTAT zeroes it.
+pub static DUMP_PAYLOAD_SANITIZATIONS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn count_sanitization() {
+    DUMP_PAYLOAD_SANITIZATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 #[cfg(test)]
 mod tests {
     use super::zipmap;

@@ -9,7 +9,9 @@
 //! asks for deep sanitization, every back-length), the node layout and counts, IDs increasing across nodes, the stream length against the live entries,
 //! the last ID against the entries, and every consumer's PEL against its group's.
 
-use super::rdb_encoding::{fail, listpack_checked, put_len, put_string, put_string_lzf, Elem, Reader};
+use super::rdb_encoding::{
+    fail, listpack_checked, put_len, put_string, put_string_lzf, Elem, Reader,
+};
 use crate::types::stream::{Group, Nack, Node, Stream, StreamId};
 use bytes::Bytes;
 
@@ -293,7 +295,7 @@ pub(crate) fn read_stream(r: &mut Reader<'_>, t: u8, deep: bool) -> Option<Strea
         let master = StreamId::decode(&key)?;
         let lp = r.string()?;
         if deep {
-            super::rdb::count_sanitization();
+            super::rdb_encoding::count_sanitization();
         }
         let (fields, entries) = parse_node(master, &lp, deep)?;
         if entries.is_empty() {

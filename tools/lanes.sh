@@ -59,7 +59,13 @@ if [ $status != 0 ]; then
   echo "--- lanes: what failed ---"
   # A Tcl test that failed and then passed on its re-run (run.sh's known races, "[retry]: NAME:
   # ...") is left out: it did not fail the target.
-  cat "$results"/*.out 2>/dev/null |
+  # Only failed targets' output: a passing ratchet's expected failures would crowd the rest.
+  for spec in "$@"; do
+    name=${spec%%:*}
+    while IFS=$'\t' read -r lane target rc secs; do
+      [ "$rc" = 0 ] || cat "$results/$lane.$target.out"
+    done < <(cat "$results/$name" 2>/dev/null)
+  done |
     awk '/\[retry\]: / { sub(/.*\[retry\]: /, ""); sub(/: [^:]*$/, ""); retried[$0] = 1; next }
          { lines[++n] = $0 }
          END { for (i = 1; i <= n; i++) { l = lines[i]; name = l

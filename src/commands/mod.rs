@@ -1182,8 +1182,20 @@ fn recheck_migrating_slot(
     }
     let positions = spec.key_positions(args);
     let keys: Vec<&[u8]> = positions.iter().map(|&i| &args[i][..]).collect();
+    recheck_migrating_keys(srv, &keys, writes, g)
+}
+
+/// [`crate::cluster::routing::recheck_migrating`] with each key looked up in the shards `g`
+/// holds (cluster mode has database 0 only; an expired key counts as absent, as Redis's
+/// lookup for routing finds it).
+pub(crate) fn recheck_migrating_keys(
+    srv: &Server,
+    keys: &[&[u8]],
+    writes: bool,
+    g: &mut Guards<'_>,
+) -> Option<Reply> {
     let now = g.now_ms;
-    crate::cluster::routing::recheck_migrating(srv, &keys, writes, |k| {
+    crate::cluster::routing::recheck_migrating(srv, keys, writes, |k| {
         let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
         shard.raw_get(k).is_some() && !shard.is_expired(k, now)
     })

@@ -142,11 +142,7 @@ fn recheck_queue_routing(
                 != 0;
         keys.extend(spec.key_positions(args).into_iter().map(|i| &args[i][..]));
     }
-    let now = g.now_ms;
-    crate::cluster::routing::recheck_migrating(srv, &keys, writes, |k| {
-        let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
-        shard.raw_get(k).is_some() && !shard.is_expired(k, now)
-    })
+    super::recheck_migrating_keys(srv, &keys, writes, g)
 }
 
 /// Leave MULTI without running it (an EXEC refused while a script is busy).

@@ -5,7 +5,8 @@
 #   tests/compose/run.sh [--no-build] [--images "podium:latest redis-ref:latest"] [SCENARIO...]
 #
 # Scenarios: habits (docker run with the official image's command lines), app (1-app),
-# sentinel (2-sentinel), mixed (3-mixed), partition (4-partition), exporter (5-exporter).
+# sentinel (2-sentinel), mixed (3-mixed), partition (4-partition), exporter (5-exporter),
+# cluster (6-cluster-partition).
 # Default: all, in that order.
 # Docker and a compose tool are required: without them this fails, it does not skip.
 # Images are built first (docker/build-images.sh, base image included) unless --no-build.
@@ -26,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(habits app sentinel mixed partition exporter)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(habits app sentinel mixed partition exporter cluster)
 
 die() { echo "compose-test: FAIL: $*" >&2; exit 1; }
 command -v docker >/dev/null || die "docker is not installed (the compose tests need Docker Engine)"
@@ -252,6 +253,7 @@ summarize() {
   for d in "$OUTROOT"/partition-* ; do
     [ -f "$d/partition-result.json" ] && echo "${d##*/}: $(head -1 "$d/stale.txt"); $(cat "$d/partition-result.json")"
   done
+  for d in "$OUTROOT"/cluster-* ; do [ -f "$d/cluster-result.json" ] && echo "${d##*/}: $(cat "$d/cluster-result.json")"; done
 }
 
 for f in tests/compose/scenario-*.sh; do
@@ -289,6 +291,9 @@ for sc in "${scenarios[@]}"; do
     exporter)
       each_image exporter s5
       compares+=("exporter")
+      ;;
+    cluster)
+      each_image cluster s6
       ;;
     *) die "unknown scenario $sc" ;;
   esac

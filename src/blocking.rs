@@ -34,6 +34,8 @@ pub struct Waiter {
     /// Cluster mode: a READONLY client's read (XREAD BLOCK), which a replica serves for its
     /// master's slots; a slot moving away does not redirect it while that master owns it.
     pub replica_read: bool,
+    /// The client's connection is TLS (the port a cluster redirect names).
+    pub on_tls: bool,
     /// Set when the client was unblocked because the server stopped being a master: its
     /// connection closes once the error reply is written, as Redis's does.
     pub close_after_reply: std::sync::atomic::AtomicBool,
@@ -74,6 +76,7 @@ impl Registry {
         serve: ServeFn,
         serve_each: bool,
         replica_read: bool,
+        on_tls: bool,
     ) -> Blocked {
         let (tx, rx) = oneshot::channel();
         let w = Arc::new(Waiter {
@@ -84,6 +87,7 @@ impl Registry {
             serve,
             serve_each,
             replica_read,
+            on_tls,
             close_after_reply: std::sync::atomic::AtomicBool::new(false),
             tx: Mutex::new(Some(tx)),
         });

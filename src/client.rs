@@ -604,6 +604,10 @@ pub struct ClusterFlags {
     pub asking: bool,
     /// ASKING was the last command: the flag survives the next command's start.
     pub asking_fresh: bool,
+    /// The connection is TLS. A cluster with `tls-cluster yes` announces its nodes' TLS
+    /// ports, and names their plaintext ports instead to a client that is not on TLS
+    /// (MOVED, ASK, CLUSTER SLOTS / NODES / REPLICAS), as Redis does.
+    pub on_tls: bool,
 }
 
 impl ClusterFlags {

@@ -122,6 +122,7 @@ async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     }
     srv.stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut client = Client::new(id, info.clone());
+    client.cluster.on_tls = sock.is_tls();
     client.set_user(srv.acl.default_user());
     client.authenticated = crate::commands::acl::starts_authenticated(&srv);
     *info.socket_fd.lock() = Some(sock.raw_fd());

@@ -357,6 +357,15 @@ impl TlsState {
         }
     }
 
+    /// A session for a connection accepted elsewhere than the client port, verifying the
+    /// peer's certificate as `auth` says (the cluster bus: always `Yes`, as in Redis).
+    pub fn accepting_with(&self, auth: AuthClients) -> Result<Ssl, String> {
+        match self.current() {
+            Some(c) => c.accepting(auth),
+            None => Err("TLS is not configured".into()),
+        }
+    }
+
     /// A session for an outgoing TLS connection now.
     pub fn connecting(&self) -> Result<Ssl, String> {
         match self.current() {

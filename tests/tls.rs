@@ -1097,3 +1097,168 @@ fn migrate_over_tls_to_this_server() {
     let Some(cx) = Ctx::new() else { return };
     migrate_over_tls(&cx, &server_bin());
 }
+
+/// A plain (non-TLS) connection to `port`, for what a TLS cluster tells a plain client.
+fn plain_text(port: u16, args: &[&str]) -> String {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection())
+        .expect("plain connection");
+    let mut k = redis::cmd(args[0]);
+    for a in &args[1..] {
+        k.arg(*a);
+    }
+    match k.query::<redis::Value>(&mut c) {
+        Ok(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(redis::Value::VerbatimString { text, .. }) => text,
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e}"),
+    }
+}
+
+/// `tls-cluster yes`: three Podium and three redis-server nodes, each with a TLS port, a
+/// plaintext port and a TLS bus, made one cluster by `redis-cli --tls --cluster create
+/// --cluster-replicas 1` and checked by `--cluster check`. Both kinds name the TLS ports to a
+/// TLS client and the plaintext ones to a plain client (CLUSTER NODES, MOVED), as Redis's
+/// use_pport does; keys written through `redis-cli --tls -c` reach every master; and the bus
+/// port speaks TLS, refusing a peer without a certificate the CA signed.
+#[test]
+fn a_tls_cluster_of_podium_and_redis_server_nodes() {
+    let Some(cx) = Ctx::new() else { return };
+    let Some(redis_server) = require_tool("redis-server") else {
+        return;
+    };
+    let podium = server_bin();
+    let mut nodes = Vec::new();
+    let mut buses = Vec::new();
+    for i in 0..6 {
+        let prog = if i % 2 == 0 { &podium } else { &redis_server };
+        let bus = free_port();
+        let bus_text = bus.to_string();
+        let node = cx.start(
+            prog,
+            true,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus_text,
+                "--cluster-node-timeout",
+                "3000",
+                "--tls-cluster",
+                "yes",
+                "--tls-replication",
+                "yes",
+                "--tls-client-cert-file",
+                &cx.path("client.crt"),
+                "--tls-client-key-file",
+                &cx.path("client.key"),
+            ],
+        );
+        nodes.push(node);
+        buses.push(bus);
+    }
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.tls_port))
+        .collect();
+    let mut create = vec!["--cluster", "create"];
+    create.extend(addrs.iter().map(String::as_str));
+    create.extend(["--cluster-replicas", "1", "--cluster-yes"]);
+    let made = cx.cli(nodes[0].tls_port, &create);
+    assert!(made.ok(), "{made}");
+    for n in &nodes {
+        wait_until("cluster_state:ok on every node", || {
+            cx.cli(n.tls_port, &["CLUSTER", "INFO"])
+                .stdout
+                .contains("cluster_state:ok")
+        });
+    }
+    wait_until("redis-cli --cluster check to be clean", || {
+        let check = cx.cli(nodes[1].tls_port, &["--cluster", "check", &addrs[1]]);
+        check.ok()
+            && check.stdout.contains("[OK] All 16384 slots covered")
+            && !check.stdout.contains("[ERR]")
+            && !check.stdout.contains("[WARNING]")
+    });
+
+    // Ports as each kind of node names them, to a TLS client and to a plain one.
+    for (i, asked) in nodes.iter().enumerate() {
+        let over_tls = cx.cli(asked.tls_port, &["CLUSTER", "NODES"]);
+        let over_plain = plain_text(asked.port, &["CLUSTER", "NODES"]);
+        for (n, bus) in nodes.iter().zip(&buses) {
+            let tls_addr = format!(" 127.0.0.1:{}@{bus}", n.tls_port);
+            let plain_addr = format!(" 127.0.0.1:{}@{bus}", n.port);
+            assert!(
+                over_tls.stdout_ok().contains(&tls_addr),
+                "node {i}: {over_tls}"
+            );
+            assert!(over_plain.contains(&plain_addr), "node {i}: {over_plain}");
+        }
+    }
+
+    // Keys written through the TLS cluster client land on every master; MOVED names the
+    // owner's TLS port to a TLS client and its plaintext port to a plain client.
+    let masters: Vec<&Server> = nodes
+        .iter()
+        .filter(|n| cx.cli(n.tls_port, &["ROLE"]).stdout.starts_with("master"))
+        .collect();
+    assert_eq!(masters.len(), 3);
+    for i in 0..60 {
+        let key = format!("board:{i}");
+        let set = cx.cli(nodes[0].tls_port, &["-c", "ZINCRBY", &key, "5", "alice"]);
+        assert_eq!(set.stdout_ok(), "5\n", "{set}");
+    }
+    for m in &masters {
+        let dbsize = cx.cli(m.tls_port, &["DBSIZE"]);
+        let keys: u32 = dbsize.stdout_ok().trim().parse().expect("DBSIZE");
+        assert!(keys > 0, "a master without keys: {dbsize}");
+    }
+    for asked in [masters[0], masters[1]] {
+        let key = (0..)
+            .map(|i| format!("board:{i}"))
+            .find(|k| {
+                cx.cli(asked.tls_port, &["ZSCORE", k, "alice"])
+                    .stdout
+                    .starts_with("MOVED")
+            })
+            .expect("a key another master serves");
+        let moved_tls = cx.cli(asked.tls_port, &["ZSCORE", &key, "alice"]);
+        let moved_plain = plain_text(asked.port, &["ZSCORE", &key, "alice"]);
+        let owner = masters
+            .iter()
+            .find(|m| {
+                moved_tls
+                    .stdout
+                    .trim_end()
+                    .ends_with(&format!(":{}", m.tls_port))
+            })
+            .unwrap_or_else(|| panic!("MOVED to no master's TLS port: {moved_tls}"));
+        assert!(
+            moved_plain.contains(&format!("127.0.0.1:{}", owner.port)),
+            "plain client: {moved_plain}"
+        );
+    }
+
+    // The bus is TLS: the CA's client certificate gets through the handshake (the server's
+    // certificate is shown); no certificate is refused in it (TLS 1.2, where the server asks
+    // for the certificate during the handshake).
+    for (n, bus) in nodes.iter().zip(&buses).step_by(2) {
+        let with_cert = cx.s_client(*bus, &["-tls1_2"]);
+        assert!(with_cert.ok(), "bus of {}: {with_cert}", n.tls_port);
+        assert!(
+            peer_subject(&with_cert).contains("podium-server"),
+            "{with_cert}"
+        );
+        let mut no_cert = Command::new(&cx.openssl);
+        no_cert
+            .args(["s_client", "-connect", &format!("127.0.0.1:{bus}")])
+            .args([
+                "-CAfile",
+                &cx.path("ca.crt"),
+                "-tls1_2",
+                "-verify_return_error",
+            ]);
+        let refused = run(no_cert, None, CLIENT_TIMEOUT);
+        assert!(!refused.ok(), "a bus peer without a certificate: {refused}");
+    }
+}

@@ -8,6 +8,13 @@
 //! channel (the writer ends) and wakes the reader (which ends); a socket error frees the link
 //! in the state the same way. Outbound links are created by the cron for nodes without one;
 //! the connecting task sends the first PING (or MEET) once connected.
+//!
+//! With `tls-cluster yes` every link is TLS, as in Redis: an accepted link must present a
+//! certificate the CA signed (whatever `tls-auth-clients` says, which is for clients), and an
+//! outbound one uses the client context and checks the peer's certificate against the CA.
+//! The handshake runs in the link's own task, under the connect timeout, before the link
+//! exists in the state for an accepted one, and before its first PING for an outbound one. The
+//! flag is read per link, so CONFIG SET tls-cluster applies to links made after it.
 
 use super::codec::{self, HEADER_LEN};
 use super::nodes::{Link, LinkId, Outbox, F_MEET};
@@ -16,8 +23,65 @@ use crate::state::Server;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A bus link's socket: TCP, or TLS over it (`tls-cluster yes`).
+trait BusStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> BusStream for T {}
+
+/// The time a bus connection may take to connect and finish its TLS handshake.
+fn handshake_timeout(srv: &Server) -> Duration {
+    Duration::from_millis(
+        srv.config
+            .int(crate::config::dir::CLUSTER_NODE_TIMEOUT)
+            .clamp(100, 60_000) as u64,
+    )
+}
+
+/// TLS over `tcp` for a bus link, accepting (`connect` false) or connecting; None, logged,
+/// when the session cannot be made or the handshake fails or times out.
+async fn start_tls(
+    srv: &Server,
+    tcp: TcpStream,
+    connect: bool,
+) -> Option<tokio_openssl::SslStream<TcpStream>> {
+    let ssl = if connect {
+        srv.tls.connecting()
+    } else {
+        srv.tls.accepting_with(crate::tls::AuthClients::Yes)
+    };
+    let ssl = match ssl {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("Error creating a TLS connection for the cluster bus: {e}");
+            return None;
+        }
+    };
+    let mut s = tokio_openssl::SslStream::new(ssl, tcp).ok()?;
+    let handshake = async {
+        if connect {
+            std::pin::Pin::new(&mut s).connect().await
+        } else {
+            std::pin::Pin::new(&mut s).accept().await
+        }
+    };
+    match tokio::time::timeout(handshake_timeout(srv), handshake).await {
+        Ok(Ok(())) => Some(s),
+        Ok(Err(e)) => {
+            tracing::debug!("TLS handshake on the cluster bus failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("TLS handshake on the cluster bus timed out");
+            None
+        }
+    }
+}
+
+fn tls_cluster(srv: &Server) -> bool {
+    srv.config.flag(crate::config::dir::TLS_CLUSTER)
+}
 
 /// Accept bus connections on `listeners`.
 pub(super) fn listen(
@@ -58,10 +122,24 @@ fn ip_of(addr: std::io::Result<std::net::SocketAddr>) -> String {
 }
 
 fn accepted(srv: &Arc<Server>, sock: TcpStream) {
-    let Some(cluster) = get(srv) else { return };
     let _ = sock.set_nodelay(true);
     let local = ip_of(sock.local_addr());
     let peer = ip_of(sock.peer_addr());
+    if !tls_cluster(srv) {
+        register_accepted(srv, sock, local, peer);
+        return;
+    }
+    let srv = srv.clone();
+    tokio::spawn(async move {
+        if let Some(tls) = start_tls(&srv, sock, false).await {
+            register_accepted(&srv, tls, local, peer);
+        }
+    });
+}
+
+/// An accepted link, connected (and through its TLS handshake): into the state, then its tasks.
+fn register_accepted(srv: &Arc<Server>, sock: impl BusStream, local: String, peer: String) {
+    let Some(cluster) = get(srv) else { return };
     let (id, outbox) = cluster.event(srv, |st, _| {
         let id = st.new_link_id();
         let (mut link, outbox) = Link::new(None, now_ms());
@@ -84,63 +162,81 @@ pub(super) fn connect(srv: Arc<Server>, id: LinkId, outbox: Outbox) {
                 .map(|n| (st.node(n).ip.clone(), st.node(n).cport))
         });
         let Some((ip, cport)) = target else { return };
-        let timeout = Duration::from_millis(
-            srv.config
-                .int(crate::config::dir::CLUSTER_NODE_TIMEOUT)
-                .clamp(100, 60_000) as u64,
-        );
+        let timeout = handshake_timeout(&srv);
+        // A failed connect counts as a ping never answered, so the node can be flagged.
+        let failed = || {
+            cluster.event(&srv, |st, _| {
+                if let Some(n) = st.links.get(&id).and_then(|l| l.node) {
+                    let now = now_ms();
+                    if let Some(node) = st.nodes.get_mut(&n) {
+                        if node.ping_sent == 0 {
+                            node.ping_sent = now;
+                        }
+                    }
+                }
+                st.free_link(id);
+            })
+        };
         let sock =
             match tokio::time::timeout(timeout, TcpStream::connect((ip.as_str(), cport))).await {
                 Ok(Ok(s)) => s,
-                _ => {
-                    cluster.event(&srv, |st, _| {
-                        if let Some(n) = st.links.get(&id).and_then(|l| l.node) {
-                            let now = now_ms();
-                            if let Some(node) = st.nodes.get_mut(&n) {
-                                if node.ping_sent == 0 {
-                                    node.ping_sent = now;
-                                }
-                            }
-                        }
-                        st.free_link(id);
-                    });
-                    return;
-                }
+                _ => return failed(),
             };
         let _ = sock.set_nodelay(true);
         let local = ip_of(sock.local_addr());
         let peer = ip_of(sock.peer_addr());
-        let live = cluster.event(&srv, |st, _| {
-            let now = now_ms();
-            let Some(link) = st.links.get_mut(&id) else {
-                return false;
-            };
-            link.local_ip = local;
-            link.peer_ip = peer;
-            let Some(n) = link.node else { return false };
-            let old_ping_sent = st.node(n).ping_sent;
-            let kind = if st.node(n).flags & F_MEET != 0 {
-                codec::MEET
-            } else {
-                codec::PING
-            };
-            st.send_ping(id, kind, now);
-            if let Some(node) = st.nodes.get_mut(&n) {
-                if old_ping_sent != 0 {
-                    node.ping_sent = old_ping_sent;
-                }
-                node.flags &= !F_MEET;
-            }
-            true
-        });
-        if live {
-            run_link(srv.clone(), id, sock, outbox);
+        if !tls_cluster(&srv) {
+            connected(&srv, id, sock, outbox, local, peer);
+            return;
+        }
+        match start_tls(&srv, sock, true).await {
+            Some(tls) => connected(&srv, id, tls, outbox, local, peer),
+            None => failed(),
         }
     });
 }
 
+/// An outbound link, connected (and through its TLS handshake): its first PING or MEET, then
+/// its tasks.
+fn connected(
+    srv: &Arc<Server>,
+    id: LinkId,
+    sock: impl BusStream,
+    outbox: Outbox,
+    local: String,
+    peer: String,
+) {
+    let Some(cluster) = get(srv) else { return };
+    let live = cluster.event(srv, |st, _| {
+        let now = now_ms();
+        let Some(link) = st.links.get_mut(&id) else {
+            return false;
+        };
+        link.local_ip = local;
+        link.peer_ip = peer;
+        let Some(n) = link.node else { return false };
+        let old_ping_sent = st.node(n).ping_sent;
+        let kind = if st.node(n).flags & F_MEET != 0 {
+            codec::MEET
+        } else {
+            codec::PING
+        };
+        st.send_ping(id, kind, now);
+        if let Some(node) = st.nodes.get_mut(&n) {
+            if old_ping_sent != 0 {
+                node.ping_sent = old_ping_sent;
+            }
+            node.flags &= !F_MEET;
+        }
+        true
+    });
+    if live {
+        run_link(srv.clone(), id, sock, outbox);
+    }
+}
+
 /// The reader and writer tasks of a connected link.
-fn run_link(srv: Arc<Server>, id: LinkId, sock: TcpStream, mut outbox: Outbox) {
+fn run_link(srv: Arc<Server>, id: LinkId, sock: impl BusStream, mut outbox: Outbox) {
     let Some(cluster) = get(&srv) else { return };
     let handles = cluster.read(|st| {
         st.links
@@ -150,7 +246,7 @@ fn run_link(srv: Arc<Server>, id: LinkId, sock: TcpStream, mut outbox: Outbox) {
     let Some((closed, queued)) = handles else {
         return;
     };
-    let (mut rd, mut wr) = sock.into_split();
+    let (mut rd, mut wr) = tokio::io::split(sock);
     let writer_srv = srv.clone();
     tokio::spawn(async move {
         while let Some(msg) = outbox.recv().await {
@@ -193,7 +289,7 @@ fn run_link(srv: Arc<Server>, id: LinkId, sock: TcpStream, mut outbox: Outbox) {
 
 /// Read one whole message into `buf`. False on a closed socket, an I/O error, a wrong
 /// signature or a length shorter than a header.
-async fn read_message(rd: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut Vec<u8>) -> bool {
+async fn read_message(rd: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> bool {
     buf.clear();
     let mut first = [0u8; 8];
     if rd.read_exact(&mut first).await.is_err() {

@@ -107,28 +107,47 @@ pub fn now_ms() -> i64 {
     crate::clock::unix_ms()
 }
 
-/// The ports this node announces: clients, plaintext (0 without TLS), bus.
-fn announced_ports(srv: &Server) -> (u16, u16, u16) {
-    let port = srv.config.int(dir::PORT) as u16;
-    let bus = match srv.config.int(dir::CLUSTER_PORT) as u16 {
-        0 => port.wrapping_add(10000),
-        p => p,
-    };
-    let announced = match srv.config.int(dir::CLUSTER_ANNOUNCE_PORT) as u16 {
-        0 => port,
-        p => p,
-    };
-    let announced_bus = match srv.config.int(dir::CLUSTER_ANNOUNCE_BUS_PORT) as u16 {
-        0 => bus,
-        p => p,
-    };
-    (announced, 0, announced_bus)
+/// The client port the bus is derived from: the TLS port with `tls-cluster yes`, as in Redis.
+fn base_port(srv: &Server) -> u16 {
+    if srv.config.flag(dir::TLS_CLUSTER) {
+        srv.config.int(dir::TLS_PORT) as u16
+    } else {
+        srv.config.int(dir::PORT) as u16
+    }
 }
 
-/// The bus port this node listens on.
+/// The ports this node announces, as Redis's deriveAnnouncedPorts: the client port (the TLS
+/// one with `tls-cluster yes`), the plaintext port plain clients of a TLS cluster are sent to
+/// (0 without tls-cluster), and the bus port.
+fn announced_ports(srv: &Server) -> (u16, u16, u16) {
+    let tls = srv.config.flag(dir::TLS_CLUSTER);
+    let mut port = base_port(srv);
+    let mut pport = if tls {
+        srv.config.int(dir::PORT) as u16
+    } else {
+        0
+    };
+    let mut bus = bus_port(srv);
+    let announce_port = srv.config.int(dir::CLUSTER_ANNOUNCE_PORT) as u16;
+    let announce_tls_port = srv.config.int(dir::CLUSTER_ANNOUNCE_TLS_PORT) as u16;
+    if tls && announce_tls_port != 0 {
+        port = announce_tls_port;
+        pport = announce_port;
+    } else if announce_port != 0 {
+        port = announce_port;
+    }
+    let announce_bus = srv.config.int(dir::CLUSTER_ANNOUNCE_BUS_PORT) as u16;
+    if announce_bus != 0 {
+        bus = announce_bus;
+    }
+    (port, pport, bus)
+}
+
+/// The bus port this node listens on: `cluster-port`, else the client port (the TLS one with
+/// tls-cluster) plus 10,000.
 pub fn bus_port(srv: &Server) -> u16 {
     match srv.config.int(dir::CLUSTER_PORT) as u16 {
-        0 => (srv.config.int(dir::PORT) as u16).wrapping_add(10000),
+        0 => base_port(srv).wrapping_add(10000),
         p => p,
     }
 }
@@ -143,6 +162,7 @@ fn settings(srv: &Server) -> Settings {
         port,
         pport,
         cport,
+        tls_cluster: srv.config.flag(dir::TLS_CLUSTER),
         endpoint: match srv
             .config
             .text(dir::CLUSTER_PREFERRED_ENDPOINT_TYPE)
@@ -306,13 +326,10 @@ pub fn init(srv: &Arc<Server>) -> Result<(), String> {
     if !srv.config.flag(dir::CLUSTER_ENABLED) {
         return Ok(());
     }
-    if srv.config.flag(dir::TLS_CLUSTER) {
-        return Err("tls-cluster yes is not supported in cluster mode: Podium's cluster bus does not speak TLS".into());
-    }
     if crate::config::directives::replicaof_target(&srv.config.text(dir::REPLICAOF)).is_some() {
         return Err("replicaof directive not allowed in cluster mode".into());
     }
-    let port = srv.config.int(dir::PORT);
+    let port = base_port(srv);
     if srv.config.int(dir::CLUSTER_PORT) == 0 && port > 65535 - 10000 {
         return Err("Redis port number too high. Cluster communication port is 10,000 port numbers higher than your Redis port. Your Redis port number must be 55535 or less.".into());
     }

@@ -222,6 +222,8 @@ pub struct Settings {
     pub port: u16,
     pub pport: u16,
     pub cport: u16,
+    /// tls-cluster: announced ports are TLS ports, plain clients get the plaintext ones.
+    pub tls_cluster: bool,
     /// 0 ip, 1 hostname, 2 unknown-endpoint.
     pub endpoint: u8,
     pub sendbuf_limit: u64,
@@ -2205,13 +2207,37 @@ impl ClusterState {
         out
     }
 
-    /// A node's CLUSTER NODES line (without the newline).
-    pub fn describe(&self, id: NodeId, ranges: &HashMap<NodeId, Vec<(usize, usize)>>) -> String {
+    /// Whether a client is named the nodes' plaintext ports (Redis's use_pport): with
+    /// `tls-cluster yes` the announced ports are TLS ones, which a client not on TLS
+    /// (`on_tls` false) cannot use.
+    pub fn use_pport(&self, on_tls: bool) -> bool {
+        self.settings.tls_cluster && !on_tls
+    }
+
+    /// Node `n`'s client port: its plaintext one when `use_pport` and it announced one.
+    pub fn client_port(&self, n: NodeId, use_pport: bool) -> u16 {
+        let node = self.node(n);
+        if use_pport && node.pport != 0 {
+            node.pport
+        } else {
+            node.port
+        }
+    }
+
+    /// A node's CLUSTER NODES line (without the newline); `use_pport` as in
+    /// [`ClusterState::use_pport`] (false for nodes.conf).
+    pub fn describe(
+        &self,
+        id: NodeId,
+        ranges: &HashMap<NodeId, Vec<(usize, usize)>>,
+        use_pport: bool,
+    ) -> String {
         use std::fmt::Write;
         let n = self.node(id);
         let mut s = String::with_capacity(128);
         s.push_str(n.name_str());
-        let _ = write!(s, " {}:{}@{}", n.ip, n.port, n.cport);
+        let port = self.client_port(id, use_pport);
+        let _ = write!(s, " {}:{}@{}", n.ip, port, n.cport);
         if !n.hostname.is_empty() {
             let _ = write!(s, ",{}", n.hostname);
         }
@@ -2284,14 +2310,14 @@ impl ClusterState {
 
     /// CLUSTER NODES (and nodes.conf without the `vars` line): every node not flagged
     /// `filter`.
-    pub fn describe_all(&self, filter: u16) -> String {
+    pub fn describe_all(&self, filter: u16, use_pport: bool) -> String {
         let ranges = self.slot_ranges();
         let mut out = String::new();
         for (&id, n) in &self.nodes {
             if n.flags & filter != 0 {
                 continue;
             }
-            out.push_str(&self.describe(id, &ranges));
+            out.push_str(&self.describe(id, &ranges, use_pport));
             out.push('\n');
         }
         out
@@ -2371,7 +2397,7 @@ mod tests {
         }
         let other = st.add_node(Node::new([b'b'; NAME_LEN], F_MASTER, 0));
         st.migrating[3] = Some(other);
-        let line = st.describe(st.myself, &st.slot_ranges());
+        let line = st.describe(st.myself, &st.slot_ranges(), false);
         let want_tail = format!(
             "127.0.0.1:7000@17000 myself,master - 0 0 0 connected 0-10 12 [3->-{}]",
             "b".repeat(40)

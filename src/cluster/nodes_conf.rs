@@ -203,7 +203,7 @@ fn atoi(s: &str) -> i64 {
 
 /// The file's content: the node lines (without handshakes) and the `vars` line.
 pub fn render(st: &ClusterState) -> String {
-    let mut text = st.describe_all(F_HANDSHAKE);
+    let mut text = st.describe_all(F_HANDSHAKE, false);
     text.push_str(&format!(
         "vars currentEpoch {} lastVoteEpoch {}\n",
         st.current_epoch, st.last_vote_epoch

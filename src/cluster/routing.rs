@@ -32,6 +32,9 @@ pub struct Query<'a> {
     pub asking: bool,
     /// The client sent READONLY.
     pub readonly: bool,
+    /// The client's connection is TLS (which port a redirect names: see
+    /// `ClusterState::use_pport`).
+    pub on_tls: bool,
 }
 
 enum Redirect {
@@ -47,13 +50,14 @@ enum Redirect {
 /// None when this node serves the request; else the error reply redirecting the client.
 pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
     let cluster = get(srv)?;
+    let on_tls = q.on_tls;
     let first = q.keys.first()?;
     let slot = key_hash_slot(first);
     let mut multiple_keys = false;
     for k in &q.keys[1..] {
         if k != first {
             if key_hash_slot(k) != slot {
-                return Some(reply(srv, Redirect::CrossSlot));
+                return Some(reply(srv, on_tls, Redirect::CrossSlot));
             }
             multiple_keys = true;
         }
@@ -67,7 +71,7 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
         return None;
     }
     if bits & VIEW_ASSIGNED == 0 {
-        return Some(reply(srv, Redirect::Unbound));
+        return Some(reply(srv, on_tls, Redirect::Unbound));
     }
     let (owner, myself, migrating_to, importing, my_master) = cluster.read(|st| {
         let me = st.me();
@@ -80,7 +84,7 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
         )
     });
     let Some(owner) = owner else {
-        return Some(reply(srv, Redirect::Unbound));
+        return Some(reply(srv, on_tls, Redirect::Unbound));
     };
     let migrating = owner == myself && migrating_to.is_some();
     let importing = !migrating && importing;
@@ -106,10 +110,10 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
                 .flag(crate::config::dir::CLUSTER_ALLOW_READS_WHEN_DOWN)
         };
         if !ok_down {
-            return Some(reply(srv, Redirect::Down));
+            return Some(reply(srv, on_tls, Redirect::Down));
         }
         if !q.pubsub_shard && q.command_writes {
-            return Some(reply(srv, Redirect::DownReadOnly));
+            return Some(reply(srv, on_tls, Redirect::DownReadOnly));
         }
     }
     if (migrating || importing) && q.migrate {
@@ -117,14 +121,14 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
     }
     if migrating && missing > 0 {
         if existing > 0 {
-            return Some(reply(srv, Redirect::TryAgain));
+            return Some(reply(srv, on_tls, Redirect::TryAgain));
         }
         let to = migrating_to.expect("a migrating slot has a target");
-        return Some(reply(srv, Redirect::Ask(slot, to)));
+        return Some(reply(srv, on_tls, Redirect::Ask(slot, to)));
     }
     if importing && q.asking {
         if multiple_keys && missing > 0 {
-            return Some(reply(srv, Redirect::TryAgain));
+            return Some(reply(srv, on_tls, Redirect::TryAgain));
         }
         return None;
     }
@@ -132,7 +136,7 @@ pub fn redirect(srv: &Server, q: &Query) -> Option<Reply> {
         return None;
     }
     if owner != myself {
-        return Some(reply(srv, Redirect::Moved(slot, owner)));
+        return Some(reply(srv, on_tls, Redirect::Moved(slot, owner)));
     }
     None
 }
@@ -159,11 +163,12 @@ pub fn needs_recheck(srv: &Server, key: &[u8], writes: bool) -> bool {
 /// the key again here, in a slot that is leaving (its increments lost when the slot's last
 /// keys are dropped). Likewise the slot itself may have left meanwhile (CLUSTER SETSLOT
 /// NODE after its last key moved): a write then gets -MOVED rather than creating the key
-/// here. Redis decides and runs in one step, with nothing between.
+/// here. Redis decides and runs in one step, with nothing between. `on_tls` as in [`Query`].
 pub fn recheck_migrating(
     srv: &Server,
     keys: &[&[u8]],
     writes: bool,
+    on_tls: bool,
     mut present: impl FnMut(&[u8]) -> bool,
 ) -> Option<Reply> {
     let cluster = get(srv)?;
@@ -174,7 +179,7 @@ pub fn recheck_migrating(
     let slot = key_hash_slot(first);
     if cluster.view.slot(slot) & VIEW_MINE == 0 {
         let owner = cluster.read(|st| st.slots[slot as usize])?;
-        return Some(reply(srv, Redirect::Moved(slot, owner)));
+        return Some(reply(srv, on_tls, Redirect::Moved(slot, owner)));
     }
     let to = cluster.read(|st| {
         (st.slots[slot as usize] == Some(st.myself))
@@ -194,6 +199,7 @@ pub fn recheck_migrating(
     }
     Some(reply(
         srv,
+        on_tls,
         if existing > 0 {
             Redirect::TryAgain
         } else {
@@ -256,8 +262,9 @@ pub fn redirect_blocked_clients(srv: &Server) {
     }
     let down = !cluster.view.state_ok();
     srv.blocking.unblock_with(&srv.keyspace, |w| {
+        let on_tls = w.on_tls;
         if down {
-            return Some(reply(srv, Redirect::Down));
+            return Some(reply(srv, on_tls, Redirect::Down));
         }
         // A blocking command's keys are all in one slot: the first one tells.
         let slot = key_hash_slot(w.keys.first()?);
@@ -277,13 +284,13 @@ pub fn redirect_blocked_clients(srv: &Server) {
             return None;
         }
         Some(match owner {
-            None => reply(srv, Redirect::Unbound),
-            Some(n) => reply(srv, Redirect::Moved(slot, n)),
+            None => reply(srv, on_tls, Redirect::Unbound),
+            Some(n) => reply(srv, on_tls, Redirect::Moved(slot, n)),
         })
     });
 }
 
-fn reply(srv: &Server, r: Redirect) -> Reply {
+fn reply(srv: &Server, on_tls: bool, r: Redirect) -> Reply {
     let text = match r {
         Redirect::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".to_string(),
         Redirect::TryAgain => "TRYAGAIN Multiple keys request during rehashing of slot".into(),
@@ -299,7 +306,7 @@ fn reply(srv: &Server, r: Redirect) -> Reply {
                 "MOVED"
             };
             let (endpoint, port) = get(srv)
-                .map(|c| c.read(|st| (endpoint(st, n), st.node(n).port)))
+                .map(|c| c.read(|st| (endpoint(st, n), st.client_port(n, st.use_pport(on_tls)))))
                 .unwrap_or_default();
             format!("{word} {slot} {endpoint}:{port}")
         }

@@ -97,6 +97,7 @@ fn slot_arg(a: &[u8]) -> Result<usize, Reply> {
 }
 
 fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let on_tls = ctx.client.cluster.on_tls;
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let full = format!("cluster|{sub}");
     match crate::acl::view::command_row(&full) {
@@ -141,7 +142,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
         }
         ("nodes", 2) => {
-            let text = cl.read(|st| st.describe_all(0));
+            let text = cl.read(|st| st.describe_all(0, st.use_pport(on_tls)));
             Ok(Reply::Verbatim("txt", Bytes::from(text)))
         }
         ("myid", 2) => Ok(Reply::Bulk(Bytes::copy_from_slice(
@@ -149,7 +150,7 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         ))),
         ("slots", 2) => {
             let mine = crate::state::replica_link::gossip_offset(srv);
-            Ok(cl.read(|st| slots_reply(st, mine)))
+            Ok(cl.read(|st| slots_reply(st, mine, st.use_pport(on_tls))))
         }
         ("shards", 2) => {
             let mine = crate::state::replica_link::gossip_offset(srv);
@@ -281,7 +282,9 @@ fn cluster(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 st.node(id)
                     .replicas
                     .iter()
-                    .map(|r| Reply::Bulk(Bytes::from(st.describe(*r, &ranges))))
+                    .map(|r| {
+                        Reply::Bulk(Bytes::from(st.describe(*r, &ranges, st.use_pport(on_tls))))
+                    })
                     .collect(),
             ))
         }),
@@ -553,7 +556,7 @@ fn endpoint_reply(st: &ClusterState, id: u32) -> Reply {
 }
 
 /// One node of CLUSTER SLOTS: endpoint, port, ID, and a map of the other names it has.
-fn slot_node(st: &ClusterState, id: u32) -> Reply {
+fn slot_node(st: &ClusterState, id: u32, use_pport: bool) -> Reply {
     let n = st.node(id);
     let mut extra = Vec::new();
     if st.settings.endpoint != 0 {
@@ -570,13 +573,13 @@ fn slot_node(st: &ClusterState, id: u32) -> Reply {
     }
     Reply::Array(vec![
         endpoint_reply(st, id),
-        Reply::Int(n.port as i64),
+        Reply::Int(st.client_port(id, use_pport) as i64),
         Reply::Bulk(Bytes::copy_from_slice(&n.name)),
         Reply::Map(extra),
     ])
 }
 
-fn slots_reply(st: &ClusterState, my_offset: u64) -> Reply {
+fn slots_reply(st: &ClusterState, my_offset: u64, use_pport: bool) -> Reply {
     let mut out = Vec::new();
     let mut j = 0;
     while j < SLOTS {
@@ -591,7 +594,7 @@ fn slots_reply(st: &ClusterState, my_offset: u64) -> Reply {
         let mut range = vec![
             Reply::Int(start as i64),
             Reply::Int(j as i64),
-            slot_node(st, owner),
+            slot_node(st, owner, use_pport),
         ];
         for r in &st.node(owner).replicas {
             let rn = st.node(*r);
@@ -603,7 +606,7 @@ fn slots_reply(st: &ClusterState, my_offset: u64) -> Reply {
                 rn.repl_offset
             };
             if !rn.failed() && offset != 0 {
-                range.push(slot_node(st, *r));
+                range.push(slot_node(st, *r, use_pport));
             }
         }
         out.push(Reply::Array(range));
@@ -640,8 +643,17 @@ fn shards_reply(st: &ClusterState, my_offset: u64) -> Reply {
                     node.repl_offset
                 };
                 let mut map = vec![(bulk("id"), Reply::Bulk(Bytes::copy_from_slice(&node.name)))];
-                if node.port != 0 {
-                    map.push((bulk("port"), Reply::Int(node.port as i64)));
+                // tls-cluster stands for "the announced port is the TLS one", as in Redis.
+                let (port, tls_port) = if st.settings.tls_cluster {
+                    (node.pport, node.port)
+                } else {
+                    (node.port, 0)
+                };
+                if port != 0 {
+                    map.push((bulk("port"), Reply::Int(port as i64)));
+                }
+                if tls_port != 0 {
+                    map.push((bulk("tls-port"), Reply::Int(tls_port as i64)));
                 }
                 map.push((bulk("ip"), Reply::Bulk(Bytes::from(node.ip.clone()))));
                 map.push((

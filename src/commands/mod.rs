@@ -1152,6 +1152,7 @@ fn cluster_redirect(
             migrate: spec.name == "migrate",
             asking: asking || spec.name == "restore-asking",
             readonly: client.cluster.readonly,
+            on_tls: client.cluster.on_tls,
         },
     )
 }
@@ -1182,7 +1183,7 @@ fn recheck_migrating_slot(
     }
     let positions = spec.key_positions(args);
     let keys: Vec<&[u8]> = positions.iter().map(|&i| &args[i][..]).collect();
-    recheck_migrating_keys(srv, &keys, writes, g)
+    recheck_migrating_keys(srv, &keys, writes, client.cluster.on_tls, g)
 }
 
 /// [`crate::cluster::routing::recheck_migrating`] with each key looked up in the shards `g`
@@ -1192,10 +1193,11 @@ pub(crate) fn recheck_migrating_keys(
     srv: &Server,
     keys: &[&[u8]],
     writes: bool,
+    on_tls: bool,
     g: &mut Guards<'_>,
 ) -> Option<Reply> {
     let now = g.now_ms;
-    crate::cluster::routing::recheck_migrating(srv, keys, writes, |k| {
+    crate::cluster::routing::recheck_migrating(srv, keys, writes, on_tls, |k| {
         let shard = g.shard_mut(0, srv.keyspace.shard_of(k));
         shard.raw_get(k).is_some() && !shard.is_expired(k, now)
     })
@@ -1641,6 +1643,7 @@ pub fn run_locked<'a>(
             b.serve,
             b.serve_each,
             client.cluster.readonly && !spec.is_write(),
+            client.cluster.on_tls,
         );
         client.block_timeout_ms = b.timeout_ms;
         client.block_timeout_reply = Some(b.on_timeout);

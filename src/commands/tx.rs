@@ -142,7 +142,7 @@ fn recheck_queue_routing(
                 != 0;
         keys.extend(spec.key_positions(args).into_iter().map(|i| &args[i][..]));
     }
-    super::recheck_migrating_keys(srv, &keys, writes, g)
+    super::recheck_migrating_keys(srv, &keys, writes, client.cluster.on_tls, g)
 }
 
 /// Leave MULTI without running it (an EXEC refused while a script is busy).

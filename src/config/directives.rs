@@ -431,7 +431,7 @@ directive_table! {
         .checked(announced_hostname),
     CLUSTER_ANNOUNCE_PORT: Int = row("cluster-announce-port", PORT, "0", "the client port this node gives the cluster (0: port)"),
     CLUSTER_ANNOUNCE_BUS_PORT: Int = row("cluster-announce-bus-port", PORT, "0", "the bus port this node gives the cluster (0: the bus port it listens on)"),
-    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", "as Redis: the TLS client port to announce, used only with tls-cluster yes (which Podium's cluster mode refuses: the bus does not speak TLS), so it changes nothing, as in Redis with tls-cluster no"),
+    CLUSTER_ANNOUNCE_TLS_PORT: Int = row("cluster-announce-tls-port", PORT, "0", "the TLS client port this node announces to the cluster with tls-cluster yes (0 = tls-port); the plaintext port is then announced as cluster-announce-port (0 = none)"),
     CLUSTER_PREFERRED_ENDPOINT_TYPE: Text = row(
         "cluster-preferred-endpoint-type",
         Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
@@ -460,7 +460,7 @@ directive_table! {
         "whether a TLS client must present a certificate signed by the CA (optional: verified if given)",
     ),
     TLS_REPLICATION: Flag = row("tls-replication", YES_NO, "no", "a replica connects to its master over TLS"),
-    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", "MIGRATE connects to its target over TLS (with cluster-enabled yes it is refused: the bus does not speak TLS)"),
+    TLS_CLUSTER: Flag = row("tls-cluster", YES_NO, "no", "the cluster bus and MIGRATE speak TLS: the bus port is tls-port + 10000 and the TLS port is the one announced (plain clients are sent to the plaintext port)"),
     TLS_PREFER_SERVER_CIPHERS: Flag = row("tls-prefer-server-ciphers", YES_NO, "no", "choose the cipher by the server's order rather than the client's"),
     TLS_SESSION_CACHING: Flag = row("tls-session-caching", YES_NO, "yes", "cache TLS sessions so clients can resume them"),
     TLS_SESSION_CACHE_SIZE: Int = row("tls-session-cache-size", UINT, "20480", "how many TLS sessions the cache holds"),

@@ -3,13 +3,17 @@
 # tests/sentinel (runtest-sentinel) and tests/cluster (runtest-cluster).
 #
 # Usage:
-#   tests/redis-suite/instances.sh sentinel|cluster BIN [--min-passed N] [--unit U ...]
+#   tests/redis-suite/instances.sh sentinel|cluster BIN [--tls] [--min-passed N] [--unit U ...]
 #       sentinel: 5 data nodes (ports 30000-30004) run BIN, watched by 5 of Debian's
 #                 redis-sentinel (installed if missing).
 #       cluster:  20 nodes with `cluster-enabled yes` (ports 30000-30019, bus on port+10000)
 #                 run BIN.
 #   --unit U (repeatable) runs only the units whose file name contains U (runtest's --single),
 #   e.g. --unit 00-base --unit 16-transactions; without it every unit runs.
+#   --tls runs the suite over TLS, as Redis's `./runtest-cluster --tls`: every node gets
+#   tls-port, tls-replication, tls-cluster (the bus over TLS) and the test certificates (made
+#   by the tree's utils/gen-test-certs.sh), a plaintext port beside it, and the suite's clients
+#   connect with tcl-tls. Needs openssl and tcl-tls (installed if missing).
 #   --min-passed N is a ratchet for a suite still being completed: success when at least N
 #   tests passed, even if some failed.
 #
@@ -35,9 +39,10 @@ case "$kind" in sentinel|cluster) ;; -h|--help) usage; exit 0 ;; *) usage >&2; e
 [ -n "$bin" ] && [ -x "$bin" ] || { echo "instances.sh: $bin is not an executable" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 shift 2
-min_passed="" units=()
+min_passed="" units=() tls_opt=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --tls) tls_opt=(--tls); shift ;;
     --min-passed) min_passed=${2-}; shift 2 || break ;;
     --unit) [ $# -ge 2 ] || { echo "instances.sh: --unit takes a name" >&2; exit 2; }
             units+=(--single "$2"); shift 2 ;;
@@ -64,6 +69,10 @@ mkdir -p "$work/src"
 ln -s "$bin" "$work/src/redis-server"
 ln -s "$(command -v redis-cli)" "$work/src/redis-cli"
 [ "$kind" = sentinel ] && ln -s "$(command -v redis-sentinel)" "$work/src/redis-sentinel"
+if [ ${#tls_opt[@]} -gt 0 ]; then
+  bash "$(dirname "$0")/tls-certs.sh" "$work" "$tree" \
+    || { echo "instances.sh: could not make the TLS test certificates" >&2; exit 2; }
+fi
 
 # Tests whose failure is a race in the suite itself, by unit. Sentinel's 12-master-reboot: a
 # Sentinel turning the rebooted master into a replica sends CLIENT KILL TYPE normal, which
@@ -75,7 +84,7 @@ declare -A KNOWN_RACES=(
 )
 
 cd "$work"
-timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" "${units[@]}" >output.txt 2>&1
+timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" "${tls_opt[@]}" "${units[@]}" >output.txt 2>&1
 rc=$?
 plain=$(sed 's/\x1b\[[0-9;]*m//g' output.txt)
 grep -E '^Testing unit|FAILED|[Ee]xception|Crash report|test\(s\) failed' <<<"$plain" | head -n 100
@@ -105,7 +114,7 @@ if [ $rc != 124 ] && [ "$failed" -gt 0 ]; then
     for unit in "${retry_units[@]}"; do
       clean=""
       for _ in $(seq "${RACE_RETRIES:-2}"); do
-        timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" --single "$unit" >"retry-$unit.txt" 2>&1
+        timeout "${SUITE_TIMEOUT:-2400}" "./runtest-$kind" "${tls_opt[@]}" --single "$unit" >"retry-$unit.txt" 2>&1
         again=$(sed 's/\x1b\[[0-9;]*m//g' "retry-$unit.txt")
         if grep -q 'GOOD! No errors' <<<"$again" && ! grep -q 'FAILED\|[Ee]xception' <<<"$again"; then
           clean=1; break

@@ -78,6 +78,7 @@ declare -A TLS_TOTAL=(
   [unit/scripting]=306 [unit/functions]=109 [unit/limits]=1 [unit/querybuf]=2 [unit/shutdown]=8
   [unit/pause]=16 [integration/redis-cli]=30 [unit/pubsub]=30 [unit/type/stream-cgroups]=57
   [integration/aof-multi-part]=35 [unit/multi]=63 [unit/type/list]=240 [unit/type/list-2]=2
+  [unit/cluster-scripting]=3 [unit/cluster/misc]=1 [unit/cluster/links]=1
   [unit/type/list-3]=11 [unit/expire]=70 [integration/replication-3]=7 [integration/logging]=3
   [unit/obuf-limits]=9 [integration/replication-4]=16 [unit/maxmemory]=31 [integration/shutdown]=5
   [integration/failover]=13 [integration/psync2-master-restart]=4 [integration/convert-zipmap-hash-on-load]=3 [integration/convert-
@@ -204,15 +205,7 @@ if [ "$mode" = native ]; then
     p=$(command -v $t) && ln -s "$p" "$work/src/$t"
   done
   if [ -n "$tls" ]; then
-    command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl >/dev/null; }
-    dpkg -s tcl-tls >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tcl-tls >/dev/null; }
-    mkdir -p "$work/utils" "$work/tests/tls"
-    cp "$tree/utils/gen-test-certs.sh" "$work/utils/"
-    if ! (cd "$work" && openssl genpkey -genparam -algorithm DH -pkeyopt group:ffdhe2048 \
-            -out tests/tls/redis.dh && bash utils/gen-test-certs.sh) >"$work/certs.log" 2>&1; then
-      sed 's/^/    /' "$work/certs.log" | tail -n 8 >&2
-      fail_all "could not make the TLS test certificates"
-    fi
+    bash "$(dirname "$0")/tls-certs.sh" "$work" "$tree" || fail_all "could not make the TLS test certificates"
   fi
   tree=$work
 

@@ -294,6 +294,12 @@ for sc in "${scenarios[@]}"; do
       ;;
     cluster)
       each_image cluster s6
+      # One of each kind: the cut-off master Podium with a redis-server replica, and the reverse.
+      read -r -a imgs <<<"$IMAGES"
+      if [ ${#imgs[@]} = 2 ]; then
+        bg_case "cluster/mixed-${imgs[0]%%:*}-master" s6_mixed "${imgs[0]}" "${imgs[1]}" 2
+        bg_case "cluster/mixed-${imgs[1]%%:*}-master" s6_mixed "${imgs[1]}" "${imgs[0]}" 3
+      fi
       ;;
     *) die "unknown scenario $sc" ;;
   esac

@@ -7,16 +7,28 @@
 # minority side is the case where Redis Cluster loses acknowledged writes. Measured: how long
 # until the replica is promoted, until the old master refuses writes (CLUSTERDOWN), which
 # acknowledged writes are lost (none acknowledged by WAIT may be), and how long the healed
-# master takes to rejoin as a replica of the promoted one. Run with each image: the figures are
-# reported side by side, not required to be equal.
+# master takes to rejoin as a replica of the promoted one. Run with each image, and with two
+# mixed clusters (three nodes of each image; the cut-off master of one kind, its replica of the
+# other): the figures are reported side by side, not required to be equal.
 
-# s6 IMAGE INDEX
+# s6 IMAGE INDEX: six nodes of IMAGE.
 s6() {
-  local img=$1 net=10.238.$((60 + $2))
-  local out=$OUTROOT/cluster-${img%%:*} f=$ROOT/tests/compose/6-cluster-partition/docker-compose.yml
-  local p=podiumtest-cluster-${img%%:*}
+  s6_with "${1%%:*}" "$1" "$1" "$2"
+}
+
+# s6_mixed IMAGE_A IMAGE_B INDEX: a mixed cluster, the cut-off master of IMAGE_A and its
+# replica of IMAGE_B (see the compose file).
+s6_mixed() {
+  s6_with "mixed-${1%%:*}-master" "$1" "$2" "$3"
+}
+
+# s6_with NAME IMAGE_A IMAGE_B INDEX
+s6_with() {
+  local name=$1 net=10.238.$((60 + $4))
+  local out=$OUTROOT/cluster-$name f=$ROOT/tests/compose/6-cluster-partition/docker-compose.yml
+  local p=podiumtest-cluster-$name
   rm -rf "$out"; mkdir -p "$out"
-  export REDIS_IMAGE=$img NET=$net COMPOSE_OUT=$out
+  export IMAGE_A=$2 IMAGE_B=$3 NET=$net COMPOSE_OUT=$out
   cleanup_on_exit "$f" "$p" "$out"
   command -v nsenter >/dev/null || { echo "nsenter (util-linux) is needed to cut a node off" >&2; return 1; }
   command -v iptables-restore >/dev/null || { echo "iptables is needed to cut a node off" >&2; return 1; }
@@ -43,9 +55,20 @@ s6() {
     [ "$(date +%s)" -lt "$deadline" ] || { echo "the cluster did not converge in 60 s" >&2; cat "$out/check-before.log" >&2; return 1; }
     sleep 0.5
   done
+  # container_of IP: the id of the project's container with that address.
+  container_of() {
+    docker ps -q --filter "label=com.docker.compose.project=$p" | while read -r c; do
+      docker inspect -f '{{.Id}} {{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$c"
+    done | awk -v ip="$1" '$2 == ip {print $1}'
+  }
+  image_at() { docker inspect -f '{{.Config.Image}}' "$(container_of "$1")"; }
   local old new
   read -r old new < <(app python3 /app/cluster_partition_app.py target)
-  echo "cut: master $old (slot 0), its replica $new" | tee "$out/cut.txt"
+  echo "cut: master $old ($(image_at "$old"), slot 0), its replica $new ($(image_at "$new"))" | tee "$out/cut.txt"
+  if [ "$2" != "$3" ] && [ "$(image_at "$old")" = "$(image_at "$new")" ]; then
+    echo "a mixed cluster whose cut-off master and replica are of one kind: redis-cli assigned the replicas otherwise than the compose file expects" >&2
+    return 1
+  fi
   local deadline=$(( $(date +%s) + 30 ))
   until [ "$(app redis-cli -h "$new" role | sed -n 4p | tr -d '\r')" = connected ]; do
     [ "$(date +%s)" -lt "$deadline" ] || { echo "the replica $new never linked" >&2; return 1; }
@@ -60,12 +83,6 @@ s6() {
   sleep 3
 
   # The cut: the old master drops every packet to and from the other five nodes.
-  # container_of IP: the id of the project's container with that address.
-  container_of() {
-    docker ps -q --filter "label=com.docker.compose.project=$p" | while read -r c; do
-      docker inspect -f '{{.Id}} {{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$c"
-    done | awk -v ip="$1" '$2 == ip {print $1}'
-  }
   local oid nid pid
   oid=$(container_of "$old")
   nid=$(container_of "$new")

@@ -442,16 +442,35 @@ impl ClientSocket {
     }
 
     async fn read_buf_with_room(&self, buf: &mut BytesMut, min_room: usize) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_read_with_room(cx, buf, min_room)).await
+    }
+
+    /// [`ClientSocket::read_buf_as_sized`] as a poll function, for a caller that polls it
+    /// beside other sources in one `poll_fn` (`connection::serve_client`'s idle wait).
+    #[inline]
+    pub fn poll_read_as_sized(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut BytesMut,
+    ) -> std::task::Poll<io::Result<usize>> {
+        self.poll_read_with_room(cx, buf, 1)
+    }
+
+    fn poll_read_with_room(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut BytesMut,
+        min_room: usize,
+    ) -> std::task::Poll<io::Result<usize>> {
         // With arrival ordering on, the driver wakes this socket's reader through its Stamp,
         // which numbers the wake before it wakes the task.
-        std::future::poll_fn(|cx| match &self.arrival {
+        match &self.arrival {
             Some((stamp, waker)) => {
                 stamp.register(cx.waker());
                 self.poll_read_into(&mut std::task::Context::from_waker(waker), buf, min_room)
             }
             None => self.poll_read_into(cx, buf, min_room),
-        })
-        .await
+        }
     }
 
     fn poll_read_into(

@@ -62,7 +62,15 @@ impl Future for Wait<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let s = self.signal;
+        self.signal.poll_wait(cx)
+    }
+}
+
+impl Signal {
+    /// [`Signal::wait`] as a poll function, for a caller that polls it beside other sources
+    /// in one `poll_fn` (`connection::serve_client`'s idle wait) rather than in a `select!`.
+    pub(crate) fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let s = self;
         if s.set.swap(false, Ordering::AcqRel) {
             return Poll::Ready(());
         }

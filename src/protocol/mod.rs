@@ -370,17 +370,51 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Parsed, ProtocolError> {
         }
         return Ok(Parsed::Incomplete);
     };
-    let line = buf.split_to(nl + 1);
-    let mut line = &line[..nl];
-    if line.last() == Some(&b'\r') {
-        line = &line[..line.len() - 1];
+    let line = buf.split_to(nl + 1).freeze();
+    let mut end = nl;
+    if end > 0 && line[end - 1] == b'\r' {
+        end -= 1;
     }
-    match split_args(line) {
+    if !line[..end].iter().any(|&b| b == b'"' || b == b'\'') {
+        // No quotes (PING, redis-benchmark's inline lines, a typed GET): the words are slices
+        // of the line, as split_args would have copied them out.
+        let args = split_unquoted(&line, end);
+        return Ok(if args.is_empty() {
+            Parsed::Empty
+        } else {
+            Parsed::Command(args)
+        });
+    }
+    match split_args(&line[..end]) {
         Some(args) if args.is_empty() => Ok(Parsed::Empty),
         Some(args) => Ok(Parsed::Command(args.into_iter().map(Bytes::from).collect())),
         None => Err(ProtocolError(
             "Protocol error: unbalanced quotes in request".into(),
         )),
+    }
+}
+
+/// [`split_args`] for a line without quotes (`line[..end]`): the same words, as slices of
+/// `line`. Whitespace (as `is_ascii_whitespace`) separates words; a space, tab, CR, LF or NUL
+/// ends one and is consumed with it, so a NUL where a word would start makes an empty word,
+/// as in `split_args`.
+fn split_unquoted(line: &Bytes, end: usize) -> Vec<Bytes> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < end && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= end {
+            return args;
+        }
+        let start = i;
+        while i < end && !matches!(line[i], b' ' | b'\n' | b'\r' | b'\t' | 0) {
+            i += 1;
+        }
+        args.push(line.slice(start..i));
+        // The delimiter that ended the word goes with it.
+        i += 1;
     }
 }
 
@@ -518,6 +552,36 @@ pub fn encode_select(out: &mut Vec<u8>, db: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unquoted_inline_words_are_split_args_words() {
+        // Every line of up to 5 bytes over an alphabet of the separators, a NUL, a form feed
+        // and letters: the slices are split_args's words.
+        let alphabet = [b' ', b'\t', b'\r', b'\n', 0u8, 0x0c, b'a', b'b'];
+        let mut lines: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let longer: Vec<Vec<u8>> = lines
+                .iter()
+                .filter(|l| l.len() == lines.last().map_or(0, |x| x.len()))
+                .flat_map(|l| {
+                    alphabet.iter().map(move |&c| {
+                        let mut n = l.clone();
+                        n.push(c);
+                        n
+                    })
+                })
+                .collect();
+            lines.extend(longer);
+        }
+        for l in &lines {
+            let line = Bytes::copy_from_slice(l);
+            let fast: Vec<Vec<u8>> = split_unquoted(&line, line.len())
+                .iter()
+                .map(|b| b.to_vec())
+                .collect();
+            assert_eq!(Some(fast), split_args(l), "{l:?}");
+        }
+    }
 
     /// The short-header path agrees with the general one wherever it answers: every text of
     /// up to four bytes from digits, a sign, CR, LF and a letter, at offset 0 and 1.

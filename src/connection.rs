@@ -32,17 +32,35 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 /// Serve one TCP connection until it closes; `tls` is the session of a client of the TLS
-/// port, whose handshake is done first.
-pub async fn handle(
+/// port, whose handshake is done first. The socket is set up here, before the task starts,
+/// and the task is `serve_socket` itself: each layer of future between the runtime and
+/// `serve_client` is entered on every wake-up.
+pub fn handle(
     srv: Arc<Server>,
     sock: TcpStream,
     peer: SocketAddr,
     tls: Option<openssl::ssl::Ssl>,
-) {
+) -> impl std::future::Future<Output = ()> {
     let sock = match tls {
         None => ClientSocket::new(sock),
         Some(ssl) => ClientSocket::new_tls(sock, ssl),
     };
+    if let Ok(s) = &sock {
+        s.set_keepalive(srv.config.int(dir::TCP_KEEPALIVE));
+    }
+    serve_socket(srv, sock, peer.to_string())
+}
+
+/// A client of the Unix socket at `path`; Redis shows its address as `path:0`.
+pub fn handle_unix(
+    srv: Arc<Server>,
+    sock: tokio::net::UnixStream,
+    path: String,
+) -> impl std::future::Future<Output = ()> {
+    serve_socket(srv, ClientSocket::new_unix(sock), format!("{path}:0"))
+}
+
+async fn serve_socket(srv: Arc<Server>, sock: std::io::Result<ClientSocket>, peer: String) {
     let sock = match sock {
         Ok(s) => s,
         Err(e) => {
@@ -50,23 +68,6 @@ pub async fn handle(
             return;
         }
     };
-    sock.set_keepalive(srv.config.int(dir::TCP_KEEPALIVE));
-    serve_socket(srv, sock, peer.to_string()).await
-}
-
-/// A client of the Unix socket at `path`; Redis shows its address as `path:0`.
-pub async fn handle_unix(srv: Arc<Server>, sock: tokio::net::UnixStream, path: String) {
-    let sock = match ClientSocket::new_unix(sock) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::debug!("dropping connection on {path}: {e}");
-            return;
-        }
-    };
-    serve_socket(srv, sock, format!("{path}:0")).await
-}
-
-async fn serve_socket(srv: Arc<Server>, sock: ClientSocket, peer: String) {
     // Shared with the park hook that writes replies left for the worker's turn.
     let sock = Arc::new(sock);
     let id = srv.next_client_id();

@@ -932,7 +932,9 @@ fn master_and_replica(ports: [u16; 2], dir: &Path) -> (Node, Node) {
     });
     text(replica.port, &["CLUSTER", "REPLICATE", &master_id]);
     wait_for("the replica to be connected", 30, || {
-        role(replica.port) == format!("slave {} connected", master.port) && cluster_ok(replica.port)
+        role(replica.port) == format!("slave {} connected", master.port)
+            && cluster_ok(replica.port)
+            && cluster_ok(master.port)
     });
     (master, replica)
 }
@@ -1024,7 +1026,12 @@ fn shard_channels_of_a_slot_that_moves_away_are_unsubscribed() {
     text(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
     text(b.port, &["CLUSTER", "MEET", "127.0.0.1", "28841", "29841"]);
     wait_for("both nodes to know each other", 30, || {
-        nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
+        nodes_view(a.port).len() == 2
+            && nodes_view(b.port).len() == 2
+            // `a` too: a master stays cluster_state:fail for its first 2 s (Redis's
+            // writable delay), which under load can outlast b's joining.
+            && cluster_ok(a.port)
+            && cluster_ok(b.port)
     });
     // ch3 and ch7 hash to different slots.
     let slot_of = |ch: &str| text(a.port, &["CLUSTER", "KEYSLOT", ch]);
@@ -1117,7 +1124,12 @@ fn blocked_clients_migrate_and_scripts_follow_slots() {
     text(a.port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
     text(b.port, &["CLUSTER", "MEET", "127.0.0.1", "28861", "29861"]);
     wait_for("both nodes to know each other", 30, || {
-        nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
+        nodes_view(a.port).len() == 2
+            && nodes_view(b.port).len() == 2
+            // `a` too: a master stays cluster_state:fail for its first 2 s (Redis's
+            // writable delay), which under load can outlast b's joining.
+            && cluster_ok(a.port)
+            && cluster_ok(b.port)
     });
     let (a_id, b_id) = (myid(a.port), myid(b.port));
     let slot = text(a.port, &["CLUSTER", "KEYSLOT", "queue"]);
@@ -1278,7 +1290,12 @@ fn write_race_with_migrate(port: u16, in_multi: bool) {
     let a_port = port.to_string();
     text(b.port, &["CLUSTER", "MEET", "127.0.0.1", &a_port, &bus]);
     wait_for("both nodes to know each other", 30, || {
-        nodes_view(a.port).len() == 2 && nodes_view(b.port).len() == 2 && cluster_ok(b.port)
+        nodes_view(a.port).len() == 2
+            && nodes_view(b.port).len() == 2
+            // `a` too: a master stays cluster_state:fail for its first 2 s (Redis's
+            // writable delay), which under load can outlast b's joining.
+            && cluster_ok(a.port)
+            && cluster_ok(b.port)
     });
     let (a_id, b_id) = (myid(a.port), myid(b.port));
     let slot = text(a.port, &["CLUSTER", "KEYSLOT", "{race}"]);

@@ -553,27 +553,33 @@ pub fn encode_select(out: &mut Vec<u8>, db: usize) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn unquoted_inline_words_are_split_args_words() {
-        // Every line of up to 5 bytes over an alphabet of the separators, a NUL, a form feed
-        // and letters: the slices are split_args's words.
-        let alphabet = [b' ', b'\t', b'\r', b'\n', 0u8, 0x0c, b'a', b'b'];
-        let mut lines: Vec<Vec<u8>> = vec![Vec::new()];
-        for _ in 0..5 {
-            let longer: Vec<Vec<u8>> = lines
+    /// Every text of up to `max_len` bytes over `alphabet`, the empty one included.
+    fn every_text(alphabet: &[u8], max_len: usize) -> Vec<Vec<u8>> {
+        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut level = 0..1;
+        for _ in 0..max_len {
+            let longer: Vec<Vec<u8>> = texts[level.clone()]
                 .iter()
-                .filter(|l| l.len() == lines.last().map_or(0, |x| x.len()))
-                .flat_map(|l| {
+                .flat_map(|t| {
                     alphabet.iter().map(move |&c| {
-                        let mut n = l.clone();
+                        let mut n = t.clone();
                         n.push(c);
                         n
                     })
                 })
                 .collect();
-            lines.extend(longer);
+            level = texts.len()..texts.len() + longer.len();
+            texts.extend(longer);
         }
-        for l in &lines {
+        texts
+    }
+
+    #[test]
+    fn unquoted_inline_words_are_split_args_words() {
+        // Every line of up to 5 bytes over an alphabet of the separators, a NUL, a form feed
+        // and letters: the slices are split_args's words.
+        let alphabet = [b' ', b'\t', b'\r', b'\n', 0u8, 0x0c, b'a', b'b'];
+        for l in &every_text(&alphabet, 5) {
             let line = Bytes::copy_from_slice(l);
             let fast: Vec<Vec<u8>> = split_unquoted(&line, line.len())
                 .iter()
@@ -588,23 +594,8 @@ mod tests {
     #[test]
     fn small_headers_read_as_the_general_parser_reads_them() {
         let alphabet = [b'0', b'1', b'7', b'9', b'-', b'\r', b'\n', b'x'];
-        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
-        for _ in 0..4 {
-            let longer: Vec<Vec<u8>> = texts
-                .iter()
-                .filter(|t| t.len() == texts.last().map_or(0, |l| l.len()))
-                .flat_map(|t| {
-                    alphabet.iter().map(move |&c| {
-                        let mut n = t.clone();
-                        n.push(c);
-                        n
-                    })
-                })
-                .collect();
-            texts.extend(longer);
-        }
         let mut answered = 0;
-        for t in &texts {
+        for t in &every_text(&alphabet, 4) {
             for prefix in [&b""[..], &b"$"[..]] {
                 let data = [prefix, &t[..]].concat();
                 let at = prefix.len();
